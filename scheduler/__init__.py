@@ -1,0 +1,25 @@
+"""duetime: a job scheduler that runs each job at its time, once.
+
+    from scheduler import JobScheduler
+    with JobScheduler(num_workers=4) as s:
+        s.schedule(lambda: print("hi"), delay_seconds=1.5)
+"""
+from scheduler.api import JobScheduler, RecurringJobScheduler
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.engine import Scheduler
+from scheduler.errors import (
+    DuetimeError, InvocationTimeout, JobNotFoundError, PayloadError, SchedulerClosedError,
+    TaskNotRegisteredError,
+)
+from scheduler.model import Delivery, JobInfo, Misfire, Overlap, RetryPolicy
+from scheduler.stores.memory import MemoryStore
+from scheduler.tasks import task
+from workers.context import InvocationContext, current_invocation
+
+__all__ = [
+    "Clock", "Delivery", "DuetimeError", "InvocationContext", "InvocationTimeout", "JobInfo",
+    "JobNotFoundError", "JobScheduler", "MemoryStore", "Misfire", "MonotonicClock", "Overlap",
+    "PayloadError", "RecurringJobScheduler", "RetryPolicy", "Scheduler",
+    "SchedulerClosedError", "TaskNotRegisteredError", "current_invocation", "task",
+]
+__version__ = "0.1.0"

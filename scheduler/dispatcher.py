@@ -1,0 +1,152 @@
+"""THE loop, shared by every store: sleep until the next due time, claim what the
+workers can start now, hand it over, sleep again.
+
+* It never polls: with nothing due it waits on its condition with no timeout (or the
+  store's safety resync, for shared stores); a store wake-up for an earlier job, or a
+  worker freeing a slot while due work waits, notifies it.
+* It never runs user code: ``submit`` hands each claim to a worker pool.
+* It claims at most the free capacity of each lane, so a busy engine does not hoard work.
+* The store judges "due"; a wake-up that comes early just yields an empty batch.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Mapping
+
+from scheduler.clock import Clock
+from scheduler.model import Claim, ClaimBatch
+from scheduler.stores.base import Store
+
+log = logging.getLogger("duetime.dispatcher")
+
+
+class Dispatcher:
+    def __init__(self, store: Store, clock: Clock, *,
+                 capacity: Callable[[], Mapping[str, int]],
+                 submit: Callable[[Claim, float], None],
+                 lease: float | None, owner: str,
+                 resync: float | None = None,
+                 retry_backoff: tuple[float, float] = (0.05, 5.0)) -> None:
+        self._store = store
+        self._clock = clock
+        self._capacity = capacity
+        self._submit = submit
+        self._lease = lease
+        self._owner = owner
+        self._resync = resync
+        self._backoff_min, self._backoff_max = retry_backoff
+        self._backoff = 0.0
+        self._cond = threading.Condition()
+        self._deadline: float | None = None  # clock time of the next due claim (None: none)
+        self._dirty = True       # something changed since the last claim: claim again
+        self._claiming = False   # a claim is in flight: any poke must trigger another
+        self._parked = False
+        self._starved = False    # the last claim left a lane with no free worker
+        self._closed = False
+        self.rounds = 0          # claim rounds so far (tests, metrics)
+        self._thread = threading.Thread(target=self._loop, name=f"duetime-dispatch-{owner}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # ---- wake-ups ---------------------------------------------------------------------
+
+    def poke(self) -> None:
+        """Claim again now (something may have become due or claimable)."""
+        with self._cond:
+            self._dirty = True
+            self._cond.notify()
+
+    def poke_if_earlier(self, due_in: float | None) -> None:
+        """A job became pending ``due_in`` seconds from now: wake only if that is earlier
+        than what the loop waits for (or a claim is in flight and may have missed it)."""
+        with self._cond:
+            if self._dirty:
+                return
+            if (self._claiming or due_in is None or self._deadline is None
+                    or self._clock.now() + due_in < self._deadline):
+                self._dirty = True
+                self._cond.notify()
+
+    def poke_capacity(self) -> None:
+        """A worker became free: claim again only if due work may be waiting for one."""
+        with self._cond:
+            if self._starved and not self._dirty:
+                self._dirty = True
+                self._cond.notify()
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while self._wait_for_work():
+            batch = self._claim()
+            self._park_after(batch)
+
+    def _wait_for_work(self) -> bool:
+        """Sleep until dirty or the deadline passes. False when closed."""
+        with self._cond:
+            while not self._closed and not self._dirty:
+                timeout = None
+                if self._deadline is not None:
+                    timeout = self._deadline - self._clock.now()
+                    if timeout <= 0:
+                        break
+                self._parked = True
+                self._cond.notify_all()  # wait_quiet() watchers
+                self._clock.wait(self._cond, timeout)
+                self._parked = False
+            if self._closed:
+                return False
+            self._dirty = False
+            self._claiming = True
+            return True
+
+    def _claim(self) -> ClaimBatch | None:
+        try:
+            capacity = self._capacity()
+            batch = self._store.claim_due(capacity, self._lease, self._owner)
+            now = self._clock.now()
+            for claim in batch.claims:
+                self._submit(claim, now)
+            self._backoff = 0.0
+            return batch
+        except Exception as exc:  # the store is unreachable or broken: keep going
+            self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))
+            log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
+            return None
+
+    def _park_after(self, batch: ClaimBatch | None) -> None:
+        starved = any(free <= 0 for free in self._capacity().values())
+        with self._cond:
+            self.rounds += 1
+            self._claiming = False
+            self._starved = starved
+            now = self._clock.now()
+            if batch is None:
+                self._deadline = now + self._backoff
+            else:
+                due_in = batch.next_due_in
+                if self._resync is not None:
+                    due_in = self._resync if due_in is None else min(due_in, self._resync)
+                self._deadline = None if due_in is None else now + due_in
+
+    # ---- lifecycle and test support ------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop claiming. Returns once the loop has exited (no claim in flight)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def wait_quiet(self, timeout: float | None = None) -> bool:
+        """Block until the loop is parked with nothing due now and no wake-up pending."""
+        def quiet() -> bool:
+            return self._closed or (
+                self._parked and not self._dirty
+                and (self._deadline is None or self._deadline > self._clock.now()))
+        with self._cond:
+            return self._cond.wait_for(quiet, timeout)

@@ -1,0 +1,244 @@
+"""The engine: one store, one dispatcher loop, lanes of workers, and the richer API.
+
+``Scheduler`` is what ``JobScheduler`` and ``RecurringJobScheduler`` are thin layers over.
+It is also the composition root: the only place (with the CLI) where ``scheduler`` meets
+``workers``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import threading
+import uuid
+from typing import Any, Callable, Literal, Mapping
+
+from scheduler import tasks, validation
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.dispatcher import Dispatcher
+from scheduler.errors import JobNotFoundError, SchedulerClosedError
+from scheduler.model import (
+    After, At, Claim, Delivery, Event, Every, InvocationInfo, JobInfo, JobSpec, Misfire,
+    Overlap, RetryPolicy, Schedule, TaskRef, Target,
+)
+from scheduler.stores.base import Store
+from scheduler.stores.memory import MemoryStore
+from workers.heartbeat import Heartbeat
+from workers.lanes import Lanes
+from workers.runner import Runner, Work
+from workers.timers import Timers
+
+log = logging.getLogger("duetime")
+
+JobTarget = Callable[[], Any] | str
+
+
+class Scheduler:
+    """A scheduler engine over a store.
+
+    ``num_workers`` threads serve the ``"default"`` lane; ``lanes`` adds named lanes with
+    their own sizes (a job names its lane). ``lease`` is the claim lease (default: the
+    store's; ``None`` for the in-process store, whose owner cannot die without it).
+    ``lane_timeouts`` gives a default timeout per lane. All methods are thread-safe and
+    may be called from inside a running job.
+    """
+
+    def __init__(self, num_workers: int = 4, *, store: Store | None = None,
+                 clock: Clock | None = None, lanes: Mapping[str, int] | None = None,
+                 lane_timeouts: Mapping[str, float] | None = None,
+                 lease: float | None | Literal["store"] = "store",
+                 rng: random.Random | None = None,
+                 resync: float | None = None, owner: str | None = None) -> None:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+            raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        self.clock: Clock = clock or getattr(store, "clock", None) or MonotonicClock()
+        self.store: Store = store if store is not None else MemoryStore(self.clock)
+        self.owner = owner or uuid.uuid4().hex[:12]
+        self._lease = self.store.default_lease if lease == "store" else lease
+        if self._lease is not None:
+            validation.interval(self._lease, "lease")
+        sizes = {"default": num_workers, **dict(lanes or {})}
+        timeouts = {k: validation.interval(v, f"timeout of lane {k!r}")
+                    for k, v in (lane_timeouts or {}).items()}
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._timers = Timers(self.clock)
+        heartbeat = None if self._lease is None else Heartbeat(self.store, self._timers,
+                                                               self._lease)
+        self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
+                              heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng)
+        self._dispatcher = Dispatcher(
+            self.store, self.clock, capacity=lambda: self._lanes.capacity(),
+            submit=self._submit, lease=self._lease, owner=self.owner, resync=resync)
+        self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
+                                         self._dispatcher.poke_capacity)
+        self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
+        self._dispatcher.start()
+
+    def _submit(self, claim: Claim, claimed_at: float) -> None:
+        self._lanes.submit(claim.lane, Work(claim, claimed_at))
+
+    # ---- scheduling -------------------------------------------------------------------
+
+    def after(self, fn: JobTarget, delay: float, **options: Any) -> str:
+        """Run ``fn`` once, ``delay`` seconds from now. Returns the job id.
+
+        On return the job is in the store (linearization point: the store's ``add``) and
+        every dispatcher that should wake for it has been notified."""
+        return self._add(fn, After(validation.delay(delay, "delay")), **options)
+
+    def at(self, fn: JobTarget, when: dt.datetime | float, **options: Any) -> str:
+        """Run ``fn`` once at ``when`` (an aware datetime, or epoch seconds); a time in the
+        past runs as soon as possible."""
+        return self._add(fn, At(_epoch(when, "when")), **options)
+
+    def every(self, fn: JobTarget, interval: float, *,
+              anchor: dt.datetime | float | None = None, **options: Any) -> str:
+        """Run ``fn`` at every grid point ``anchor + k*interval`` (k >= 0) that lies after
+        this call; ``anchor`` defaults to now, so the first run is one interval away.
+        With an existing ``job_id`` this is an upsert: an equal definition is a no-op that
+        keeps the anchor; a changed one replaces the job atomically."""
+        iv = validation.interval(interval, "interval")
+        a = None if anchor is None else _epoch(anchor, "anchor")
+        return self._add(fn, Every(iv, a), **options)
+
+    def _add(self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
+             kwargs: Mapping[str, Any] | None = None, lane: str = "default",
+             timeout: float | None = None, retry: RetryPolicy | None = None,
+             misfire: Misfire | str = Misfire.SKIP, misfire_grace: float | None = None,
+             overlap: Overlap | str = Overlap.SKIP,
+             delivery: Delivery | str = Delivery.AT_LEAST_ONCE) -> str:
+        target = _target(fn, kwargs)
+        jid = uuid.uuid4().hex if job_id is None else validation.job_id(job_id)
+        if lane not in self._lanes:
+            raise ValueError(f"unknown lane {lane!r}; this scheduler has lanes "
+                             f"{self._lanes.names()} (pass lanes={{...}} to create one)")
+        spec = JobSpec(
+            job_id=jid, target=target, schedule=schedule, lane=lane,
+            timeout=validation.optional_positive(timeout, "timeout"),
+            retry=_retry(retry), misfire=Misfire(misfire),
+            misfire_grace=(None if misfire_grace is None
+                           else validation.delay(misfire_grace, "misfire_grace")),
+            overlap=Overlap(overlap), delivery=Delivery(delivery))
+        if self._closed:
+            raise SchedulerClosedError()
+        self.store.add(spec)
+        return jid
+
+    def next_id(self) -> int:
+        return self.store.next_id()
+
+    # ---- control ----------------------------------------------------------------------
+
+    def cancel(self, job_id: str, *, wait: bool = False, timeout: float | None = None,
+               interrupt: bool = False) -> bool:
+        """Remove the job: no invocation of it starts after this returns (linearization
+        point: the store's ``cancel``). True iff that prevented at least one start. A
+        running invocation is not stopped; ``interrupt=True`` asks it to stop
+        (``current_invocation().cancelled()``), ``wait=True`` waits for it to end."""
+        prevented = self.store.cancel(validation.job_id(job_id))
+        if interrupt:
+            self._runner.cancel_running(job_id, "cancelled")
+        if wait:
+            self._runner.wait_job(job_id, timeout)
+        return prevented
+
+    def pause(self, job_id: str) -> bool:
+        """Stop starting new invocations of the job until ``resume``."""
+        return self.store.pause(validation.job_id(job_id))
+
+    def resume(self, job_id: str) -> bool:
+        """Resume a paused job; occurrences missed meanwhile follow its misfire policy."""
+        return self.store.resume(validation.job_id(job_id))
+
+    # ---- inspection ---------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobInfo:
+        """A snapshot of the job: state, next run, runs, failures, last result/error,
+        running invocations, skipped occurrences, dead letters."""
+        info = self.store.get(validation.job_id(job_id))
+        if info is None:
+            raise JobNotFoundError(job_id)
+        return info
+
+    def jobs(self) -> list[JobInfo]:
+        return self.store.jobs()
+
+    def running(self) -> list[InvocationInfo]:
+        return [inv for info in self.store.jobs() for inv in info.running]
+
+    def events(self, limit: int = 100) -> list[Event]:
+        return self.store.events(limit)
+
+    def wait_idle(self, timeout: float | None = 10.0) -> bool:
+        """Block until nothing is due now, nothing runs and no wake-up is pending (for
+        tests, with a ``FakeClock``: advance, then ``wait_idle``). False on timeout."""
+        for _ in range(1000):
+            rounds = self._dispatcher.rounds
+            if not (self._dispatcher.wait_quiet(timeout) and self._lanes.wait_idle(timeout)
+                    and self._dispatcher.wait_quiet(timeout)):
+                return False
+            if rounds == self._dispatcher.rounds and self._lanes.busy() == 0:
+                return True
+        return False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
+        """Stop claiming, hand claimed-but-unstarted invocations back to the store at once,
+        and (``wait``) let running jobs finish, up to ``timeout`` seconds. Idempotent; safe
+        from inside a job (that job's own thread is not waited for). Pending jobs stay in
+        the store."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._unsubscribe()
+        self._dispatcher.close()
+        for work in self._lanes.close():
+            self.store.release(work.claim)
+        if wait:
+            if not self._lanes.join(timeout):
+                log.warning("shutdown: jobs still running after %ss", timeout)
+            else:
+                self._timers.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def _target(fn: JobTarget, kwargs: Mapping[str, Any] | None) -> Target:
+    if isinstance(fn, str):
+        tasks.lookup(fn)  # unknown here: say so now rather than at run time
+        return TaskRef(validation.name(fn, "task name"), validation.json_args(dict(kwargs or {})))
+    validation.callable_job(fn)
+    if kwargs is not None:
+        raise TypeError("kwargs= is for registered task names; bind arguments of a callable "
+                        "with functools.partial")
+    return fn
+
+
+def _retry(retry: RetryPolicy | None) -> RetryPolicy:
+    if retry is None:
+        return RetryPolicy()
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    return retry
+
+
+def _epoch(when: dt.datetime | float, name: str) -> float:
+    if isinstance(when, dt.datetime):
+        if when.tzinfo is None:
+            raise ValueError(f"{name} must be a timezone-aware datetime (naive times are "
+                             "ambiguous); use datetime.now(timezone.utc) or zoneinfo")
+        return when.timestamp()
+    return validation.timestamp(when, name)

@@ -1,0 +1,39 @@
+"""Errors duetime raises. Each message says what happened and what to do about it."""
+from __future__ import annotations
+
+
+class DuetimeError(Exception):
+    """Base class of every duetime error."""
+
+
+class SchedulerClosedError(DuetimeError, RuntimeError):
+    """The scheduler was shut down; it accepts no new work."""
+
+    def __init__(self, what: str = "schedule") -> None:
+        super().__init__(
+            f"cannot {what}: this scheduler has been shut down; create a new one "
+            "(pending jobs of a shared store stay there for other replicas)"
+        )
+
+
+class JobNotFoundError(DuetimeError, KeyError):
+    """No job with this id exists in the store."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}; list jobs to see the known ids")
+        self.job_id = job_id
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class TaskNotRegisteredError(DuetimeError, LookupError):
+    """A task name (or a callable) that the task registry does not know."""
+
+
+class PayloadError(DuetimeError, ValueError):
+    """Job arguments that are not JSON or exceed the payload limit."""
+
+
+class InvocationTimeout(DuetimeError, TimeoutError):
+    """A job ran past its timeout (recorded as its failure; it was asked to stop)."""

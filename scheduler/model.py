@@ -1,0 +1,228 @@
+"""The data that crosses the store interface: frozen dataclasses, no I/O.
+
+Times named ``*_at``/``scheduled``/``due`` are in the *store's* clock (monotonic seconds
+for ``MemoryStore``, epoch seconds for ``RedisStore``); durations are seconds.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+
+class Misfire(str, enum.Enum):
+    """What to do with occurrences of a recurring job that were missed (claimed more than
+    ``misfire_grace`` after their due time: downtime, pause, saturated workers)."""
+
+    SKIP = "skip"          # record them as skipped; next run is the first grid point after now
+    RUN_ONCE = "run_once"  # coalesce them into one run now (the latest one), record the rest
+    CATCH_UP = "catch_up"  # run each of them, in order
+
+
+class Overlap(str, enum.Enum):
+    """What to do when an occurrence is due while an earlier invocation still runs."""
+
+    SKIP = "skip"    # record the occurrence as skipped (reason "overlap")
+    ALLOW = "allow"  # run it concurrently
+    QUEUE = "queue"  # hold one occurrence until the running one ends; more are skipped
+
+
+class Delivery(str, enum.Enum):
+    """What happens to an invocation whose owner lost its lease (died, stalled)."""
+
+    AT_LEAST_ONCE = "at_least_once"  # claimed again with attempt+1 and a higher fence
+    AT_MOST_ONCE = "at_most_once"    # recorded as abandoned, never run again
+
+
+class Commit(str, enum.Enum):
+    """The answer of a token-checked write (complete, fail, release, renew)."""
+
+    OK = "ok"
+    LEASE_LOST = "lease_lost"  # the token is no longer the invocation's owner
+    NOT_FOUND = "not_found"    # the store knows no such job
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A registered task by name with JSON arguments: the only job form a shared store holds."""
+
+    name: str
+    args_json: str = "{}"
+
+
+Target = Union[Callable[[], Any], TaskRef]
+
+
+@dataclass(frozen=True)
+class After:
+    """Once, ``delay`` seconds after the store accepts the job."""
+
+    delay: float
+
+    def describe(self) -> str:
+        return f"once after {self.delay:g}s"
+
+
+@dataclass(frozen=True)
+class At:
+    """Once, at an absolute wall-clock time (epoch seconds)."""
+
+    wall: float
+
+    def describe(self) -> str:
+        return f"once at epoch {self.wall:.3f}"
+
+
+@dataclass(frozen=True)
+class Every:
+    """Fixed rate: occurrence k is due at anchor + k * interval. ``anchor`` is epoch
+    seconds; ``None`` means the moment the store accepts the job."""
+
+    interval: float
+    anchor: float | None = None
+
+    def describe(self) -> str:
+        a = "" if self.anchor is None else f" from epoch {self.anchor:.3f}"
+        return f"every {self.interval:g}s{a}"
+
+
+Schedule = Union[After, At, Every]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter. ``max_attempts=1`` means no retry."""
+
+    max_attempts: int = 1
+    backoff: float = 1.0
+    factor: float = 2.0
+    max_backoff: float = 300.0
+    jitter: float = 0.1  # +/- fraction of the delay
+    max_stalls: int = 3  # owners that may lose their lease on one invocation before it is
+                         # dead-lettered as poison (at-least-once delivery only)
+
+    def __post_init__(self) -> None:
+        for name in ("max_attempts", "max_stalls"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"RetryPolicy.{name} must be an int >= 1, got {v!r}")
+        for name in ("backoff", "factor", "max_backoff", "jitter"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+                raise ValueError(f"RetryPolicy.{name} must be a finite number >= 0, got {v!r}")
+        if self.jitter > 1:
+            raise ValueError(f"RetryPolicy.jitter is a fraction in [0, 1], got {self.jitter!r}")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job's whole definition. Two specs that compare equal are the same definition
+    (an upsert of an equal spec is a no-op that keeps the anchor)."""
+
+    job_id: str
+    target: Target
+    schedule: Schedule
+    lane: str = "default"
+    timeout: float | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    misfire: Misfire = Misfire.SKIP
+    misfire_grace: float | None = None  # None: min(interval, 60 s)
+    overlap: Overlap = Overlap.SKIP
+    delivery: Delivery = Delivery.AT_LEAST_ONCE
+
+    @property
+    def recurring(self) -> bool:
+        return isinstance(self.schedule, Every)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One invocation handed to one owner under a lease. ``token`` authorises every later
+    write about it; ``fence`` grows with every claim so side effects can reject a stale
+    owner."""
+
+    job_id: str
+    scheduled: float
+    attempt: int
+    token: str
+    fence: int
+    lease_until: float | None
+    spec: JobSpec
+    generation: int
+    lane: str
+
+    @property
+    def scheduled_ms(self) -> int:
+        return round(self.scheduled * 1000)
+
+    @property
+    def invocation_id(self) -> str:
+        return f"{self.job_id}@{self.scheduled_ms}"
+
+
+@dataclass(frozen=True)
+class ClaimBatch:
+    """What one ``claim_due`` call returns: the claims, and how long until the next
+    pending invocation of a lane that still has capacity (``None``: nothing pending)."""
+
+    claims: list[Claim]
+    next_due_in: float | None
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """``created``, ``replaced`` (a changed definition) or ``unchanged`` (same one: no-op),
+    and how long until the job's first pending invocation."""
+
+    outcome: str
+    due_in: float | None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One state change, as kept in the store's bounded event log."""
+
+    at: float
+    kind: str  # scheduled claimed succeeded failed retried skipped cancelled lease_lost ...
+    job_id: str
+    scheduled: float | None = None
+    attempt: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Occurrences of a recurring job that did not run, and why."""
+
+    first: float
+    last: float
+    count: int
+    reason: str  # misfire | coalesced | overlap | overlap-queue-full
+
+
+@dataclass(frozen=True)
+class InvocationInfo:
+    job_id: str
+    scheduled: float
+    attempt: int
+    fence: int
+    lease_until: float | None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A snapshot of one job for inspection."""
+
+    job_id: str
+    schedule: str
+    lane: str
+    state: str  # scheduled | paused | running | succeeded | failed | cancelled | abandoned
+    next_run: float | None
+    runs: int
+    failures: int
+    attempts: int
+    last_result: Any
+    last_error: str | None
+    running: tuple[InvocationInfo, ...]
+    skipped: tuple[Skip, ...]
+    dead_letters: tuple[Event, ...]

@@ -1,0 +1,93 @@
+"""The store interface: the one seam between the dispatcher and where jobs live.
+
+Every method is one atomic step (one lock hold in ``MemoryStore``, one Lua script in a
+Redis store), so each is a linearization point:
+
+* ``add`` - the job becomes visible to claims (or an equal definition is left alone);
+* ``cancel`` - no new invocation of the job can be claimed after it returns;
+* ``claim_due`` - an invocation moves from pending to RUNNING under one owner's token.
+
+The store, not the dispatcher, judges "due" with its own clock. A dispatcher that asks
+too early just gets an empty batch and the time to wait. Every write about a claimed
+invocation (``renew``, ``complete``, ``fail``, ``release``) presents the claim's token
+and is refused with ``Commit.LEASE_LOST`` when that token no longer owns it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+
+WakeListener = Callable[[float | None], None]
+
+
+class Store(Protocol):
+    #: Lease used by engines that do not choose one. ``None``: claims never expire
+    #: (an in-process owner cannot die without its store).
+    default_lease: float | None
+
+    def next_id(self) -> int:
+        """A new integer job id, unique in this store (``JobScheduler`` ids)."""
+        ...
+
+    def add(self, spec: JobSpec) -> AddResult:
+        """Insert, replace (changed definition: pending occurrences of the old one never
+        run) or keep (equal definition: no-op, anchor kept). Wakes subscribers."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Remove the job's pending and future invocations. True iff that prevented at
+        least one start. A RUNNING invocation is not interrupted and may complete."""
+        ...
+
+    def pause(self, job_id: str) -> bool:
+        """Stop claiming the job until ``resume``. True iff it was active and not paused."""
+        ...
+
+    def resume(self, job_id: str) -> bool:
+        """Make a paused job claimable again (missed occurrences follow its misfire
+        policy). True iff it was paused."""
+        ...
+
+    def claim_due(
+        self, capacity: Mapping[str, int], lease: float | None, owner: str
+    ) -> ClaimBatch:
+        """Claim, in (due, submission) order, up to ``capacity[lane]`` due invocations per
+        lane; lanes not in ``capacity`` are not served. Also reaps expired leases.
+        ``next_due_in`` covers lanes with capacity left, and the next lease expiry."""
+        ...
+
+    def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
+        """Extend each claim's lease to now + ``lease`` if its token still owns it."""
+        ...
+
+    def complete(self, claim: Claim, result: Any) -> Commit:
+        """Record success. Refused (LEASE_LOST) if the token no longer owns the invocation
+        or its lease has expired."""
+        ...
+
+    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
+        """Record a failure; retry the invocation (attempt+1) after ``retry_in`` seconds,
+        or, with ``None``, record it as failed and dead-lettered. Token-checked."""
+        ...
+
+    def release(self, claim: Claim) -> Commit:
+        """Return a claimed but unstarted invocation at once (same attempt). Token-checked."""
+        ...
+
+    def get(self, job_id: str) -> JobInfo | None:
+        """A snapshot of one job (live, or recently finished), or None."""
+        ...
+
+    def jobs(self) -> list[JobInfo]:
+        """Snapshots of every live job, earliest next run first."""
+        ...
+
+    def events(self, limit: int = 100) -> list[Event]:
+        """The most recent state changes, oldest first."""
+        ...
+
+    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
+        """Call ``listener(due_in)`` whenever an invocation becomes pending (from any
+        producer). Returns a function that unsubscribes."""
+        ...

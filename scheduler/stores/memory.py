@@ -1,0 +1,489 @@
+"""MemoryStore: the in-process store and the reference implementation of ``Store``.
+
+One lock guards everything; each public method holds it once, so each is atomic.
+Pending invocations live in one ``DueHeap`` per lane; a heap entry is live iff its
+``seq`` is still in its job's ``pending`` map (cancel, replace, pause and claim make
+entries stale in O(1) without touching the heap).
+
+Costs (n = pending invocations): add O(log n); cancel O(p) for the job's own p pending
+entries (usually 1); claim O(log n) per invocation, plus O(log n) per stale entry it
+drops; complete/fail O(1) (+O(log n) when it makes something pending).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from scheduler import schedules
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.heap import DueEntry, DueHeap
+from scheduler.model import (
+    AddResult, After, At, Claim, ClaimBatch, Commit, Delivery, Event, Every, InvocationInfo,
+    JobInfo, JobSpec, Misfire, Overlap, Skip,
+)
+from scheduler.stores.base import WakeListener
+
+_RECENT = 20  # skipped ranges and dead letters kept per job
+
+
+@dataclass
+class _Pending:
+    scheduled: float
+    attempt: int
+    due: float               # scheduled, or a retry time
+    k: int | None = None     # series index of a recurring occurrence (None: retry / one-off)
+    stalls: int = 0          # how many owners lost their lease on this invocation
+
+
+@dataclass
+class _Running:
+    job_id: str
+    generation: int
+    scheduled: float
+    attempt: int
+    fence: int
+    lease_until: float | None
+    spec: JobSpec
+    stalls: int = 0
+
+
+@dataclass
+class _Job:
+    spec: JobSpec
+    generation: int
+    anchor: float | None
+    pending: dict[int, _Pending] = field(default_factory=dict)  # seq -> pending
+    paused: list[_Pending] | None = None
+    queued: _Pending | None = None   # overlap=queue: one occurrence held while another runs
+    cancelled: bool = False
+    outcome: str = ""                # final state of a finished one-off job
+    runs: int = 0
+    failures: int = 0
+    attempts: int = 0
+    last_result: Any = None
+    last_error: str | None = None
+    skipped: deque[Skip] = field(default_factory=lambda: deque(maxlen=_RECENT))
+    dead_letters: deque[Event] = field(default_factory=lambda: deque(maxlen=_RECENT))
+
+
+class MemoryStore:
+    """Thread-safe in-process store. Several engines may share one instance."""
+
+    default_lease: float | None = None
+
+    def __init__(self, clock: Clock | None = None, *, history: int = 1000,
+                 event_log: int = 10_000) -> None:
+        self.clock: Clock = clock or MonotonicClock()
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _Job] = {}
+        self._heaps: dict[str, DueHeap] = {}
+        self._running: dict[str, _Running] = {}      # token -> running invocation
+        self._running_per_job: Counter[str] = Counter()
+        self._leases: list[tuple[float, str]] = []   # (lease_until, token), lazily validated
+        self._seq = itertools.count()
+        self._generations = itertools.count(1)
+        self._fence = 0
+        self._last_id = 0
+        self._history: OrderedDict[str, JobInfo] = OrderedDict()
+        self._history_limit = history
+        self._events: deque[Event] = deque(maxlen=event_log)
+        self._listeners: list[WakeListener] = []
+
+    # ---- producers -------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        with self._lock:
+            self._last_id += 1
+            return self._last_id
+
+    def add(self, spec: JobSpec) -> AddResult:
+        with self._lock:
+            now = self.clock.now()
+            old = self._jobs.get(spec.job_id)
+            if old is not None and not old.cancelled and old.spec == spec:
+                return AddResult("unchanged", self._job_due_in_locked(old, now))
+            if old is not None:
+                self._drop_pending_locked(old)
+            job = _Job(spec=spec, generation=next(self._generations), anchor=None)
+            self._jobs[spec.job_id] = job
+            self._history.pop(spec.job_id, None)
+            first = self._first_pending(job, now)
+            self._push_locked(job, first)
+            outcome = "created" if old is None else "replaced"
+            self._event_locked(now, "scheduled", spec.job_id, first.scheduled, detail=outcome)
+            due_in = first.due - now
+        self._wake(due_in)
+        return AddResult(outcome, due_in)
+
+    def _first_pending(self, job: _Job, now: float) -> _Pending:
+        sched = job.spec.schedule
+        if isinstance(sched, After):
+            return _Pending(now + sched.delay, 1, now + sched.delay)
+        if isinstance(sched, At):
+            due = now + (sched.wall - self.clock.wall())
+            return _Pending(due, 1, due)
+        assert isinstance(sched, Every)
+        anchor = now if sched.anchor is None else now + (sched.anchor - self.clock.wall())
+        job.anchor = anchor
+        # every grid point strictly after the moment of scheduling, never before the anchor
+        k = max(0, schedules.last_index_at_or_before(anchor, sched.interval, now) + 1)
+        due = schedules.occurrence(anchor, sched.interval, k)
+        return _Pending(due, 1, due, k)
+
+    def cancel(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.cancelled:
+                return False
+            prevented = bool(job.pending or job.paused or job.queued)
+            self._drop_pending_locked(job)
+            job.cancelled = True
+            self._event_locked(self.clock.now(), "cancelled", job_id)
+            if not self._running_per_job[job_id]:
+                self._retire_locked(job)
+            return prevented
+
+    def pause(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.cancelled or job.paused is not None:
+                return False
+            stash = list(job.pending.values()) + ([job.queued] if job.queued else [])
+            self._drop_pending_locked(job)
+            job.paused = stash
+            self._event_locked(self.clock.now(), "paused", job_id)
+            return True
+
+    def resume(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.paused is None:
+                return False
+            now = self.clock.now()
+            stash, job.paused = job.paused, None
+            for p in stash:
+                self._push_locked(job, p)
+            self._event_locked(now, "resumed", job_id)
+            due_in = self._job_due_in_locked(job, now)
+        self._wake(due_in)
+        return True
+
+    # ---- the dispatcher's side ---------------------------------------------------------
+
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None,
+                  owner: str) -> ClaimBatch:
+        with self._lock:
+            now = self.clock.now()
+            woke = self._reap_locked(now)
+            left = {lane: n for lane, n in capacity.items() if n > 0}
+            claims: list[Claim] = []
+            while left:
+                lane, entry = self._earliest_locked(left)
+                if entry is None or entry.due > now:
+                    break
+                self._heaps[lane].pop()
+                job = self._jobs[entry.job_id]
+                pending = job.pending.pop(entry.seq)
+                claim = self._admit_locked(job, pending, now, lease, owner)
+                if claim is not None:
+                    claims.append(claim)
+                    left[claim.lane] -= 1
+                    if not left[claim.lane]:
+                        del left[claim.lane]
+            for heap in self._heaps.values():
+                heap.compact(self._is_live)
+            next_due_in = self._next_due_in_locked(left, now)
+        if woke:
+            self._wake(0.0)
+        return ClaimBatch(claims, next_due_in)
+
+    def _admit_locked(self, job: _Job, p: _Pending, now: float, lease: float | None,
+                      owner: str) -> Claim | None:
+        """Turn a due pending invocation into a claim, or record why it does not run."""
+        spec = job.spec
+        scheduled, attempt, stalls = p.scheduled, p.attempt, p.stalls
+        busy = self._running_per_job[spec.job_id] and spec.overlap is not Overlap.ALLOW
+        if p.k is not None and isinstance(spec.schedule, Every):
+            assert job.anchor is not None
+            if busy and spec.misfire is Misfire.CATCH_UP:
+                job.queued = p  # catch_up skips nothing: park the series until the run ends
+                return None
+            interval = spec.schedule.interval
+            grace = schedules.grace_for(interval, spec.misfire_grace)
+            plan = schedules.plan(job.anchor, interval, p.k, now, spec.misfire, grace)
+            if plan.skipped is not None:
+                self._skip_locked(job, now, *plan.skipped, plan.reason)
+            nxt = schedules.occurrence(job.anchor, interval, plan.next_k)
+            self._push_locked(job, _Pending(nxt, 1, nxt, plan.next_k))
+            if plan.run is None:
+                return None
+            scheduled = schedules.occurrence(job.anchor, interval, plan.run)
+            if busy:
+                if spec.overlap is Overlap.QUEUE and job.queued is None:
+                    job.queued = _Pending(scheduled, 1, scheduled)
+                else:
+                    reason = "overlap" if spec.overlap is Overlap.SKIP else "overlap-queue-full"
+                    self._skip_locked(job, now, plan.run, plan.run, reason)
+                return None
+        self._fence += 1
+        token = f"{owner}:{self._fence}"
+        lease_until = None if lease is None else now + lease
+        self._running[token] = _Running(spec.job_id, job.generation, scheduled, attempt,
+                                        self._fence, lease_until, spec, stalls)
+        self._running_per_job[spec.job_id] += 1
+        if lease_until is not None:
+            heapq.heappush(self._leases, (lease_until, token))
+        job.attempts = attempt
+        self._event_locked(now, "claimed", spec.job_id, scheduled, attempt, owner)
+        return Claim(spec.job_id, scheduled, attempt, token, self._fence, lease_until, spec,
+                     job.generation, spec.lane)
+
+    def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
+        with self._lock:
+            now = self.clock.now()
+            out = []
+            for c in claims:
+                r = self._owned_locked(c, now)
+                if isinstance(r, Commit):
+                    out.append(r)
+                    continue
+                r.lease_until = now + lease
+                heapq.heappush(self._leases, (r.lease_until, c.token))
+                out.append(Commit.OK)
+            return out
+
+    def complete(self, claim: Claim, result: Any) -> Commit:
+        return self._finish(claim, "succeeded", result=result)
+
+    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
+        return self._finish(claim, "failed", error=error, retry_in=retry_in)
+
+    def release(self, claim: Claim) -> Commit:
+        return self._finish(claim, "released")
+
+    def _finish(self, claim: Claim, how: str, *, result: Any = None, error: str = "",
+                retry_in: float | None = None) -> Commit:
+        with self._lock:
+            now = self.clock.now()
+            r = self._owned_locked(claim, now)
+            if isinstance(r, Commit):
+                return r
+            del self._running[claim.token]
+            self._running_per_job[r.job_id] -= 1
+            job = self._jobs.get(r.job_id)
+            same = job is not None and job.generation == r.generation and not job.cancelled
+            woke = None
+            if how == "released":
+                self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
+                if same:
+                    assert job is not None
+                    woke = self._push_locked(job, _Pending(r.scheduled, r.attempt, r.scheduled))
+            elif how == "succeeded":
+                self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
+                if job is not None:
+                    job.runs += 1
+                    job.last_result, job.last_error = result, None
+            elif retry_in is not None and same:
+                assert job is not None
+                job.last_error = error
+                self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
+                woke = self._push_locked(
+                    job, _Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls))
+            else:
+                self._event_locked(now, "failed", r.job_id, r.scheduled, r.attempt, error)
+                if job is not None:
+                    job.failures += 1
+                    job.last_error = error
+                    job.dead_letters.append(
+                        Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error))
+            if job is not None:
+                woke = self._settle_locked(job, now, how) or woke
+        if woke is not None:
+            self._wake(woke)
+        return Commit.OK
+
+    def _settle_locked(self, job: _Job, now: float, how: str) -> float | None:
+        """After an invocation ended: release a queued occurrence, retire a finished job.
+        Returns a due-in to wake the dispatchers with, if something became pending."""
+        if self._running_per_job[job.spec.job_id]:
+            return None
+        del self._running_per_job[job.spec.job_id]
+        if job.queued is not None and not job.cancelled and job.paused is None:
+            queued, job.queued = job.queued, None
+            return self._push_locked(job, queued)
+        if job.cancelled:
+            self._retire_locked(job)
+        elif not job.spec.recurring and not job.pending and job.paused is None:
+            job.outcome = how
+            self._retire_locked(job)
+        return None
+
+    def _owned_locked(self, claim: Claim, now: float) -> _Running | Commit:
+        r = self._running.get(claim.token)
+        if r is None:
+            known = claim.job_id in self._jobs or claim.job_id in self._history
+            return Commit.LEASE_LOST if known else Commit.NOT_FOUND
+        if r.lease_until is not None and now >= r.lease_until:
+            return Commit.LEASE_LOST
+        return r
+
+    def _reap_locked(self, now: float) -> bool:
+        """Expired leases: attempt+1 (at-least-once), or abandoned / dead-lettered."""
+        woke = False
+        while self._leases and self._leases[0][0] <= now:
+            lease_until, token = heapq.heappop(self._leases)
+            r = self._running.get(token)
+            if r is None or r.lease_until != lease_until:
+                continue  # finished, or renewed (a newer heap entry exists)
+            del self._running[token]
+            self._running_per_job[r.job_id] -= 1
+            job = self._jobs.get(r.job_id)
+            live = job is not None and job.generation == r.generation and not job.cancelled
+            self._event_locked(now, "lease_lost", r.job_id, r.scheduled, r.attempt)
+            how = "failed"
+            if live and r.spec.delivery is Delivery.AT_MOST_ONCE:
+                how = "abandoned"
+                self._event_locked(now, "abandoned", r.job_id, r.scheduled, r.attempt)
+            elif live and r.stalls + 1 < r.spec.retry.max_stalls:
+                assert job is not None
+                self._push_locked(job, _Pending(r.scheduled, r.attempt + 1, now,
+                                                stalls=r.stalls + 1))
+                woke = True
+            elif job is not None:
+                ev = Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, "lease lost")
+                self._events.append(ev)
+                job.dead_letters.append(ev)
+            if job is not None:
+                self._settle_locked(job, now, how)
+        return woke
+
+    # ---- inspection --------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobInfo | None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return self._history.get(job_id)
+            return self._info_locked(job, self.clock.now())
+
+    def jobs(self) -> list[JobInfo]:
+        with self._lock:
+            now = self.clock.now()
+            infos = [self._info_locked(j, now) for j in self._jobs.values()]
+        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+
+    def events(self, limit: int = 100) -> list[Event]:
+        with self._lock:
+            return list(self._events)[-limit:] if limit > 0 else []
+
+    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+        return unsubscribe
+
+    # ---- internals ---------------------------------------------------------------------
+
+    def _is_live(self, e: DueEntry) -> bool:
+        job = self._jobs.get(e.job_id)
+        return job is not None and job.generation == e.generation and e.seq in job.pending
+
+    def _push_locked(self, job: _Job, p: _Pending) -> float:
+        seq = next(self._seq)
+        job.pending[seq] = p
+        heap = self._heaps.get(job.spec.lane)
+        if heap is None:
+            heap = self._heaps[job.spec.lane] = DueHeap()
+        heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
+        return max(0.0, p.due - self.clock.now())
+
+    def _drop_pending_locked(self, job: _Job) -> None:
+        heap = self._heaps.get(job.spec.lane)
+        if heap is not None:
+            heap.mark_stale(len(job.pending))
+        job.pending.clear()
+        job.paused = None
+        job.queued = None
+
+    def _earliest_locked(self, lanes: Mapping[str, int]) -> tuple[str, DueEntry | None]:
+        """The lane whose live head is earliest by (due, seq), and that head."""
+        best_lane, best = "", None
+        for lane in lanes:
+            heap = self._heaps.get(lane)
+            top = heap.peek(self._is_live) if heap is not None else None
+            if top is not None and (best is None or (top.due, top.seq) < (best.due, best.seq)):
+                best_lane, best = lane, top
+        return best_lane, best
+
+    def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
+        _, entry = self._earliest_locked(lanes)
+        nxt = None if entry is None else entry.due
+        while self._leases and self._leases[0][1] not in self._running:
+            heapq.heappop(self._leases)
+        if self._leases:
+            nxt = self._leases[0][0] if nxt is None else min(nxt, self._leases[0][0])
+        return None if nxt is None else max(0.0, nxt - now)
+
+    def _job_due_in_locked(self, job: _Job, now: float) -> float | None:
+        dues = [p.due for p in job.pending.values()]
+        return max(0.0, min(dues) - now) if dues else None
+
+    def _skip_locked(self, job: _Job, now: float, first_k: int, last_k: int,
+                     reason: str) -> None:
+        assert job.anchor is not None and isinstance(job.spec.schedule, Every)
+        iv = job.spec.schedule.interval
+        first = schedules.occurrence(job.anchor, iv, first_k)
+        last = schedules.occurrence(job.anchor, iv, last_k)
+        count = last_k - first_k + 1
+        job.skipped.append(Skip(first, last, count, reason))
+        self._event_locked(now, "skipped", job.spec.job_id, first, None,
+                           f"{count} occurrence(s): {reason}")
+
+    def _event_locked(self, now: float, kind: str, job_id: str, scheduled: float | None = None,
+                      attempt: int | None = None, detail: str = "") -> None:
+        self._events.append(Event(now, kind, job_id, scheduled, attempt, detail))
+
+    def _retire_locked(self, job: _Job) -> None:
+        info = self._info_locked(job, self.clock.now())
+        del self._jobs[job.spec.job_id]
+        self._history[job.spec.job_id] = info
+        while len(self._history) > self._history_limit:
+            self._history.popitem(last=False)
+
+    def _info_locked(self, job: _Job, now: float) -> JobInfo:
+        jid = job.spec.job_id
+        running = tuple(
+            InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
+            for r in self._running.values() if r.job_id == jid
+        ) if self._running_per_job[jid] else ()
+        if job.cancelled:
+            state = "cancelled"
+        elif job.paused is not None:
+            state = "paused"
+        elif running:
+            state = "running"
+        elif job.pending or job.queued:
+            state = "scheduled"
+        else:
+            state = job.outcome or "failed"
+        dues = [p.due for p in job.pending.values()]
+        return JobInfo(
+            job_id=jid, schedule=job.spec.schedule.describe(), lane=job.spec.lane, state=state,
+            next_run=min(dues) if dues else None, runs=job.runs, failures=job.failures,
+            attempts=job.attempts, last_result=job.last_result, last_error=job.last_error,
+            running=running, skipped=tuple(job.skipped), dead_letters=tuple(job.dead_letters),
+        )
+
+    def _wake(self, due_in: float | None) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(due_in)

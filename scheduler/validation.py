@@ -1,0 +1,92 @@
+"""Every SPEC §5 input check, in one place. Each raises before anything is written."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+MAX_ID_LENGTH = 200
+DEFAULT_PAYLOAD_LIMIT = 64 * 1024
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    f = float(value)
+    if math.isnan(f) or math.isinf(f):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return f
+
+
+def delay(value: object, name: str = "delay_seconds") -> float:
+    """A delay: a finite number ≥ 0 (0 means "as soon as possible")."""
+    f = _number(name, value)
+    if f < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return f
+
+
+def interval(value: object, name: str = "interval_seconds") -> float:
+    """A recurrence interval: a finite number > 0."""
+    f = _number(name, value)
+    if f <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return f
+
+
+def timestamp(value: object, name: str) -> float:
+    """An absolute time in seconds (finite; may be in the past)."""
+    return _number(name, value)
+
+
+def optional_positive(value: object, name: str) -> float | None:
+    return None if value is None else interval(value, name)
+
+
+def job_id(value: object) -> str:
+    """A job id: 1–200 printable characters (no control characters, no surrounding blanks)."""
+    if not isinstance(value, str):
+        raise ValueError(f"job id must be a string, got {type(value).__name__}")
+    if not 1 <= len(value) <= MAX_ID_LENGTH:
+        raise ValueError(f"job id must be 1-{MAX_ID_LENGTH} characters, got {len(value)}")
+    if not value.isprintable() or value != value.strip():
+        raise ValueError(
+            f"job id must be printable text without leading/trailing spaces: {value!r}"
+        )
+    return value
+
+
+def name(value: object, what: str) -> str:
+    """A lane or task name: same rules as a job id."""
+    try:
+        return job_id(value)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("job id", what)) from None
+
+
+def callable_job(fn: object, name: str = "job") -> Callable[[], Any]:
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+    return fn
+
+
+def json_args(args: object, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
+    """Encode job arguments as canonical JSON; refuse what would not round-trip."""
+    from scheduler.errors import PayloadError
+
+    try:
+        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"job arguments must be JSON-serialisable: {exc}") from None
+    if json.loads(text) != args:
+        raise PayloadError(
+            "job arguments do not survive a JSON round trip (tuples, non-str dict keys?); "
+            "pass lists and str-keyed dicts"
+        )
+    size = len(text.encode())
+    if size > limit:
+        raise PayloadError(
+            f"job arguments are {size} bytes of JSON, over the {limit}-byte limit; "
+            "store large data elsewhere and pass a reference"
+        )
+    return text

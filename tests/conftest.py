@@ -1,0 +1,44 @@
+"""Shared fixtures: a fake clock, stores (parametrised: the contract suite runs on each),
+and engines built on the fake clock."""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import pytest
+
+from scheduler.engine import Scheduler
+from scheduler.stores.memory import MemoryStore
+from scheduler.testing import FakeClock
+
+START = 1_000.0
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(start=START)
+
+
+STORE_KINDS = ["memory"]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, clock: FakeClock) -> MemoryStore:
+    if request.param == "memory":
+        return MemoryStore(clock)
+    raise AssertionError(request.param)
+
+
+@pytest.fixture
+def make_engine(clock: FakeClock) -> Iterator[Callable[..., Scheduler]]:
+    """Build engines on the fake clock; all are shut down at the end of the test."""
+    made: list[Scheduler] = []
+
+    def make(num_workers: int = 1, **kw: object) -> Scheduler:
+        kw.setdefault("clock", clock)
+        engine = Scheduler(num_workers, **kw)  # type: ignore[arg-type]
+        made.append(engine)
+        return engine
+
+    yield make
+    for engine in made:
+        engine.shutdown(wait=True, timeout=5)

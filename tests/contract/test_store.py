@@ -1,0 +1,421 @@
+"""The store contract: every store implementation must pass this suite.
+
+Driven directly (no dispatcher, no threads) with a fake clock, so every instant is exact:
+the due instant itself, one tick before it, the lease deadline itself.
+"""
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import (
+    After, Commit, Delivery, Every, Misfire, Overlap, RetryPolicy,
+)
+from tests.conftest import START
+from tests.helpers import every, spec
+
+ALL = {"default": 100}
+
+
+def claim(store, capacity=None, lease=None):
+    return store.claim_due(capacity or ALL, lease, "owner-1")
+
+
+def ids(batch):
+    return [c.job_id for c in batch.claims]
+
+
+# ---- due time ------------------------------------------------------------------------
+
+def test_not_claimable_before_due_and_claimable_at_the_exact_instant(store, clock):
+    store.add(spec("a", After(5)))
+    clock.advance(4.999)
+    batch = claim(store)
+    assert batch.claims == []
+    assert batch.next_due_in == pytest.approx(0.001)
+    clock.advance(0.001)
+    batch = claim(store)
+    assert ids(batch) == ["a"]
+    assert batch.claims[0].scheduled == START + 5
+    assert batch.claims[0].attempt == 1
+
+
+def test_equal_due_times_are_claimed_in_submission_order(store, clock):
+    for name in "dcbaefg":
+        store.add(spec(name, After(1)))
+    clock.advance(1)
+    assert ids(claim(store)) == list("dcbaefg")
+
+
+def test_earlier_due_first_regardless_of_submission(store, clock):
+    store.add(spec("late", After(3)))
+    store.add(spec("early", After(1)))
+    store.add(spec("mid", After(2)))
+    clock.advance(3)
+    assert ids(claim(store)) == ["early", "mid", "late"]
+
+
+def test_claims_are_bounded_by_capacity_and_report_more_due(store, clock):
+    for i in range(5):
+        store.add(spec(f"j{i}", After(0)))
+    batch = claim(store, {"default": 2})
+    assert ids(batch) == ["j0", "j1"]
+    assert batch.next_due_in is None  # the only lane is full: nothing to wait for
+    batch = claim(store, {"default": 10})
+    assert ids(batch) == ["j2", "j3", "j4"]
+
+
+def test_lanes_are_served_only_with_capacity(store, clock):
+    store.add(spec("slow", After(0), lane="slow"))
+    store.add(spec("fast", After(0), lane="fast"))
+    assert ids(claim(store, {"fast": 1, "slow": 0})) == ["fast"]
+    assert ids(claim(store, {"default": 5})) == []
+    assert ids(claim(store, {"slow": 1})) == ["slow"]
+
+
+def test_fences_strictly_increase(store, clock):
+    for i in range(4):
+        store.add(spec(f"j{i}", After(0)))
+    fences = [c.fence for c in claim(store).claims]
+    assert fences == sorted(fences) and len(set(fences)) == 4
+
+
+def test_next_id_is_unique_and_increasing(store):
+    got = [store.next_id() for _ in range(5)]
+    assert got == sorted(got) and len(set(got)) == 5
+
+
+def test_add_wakes_subscribers_with_due_in(store, clock):
+    seen = []
+    unsubscribe = store.subscribe(seen.append)
+    store.add(spec("a", After(2.5)))
+    unsubscribe()
+    store.add(spec("b", After(1)))
+    assert seen == [pytest.approx(2.5)]
+
+
+# ---- cancel ----------------------------------------------------------------------------
+
+def test_cancel_pending_prevents_the_start(store, clock):
+    store.add(spec("a", After(1)))
+    assert store.cancel("a") is True
+    clock.advance(1)
+    assert claim(store).claims == []
+    assert store.cancel("a") is False
+    assert store.get("a").state == "cancelled"
+
+
+def test_cancel_unknown_is_false(store):
+    assert store.cancel("nope") is False
+
+
+def test_cancel_of_a_running_one_off_is_false_and_it_may_complete(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store).claims
+    assert store.cancel("a") is False
+    assert store.complete(c, "done") is Commit.OK
+    assert store.get("a").runs == 1
+
+
+def test_cancel_of_recurring_job_while_running_stops_the_series(store, clock):
+    store.add(every("r", 1))
+    clock.advance(1)
+    (c,) = claim(store).claims
+    assert store.cancel("r") is True
+    clock.advance(10)
+    assert claim(store).claims == []
+    assert store.complete(c, None) is Commit.OK
+    assert store.get("r").state == "cancelled"
+
+
+# ---- recurring ------------------------------------------------------------------------
+
+def test_fixed_rate_grid_ignores_dispatch_lateness(store, clock):
+    store.add(every("r", 10, misfire=Misfire.CATCH_UP))
+    got = []
+    for late in (0.0, 3.0, 9.9, 0.5):
+        clock.advance(10 - (clock.now() - START) % 10 if (clock.now() - START) % 10 else 10)
+        clock.advance(late)
+        (c,) = claim(store).claims
+        store.complete(c, None)
+        got.append(c.scheduled - START)
+        clock.advance(-0.0)
+    assert got == [10, 20, 30, 40]
+
+
+def test_first_run_is_one_interval_after_scheduling_by_default(store, clock):
+    store.add(every("r", 2))
+    clock.advance(1.999)
+    assert claim(store).claims == []
+    clock.advance(0.001)
+    assert [c.scheduled for c in claim(store).claims] == [START + 2]
+
+
+def test_explicit_anchor_sets_the_phase(store, clock):
+    # anchor in the past at wall START - 0.5, interval 2: grid ..., START+1.5, START+3.5
+    store.add(spec("r", Every(2, anchor=START - 0.5)))
+    clock.advance(1.5)
+    assert [c.scheduled for c in claim(store).claims] == [START + 1.5]
+
+
+def test_upsert_same_definition_keeps_anchor(store, clock):
+    s = every("r", 10)
+    assert store.add(s).outcome == "created"
+    clock.advance(6)
+    assert store.add(s).outcome == "unchanged"
+    clock.advance(4)
+    assert [c.scheduled for c in claim(store).claims] == [START + 10]
+
+
+def test_upsert_changed_definition_replaces_and_old_occurrence_never_runs(store, clock):
+    store.add(every("r", 10))
+    clock.advance(6)
+    assert store.add(every("r", 7)).outcome == "replaced"
+    clock.advance(4)  # the old occurrence at START+10 is gone
+    assert claim(store).claims == []
+    clock.advance(3)
+    assert [c.scheduled for c in claim(store).claims] == [START + 13]
+
+
+def test_replaced_job_old_running_invocation_may_finish(store, clock):
+    store.add(every("r", 1))
+    clock.advance(1)
+    (old,) = claim(store).claims
+    store.add(every("r", 5))
+    assert store.complete(old, None) is Commit.OK
+    clock.advance(5)
+    (new,) = claim(store).claims
+    assert new.scheduled == START + 6 and new.generation != old.generation
+
+
+# ---- misfire -------------------------------------------------------------------------
+
+def _run_all(store, clock, steps):
+    out = []
+    for _ in range(steps):
+        batch = claim(store)
+        for c in batch.claims:
+            out.append(round(c.scheduled - START, 6))
+            store.complete(c, None)
+    return out
+
+
+def test_misfire_skip_records_missed_and_waits_for_next_grid_point(store, clock):
+    store.add(every("r", 1, misfire=Misfire.SKIP))
+    clock.advance(5.5)  # 1..5 missed (late by more than the 1 s grace)
+    assert _run_all(store, clock, 3) == [5]  # 5 is late by 0.5 <= grace: runs
+    info = store.get("r")
+    assert [(s.count, s.reason) for s in info.skipped] == [(4, "misfire")]
+    assert info.next_run == START + 6
+
+
+def test_misfire_skip_with_nothing_on_time_runs_nothing(store, clock):
+    store.add(every("r", 10, misfire=Misfire.SKIP, misfire_grace=1))
+    clock.advance(25)  # 10 and 20 both later than 1 s
+    assert _run_all(store, clock, 2) == []
+    assert store.get("r").next_run == START + 30
+    assert store.get("r").skipped[0].count == 2
+
+
+def test_misfire_run_once_coalesces(store, clock):
+    store.add(every("r", 1, misfire=Misfire.RUN_ONCE))
+    clock.advance(5.5)
+    assert _run_all(store, clock, 3) == [5]
+    assert [(s.count, s.reason) for s in store.get("r").skipped] == [(4, "coalesced")]
+
+
+def test_misfire_catch_up_runs_each(store, clock):
+    store.add(every("r", 1, misfire=Misfire.CATCH_UP))
+    clock.advance(5.5)
+    assert _run_all(store, clock, 6) == [1, 2, 3, 4, 5]
+    assert store.get("r").skipped == ()
+
+
+# ---- overlap ---------------------------------------------------------------------------
+
+def test_overlap_skip_is_default_and_recorded(store, clock):
+    store.add(every("r", 1))
+    clock.advance(1)
+    (c1,) = claim(store).claims
+    clock.advance(1)
+    assert claim(store).claims == []
+    assert [(s.first - START, s.reason) for s in store.get("r").skipped] == [(2, "overlap")]
+    store.complete(c1, None)
+    clock.advance(1)
+    assert [c.scheduled - START for c in claim(store).claims] == [3]
+
+
+def test_overlap_allow_runs_concurrently(store, clock):
+    store.add(every("r", 1, overlap=Overlap.ALLOW))
+    clock.advance(1)
+    claim(store)
+    clock.advance(1)
+    assert [c.scheduled - START for c in claim(store).claims] == [2]
+
+
+def test_overlap_queue_holds_one_until_the_running_one_ends(store, clock):
+    store.add(every("r", 1, overlap=Overlap.QUEUE))
+    clock.advance(1)
+    (c1,) = claim(store).claims
+    clock.advance(1)
+    assert claim(store).claims == []          # 2 is queued
+    clock.advance(1)
+    assert claim(store).claims == []          # 3: queue full, skipped
+    store.complete(c1, None)
+    assert [c.scheduled - START for c in claim(store).claims] == [2]
+    assert [(s.first - START, s.reason) for s in store.get("r").skipped] == [
+        (3, "overlap-queue-full")]
+
+
+# ---- leases, tokens, retries ---------------------------------------------------------
+
+def test_lease_renew_before_deadline_and_lost_at_the_exact_deadline(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store, lease=10).claims
+    clock.advance(9.999)
+    assert store.renew([c], 10) == [Commit.OK]      # now deadline = +19.999
+    clock.advance(10)
+    assert store.complete(c, None) is Commit.LEASE_LOST  # exactly at the deadline
+
+
+def test_expired_lease_is_reclaimed_with_attempt_2_and_higher_fence(store, clock):
+    store.add(spec("a", After(0)))
+    (c1,) = claim(store, lease=5).claims
+    clock.advance(4.999)
+    assert claim(store, lease=5).claims == []
+    clock.advance(0.001)
+    (c2,) = claim(store, lease=5).claims
+    assert (c2.job_id, c2.scheduled, c2.attempt) == ("a", c1.scheduled, 2)
+    assert c2.fence > c1.fence and c2.token != c1.token
+    assert store.complete(c1, None) is Commit.LEASE_LOST   # the stale owner
+    assert store.complete(c2, None) is Commit.OK
+    assert store.get("a").runs == 1
+
+
+def test_next_due_in_includes_the_next_lease_expiry(store, clock):
+    store.add(spec("a", After(0)))
+    claim(store, lease=7)
+    assert claim(store, lease=7).next_due_in == pytest.approx(7)
+
+
+def test_at_most_once_lease_loss_is_abandoned_not_rerun(store, clock):
+    store.add(spec("a", After(0), delivery=Delivery.AT_MOST_ONCE))
+    claim(store, lease=1)
+    clock.advance(1)
+    assert claim(store, lease=1).claims == []
+    assert store.get("a").state == "abandoned"
+    assert [e.kind for e in store.events() if e.kind in ("lease_lost", "abandoned")] == [
+        "lease_lost", "abandoned"]
+
+
+def test_poison_invocation_is_dead_lettered_after_max_stalls(store, clock):
+    store.add(spec("a", After(0), retry=RetryPolicy(max_stalls=2)))
+    claim(store, lease=1)
+    clock.advance(1)
+    assert [c.attempt for c in claim(store, lease=1).claims] == [2]
+    clock.advance(1)
+    assert claim(store, lease=1).claims == []
+    info = store.get("a")
+    assert [e.detail for e in info.dead_letters] == ["lease lost"]
+
+
+def test_wrong_token_cannot_write(store, clock):
+    from dataclasses import replace
+    store.add(spec("a", After(0)))
+    (c,) = claim(store, lease=10).claims
+    forged = replace(c, token=c.token + "x")
+    assert store.complete(forged, None) is Commit.LEASE_LOST
+    assert store.fail(forged, "x", None) is Commit.LEASE_LOST
+    assert store.release(forged) is Commit.LEASE_LOST
+    assert store.renew([forged], 10) == [Commit.LEASE_LOST]
+    assert store.complete(c, None) is Commit.OK
+    assert store.complete(c, None) is not Commit.OK   # once only
+    assert store.get("a").runs == 1
+
+
+def test_unknown_job_is_not_found(store, clock):
+    from dataclasses import replace
+    store.add(spec("a", After(0)))
+    (c,) = claim(store).claims
+    ghost = replace(c, job_id="ghost", token="nope")
+    assert store.complete(ghost, None) is Commit.NOT_FOUND
+
+
+def test_fail_with_retry_requeues_attempt_2_after_the_delay(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store).claims
+    assert store.fail(c, "boom", 3.0) is Commit.OK
+    clock.advance(2.999)
+    assert claim(store).claims == []
+    clock.advance(0.001)
+    (c2,) = claim(store).claims
+    assert (c2.attempt, c2.scheduled) == (2, c.scheduled)
+
+
+def test_final_failure_is_dead_lettered(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store).claims
+    assert store.fail(c, "ValueError: boom", None) is Commit.OK
+    info = store.get("a")
+    assert (info.state, info.failures, info.last_error) == ("failed", 1, "ValueError: boom")
+    assert [e.kind for e in info.dead_letters] == ["dead_lettered"]
+
+
+def test_recurring_job_keeps_its_schedule_through_failures(store, clock):
+    store.add(every("r", 1))
+    clock.advance(1)
+    (c,) = claim(store).claims
+    store.fail(c, "boom", None)
+    clock.advance(1)
+    assert [x.scheduled - START for x in claim(store).claims] == [2]
+
+
+def test_release_returns_the_invocation_at_once_with_the_same_attempt(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store, lease=30).claims
+    assert store.release(c) is Commit.OK
+    (c2,) = claim(store, lease=30).claims
+    assert (c2.attempt, c2.scheduled) == (1, c.scheduled)
+
+
+# ---- pause / resume / inspection -------------------------------------------------------
+
+def test_pause_hides_and_resume_restores(store, clock):
+    store.add(spec("a", After(1)))
+    assert store.pause("a") is True
+    assert store.pause("a") is False
+    clock.advance(5)
+    assert claim(store).claims == []
+    assert store.get("a").state == "paused"
+    assert store.resume("a") is True
+    assert ids(claim(store)) == ["a"]
+
+
+def test_resume_applies_the_misfire_policy(store, clock):
+    store.add(every("r", 1))
+    store.pause("r")
+    clock.advance(10.2)
+    store.resume("r")
+    assert _run_all(store, clock, 2) == [10]
+    assert store.get("r").skipped[0].count == 9
+
+
+def test_inspection_reports_running_and_next_run(store, clock):
+    store.add(every("r", 2, overlap=Overlap.ALLOW))
+    clock.advance(2)
+    (c,) = claim(store, lease=10).claims
+    info = store.get("r")
+    assert info.state == "running"
+    assert info.next_run == START + 4
+    assert [(r.scheduled, r.attempt, r.fence) for r in info.running] == [
+        (c.scheduled, 1, c.fence)]
+    assert [j.job_id for j in store.jobs()] == ["r"]
+
+
+def test_catch_up_never_skips_it_runs_missed_occurrences_one_after_another(store, clock):
+    store.add(every("r", 1, misfire=Misfire.CATCH_UP))
+    clock.advance(3.5)
+    (c1,) = claim(store).claims            # 1 runs; 2 is parked behind it
+    assert claim(store).claims == []
+    store.complete(c1, None)
+    assert _run_all(store, clock, 3) == [2, 3]
+    assert store.get("r").skipped == ()

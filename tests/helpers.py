@@ -1,0 +1,47 @@
+"""Small test helpers: recorders and job builders (signals, never sleeps)."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from scheduler.model import After, Every, JobSpec, Schedule
+
+WAIT = 5.0  # real seconds a test waits for a signal before it fails
+
+
+def spec(job_id: str, schedule: Schedule | None = None, **kw: Any) -> JobSpec:
+    return JobSpec(job_id=job_id, target=noop, schedule=schedule or After(0.0), **kw)
+
+
+def every(job_id: str, interval: float, **kw: Any) -> JobSpec:
+    return spec(job_id, Every(interval), **kw)
+
+
+def noop() -> None:
+    pass
+
+
+class Recorder:
+    """Collects (label, fake time) of job starts, in start order."""
+
+    def __init__(self, clock: Any = None) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.starts: list[tuple[str, float]] = []
+        self.changed = threading.Condition(self.lock)
+
+    def job(self, label: str, body: Callable[[], Any] | None = None) -> Callable[[], Any]:
+        def run() -> Any:
+            with self.lock:
+                self.starts.append((label, self.clock.now() if self.clock else 0.0))
+                self.changed.notify_all()
+            return body() if body else None
+        return run
+
+    def labels(self) -> list[str]:
+        with self.lock:
+            return [label for label, _ in self.starts]
+
+    def wait_for(self, count: int, timeout: float = WAIT) -> bool:
+        with self.lock:
+            return self.changed.wait_for(lambda: len(self.starts) >= count, timeout)

@@ -1,0 +1,45 @@
+"""Lanes: named, separately bounded pools, so long jobs in one lane cannot starve another."""
+from __future__ import annotations
+
+from typing import Callable, Generic, Mapping, TypeVar
+
+from scheduler import validation
+from workers.pool import WorkerPool
+
+T = TypeVar("T")
+
+
+class Lanes(Generic[T]):
+    def __init__(self, sizes: Mapping[str, int], run: Callable[[T], None],
+                 on_free: Callable[[], None]) -> None:
+        if not sizes:
+            raise ValueError("at least one lane is needed")
+        self._pools = {
+            validation.name(lane, "lane name"): WorkerPool(lane, size, run, on_free)
+            for lane, size in sizes.items()
+        }
+
+    def __contains__(self, lane: object) -> bool:
+        return lane in self._pools
+
+    def names(self) -> list[str]:
+        return list(self._pools)
+
+    def capacity(self) -> dict[str, int]:
+        """Free workers per lane, right now."""
+        return {lane: pool.free() for lane, pool in self._pools.items()}
+
+    def submit(self, lane: str, item: T) -> None:
+        self._pools[lane].submit(item)
+
+    def busy(self) -> int:
+        return sum(p.busy() for p in self._pools.values())
+
+    def close(self) -> list[T]:
+        return [item for pool in self._pools.values() for item in pool.close()]
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        return all(pool.wait_idle(timeout) for pool in self._pools.values())
+
+    def join(self, timeout: float | None = None) -> bool:
+        return all([pool.join(timeout) for pool in self._pools.values()])

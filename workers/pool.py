@@ -1,0 +1,100 @@
+"""A bounded pool of worker threads that knows how many slots are free.
+
+The dispatcher asks ``free()`` and submits at most that many items, so an item never
+waits inside the pool for long: "claimed" and "started" are moments apart.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Callable, Generic, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger("duetime.workers")
+
+
+class PoolFullError(RuntimeError):
+    pass
+
+
+class WorkerPool(Generic[T]):
+    """``size`` threads running ``run(item)`` for each submitted item, in FIFO order."""
+
+    def __init__(self, name: str, size: int, run: Callable[[T], None],
+                 on_free: Callable[[], None] = lambda: None) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
+        self.name = name
+        self.size = size
+        self._run = run
+        self._on_free = on_free
+        self._cond = threading.Condition()
+        self._queue: deque[T] = deque()
+        self._busy = 0  # queued + running
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"duetime-{name}-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def free(self) -> int:
+        with self._cond:
+            return 0 if self._closed else self.size - self._busy
+
+    def busy(self) -> int:
+        with self._cond:
+            return self._busy
+
+    def submit(self, item: T) -> None:
+        with self._cond:
+            if self._closed:
+                raise RuntimeError(f"pool {self.name!r} is shut down")
+            if self._busy >= self.size:
+                raise PoolFullError(f"pool {self.name!r} has no free worker")
+            self._busy += 1
+            self._queue.append(item)
+            self._cond.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                item = self._queue.popleft()
+            try:
+                self._run(item)
+            except BaseException:  # the runner isolates job failures; this is a last guard
+                log.exception("worker %s: unexpected error outside a job", self.name)
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+            self._on_free()
+
+    def close(self) -> list[T]:
+        """Stop accepting work; return the items not yet started (the caller owns them)."""
+        with self._cond:
+            self._closed = True
+            unstarted = list(self._queue)
+            self._queue.clear()
+            self._busy -= len(unstarted)
+            self._cond.notify_all()
+            return unstarted
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until nothing is queued or running. False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._busy == 0, timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the threads to exit (after ``close``), except the calling thread
+        itself (shutdown from inside a job must not deadlock). False on timeout."""
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout)
+        return not any(t.is_alive() for t in self._threads if t is not me)

@@ -1,0 +1,150 @@
+"""Run one claimed invocation: check the lease, call the job, record the outcome.
+
+Failure isolation: whatever the job raises is caught, logged with job id, invocation and
+traceback, and recorded through the store (retry or dead-letter); the worker goes on.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from scheduler.clock import Clock
+from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
+from scheduler.model import Claim, Commit, Target
+from scheduler.stores.base import Store
+from workers.context import CancelToken, InvocationContext, _current
+from workers.heartbeat import Heartbeat
+from workers.retry import retry_delay
+from workers.timers import Timers
+
+log = logging.getLogger("duetime.workers")
+
+
+@dataclass(frozen=True)
+class Work:
+    """A claim on its way to a worker, stamped with the engine-clock time it was claimed."""
+
+    claim: Claim
+    claimed_at: float
+
+
+class Runner:
+    def __init__(self, store: Store, clock: Clock, timers: Timers,
+                 resolve: Callable[[Target], Callable[[], Any]], *,
+                 heartbeat: Heartbeat | None = None,
+                 lane_timeouts: Mapping[str, float | None] | None = None,
+                 rng: random.Random | None = None) -> None:
+        self._store = store
+        self._clock = clock
+        self._timers = timers
+        self._resolve = resolve
+        self._heartbeat = heartbeat
+        self._lane_timeouts = dict(lane_timeouts or {})
+        self._rng = rng or random.Random()
+        self._active_cond = threading.Condition()
+        self._active: dict[str, list[CancelToken]] = {}
+
+    # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
+
+    def cancel_running(self, job_id: str, reason: str) -> int:
+        """Ask every running invocation of ``job_id`` to stop. Returns how many."""
+        with self._active_cond:
+            tokens = list(self._active.get(job_id, ()))
+        for t in tokens:
+            t.cancel(reason)
+        return len(tokens)
+
+    def wait_job(self, job_id: str, timeout: float | None) -> bool:
+        """Block until no invocation of ``job_id`` runs here. False on timeout."""
+        with self._active_cond:
+            return self._active_cond.wait_for(lambda: job_id not in self._active, timeout)
+
+    def _track(self, job_id: str, token: CancelToken, on: bool) -> None:
+        with self._active_cond:
+            if on:
+                self._active.setdefault(job_id, []).append(token)
+                return
+            tokens = self._active[job_id]
+            tokens.remove(token)
+            if not tokens:
+                del self._active[job_id]
+                self._active_cond.notify_all()
+
+    # ---- one invocation ---------------------------------------------------------------
+
+    def run(self, work: Work) -> None:
+        claim = work.claim
+        if not self._lease_still_held(work):
+            log.warning("lease lost before start, not running job %s invocation %s",
+                        claim.job_id, claim.invocation_id)
+            return
+        try:
+            fn = self._resolve(claim.spec.target)
+        except TaskNotRegisteredError as exc:
+            log.error("job %s invocation %s: %s", claim.job_id, claim.invocation_id, exc)
+            self._commit(claim, lambda: self._store.fail(claim, str(exc), None))
+            return
+        token = CancelToken()
+        timeout = claim.spec.timeout
+        if timeout is None:
+            timeout = self._lane_timeouts.get(claim.lane)
+        timer = None if timeout is None else self._timers.call_later(
+            timeout, lambda: token.cancel("timeout"))
+        ctx = InvocationContext(claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence,
+                                claim.lane, token)
+        self._track(claim.job_id, token, True)
+        if self._heartbeat is not None and claim.lease_until is not None:
+            self._heartbeat.hold(claim, token)
+        error: BaseException | None = None
+        result: Any = None
+        cv = _current.set(ctx)
+        try:
+            result = fn()
+        except BaseException as exc:  # isolate everything, even SystemExit, from the worker
+            error = exc
+        finally:
+            _current.reset(cv)
+            if timer is not None:
+                self._timers.cancel(timer)
+            if self._heartbeat is not None:
+                self._heartbeat.drop(claim)
+            self._track(claim.job_id, token, False)
+        if error is None and token.reason == "timeout":
+            error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
+        if error is None:
+            self._commit(claim, lambda: self._store.complete(claim, result))
+        else:
+            self._record_failure(claim, error)
+
+    def _record_failure(self, claim: Claim, error: BaseException) -> None:
+        retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        log.error("job %s invocation %s attempt %d failed (%s): %s\n%s", claim.job_id,
+                  claim.invocation_id, claim.attempt,
+                  "dead-lettered" if retry_in is None else f"retry in {retry_in:.3g}s",
+                  error, tb.rstrip())
+        reason = f"{type(error).__name__}: {error}"
+        self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+
+    def _lease_still_held(self, work: Work) -> bool:
+        """Do not start a job whose lease may be gone: renew first if it waited long."""
+        hb = self._heartbeat
+        if hb is None or work.claim.lease_until is None:
+            return True
+        if self._clock.now() - work.claimed_at < hb.lease / 2:
+            return True
+        return hb.renew_one(work.claim)
+
+    def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
+        try:
+            result = write()
+        except Exception as exc:  # store unreachable: the lease will expire, then re-run
+            log.error("recording the outcome of %s failed: %s", claim.invocation_id, exc)
+            return
+        if result is not Commit.OK:
+            log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
+                        claim.job_id, claim.invocation_id, claim.attempt, result.value)
