@@ -8,7 +8,11 @@ from scheduler.api import JobScheduler, RecurringJobScheduler
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.engine import Scheduler
 from scheduler.errors import (
-    DuetimeError, InvocationTimeout, JobNotFoundError, PayloadError, SchedulerClosedError,
+    DuetimeError,
+    InvocationTimeout,
+    JobNotFoundError,
+    PayloadError,
+    SchedulerClosedError,
     TaskNotRegisteredError,
 )
 from scheduler.model import Delivery, JobInfo, Misfire, Overlap, RetryPolicy

@@ -6,7 +6,8 @@ retries, pause/resume, inspection).
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock

@@ -48,4 +48,4 @@ def demo(seconds: float) -> None:
                f"{len(lines)} job starts in {seconds:g}s, each at or after its due time.")
 
 
-__all__ = ["main", "Scheduler"]
+__all__ = ["Scheduler", "main"]

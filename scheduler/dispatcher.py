@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from scheduler.clock import Clock
 from scheduler.model import Claim, ClaimBatch
@@ -73,7 +73,7 @@ class Dispatcher:
     def poke_capacity(self) -> None:
         """A worker became free: claim again only if due work may be waiting for one."""
         with self._cond:
-            if self._starved and not self._dirty:
+            if (self._starved or self._claiming) and not self._dirty:
                 self._dirty = True
                 self._cond.notify()
 
@@ -81,8 +81,7 @@ class Dispatcher:
 
     def _loop(self) -> None:
         while self._wait_for_work():
-            batch = self._claim()
-            self._park_after(batch)
+            self._park_after(*self._claim())
 
     def _wait_for_work(self) -> bool:
         """Sleep until dirty or the deadline passes. False when closed."""
@@ -103,22 +102,26 @@ class Dispatcher:
             self._claiming = True
             return True
 
-    def _claim(self) -> ClaimBatch | None:
+    def _claim(self) -> tuple[ClaimBatch | None, bool]:
+        """One claim round. Returns the batch (None if the store failed) and whether a
+        lane is now full (due work may be waiting for a free worker)."""
+        capacity = dict(self._capacity())
         try:
-            capacity = self._capacity()
             batch = self._store.claim_due(capacity, self._lease, self._owner)
-            now = self._clock.now()
-            for claim in batch.claims:
-                self._submit(claim, now)
-            self._backoff = 0.0
-            return batch
         except Exception as exc:  # the store is unreachable or broken: keep going
             self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))
             log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
-            return None
+            return None, False
+        self._backoff = 0.0
+        now = self._clock.now()
+        for claim in batch.claims:
+            self._submit(claim, now)
+            capacity[claim.lane] -= 1
+        return batch, any(free <= 0 for free in capacity.values())
 
-    def _park_after(self, batch: ClaimBatch | None) -> None:
-        starved = any(free <= 0 for free in self._capacity().values())
+    def _park_after(self, batch: ClaimBatch | None, starved: bool) -> None:
+        """Record when to claim next. A worker that frees up during the claim found
+        ``_claiming`` set and marked the loop dirty, so no free slot goes unnoticed."""
         with self._cond:
             self.rounds += 1
             self._claiming = False

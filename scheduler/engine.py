@@ -11,15 +11,29 @@ import logging
 import random
 import threading
 import uuid
-from typing import Any, Callable, Literal, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 from scheduler import tasks, validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import JobNotFoundError, SchedulerClosedError
 from scheduler.model import (
-    After, At, Claim, Delivery, Event, Every, InvocationInfo, JobInfo, JobSpec, Misfire,
-    Overlap, RetryPolicy, Schedule, TaskRef, Target,
+    After,
+    At,
+    Claim,
+    Delivery,
+    Event,
+    Every,
+    InvocationInfo,
+    JobInfo,
+    JobSpec,
+    Misfire,
+    Overlap,
+    RetryPolicy,
+    Schedule,
+    Target,
+    TaskRef,
 )
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore

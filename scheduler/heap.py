@@ -9,7 +9,8 @@ amortised O(1) per cancel).
 from __future__ import annotations
 
 import heapq
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 
 class DueEntry(NamedTuple):

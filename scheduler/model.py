@@ -6,8 +6,9 @@ for ``MemoryStore``, epoch seconds for ``RedisStore``); durations are seconds.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 
 class Misfire(str, enum.Enum):
@@ -50,7 +51,7 @@ class TaskRef:
     args_json: str = "{}"
 
 
-Target = Union[Callable[[], Any], TaskRef]
+Target = Callable[[], Any] | TaskRef
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class Every:
         return f"every {self.interval:g}s{a}"
 
 
-Schedule = Union[After, At, Every]
+Schedule = After | At | Every
 
 
 @dataclass(frozen=True)

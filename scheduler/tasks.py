@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from scheduler import validation
 from scheduler.errors import TaskNotRegisteredError
-from scheduler.model import TaskRef, Target
+from scheduler.model import Target, TaskRef
 
 F = TypeVar("F", bound=Callable[..., Any])
 

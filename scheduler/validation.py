@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_ID_LENGTH = 200
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024

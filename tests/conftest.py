@@ -2,7 +2,7 @@
 and engines built on the fake clock."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -11,6 +11,8 @@ from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
 
 START = 1_000.0
+
+collect_ignore = ["bench"]  # benchmarks are run by hand (tests/bench/README.md), not by pytest
 
 
 @pytest.fixture

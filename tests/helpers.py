@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from scheduler.model import After, Every, JobSpec, Schedule
 

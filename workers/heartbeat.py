@@ -58,7 +58,7 @@ class Heartbeat:
         except Exception as exc:  # keep running what we hold; the store decides at commit
             log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
             results = [Commit.OK] * len(held)
-        for (claim, token), result in zip(held, results):
+        for (claim, token), result in zip(held, results, strict=True):
             if result is not Commit.OK:
                 log.warning("lease lost: job %s invocation %s attempt %d (%s)", claim.job_id,
                             claim.invocation_id, claim.attempt, result.value)

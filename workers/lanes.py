@@ -1,7 +1,8 @@
 """Lanes: named, separately bounded pools, so long jobs in one lane cannot starve another."""
 from __future__ import annotations
 
-from typing import Callable, Generic, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 from scheduler import validation
 from workers.pool import WorkerPool

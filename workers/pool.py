@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("duetime.workers")
@@ -32,6 +33,7 @@ class WorkerPool(Generic[T]):
         self._cond = threading.Condition()
         self._queue: deque[T] = deque()
         self._busy = 0  # queued + running
+        self._settling = 0
         self._closed = False
         self._threads = [
             threading.Thread(target=self._work, name=f"duetime-{name}-{i}", daemon=True)
@@ -45,8 +47,9 @@ class WorkerPool(Generic[T]):
             return 0 if self._closed else self.size - self._busy
 
     def busy(self) -> int:
+        """Items queued or running, plus workers still reporting that they are free."""
         with self._cond:
-            return self._busy
+            return self._busy + self._settling
 
     def submit(self, item: T) -> None:
         with self._cond:
@@ -72,8 +75,11 @@ class WorkerPool(Generic[T]):
                 log.exception("worker %s: unexpected error outside a job", self.name)
             with self._cond:
                 self._busy -= 1
-                self._cond.notify_all()
+                self._settling += 1  # freed, but the dispatcher has not been told yet
             self._on_free()
+            with self._cond:
+                self._settling -= 1
+                self._cond.notify_all()
 
     def close(self) -> list[T]:
         """Stop accepting work; return the items not yet started (the caller owns them)."""
@@ -88,7 +94,7 @@ class WorkerPool(Generic[T]):
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until nothing is queued or running. False on timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._busy == 0, timeout)
+            return self._cond.wait_for(lambda: self._busy == 0 and not self._settling, timeout)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the threads to exit (after ``close``), except the calling thread

@@ -9,8 +9,9 @@ import logging
 import random
 import threading
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from scheduler.clock import Clock
 from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
@@ -85,8 +86,9 @@ class Runner:
         try:
             fn = self._resolve(claim.spec.target)
         except TaskNotRegisteredError as exc:
-            log.error("job %s invocation %s: %s", claim.job_id, claim.invocation_id, exc)
-            self._commit(claim, lambda: self._store.fail(claim, str(exc), None))
+            reason = str(exc)
+            log.error("job %s invocation %s: %s", claim.job_id, claim.invocation_id, reason)
+            self._commit(claim, lambda: self._store.fail(claim, reason, None))
             return
         token = CancelToken()
         timeout = claim.spec.timeout

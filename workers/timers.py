@@ -8,7 +8,7 @@ import heapq
 import itertools
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from scheduler.clock import Clock
 

@@ -15,59 +15,30 @@ import heapq
 import itertools
 import threading
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from scheduler import schedules
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.heap import DueEntry, DueHeap
 from scheduler.model import (
-    AddResult, After, At, Claim, ClaimBatch, Commit, Delivery, Event, Every, InvocationInfo,
-    JobInfo, JobSpec, Misfire, Overlap, Skip,
+    AddResult,
+    After,
+    At,
+    Claim,
+    ClaimBatch,
+    Commit,
+    Delivery,
+    Event,
+    Every,
+    JobInfo,
+    JobSpec,
+    Misfire,
+    Overlap,
+    Skip,
 )
 from scheduler.stores.base import WakeListener
-
-_RECENT = 20  # skipped ranges and dead letters kept per job
-
-
-@dataclass
-class _Pending:
-    scheduled: float
-    attempt: int
-    due: float               # scheduled, or a retry time
-    k: int | None = None     # series index of a recurring occurrence (None: retry / one-off)
-    stalls: int = 0          # how many owners lost their lease on this invocation
-
-
-@dataclass
-class _Running:
-    job_id: str
-    generation: int
-    scheduled: float
-    attempt: int
-    fence: int
-    lease_until: float | None
-    spec: JobSpec
-    stalls: int = 0
-
-
-@dataclass
-class _Job:
-    spec: JobSpec
-    generation: int
-    anchor: float | None
-    pending: dict[int, _Pending] = field(default_factory=dict)  # seq -> pending
-    paused: list[_Pending] | None = None
-    queued: _Pending | None = None   # overlap=queue: one occurrence held while another runs
-    cancelled: bool = False
-    outcome: str = ""                # final state of a finished one-off job
-    runs: int = 0
-    failures: int = 0
-    attempts: int = 0
-    last_result: Any = None
-    last_error: str | None = None
-    skipped: deque[Skip] = field(default_factory=lambda: deque(maxlen=_RECENT))
-    dead_letters: deque[Event] = field(default_factory=lambda: deque(maxlen=_RECENT))
+from scheduler.stores.records import JobRecord, Pending, Running, job_info
 
 
 class MemoryStore:
@@ -79,9 +50,9 @@ class MemoryStore:
                  event_log: int = 10_000) -> None:
         self.clock: Clock = clock or MonotonicClock()
         self._lock = threading.Lock()
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, JobRecord] = {}
         self._heaps: dict[str, DueHeap] = {}
-        self._running: dict[str, _Running] = {}      # token -> running invocation
+        self._running: dict[str, Running] = {}      # token -> running invocation
         self._running_per_job: Counter[str] = Counter()
         self._leases: list[tuple[float, str]] = []   # (lease_until, token), lazily validated
         self._seq = itertools.count()
@@ -108,7 +79,7 @@ class MemoryStore:
                 return AddResult("unchanged", self._job_due_in_locked(old, now))
             if old is not None:
                 self._drop_pending_locked(old)
-            job = _Job(spec=spec, generation=next(self._generations), anchor=None)
+            job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
             self._jobs[spec.job_id] = job
             self._history.pop(spec.job_id, None)
             first = self._first_pending(job, now)
@@ -119,20 +90,20 @@ class MemoryStore:
         self._wake(due_in)
         return AddResult(outcome, due_in)
 
-    def _first_pending(self, job: _Job, now: float) -> _Pending:
+    def _first_pending(self, job: JobRecord, now: float) -> Pending:
         sched = job.spec.schedule
         if isinstance(sched, After):
-            return _Pending(now + sched.delay, 1, now + sched.delay)
+            return Pending(now + sched.delay, 1, now + sched.delay)
         if isinstance(sched, At):
             due = now + (sched.wall - self.clock.wall())
-            return _Pending(due, 1, due)
+            return Pending(due, 1, due)
         assert isinstance(sched, Every)
         anchor = now if sched.anchor is None else now + (sched.anchor - self.clock.wall())
         job.anchor = anchor
         # every grid point strictly after the moment of scheduling, never before the anchor
         k = max(0, schedules.last_index_at_or_before(anchor, sched.interval, now) + 1)
         due = schedules.occurrence(anchor, sched.interval, k)
-        return _Pending(due, 1, due, k)
+        return Pending(due, 1, due, k)
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:
@@ -201,7 +172,7 @@ class MemoryStore:
             self._wake(0.0)
         return ClaimBatch(claims, next_due_in)
 
-    def _admit_locked(self, job: _Job, p: _Pending, now: float, lease: float | None,
+    def _admit_locked(self, job: JobRecord, p: Pending, now: float, lease: float | None,
                       owner: str) -> Claim | None:
         """Turn a due pending invocation into a claim, or record why it does not run."""
         spec = job.spec
@@ -218,13 +189,13 @@ class MemoryStore:
             if plan.skipped is not None:
                 self._skip_locked(job, now, *plan.skipped, plan.reason)
             nxt = schedules.occurrence(job.anchor, interval, plan.next_k)
-            self._push_locked(job, _Pending(nxt, 1, nxt, plan.next_k))
+            self._push_locked(job, Pending(nxt, 1, nxt, plan.next_k))
             if plan.run is None:
                 return None
             scheduled = schedules.occurrence(job.anchor, interval, plan.run)
             if busy:
                 if spec.overlap is Overlap.QUEUE and job.queued is None:
-                    job.queued = _Pending(scheduled, 1, scheduled)
+                    job.queued = Pending(scheduled, 1, scheduled)
                 else:
                     reason = "overlap" if spec.overlap is Overlap.SKIP else "overlap-queue-full"
                     self._skip_locked(job, now, plan.run, plan.run, reason)
@@ -232,7 +203,7 @@ class MemoryStore:
         self._fence += 1
         token = f"{owner}:{self._fence}"
         lease_until = None if lease is None else now + lease
-        self._running[token] = _Running(spec.job_id, job.generation, scheduled, attempt,
+        self._running[token] = Running(spec.job_id, job.generation, scheduled, attempt,
                                         self._fence, lease_until, spec, stalls)
         self._running_per_job[spec.job_id] += 1
         if lease_until is not None:
@@ -281,7 +252,7 @@ class MemoryStore:
                 self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
                 if same:
                     assert job is not None
-                    woke = self._push_locked(job, _Pending(r.scheduled, r.attempt, r.scheduled))
+                    woke = self._push_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
             elif how == "succeeded":
                 self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
                 if job is not None:
@@ -292,7 +263,7 @@ class MemoryStore:
                 job.last_error = error
                 self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
                 woke = self._push_locked(
-                    job, _Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls))
+                    job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls))
             else:
                 self._event_locked(now, "failed", r.job_id, r.scheduled, r.attempt, error)
                 if job is not None:
@@ -306,7 +277,7 @@ class MemoryStore:
             self._wake(woke)
         return Commit.OK
 
-    def _settle_locked(self, job: _Job, now: float, how: str) -> float | None:
+    def _settle_locked(self, job: JobRecord, now: float, how: str) -> float | None:
         """After an invocation ended: release a queued occurrence, retire a finished job.
         Returns a due-in to wake the dispatchers with, if something became pending."""
         if self._running_per_job[job.spec.job_id]:
@@ -322,7 +293,7 @@ class MemoryStore:
             self._retire_locked(job)
         return None
 
-    def _owned_locked(self, claim: Claim, now: float) -> _Running | Commit:
+    def _owned_locked(self, claim: Claim, now: float) -> Running | Commit:
         r = self._running.get(claim.token)
         if r is None:
             known = claim.job_id in self._jobs or claim.job_id in self._history
@@ -350,7 +321,7 @@ class MemoryStore:
                 self._event_locked(now, "abandoned", r.job_id, r.scheduled, r.attempt)
             elif live and r.stalls + 1 < r.spec.retry.max_stalls:
                 assert job is not None
-                self._push_locked(job, _Pending(r.scheduled, r.attempt + 1, now,
+                self._push_locked(job, Pending(r.scheduled, r.attempt + 1, now,
                                                 stalls=r.stalls + 1))
                 woke = True
             elif job is not None:
@@ -396,7 +367,7 @@ class MemoryStore:
         job = self._jobs.get(e.job_id)
         return job is not None and job.generation == e.generation and e.seq in job.pending
 
-    def _push_locked(self, job: _Job, p: _Pending) -> float:
+    def _push_locked(self, job: JobRecord, p: Pending) -> float:
         seq = next(self._seq)
         job.pending[seq] = p
         heap = self._heaps.get(job.spec.lane)
@@ -405,7 +376,7 @@ class MemoryStore:
         heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
         return max(0.0, p.due - self.clock.now())
 
-    def _drop_pending_locked(self, job: _Job) -> None:
+    def _drop_pending_locked(self, job: JobRecord) -> None:
         heap = self._heaps.get(job.spec.lane)
         if heap is not None:
             heap.mark_stale(len(job.pending))
@@ -432,11 +403,11 @@ class MemoryStore:
             nxt = self._leases[0][0] if nxt is None else min(nxt, self._leases[0][0])
         return None if nxt is None else max(0.0, nxt - now)
 
-    def _job_due_in_locked(self, job: _Job, now: float) -> float | None:
+    def _job_due_in_locked(self, job: JobRecord, now: float) -> float | None:
         dues = [p.due for p in job.pending.values()]
         return max(0.0, min(dues) - now) if dues else None
 
-    def _skip_locked(self, job: _Job, now: float, first_k: int, last_k: int,
+    def _skip_locked(self, job: JobRecord, now: float, first_k: int, last_k: int,
                      reason: str) -> None:
         assert job.anchor is not None and isinstance(job.spec.schedule, Every)
         iv = job.spec.schedule.interval
@@ -451,36 +422,18 @@ class MemoryStore:
                       attempt: int | None = None, detail: str = "") -> None:
         self._events.append(Event(now, kind, job_id, scheduled, attempt, detail))
 
-    def _retire_locked(self, job: _Job) -> None:
+    def _retire_locked(self, job: JobRecord) -> None:
         info = self._info_locked(job, self.clock.now())
         del self._jobs[job.spec.job_id]
         self._history[job.spec.job_id] = info
         while len(self._history) > self._history_limit:
             self._history.popitem(last=False)
 
-    def _info_locked(self, job: _Job, now: float) -> JobInfo:
+    def _info_locked(self, job: JobRecord, now: float) -> JobInfo:
         jid = job.spec.job_id
-        running = tuple(
-            InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
-            for r in self._running.values() if r.job_id == jid
-        ) if self._running_per_job[jid] else ()
-        if job.cancelled:
-            state = "cancelled"
-        elif job.paused is not None:
-            state = "paused"
-        elif running:
-            state = "running"
-        elif job.pending or job.queued:
-            state = "scheduled"
-        else:
-            state = job.outcome or "failed"
-        dues = [p.due for p in job.pending.values()]
-        return JobInfo(
-            job_id=jid, schedule=job.spec.schedule.describe(), lane=job.spec.lane, state=state,
-            next_run=min(dues) if dues else None, runs=job.runs, failures=job.failures,
-            attempts=job.attempts, last_result=job.last_result, last_error=job.last_error,
-            running=running, skipped=tuple(job.skipped), dead_letters=tuple(job.dead_letters),
-        )
+        running = [r for r in self._running.values() if r.job_id == jid] \
+            if self._running_per_job[jid] else []
+        return job_info(job, running)
 
     def _wake(self, due_in: float | None) -> None:
         with self._lock:

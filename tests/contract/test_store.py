@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import (
-    After, Commit, Delivery, Every, Misfire, Overlap, RetryPolicy,
+    After,
+    Commit,
+    Delivery,
+    Every,
+    Misfire,
+    Overlap,
+    RetryPolicy,
 )
 from tests.conftest import START
 from tests.helpers import every, spec

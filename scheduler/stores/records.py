@@ -1,0 +1,76 @@
+"""MemoryStore's records: what it keeps per job, per pending and per running invocation,
+and how a job record reads as a ``JobInfo`` snapshot."""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.model import Event, InvocationInfo, JobInfo, JobSpec, Skip
+
+RECENT = 20  # skipped ranges and dead letters kept per job
+
+
+@dataclass
+class Pending:
+    scheduled: float
+    attempt: int
+    due: float               # scheduled, or a retry time
+    k: int | None = None     # series index of a recurring occurrence (None: retry / one-off)
+    stalls: int = 0          # how many owners lost their lease on this invocation
+
+
+@dataclass
+class Running:
+    job_id: str
+    generation: int
+    scheduled: float
+    attempt: int
+    fence: int
+    lease_until: float | None
+    spec: JobSpec
+    stalls: int = 0
+
+
+@dataclass
+class JobRecord:
+    spec: JobSpec
+    generation: int
+    anchor: float | None
+    pending: dict[int, Pending] = field(default_factory=dict)  # seq -> pending
+    paused: list[Pending] | None = None
+    queued: Pending | None = None   # overlap=queue: one occurrence held while another runs
+    cancelled: bool = False
+    outcome: str = ""                # final state of a finished one-off job
+    runs: int = 0
+    failures: int = 0
+    attempts: int = 0
+    last_result: Any = None
+    last_error: str | None = None
+    skipped: deque[Skip] = field(default_factory=lambda: deque(maxlen=RECENT))
+    dead_letters: deque[Event] = field(default_factory=lambda: deque(maxlen=RECENT))
+
+
+def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
+    """A snapshot of ``job``; ``running`` are its running invocations."""
+    if job.cancelled:
+        state = "cancelled"
+    elif job.paused is not None:
+        state = "paused"
+    elif running:
+        state = "running"
+    elif job.pending or job.queued:
+        state = "scheduled"
+    else:
+        state = job.outcome or "failed"
+    dues = [p.due for p in job.pending.values()]
+    return JobInfo(
+        job_id=job.spec.job_id, schedule=job.spec.schedule.describe(), lane=job.spec.lane,
+        state=state, next_run=min(dues) if dues else None, runs=job.runs,
+        failures=job.failures, attempts=job.attempts, last_result=job.last_result,
+        last_error=job.last_error,
+        running=tuple(InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
+                      for r in running),
+        skipped=tuple(job.skipped), dead_letters=tuple(job.dead_letters),
+    )

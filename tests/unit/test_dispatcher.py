@@ -1,0 +1,118 @@
+"""The dispatcher loop, driven step by step with the fake clock (SPEC §4.1-4.3)."""
+from __future__ import annotations
+
+import threading
+
+from scheduler.model import After
+from scheduler.stores.memory import MemoryStore
+from tests.conftest import START
+from tests.helpers import WAIT, Recorder, spec
+
+
+def test_never_early_and_exactly_on_time(make_engine, clock):
+    rec = Recorder(clock)
+    eng = make_engine()
+    eng.after(rec.job("a"), 5)
+    clock.advance(4.999)
+    assert eng.wait_idle()
+    assert rec.labels() == []
+    clock.advance(0.001)
+    assert rec.wait_for(1)
+    assert rec.starts == [("a", START + 5)]
+
+
+def test_equal_due_times_start_in_submission_order(make_engine, clock):
+    rec = Recorder(clock)
+    eng = make_engine(num_workers=1)
+    labels = [f"j{i}" for i in range(20)]
+    for label in labels:
+        eng.after(rec.job(label), 1)
+    clock.advance(1)
+    assert rec.wait_for(20)
+    assert rec.labels() == labels
+
+
+def test_when_workers_are_busy_due_jobs_wait_in_due_order(make_engine, clock):
+    rec = Recorder(clock)
+    gate = threading.Event()
+    eng = make_engine(num_workers=1)
+    eng.after(rec.job("blocker", lambda: gate.wait(WAIT)), 0)
+    assert rec.wait_for(1)
+    eng.after(rec.job("third"), 3)
+    eng.after(rec.job("first"), 1)
+    eng.after(rec.job("second"), 2)
+    clock.advance(5)
+    assert eng._dispatcher.wait_quiet(WAIT)
+    assert rec.labels() == ["blocker"]
+    assert sorted(j.state for j in eng.jobs()) == ["running"] + ["scheduled"] * 3
+    gate.set()
+    assert rec.wait_for(4)
+    assert rec.labels() == ["blocker", "first", "second", "third"]
+
+
+def test_an_earlier_job_wakes_the_sleeping_dispatcher(make_engine, clock):
+    rec = Recorder(clock)
+    eng = make_engine()
+    eng.after(rec.job("late"), 100)
+    assert eng.wait_idle()          # parked until t+100 on the fake clock
+    eng.after(rec.job("early"), 1)  # must wake it, or advance(1) would not run "early"
+    clock.advance(1)
+    assert rec.wait_for(1)
+    assert rec.labels() == ["early"]
+
+
+def test_wake_from_another_engine_sharing_the_store(clock, make_engine):
+    store = MemoryStore(clock)
+    rec = Recorder(clock)
+    runner = make_engine(store=store)
+    producer = make_engine(store=store, lanes={"other": 1})
+    producer.shutdown()  # a producer that runs nothing: only the store connects them
+    runner.after(rec.job("late"), 50)
+    assert runner.wait_idle()
+    store.add(spec("early", After(2)))
+    clock.advance(2)
+    assert runner.wait_idle()
+    assert store.get("early").runs == 1
+
+
+def test_no_wakeups_when_idle_or_for_later_jobs(make_engine, clock):
+    eng = make_engine()
+    eng.after(lambda: None, 3600)
+    assert eng.wait_idle()
+    rounds = eng._dispatcher.rounds
+    for i in range(1000):               # later than what it waits for: no wake-up
+        eng.after(lambda: None, 3600 + i)
+    clock.advance(3599)                 # time passing short of the deadline: no wake-up
+    assert eng.wait_idle()
+    assert eng._dispatcher.rounds == rounds
+    assert clock.sleepers() >= 1
+
+
+def test_claims_are_bounded_by_free_workers(make_engine, clock):
+    gate = threading.Event()
+    started = threading.Semaphore(0)
+
+    def blocked() -> None:
+        started.release()
+        gate.wait(WAIT)
+
+    eng = make_engine(num_workers=2)
+    for _ in range(5):
+        eng.after(blocked, 0)
+    assert started.acquire(timeout=WAIT) and started.acquire(timeout=WAIT)
+    assert len(eng.running()) == 2
+    assert sum(1 for j in eng.jobs() if j.state == "scheduled") == 3
+    gate.set()
+    assert eng.wait_idle()
+    assert eng.jobs() == []  # all five ran and were retired
+    assert sum(1 for e in eng.events() if e.kind == "succeeded") == 5
+
+
+def test_user_code_never_runs_on_the_dispatcher_thread(make_engine, clock):
+    names = []
+    eng = make_engine(num_workers=3)
+    for _ in range(3):
+        eng.after(lambda: names.append(threading.current_thread().name), 0)
+    assert eng.wait_idle()
+    assert len(names) == 3
+    assert all(n.startswith("duetime-default-") for n in names)

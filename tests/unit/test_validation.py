@@ -1,0 +1,134 @@
+"""SPEC §5: every bad input gets a clear error, and nothing is written."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler import JobScheduler, PayloadError, RecurringJobScheduler, RetryPolicy
+from scheduler.model import Misfire
+
+
+@pytest.fixture
+def once(clock):
+    with JobScheduler(num_workers=1, clock=clock) as s:
+        yield s
+
+
+@pytest.fixture
+def rec(clock):
+    with RecurringJobScheduler(num_workers=1, clock=clock) as s:
+        yield s
+
+
+def nothing_written(facade) -> bool:
+    return facade.engine.jobs() == [] and facade.engine.events() == []
+
+
+@pytest.mark.parametrize("delay", [math.nan, math.inf, -math.inf, -1, -1e-9])
+def test_bad_delays_are_value_errors(once, delay):
+    with pytest.raises(ValueError, match="delay_seconds"):
+        once.schedule(lambda: None, delay)
+    assert nothing_written(once)
+
+
+@pytest.mark.parametrize("delay", ["1", None, b"1", [1], True, 1j])
+def test_non_number_delays_are_type_errors(once, delay):
+    with pytest.raises(TypeError, match="delay_seconds must be a number"):
+        once.schedule(lambda: None, delay)
+    assert nothing_written(once)
+
+
+def test_delay_zero_and_ints_are_valid(once):
+    assert once.schedule(lambda: None, 0) >= 1
+    assert once.schedule(lambda: None, 3) >= 1
+
+
+@pytest.mark.parametrize("interval", [0, -1, math.nan, math.inf, 0.0])
+def test_bad_intervals_are_value_errors(rec, interval):
+    with pytest.raises(ValueError, match="interval_seconds"):
+        rec.schedule("x", lambda: None, interval)
+    assert nothing_written(rec)
+
+
+@pytest.mark.parametrize("interval", ["1", None, False])
+def test_non_number_intervals_are_type_errors(rec, interval):
+    with pytest.raises(TypeError):
+        rec.schedule("x", lambda: None, interval)
+    assert nothing_written(rec)
+
+
+@pytest.mark.parametrize("job", [None, 42, "print", object()])
+def test_non_callable_jobs_are_type_errors(once, rec, job):
+    with pytest.raises(TypeError, match="callable"):
+        once.schedule(job, 1)
+    with pytest.raises(TypeError, match="callable"):
+        rec.schedule("x", job, 1)
+    assert nothing_written(once) and nothing_written(rec)
+
+
+@pytest.mark.parametrize("job_id", ["", "x" * 201, "bad\nid", "tab\tid", " padded", "nul\0",
+                                    42, None, b"bytes"])
+def test_bad_job_ids_are_value_errors(rec, job_id):
+    with pytest.raises(ValueError, match="job id"):
+        rec.schedule(job_id, lambda: None, 1)
+    assert nothing_written(rec)
+
+
+def test_long_unicode_ids_up_to_200_chars_are_fine(rec):
+    rec.schedule("é" * 200, lambda: None, 1)
+    rec.schedule("billing:invoice/42 {x}", lambda: None, 1)
+    assert len(rec.engine.jobs()) == 2
+
+
+def test_task_kwargs_must_be_json_and_bounded(make_engine):
+    from scheduler import task
+
+    @task("tests.validation.echo")
+    def echo(**kw):
+        return kw
+
+    eng = make_engine()
+    with pytest.raises(PayloadError, match="JSON-serialisable"):
+        eng.after("tests.validation.echo", 1, kwargs={"x": object()})
+    with pytest.raises(PayloadError, match="JSON-serialisable"):
+        eng.after("tests.validation.echo", 1, kwargs={"x": math.nan})
+    with pytest.raises(PayloadError, match="round trip"):
+        eng.after("tests.validation.echo", 1, kwargs={"x": (1, 2)})
+    with pytest.raises(PayloadError, match="over the 65536-byte limit"):
+        eng.after("tests.validation.echo", 1, kwargs={"x": "a" * 70_000})
+    assert eng.jobs() == []
+
+
+def test_unknown_task_name_is_refused_at_schedule_time(make_engine):
+    eng = make_engine()
+    with pytest.raises(LookupError, match="no task named 'nope'.*@scheduler.task"):
+        eng.after("nope", 1)
+
+
+@pytest.mark.parametrize("kw", [dict(max_attempts=0), dict(max_attempts=1.5),
+                                dict(backoff=-1), dict(jitter=2), dict(factor=math.inf)])
+def test_bad_retry_policies(kw):
+    with pytest.raises(ValueError, match="RetryPolicy"):
+        RetryPolicy(**kw)
+
+
+def test_bad_options_write_nothing(make_engine):
+    eng = make_engine()
+    with pytest.raises(ValueError):
+        eng.every(lambda: None, 1, misfire="sometimes")
+    with pytest.raises(ValueError):
+        eng.every(lambda: None, 1, overlap="maybe")
+    with pytest.raises(ValueError, match="timeout"):
+        eng.after(lambda: None, 1, timeout=0)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        import datetime as dt
+        eng.at(lambda: None, dt.datetime(2030, 1, 1))
+    assert eng.every(lambda: None, 1, misfire=Misfire.CATCH_UP)
+    assert len(eng.jobs()) == 1
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, "2", None, True])
+def test_bad_worker_counts(n):
+    with pytest.raises((TypeError, ValueError), match="num_workers"):
+        JobScheduler(num_workers=n)

@@ -1,0 +1,201 @@
+"""workers/: failure isolation, retries with backoff, timeouts, lanes, cancellation."""
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler import RetryPolicy, current_invocation, task
+from scheduler.model import After, JobSpec, TaskRef
+from tests.helpers import WAIT, Recorder
+from workers.pool import WorkerPool
+from workers.retry import retry_delay
+
+
+def test_a_failing_job_is_logged_counted_and_the_worker_goes_on(make_engine, clock, caplog):
+    rec = Recorder(clock)
+    eng = make_engine(num_workers=1)
+
+    def boom() -> None:
+        raise ValueError("kaput")
+
+    eng.after(boom, 0, job_id="bad")
+    eng.after(rec.job("next"), 0)
+    assert rec.wait_for(1)
+    assert eng.wait_idle()
+    info = eng.get("bad")
+    assert (info.state, info.failures, info.last_error) == ("failed", 1, "ValueError: kaput")
+    msgs = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("bad@" in r.getMessage() and "Traceback" in r.getMessage()
+               and "kaput" in r.getMessage() for r in msgs)
+
+
+def test_system_exit_in_a_job_does_not_kill_the_worker(make_engine, clock):
+    rec = Recorder(clock)
+    eng = make_engine(num_workers=1)
+    eng.after(lambda: sys.exit(3), 0, job_id="exit")
+    eng.after(rec.job("after"), 0)
+    assert rec.wait_for(1)
+    assert eng.wait_idle()
+    assert eng.get("exit").last_error == "SystemExit: 3"
+
+
+def test_retries_back_off_exponentially_then_dead_letter(make_engine, clock):
+    attempts = []
+
+    def flaky() -> None:
+        attempts.append((current_invocation().attempt, clock.now()))
+        raise RuntimeError("nope")
+
+    eng = make_engine()
+    policy = RetryPolicy(max_attempts=3, backoff=1, factor=2, jitter=0)
+    eng.after(flaky, 0, job_id="f", retry=policy)
+    assert eng.wait_idle()
+    t0 = attempts[0][1]
+    for step in (1, 2):
+        clock.advance(step)
+        assert eng.wait_idle()
+    assert [(a, t - t0) for a, t in attempts] == [(1, 0), (2, 1), (3, 3)]
+    info = eng.get("f")
+    assert info.state == "failed" and len(info.dead_letters) == 1
+    assert [e.kind for e in eng.events() if e.job_id == "f" and e.kind != "claimed"] == [
+        "scheduled", "retried", "retried", "failed"]
+
+
+@given(attempt=st.integers(1, 30), seed=st.integers(0, 2**32),
+       jitter=st.floats(0, 1), backoff=st.floats(0, 100), factor=st.floats(1, 4))
+def test_retry_delay_stays_within_its_jitter_band(attempt, seed, jitter, backoff, factor):
+    policy = RetryPolicy(max_attempts=50, backoff=backoff, factor=factor, max_backoff=300,
+                         jitter=jitter)
+    d = retry_delay(policy, attempt, random.Random(seed))
+    base = min(300, backoff * factor ** (attempt - 1))
+    assert base * (1 - jitter) - 1e-9 <= d <= base * (1 + jitter) + 1e-9
+
+
+def test_no_retry_after_the_last_attempt():
+    assert retry_delay(RetryPolicy(max_attempts=2), 2, random.Random(0)) is None
+
+
+def test_timeout_cancels_cooperatively_and_records_a_failure(make_engine, clock):
+    seen = {}
+    started = threading.Event()
+
+    def slow() -> None:
+        inv = current_invocation()
+        started.set()
+        seen["stopped"] = inv.token.wait(WAIT)
+        seen["reason"] = inv.cancel_reason
+
+    eng = make_engine()
+    eng.after(slow, 0, job_id="slow", timeout=2)
+    assert started.wait(WAIT)
+    clock.advance(1.999)
+    assert not current_job_cancelled(eng, "slow")
+    clock.advance(0.001)
+    assert eng.wait_idle()
+    assert seen == {"stopped": True, "reason": "timeout"}
+    assert "timeout of 2s" in eng.get("slow").last_error
+
+
+def current_job_cancelled(eng, job_id: str) -> bool:
+    return any(t.cancelled() for t in eng._runner._active.get(job_id, []))
+
+
+def test_lane_default_timeout(make_engine, clock):
+    started = threading.Event()
+    eng = make_engine(lanes={"batch": 1}, lane_timeouts={"batch": 5})
+    eng.after(lambda: (started.set(), current_invocation().token.wait(WAIT)), 0,
+              job_id="b", lane="batch")
+    assert started.wait(WAIT)
+    clock.advance(5)
+    assert eng.wait_idle()
+    assert "timeout" in eng.get("b").last_error
+
+
+def test_a_full_lane_does_not_starve_another(make_engine, clock):
+    gate = threading.Event()
+    rec = Recorder(clock)
+    eng = make_engine(num_workers=1, lanes={"slow": 1})
+    eng.after(rec.job("long", lambda: gate.wait(WAIT)), 0, lane="slow")
+    eng.after(rec.job("long-2"), 0, lane="slow")
+    assert rec.wait_for(1)
+    eng.after(rec.job("quick"), 0)
+    assert rec.wait_for(2)
+    assert rec.labels() == ["long", "quick"]
+    gate.set()
+    assert rec.wait_for(3)
+
+
+def test_unknown_lane_is_refused_at_schedule_time(make_engine):
+    eng = make_engine()
+    with pytest.raises(ValueError, match="unknown lane 'gpu'"):
+        eng.after(lambda: None, 0, lane="gpu")
+
+
+def test_cancel_with_wait_and_interrupt(make_engine, clock):
+    started, stopped = threading.Event(), threading.Event()
+
+    def long() -> None:
+        started.set()
+        current_invocation().token.wait(WAIT)
+        stopped.set()
+
+    eng = make_engine()
+    eng.every(long, 1, job_id="long")
+    clock.advance(1)
+    assert started.wait(WAIT)
+    assert eng.cancel("long", wait=True, timeout=WAIT, interrupt=True) is True
+    assert stopped.is_set()     # interrupted, and cancel returned after it ended
+    assert eng.get("long").state == "cancelled"
+
+
+@task("tests.add_to")
+def add_to(key: str, n: int) -> int:
+    return n + 1
+
+
+def test_registered_task_by_name_with_json_kwargs(make_engine):
+    eng = make_engine()
+    eng.after("tests.add_to", 0, job_id="t", kwargs={"key": "k", "n": 41})
+    assert eng.wait_idle()
+    assert eng.get("t").last_result == 42
+
+
+def test_unknown_task_at_run_time_fails_clearly_without_retry(make_engine, clock, store):
+    eng = make_engine(store=store)
+    store.add(JobSpec("ghost", TaskRef("no.such.task"), After(0),
+                      retry=RetryPolicy(max_attempts=5)))
+    eng.after(lambda: None, 0, job_id="fine")
+    assert eng.wait_idle()
+    info = eng.get("ghost")
+    assert info.state == "failed" and "no task named 'no.such.task'" in info.last_error
+    assert eng.get("fine").state == "succeeded"
+
+
+def test_pool_close_returns_unstarted_items():
+    ran = []
+    pool = WorkerPool("p", 1, ran.append)
+    with pool._cond:              # hold the pool so its worker cannot pick the item up
+        pool.submit("x")
+        unstarted = pool.close()
+    assert unstarted == ["x"] and ran == []
+    assert pool.join(WAIT)
+
+
+def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, store,
+                                                          monkeypatch):
+    eng = make_engine(store=store)
+    store.add(JobSpec("held", lambda: None, After(0)))
+    batch = store.claim_due({"default": 1}, None, "other")
+    from workers.runner import Work
+    close = eng._lanes.close
+    monkeypatch.setattr(eng._lanes, "close",
+                        lambda: close() + [Work(batch.claims[0], clock.now())])
+    eng.shutdown()
+    assert store.get("held").state == "scheduled"
+    assert [e.kind for e in store.events()][-1] == "released"
