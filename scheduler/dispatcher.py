@@ -48,6 +48,12 @@ class Dispatcher:
         self._thread = threading.Thread(target=self._loop, name=f"duetime-dispatch-{owner}",
                                         daemon=True)
 
+    @property
+    def starved(self) -> bool:
+        """True when the last claim left a lane full: due work may be waiting for a
+        worker (workers then pull it themselves, see ``Scheduler._refill``)."""
+        return self._starved
+
     def start(self) -> None:
         self._thread.start()
 

@@ -19,6 +19,7 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import JobNotFoundError, SchedulerClosedError
 from scheduler.model import (
+    DEFAULT_RETRY,
     After,
     At,
     Claim,
@@ -87,12 +88,23 @@ class Scheduler:
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
             submit=self._submit, lease=self._lease, owner=self.owner, resync=resync)
         self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
-                                         self._dispatcher.poke_capacity)
+                                         self._dispatcher.poke_capacity, self._refill)
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._dispatcher.start()
 
     def _submit(self, claim: Claim, claimed_at: float) -> None:
         self._lanes.submit(claim.lane, Work(claim, claimed_at))
+
+    def _refill(self, lane: str) -> Work | None:
+        """A worker of ``lane`` just finished: if due work was left waiting for a free
+        worker, claim the next one for this worker (it is free, so this claims only what
+        can start now). Otherwise the dispatcher is told the worker is free."""
+        if self._closed or not self._dispatcher.starved:
+            return None
+        batch = self.store.claim_due({lane: 1}, self._lease, self.owner)
+        if not batch.claims:
+            return None
+        return Work(batch.claims[0], self.clock.now())
 
     # ---- scheduling -------------------------------------------------------------------
 
@@ -243,7 +255,7 @@ def _target(fn: JobTarget, kwargs: Mapping[str, Any] | None) -> Target:
 
 def _retry(retry: RetryPolicy | None) -> RetryPolicy:
     if retry is None:
-        return RetryPolicy()
+        return DEFAULT_RETRY
     if not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
     return retry

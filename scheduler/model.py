@@ -1,4 +1,4 @@
-"""The data that crosses the store interface: frozen dataclasses, no I/O.
+"""The data that crosses the store interface: immutable records, no I/O.
 
 Times named ``*_at``/``scheduled``/``due`` are in the *store's* clock (monotonic seconds
 for ``MemoryStore``, epoch seconds for ``RedisStore``); durations are seconds.
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 
 class Misfire(str, enum.Enum):
@@ -115,6 +115,9 @@ class RetryPolicy:
             raise ValueError(f"RetryPolicy.jitter is a fraction in [0, 1], got {self.jitter!r}")
 
 
+DEFAULT_RETRY = RetryPolicy()
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A job's whole definition. Two specs that compare equal are the same definition
@@ -125,7 +128,7 @@ class JobSpec:
     schedule: Schedule
     lane: str = "default"
     timeout: float | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = DEFAULT_RETRY
     misfire: Misfire = Misfire.SKIP
     misfire_grace: float | None = None  # None: min(interval, 60 s)
     overlap: Overlap = Overlap.SKIP
@@ -136,8 +139,7 @@ class JobSpec:
         return isinstance(self.schedule, Every)
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """One invocation handed to one owner under a lease. ``token`` authorises every later
     write about it; ``fence`` grows with every claim so side effects can reject a stale
     owner."""
@@ -179,8 +181,7 @@ class AddResult:
     due_in: float | None
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """One state change, as kept in the store's bounded event log."""
 
     at: float

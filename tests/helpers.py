@@ -5,6 +5,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from scheduler import task
 from scheduler.model import After, Every, JobSpec, Schedule
 
 WAIT = 5.0  # real seconds a test waits for a signal before it fails
@@ -18,6 +19,7 @@ def every(job_id: str, interval: float, **kw: Any) -> JobSpec:
     return spec(job_id, Every(interval), **kw)
 
 
+@task("tests.noop")
 def noop() -> None:
     pass
 

@@ -3,31 +3,47 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 class CancelToken:
-    """Cooperative cancellation: set once, with a reason; jobs poll ``cancelled()``."""
+    """Cooperative cancellation: set once, with a reason; jobs poll ``cancelled()``.
+    The event behind ``wait`` is created only if someone waits (most jobs never do)."""
+
+    __slots__ = ("reason", "_event", "_lock")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
         self.reason: str | None = None
+        self._event: threading.Event | None = None
+        self._lock = _token_lock
 
     def cancel(self, reason: str) -> None:
-        if not self._event.is_set():
+        with self._lock:
+            if self.reason is not None:
+                return
             self.reason = reason
-            self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
 
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self.reason is not None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until cancelled (True) or ``timeout`` real seconds pass (False)."""
-        return self._event.wait(timeout)
+        with self._lock:
+            if self.reason is not None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
 
-@dataclass(frozen=True)
-class InvocationContext:
+_token_lock = threading.Lock()  # guards the rare lazy creation and setting of events
+
+
+class InvocationContext(NamedTuple):
     """The invocation a job is running for. ``fence`` grows with every claim: pass it to a
     resource that can reject writes from an owner that has since lost the invocation;
     ``invocation_id`` is stable across attempts and makes a good idempotency key."""
@@ -37,7 +53,7 @@ class InvocationContext:
     attempt: int
     fence: int
     lane: str
-    token: CancelToken = field(repr=False, compare=False)
+    token: CancelToken
 
     @property
     def invocation_id(self) -> str:

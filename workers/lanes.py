@@ -12,11 +12,12 @@ T = TypeVar("T")
 
 class Lanes(Generic[T]):
     def __init__(self, sizes: Mapping[str, int], run: Callable[[T], None],
-                 on_free: Callable[[], None]) -> None:
+                 on_free: Callable[[], None],
+                 refill: Callable[[str], T | None] | None = None) -> None:
         if not sizes:
             raise ValueError("at least one lane is needed")
         self._pools = {
-            validation.name(lane, "lane name"): WorkerPool(lane, size, run, on_free)
+            validation.name(lane, "lane name"): WorkerPool(lane, size, run, on_free, refill)
             for lane, size in sizes.items()
         }
 

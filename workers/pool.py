@@ -23,13 +23,19 @@ class WorkerPool(Generic[T]):
     """``size`` threads running ``run(item)`` for each submitted item, in FIFO order."""
 
     def __init__(self, name: str, size: int, run: Callable[[T], None],
-                 on_free: Callable[[], None] = lambda: None) -> None:
+                 on_free: Callable[[], None] = lambda: None,
+                 refill: Callable[[str], T | None] | None = None) -> None:
+        """``on_free`` is called (outside any lock) each time a worker becomes free;
+        ``refill(name)``, if given, is asked for the next item by a worker that just
+        finished one, before it counts as free: during a burst, workers pull due work
+        themselves instead of waking the dispatcher for every job."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
         self.name = name
         self.size = size
         self._run = run
         self._on_free = on_free
+        self._refill = refill
         self._cond = threading.Condition()
         self._queue: deque[T] = deque()
         self._busy = 0  # queued + running
@@ -69,10 +75,13 @@ class WorkerPool(Generic[T]):
                 if not self._queue:
                     return
                 item = self._queue.popleft()
-            try:
-                self._run(item)
-            except BaseException:  # the runner isolates job failures; this is a last guard
-                log.exception("worker %s: unexpected error outside a job", self.name)
+            next_item: T | None = item
+            while next_item is not None:
+                try:
+                    self._run(next_item)
+                except BaseException:  # the runner isolates job failures; a last guard
+                    log.exception("worker %s: unexpected error outside a job", self.name)
+                next_item = self._next()
             with self._cond:
                 self._busy -= 1
                 self._settling += 1  # freed, but the dispatcher has not been told yet
@@ -80,6 +89,15 @@ class WorkerPool(Generic[T]):
             with self._cond:
                 self._settling -= 1
                 self._cond.notify_all()
+
+    def _next(self) -> T | None:
+        if self._refill is None or self._closed:
+            return None
+        try:
+            return self._refill(self.name)
+        except Exception:
+            log.exception("worker %s: refill failed; the dispatcher takes over", self.name)
+            return None
 
     def close(self) -> list[T]:
         """Stop accepting work; return the items not yet started (the caller owns them)."""

@@ -10,8 +10,7 @@ import random
 import threading
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler.clock import Clock
 from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
@@ -25,8 +24,7 @@ from workers.timers import Timers
 log = logging.getLogger("duetime.workers")
 
 
-@dataclass(frozen=True)
-class Work:
+class Work(NamedTuple):
     """A claim on its way to a worker, stamped with the engine-clock time it was claimed."""
 
     claim: Claim
@@ -46,14 +44,16 @@ class Runner:
         self._heartbeat = heartbeat
         self._lane_timeouts = dict(lane_timeouts or {})
         self._rng = rng or random.Random()
-        self._active_cond = threading.Condition()
-        self._active: dict[str, list[CancelToken]] = {}
+        self._active_lock = threading.Lock()
+        self._active_done = threading.Condition(self._active_lock)
+        self._waiters = 0
+        self._active: dict[str, list[CancelToken]] = {}  # job id -> running here
 
     # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
 
     def cancel_running(self, job_id: str, reason: str) -> int:
         """Ask every running invocation of ``job_id`` to stop. Returns how many."""
-        with self._active_cond:
+        with self._active_lock:
             tokens = list(self._active.get(job_id, ()))
         for t in tokens:
             t.cancel(reason)
@@ -61,11 +61,15 @@ class Runner:
 
     def wait_job(self, job_id: str, timeout: float | None) -> bool:
         """Block until no invocation of ``job_id`` runs here. False on timeout."""
-        with self._active_cond:
-            return self._active_cond.wait_for(lambda: job_id not in self._active, timeout)
+        with self._active_lock:
+            self._waiters += 1
+            try:
+                return self._active_done.wait_for(lambda: job_id not in self._active, timeout)
+            finally:
+                self._waiters -= 1
 
     def _track(self, job_id: str, token: CancelToken, on: bool) -> None:
-        with self._active_cond:
+        with self._active_lock:
             if on:
                 self._active.setdefault(job_id, []).append(token)
                 return
@@ -73,7 +77,8 @@ class Runner:
             tokens.remove(token)
             if not tokens:
                 del self._active[job_id]
-                self._active_cond.notify_all()
+                if self._waiters:
+                    self._active_done.notify_all()
 
     # ---- one invocation ---------------------------------------------------------------
 

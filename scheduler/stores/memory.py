@@ -59,7 +59,7 @@ class MemoryStore:
         self._generations = itertools.count(1)
         self._fence = 0
         self._last_id = 0
-        self._history: OrderedDict[str, JobInfo] = OrderedDict()
+        self._history: OrderedDict[str, JobRecord] = OrderedDict()  # finished jobs
         self._history_limit = history
         self._events: deque[Event] = deque(maxlen=event_log)
         self._listeners: list[WakeListener] = []
@@ -220,7 +220,7 @@ class MemoryStore:
             for c in claims:
                 r = self._owned_locked(c, now)
                 if isinstance(r, Commit):
-                    out.append(r)
+                    out.append(Commit.LEASE_LOST)
                     continue
                 r.lease_until = now + lease
                 heapq.heappush(self._leases, (r.lease_until, c.token))
@@ -246,6 +246,8 @@ class MemoryStore:
             del self._running[claim.token]
             self._running_per_job[r.job_id] -= 1
             job = self._jobs.get(r.job_id)
+            if job is not None:
+                job.last_token = claim.token
             same = job is not None and job.generation == r.generation and not job.cancelled
             woke = None
             if how == "released":
@@ -269,7 +271,7 @@ class MemoryStore:
                 if job is not None:
                     job.failures += 1
                     job.last_error = error
-                    job.dead_letters.append(
+                    job.note_dead_letter(
                         Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error))
             if job is not None:
                 woke = self._settle_locked(job, now, how) or woke
@@ -296,8 +298,10 @@ class MemoryStore:
     def _owned_locked(self, claim: Claim, now: float) -> Running | Commit:
         r = self._running.get(claim.token)
         if r is None:
-            known = claim.job_id in self._jobs or claim.job_id in self._history
-            return Commit.LEASE_LOST if known else Commit.NOT_FOUND
+            job = self._jobs.get(claim.job_id) or self._history.get(claim.job_id)
+            if job is not None and job.last_token == claim.token:
+                return Commit.OK  # a resend of a commit that already happened
+            return Commit.NOT_FOUND if job is None else Commit.LEASE_LOST
         if r.lease_until is not None and now >= r.lease_until:
             return Commit.LEASE_LOST
         return r
@@ -327,7 +331,7 @@ class MemoryStore:
             elif job is not None:
                 ev = Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, "lease lost")
                 self._events.append(ev)
-                job.dead_letters.append(ev)
+                job.note_dead_letter(ev)
             if job is not None:
                 self._settle_locked(job, now, how)
         return woke
@@ -338,7 +342,8 @@ class MemoryStore:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
-                return self._history.get(job_id)
+                done = self._history.get(job_id)
+                return None if done is None else job_info(done, [])
             return self._info_locked(job, self.clock.now())
 
     def jobs(self) -> list[JobInfo]:
@@ -414,7 +419,7 @@ class MemoryStore:
         first = schedules.occurrence(job.anchor, iv, first_k)
         last = schedules.occurrence(job.anchor, iv, last_k)
         count = last_k - first_k + 1
-        job.skipped.append(Skip(first, last, count, reason))
+        job.note_skip(Skip(first, last, count, reason))
         self._event_locked(now, "skipped", job.spec.job_id, first, None,
                            f"{count} occurrence(s): {reason}")
 
@@ -423,9 +428,8 @@ class MemoryStore:
         self._events.append(Event(now, kind, job_id, scheduled, attempt, detail))
 
     def _retire_locked(self, job: JobRecord) -> None:
-        info = self._info_locked(job, self.clock.now())
         del self._jobs[job.spec.job_id]
-        self._history[job.spec.job_id] = info
+        self._history[job.spec.job_id] = job
         while len(self._history) > self._history_limit:
             self._history.popitem(last=False)
 

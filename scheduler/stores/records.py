@@ -12,7 +12,7 @@ from scheduler.model import Event, InvocationInfo, JobInfo, JobSpec, Skip
 RECENT = 20  # skipped ranges and dead letters kept per job
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
     scheduled: float
     attempt: int
@@ -21,7 +21,7 @@ class Pending:
     stalls: int = 0          # how many owners lost their lease on this invocation
 
 
-@dataclass
+@dataclass(slots=True)
 class Running:
     job_id: str
     generation: int
@@ -33,7 +33,7 @@ class Running:
     stalls: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRecord:
     spec: JobSpec
     generation: int
@@ -48,8 +48,19 @@ class JobRecord:
     attempts: int = 0
     last_result: Any = None
     last_error: str | None = None
-    skipped: deque[Skip] = field(default_factory=lambda: deque(maxlen=RECENT))
-    dead_letters: deque[Event] = field(default_factory=lambda: deque(maxlen=RECENT))
+    last_token: str = ""            # token of the last commit: a resend answers OK again
+    skipped: deque[Skip] | None = None        # created on first use: most jobs never skip
+    dead_letters: deque[Event] | None = None
+
+    def note_skip(self, skip: Skip) -> None:
+        if self.skipped is None:
+            self.skipped = deque(maxlen=RECENT)
+        self.skipped.append(skip)
+
+    def note_dead_letter(self, event: Event) -> None:
+        if self.dead_letters is None:
+            self.dead_letters = deque(maxlen=RECENT)
+        self.dead_letters.append(event)
 
 
 def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
@@ -72,5 +83,5 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         last_error=job.last_error,
         running=tuple(InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
                       for r in running),
-        skipped=tuple(job.skipped), dead_letters=tuple(job.dead_letters),
+        skipped=tuple(job.skipped or ()), dead_letters=tuple(job.dead_letters or ()),
     )

@@ -4,8 +4,22 @@
 Not part of the test run. See tests/bench/README.md. Typical use:
     PYTHONPATH=/work/main /work/benchvenv/bin/python tests/bench/bench_inprocess.py --runs 3
 """
-import argparse, faulthandler, gc, itertools, json, logging, os, platform, random
-import sched, shlex, statistics, subprocess, sys, threading, time
+import argparse
+import faulthandler
+import gc
+import itertools
+import json
+import logging
+import os
+import platform
+import random
+import sched
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 mono, perf = time.monotonic, time.perf_counter
@@ -105,9 +119,9 @@ class TimerAdapter:
 class APSAdapter:
     name, note = "APScheduler", "3.x BackgroundScheduler, MemoryJobStore, ThreadPoolExecutor(4)"
     def start(self):
-        from apscheduler.schedulers.background import BackgroundScheduler
-        from apscheduler.jobstores.memory import MemoryJobStore
         from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.jobstores.memory import MemoryJobStore
+        from apscheduler.schedulers.background import BackgroundScheduler
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
         self.s = BackgroundScheduler(
             jobstores={"default": MemoryJobStore()},

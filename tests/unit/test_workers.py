@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scheduler import RetryPolicy, current_invocation, task
 from scheduler.model import After, JobSpec, TaskRef
-from tests.helpers import WAIT, Recorder
+from tests.helpers import WAIT, Recorder, noop
 from workers.pool import WorkerPool
 from workers.retry import retry_delay
 
@@ -170,7 +170,7 @@ def test_unknown_task_at_run_time_fails_clearly_without_retry(make_engine, clock
     eng = make_engine(store=store)
     store.add(JobSpec("ghost", TaskRef("no.such.task"), After(0),
                       retry=RetryPolicy(max_attempts=5)))
-    eng.after(lambda: None, 0, job_id="fine")
+    eng.after(noop, 0, job_id="fine")
     assert eng.wait_idle()
     info = eng.get("ghost")
     assert info.state == "failed" and "no task named 'no.such.task'" in info.last_error
@@ -190,7 +190,7 @@ def test_pool_close_returns_unstarted_items():
 def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, store,
                                                           monkeypatch):
     eng = make_engine(store=store)
-    store.add(JobSpec("held", lambda: None, After(0)))
+    store.add(JobSpec("held", noop, After(0)))
     batch = store.claim_due({"default": 1}, None, "other")
     from workers.runner import Work
     close = eng._lanes.close
