@@ -11,6 +11,7 @@ workers can start now, hand it over, sleep again.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Mapping
 
@@ -26,7 +27,7 @@ class Dispatcher:
                  capacity: Callable[[], Mapping[str, int]],
                  submit: Callable[[Claim, float], None],
                  lease: float | None, owner: str,
-                 resync: float | None = None,
+                 resync: float | None = None, rng: random.Random | None = None,
                  retry_backoff: tuple[float, float] = (0.05, 5.0)) -> None:
         self._store = store
         self._clock = clock
@@ -34,7 +35,8 @@ class Dispatcher:
         self._submit = submit
         self._lease = lease
         self._owner = owner
-        self._resync = resync
+        self._resync = resync    # safety re-claim period for shared stores (jittered)
+        self._rng = rng or random.Random()
         self._backoff_min, self._backoff_max = retry_backoff
         self._backoff = 0.0
         self._cond = threading.Condition()
@@ -138,7 +140,9 @@ class Dispatcher:
             else:
                 due_in = batch.next_due_in
                 if self._resync is not None:
-                    due_in = self._resync if due_in is None else min(due_in, self._resync)
+                    # spread replicas' resyncs over [0.5, 1.5) x resync: no lockstep
+                    resync = self._resync * (0.5 + self._rng.random())
+                    due_in = resync if due_in is None else min(due_in, resync)
                 self._deadline = None if due_in is None else now + due_in
 
     # ---- lifecycle and test support ------------------------------------------------------

@@ -11,7 +11,7 @@ import logging
 import random
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from scheduler import tasks, validation
@@ -19,23 +19,16 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import JobNotFoundError, SchedulerClosedError
 from scheduler.model import (
-    DEFAULT_RETRY,
     After,
     At,
     Claim,
-    Delivery,
     Event,
     Every,
     InvocationInfo,
     JobInfo,
-    JobSpec,
-    Misfire,
-    Overlap,
-    RetryPolicy,
     Schedule,
-    Target,
-    TaskRef,
 )
+from scheduler.specs import JobTarget, epoch, make_spec
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore
 from workers.heartbeat import Heartbeat
@@ -45,7 +38,6 @@ from workers.timers import Timers
 
 log = logging.getLogger("duetime")
 
-JobTarget = Callable[[], Any] | str
 
 
 class Scheduler:
@@ -86,7 +78,9 @@ class Scheduler:
                               heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng)
         self._dispatcher = Dispatcher(
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
-            submit=self._submit, lease=self._lease, owner=self.owner, resync=resync)
+            submit=self._submit, lease=self._lease, owner=self.owner,
+            resync=resync if resync is not None else getattr(self.store, "resync", None),
+            rng=rng)
         self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
                                          self._dispatcher.poke_capacity, self._refill)
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
@@ -118,7 +112,7 @@ class Scheduler:
     def at(self, fn: JobTarget, when: dt.datetime | float, **options: Any) -> str:
         """Run ``fn`` once at ``when`` (an aware datetime, or epoch seconds); a time in the
         past runs as soon as possible."""
-        return self._add(fn, At(_epoch(when, "when")), **options)
+        return self._add(fn, At(epoch(when, "when")), **options)
 
     def every(self, fn: JobTarget, interval: float, *,
               anchor: dt.datetime | float | None = None, **options: Any) -> str:
@@ -127,31 +121,19 @@ class Scheduler:
         With an existing ``job_id`` this is an upsert: an equal definition is a no-op that
         keeps the anchor; a changed one replaces the job atomically."""
         iv = validation.interval(interval, "interval")
-        a = None if anchor is None else _epoch(anchor, "anchor")
+        a = None if anchor is None else epoch(anchor, "anchor")
         return self._add(fn, Every(iv, a), **options)
 
     def _add(self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
-             kwargs: Mapping[str, Any] | None = None, lane: str = "default",
-             timeout: float | None = None, retry: RetryPolicy | None = None,
-             misfire: Misfire | str = Misfire.SKIP, misfire_grace: float | None = None,
-             overlap: Overlap | str = Overlap.SKIP,
-             delivery: Delivery | str = Delivery.AT_LEAST_ONCE) -> str:
-        target = _target(fn, kwargs)
-        jid = uuid.uuid4().hex if job_id is None else validation.job_id(job_id)
-        if lane not in self._lanes:
-            raise ValueError(f"unknown lane {lane!r}; this scheduler has lanes "
+             **options: Any) -> str:
+        spec = make_spec(fn, schedule, job_id=job_id, check_task=True, **options)
+        if spec.lane not in self._lanes:
+            raise ValueError(f"unknown lane {spec.lane!r}; this scheduler has lanes "
                              f"{self._lanes.names()} (pass lanes={{...}} to create one)")
-        spec = JobSpec(
-            job_id=jid, target=target, schedule=schedule, lane=lane,
-            timeout=validation.optional_positive(timeout, "timeout"),
-            retry=_retry(retry), misfire=Misfire(misfire),
-            misfire_grace=(None if misfire_grace is None
-                           else validation.delay(misfire_grace, "misfire_grace")),
-            overlap=Overlap(overlap), delivery=Delivery(delivery))
         if self._closed:
             raise SchedulerClosedError()
         self.store.add(spec)
-        return jid
+        return spec.job_id
 
     def next_id(self) -> int:
         return self.store.next_id()
@@ -240,31 +222,3 @@ class Scheduler:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-def _target(fn: JobTarget, kwargs: Mapping[str, Any] | None) -> Target:
-    if isinstance(fn, str):
-        tasks.lookup(fn)  # unknown here: say so now rather than at run time
-        return TaskRef(validation.name(fn, "task name"), validation.json_args(dict(kwargs or {})))
-    validation.callable_job(fn)
-    if kwargs is not None:
-        raise TypeError("kwargs= is for registered task names; bind arguments of a callable "
-                        "with functools.partial")
-    return fn
-
-
-def _retry(retry: RetryPolicy | None) -> RetryPolicy:
-    if retry is None:
-        return DEFAULT_RETRY
-    if not isinstance(retry, RetryPolicy):
-        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
-    return retry
-
-
-def _epoch(when: dt.datetime | float, name: str) -> float:
-    if isinstance(when, dt.datetime):
-        if when.tzinfo is None:
-            raise ValueError(f"{name} must be a timezone-aware datetime (naive times are "
-                             "ambiguous); use datetime.now(timezone.utc) or zoneinfo")
-        return when.timestamp()
-    return validation.timestamp(when, name)

@@ -9,6 +9,7 @@ import pytest
 from scheduler.engine import Scheduler
 from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
+from tests.redis_fixtures import *  # noqa: F403  (redis_server, redis_url, redis_ns, ...)
 
 START = 1_000.0
 
@@ -20,14 +21,21 @@ def clock() -> FakeClock:
     return FakeClock(start=START)
 
 
-STORE_KINDS = ["memory"]
+STORE_KINDS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
 
 
 @pytest.fixture(params=STORE_KINDS)
-def store(request: pytest.FixtureRequest, clock: FakeClock) -> MemoryStore:
+def store(request: pytest.FixtureRequest, clock: FakeClock):
+    """Each store kind, on the fake clock (a Redis store is then told the time instead of
+    reading Redis TIME), in a fresh namespace."""
     if request.param == "memory":
         return MemoryStore(clock)
-    raise AssertionError(request.param)
+    from scheduler.stores.redis import RedisStore
+    url = request.getfixturevalue("redis_url")
+    ns = request.getfixturevalue("redis_ns")
+    s = RedisStore(url, ns, clock=clock)
+    request.addfinalizer(s.close)
+    return s
 
 
 @pytest.fixture
@@ -44,3 +52,4 @@ def make_engine(clock: FakeClock) -> Iterator[Callable[..., Scheduler]]:
     yield make
     for engine in made:
         engine.shutdown(wait=True, timeout=5)
+

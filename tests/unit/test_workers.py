@@ -190,8 +190,8 @@ def test_pool_close_returns_unstarted_items():
 def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, store,
                                                           monkeypatch):
     eng = make_engine(store=store)
-    store.add(JobSpec("held", noop, After(0)))
-    batch = store.claim_due({"default": 1}, None, "other")
+    store.add(JobSpec("held", noop, After(0), lane="elsewhere"))  # the engine serves no
+    batch = store.claim_due({"elsewhere": 1}, None, "other")     # such lane: no race
     from workers.runner import Work
     close = eng._lanes.close
     monkeypatch.setattr(eng._lanes, "close",

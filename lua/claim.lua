@@ -1,0 +1,165 @@
+#!lua
+-- claim.lua: reap expired leases, then claim up to N due invocations per lane under a
+-- lease (the RUNNING transition). Each claim gets a fresh token and a fence number that
+-- is greater than every earlier one. A recurring job's next occurrence (anchor + k*iv,
+-- misfire policy applied) is written here, in the same step, so a series can be neither
+-- lost nor doubled. A resend of the same request returns the same reply.
+--
+-- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] owner id          ARGV[4] request id (resend detection)
+-- ARGV[5] lease ms ("" = no expiry)
+-- ARGV[6..] lane, capacity pairs
+-- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}]}
+--          "next" covers lanes with capacity left and the next lease expiry.
+
+local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
+if owner == '' or req == '' then return redis.error_reply('ERR duetime bad-input owner') end
+if lease ~= '' and not tonumber(lease) then return redis.error_reply('ERR duetime bad-input lease') end
+local caps = {}
+for i = 6, #ARGV, 2 do
+  local n = tonumber(ARGV[i + 1])
+  if not n then return redis.error_reply('ERR duetime bad-input capacity') end
+  caps[#caps + 1] = {ARGV[i], n}
+end
+
+local last = redis.call('HGET', P .. 'claims', owner)
+if last and string.sub(last, 1, #req + 1) == req .. '\n' then
+  return string.sub(last, #req + 2)   -- a resend: same reply, nothing claimed twice
+end
+
+local now = now_ms()
+lease = tonumber(lease)
+
+-- 1. expired leases: attempt+1 (at-least-once), abandoned (at-most-once) or dead letter
+for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'LIMIT', 0, 100)) do
+  local r = running_of(token)
+  drop_running(token)
+  if r then
+    local jk = jkey(r.job)
+    local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'delivery', 'max_stalls', 'lane')
+    event(now, 'lease_lost', r.job, r.sched, r.attempt, token)
+    local how = 'failed'
+    local live = f[1] == r.gen and f[2] ~= '1'
+    if live and f[3] == 'at_most_once' then
+      how = 'abandoned'
+      event(now, 'abandoned', r.job, r.sched, r.attempt, 'lease lost')
+    elseif live and r.stalls + 1 < tonumber(f[4]) then
+      push_retry(r.job, f[5], r.gen, r.sched, r.attempt + 1, r.stalls + 1, now)
+      how = 'released'
+    elseif f[1] then
+      dead_letter(now, r.job, r.sched, r.attempt, 'lease lost')
+    end
+    settle(now, r.job, how)
+  end
+end
+
+-- 2. claim, lane by lane
+local claims = {}
+local function issue(job, jk, gen, sched, attempt, stalls, def)
+  local fence = redis.call('INCR', P .. 'fence')
+  local token = owner .. ':' .. fmt(fence)
+  redis.call('HSET', P .. 'running', token, gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
+    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job)
+  local until_ms = -1
+  if lease then
+    until_ms = now + lease
+    redis.call('ZADD', P .. 'lease', until_ms, token)
+  end
+  redis.call('HINCRBY', jk, 'running', 1)
+  redis.call('HSET', jk, 'attempts', fmt(attempt))
+  event(now, 'claimed', job, sched, attempt, owner)
+  claims[#claims + 1] = {j = job, s = sched, a = attempt, t = token, f = fence, l = until_ms,
+                         g = gen, def = def}
+end
+
+-- Decide about one due member; returns true if it became a claim.
+local function admit(lane, member)
+  local kind, rest = string.match(member, '^%x+|(%a)|(.*)$')
+  local job, gen, sched, attempt, stalls
+  if kind == 's' then
+    job = rest
+  elseif kind == 'r' then
+    gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  end
+  redis.call('ZREM', P .. 'due:' .. lane, member)
+  if not job then
+    event(now, 'quarantined', '', nil, nil, 'malformed due entry: ' .. member)
+    push_capped(P .. 'quarantine', member, 1000)
+    return false
+  end
+  local jk = jkey(job)
+  local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'entry', 'paused', 'kind', 'def',
+    'running', 'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued')
+  if not f[1] or f[2] == '1' then return false end                 -- gone or cancelled
+  if kind == 's' and f[3] ~= member then return false end           -- replaced: stale
+  if kind == 'r' and f[1] ~= gen then return false end              -- old generation
+  if kind == 'r' then redis.call('HINCRBY', jk, 'retries', -1) end
+  if f[4] == '1' then                                                -- paused: stash it
+    local score = kind == 's' and tonumber(f[10]) or now
+    redis.call('HSET', jk, 'stash', (redis.call('HGET', jk, 'stash') or '') ..
+      fmt(score) .. ' ' .. member .. '\n')
+    if kind == 'r' then redis.call('HINCRBY', jk, 'retries', 1) end
+    return false
+  end
+  if kind == 'r' then
+    issue(job, jk, gen, tonumber(sched), tonumber(attempt), tonumber(stalls), f[6])
+    return true
+  end
+  redis.call('HSET', jk, 'entry', '')
+  if f[5] ~= 'every' then
+    issue(job, jk, f[1], tonumber(f[10]), 1, 0, f[6])
+    return true
+  end
+  local busy = tonumber(f[7]) > 0 and f[8] ~= 'allow'
+  local k, anchor, iv, grace = tonumber(f[11]), tonumber(f[12]), tonumber(f[13]), tonumber(f[14])
+  if busy and f[9] == 'catch_up' then      -- catch_up skips nothing: park the series
+    redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))
+    return false
+  end
+  local run, next_k, skip_from, skip_to, reason = plan(anchor, iv, k, now, f[9], grace)
+  if skip_from then record_skip(now, job, anchor, iv, skip_from, skip_to, reason) end
+  push_series(job, lane, occ(anchor, iv, next_k), next_k)
+  if not run then return false end
+  if busy then
+    if f[8] == 'queue' and (not f[15] or f[15] == '') then
+      redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, run)) .. '|')
+    else
+      local why = f[8] == 'skip' and 'overlap' or 'overlap-queue-full'
+      record_skip(now, job, anchor, iv, run, run, why)
+    end
+    return false
+  end
+  issue(job, jk, f[1], occ(anchor, iv, run), 1, 0, f[6])
+  return true
+end
+
+local left = {}
+for _, lc in ipairs(caps) do
+  local lane, cap = lc[1], lc[2]
+  local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
+  while cap > 0 and budget > 0 do
+    local due = redis.call('ZRANGEBYSCORE', P .. 'due:' .. lane, '-inf', now, 'LIMIT', 0, cap)
+    if #due == 0 then break end
+    for _, member in ipairs(due) do
+      budget = budget - 1
+      if admit(lane, member) then cap = cap - 1 end
+      if cap == 0 or budget == 0 then break end
+    end
+  end
+  if cap > 0 then left[#left + 1] = lane end
+end
+
+-- 3. when to ask again
+local nxt = -1
+for _, lane in ipairs(left) do
+  local head = redis.call('ZRANGE', P .. 'due:' .. lane, 0, 0, 'WITHSCORES')
+  if head[2] and (nxt < 0 or tonumber(head[2]) < nxt) then nxt = tonumber(head[2]) end
+end
+local lh = redis.call('ZRANGE', P .. 'lease', 0, 0, 'WITHSCORES')
+if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
+if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
+
+local reply = cjson.encode({now = now, next = nxt, claims = claims})
+redis.call('HSET', P .. 'claims', owner, req .. '\n' .. reply)
+return reply

@@ -1,0 +1,23 @@
+#!lua
+-- complete.lua: record the success of a claimed invocation. Token-checked: refused when
+-- the token no longer owns the invocation or its lease has expired (a stale owner can
+-- never commit). A resend of a commit that already happened answers "ok" again.
+--
+-- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
+-- Returns: "ok" | "lease_lost" | "not_found"
+
+local job, token, result = ARGV[3], ARGV[4], ARGV[5]
+if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
+local now = now_ms()
+local r, code = owned(now, job, token)
+if not r then return code end
+drop_running(token)
+local jk = jkey(job)
+redis.call('HINCRBY', jk, 'runs', 1)
+redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
+  'last_run', fmt(now))
+event(now, 'succeeded', job, r.sched, r.attempt, '')
+settle(now, job, 'succeeded')
+return 'ok'

@@ -1,0 +1,32 @@
+#!lua
+-- fail.lua: record the failure of a claimed invocation; retry it (attempt+1) after a
+-- delay, or record it as failed and dead-lettered. Token-checked like complete.lua; a
+-- resend answers "ok" again. A retry of a replaced or cancelled job is not scheduled.
+--
+-- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
+-- Returns: "ok" | "lease_lost" | "not_found"
+
+local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
+if retry ~= '' and not tonumber(retry) then return redis.error_reply('ERR duetime bad-input retry') end
+local now = now_ms()
+local r, code = owned(now, job, token)
+if not r then return code end
+drop_running(token)
+local jk = jkey(job)
+local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'lane')
+redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(now))
+local how = 'failed'
+if retry ~= '' and f[1] == r.gen and f[2] ~= '1' then
+  event(now, 'retried', job, r.sched, r.attempt, err)
+  push_retry(job, f[3], r.gen, r.sched, r.attempt + 1, r.stalls, now + tonumber(retry))
+  how = 'released'
+else
+  redis.call('HINCRBY', jk, 'failures', 1)
+  event(now, 'failed', job, r.sched, r.attempt, err)
+  dead_letter(now, job, r.sched, r.attempt, err)
+end
+settle(now, job, how)
+return 'ok'

@@ -1,0 +1,173 @@
+-- lib.lua: helpers shared by every script. The loader (scheduler/stores/lua.py) places
+-- this file right after each script's shebang line, so every script can use it.
+--
+-- Conventions of every script:
+--   ARGV[1]  key prefix "duetime:{<namespace>}:" (every key shares its hash tag, so a
+--            script touches one cluster slot)
+--   ARGV[2]  "" to use Redis TIME as "now", or an integer epoch ms (test clocks only)
+--   times are integer epoch milliseconds, formatted with %d (never tostring)
+--   every script validates its input before its first write (scripts do not roll back)
+
+local P = ARGV[1]
+local RETENTION_MS = 86400000  -- finished jobs stay inspectable for a day
+
+local function fmt(n) return string.format('%d', n) end
+
+local function now_ms()
+  if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function jkey(job) return P .. 'job:' .. job end
+
+local function event(now, kind, job, sched, attempt, detail)
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'job', job,
+    'sched', sched and fmt(sched) or '', 'attempt', attempt and fmt(attempt) or '',
+    'detail', detail or '', 'at', fmt(now))
+  redis.call('HINCRBY', P .. 'stats', kind, 1)
+end
+
+local function next_seq()
+  return string.format('%016x', redis.call('INCR', P .. 'seq'))
+end
+
+-- Publish a wake-up if `member` is now the earliest entry of its lane.
+local function wake_if_head(lane, member, due)
+  local head = redis.call('ZRANGE', P .. 'due:' .. lane, 0, 0)
+  if head[1] == member then redis.call('PUBLISH', P .. 'wake', fmt(due)) end
+end
+
+-- The job's series (or one-off) occurrence k, due at `due`.
+local function push_series(job, lane, due, k)
+  local member = next_seq() .. '|s|' .. job
+  redis.call('ZADD', P .. 'due:' .. lane, due, member)
+  redis.call('HSET', jkey(job), 'entry', member, 'next', fmt(due), 'k', fmt(k))
+  wake_if_head(lane, member, due)
+  return member
+end
+
+-- A retry (or released / queued) invocation of `sched`, due at `due`.
+local function push_retry(job, lane, gen, sched, attempt, stalls, due)
+  local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
+    '|' .. fmt(stalls) .. '|' .. job
+  redis.call('ZADD', P .. 'due:' .. lane, due, member)
+  redis.call('HINCRBY', jkey(job), 'retries', 1)
+  wake_if_head(lane, member, due)
+end
+
+local function push_capped(key, value, cap)
+  redis.call('LPUSH', key, value)
+  redis.call('LTRIM', key, 0, cap - 1)
+end
+
+local function dead_letter(now, job, sched, attempt, reason)
+  event(now, 'dead_lettered', job, sched, attempt, reason)
+  push_capped(P .. 'dead:' .. job,
+    cjson.encode({at = now, sched = sched, attempt = attempt, reason = reason}), 20)
+end
+
+local function retire(job, outcome)
+  local jk = jkey(job)
+  redis.call('HSET', jk, 'state', outcome)
+  redis.call('SREM', P .. 'jobs', job)
+  redis.call('PEXPIRE', jk, RETENTION_MS)
+  redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
+  redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
+end
+
+-- After an invocation of `job` ended (`how`: succeeded, failed, released, abandoned):
+-- release a queued occurrence, or retire a finished one-off or cancelled job.
+local function settle(now, job, how)
+  local jk = jkey(job)
+  if redis.call('EXISTS', jk) == 0 then return end
+  if redis.call('HINCRBY', jk, 'running', -1) > 0 then return end
+  local f = redis.call('HMGET', jk, 'queued', 'cancelled', 'paused', 'kind', 'entry',
+    'retries', 'lane', 'gen')
+  local queued, cancelled, paused, kind, entry = f[1], f[2], f[3], f[4], f[5]
+  if queued and queued ~= '' and cancelled ~= '1' and paused ~= '1' then
+    redis.call('HSET', jk, 'queued', '')
+    local sched, k = string.match(queued, '^(%d+)|(%-?%d*)$')
+    if k ~= '' then
+      push_series(job, f[7], tonumber(sched), tonumber(k))  -- a parked catch-up series
+    else
+      push_retry(job, f[7], f[8], tonumber(sched), 1, 0, tonumber(sched))
+    end
+    return
+  end
+  if cancelled == '1' then
+    retire(job, 'cancelled')
+  elseif kind ~= 'every' and (entry == '' or not entry) and tonumber(f[6] or '0') <= 0
+      and paused ~= '1' and how ~= 'released' then
+    retire(job, how)
+  end
+end
+
+-- Fixed-rate grid arithmetic (mirrors scheduler/schedules.py; integer ms, exact).
+local function occ(anchor, iv, k) return anchor + k * iv end
+
+local function last_le(anchor, iv, t)
+  if t < anchor then return -1 end
+  local k = math.floor((t - anchor) / iv)
+  while occ(anchor, iv, k) > t do k = k - 1 end
+  while occ(anchor, iv, k + 1) <= t do k = k + 1 end
+  return k
+end
+
+local function first_ge(anchor, iv, t)
+  local k = math.max(0, math.ceil((t - anchor) / iv))
+  while k > 0 and occ(anchor, iv, k - 1) >= t do k = k - 1 end
+  while occ(anchor, iv, k) < t do k = k + 1 end
+  return k
+end
+
+-- The misfire plan for due occurrence k: run index (or nil), next k, skipped range, reason.
+local function plan(anchor, iv, k, now, policy, grace)
+  if policy == 'catch_up' then return k, k + 1 end
+  local on_time = first_ge(anchor, iv, now - grace)
+  if k >= on_time then return k, k + 1 end
+  local m = last_le(anchor, iv, now)
+  if policy == 'run_once' then
+    if m > k then return m, m + 1, k, m - 1, 'coalesced' end
+    return m, m + 1
+  end
+  if on_time <= m then return on_time, on_time + 1, k, on_time - 1, 'misfire' end
+  return nil, m + 1, k, m, 'misfire'
+end
+
+local function record_skip(now, job, anchor, iv, first_k, last_k, reason)
+  local first, last = occ(anchor, iv, first_k), occ(anchor, iv, last_k)
+  local count = last_k - first_k + 1
+  event(now, 'skipped', job, first, nil, fmt(count) .. ' occurrence(s): ' .. reason)
+  push_capped(P .. 'skips:' .. job, fmt(first) .. '|' .. fmt(last) .. '|' .. fmt(count) ..
+    '|' .. reason, 20)
+end
+
+-- The running invocation held under `token`, parsed; nil if none.
+local function running_of(token)
+  local data = redis.call('HGET', P .. 'running', token)
+  if not data then return nil end
+  local gen, sched, attempt, stalls, fence, job =
+    string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
+          stalls = tonumber(stalls), fence = tonumber(fence), job = job}
+end
+
+-- Token check shared by complete / fail / release: returns the running invocation, or
+-- an error code ('ok' for a resend of a commit that already happened).
+local function owned(now, job, token)
+  local r = running_of(token)
+  if not r then
+    if redis.call('HGET', jkey(job), 'last_token') == token then return nil, 'ok' end
+    if redis.call('EXISTS', jkey(job)) == 1 then return nil, 'lease_lost' end
+    return nil, 'not_found'
+  end
+  local deadline = redis.call('ZSCORE', P .. 'lease', token)
+  if deadline and tonumber(deadline) <= now then return nil, 'lease_lost' end
+  return r
+end
+
+local function drop_running(token)
+  redis.call('HDEL', P .. 'running', token)
+  redis.call('ZREM', P .. 'lease', token)
+end

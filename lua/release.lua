@@ -1,0 +1,24 @@
+#!lua
+-- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
+-- by a shutting-down replica so nobody waits for its lease). Token-checked.
+--
+-- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] job id   ARGV[4] token
+-- Returns: "ok" | "lease_lost" | "not_found"
+
+local job, token = ARGV[3], ARGV[4]
+if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
+local now = now_ms()
+local r, code = owned(now, job, token)
+if not r then return code end
+drop_running(token)
+local jk = jkey(job)
+redis.call('HSET', jk, 'last_token', token)
+local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'lane')
+event(now, 'released', job, r.sched, r.attempt, '')
+if f[1] == r.gen and f[2] ~= '1' then
+  push_retry(job, f[3], r.gen, r.sched, r.attempt, r.stalls, r.sched)
+end
+settle(now, job, 'released')
+return 'ok'

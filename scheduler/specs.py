@@ -1,0 +1,102 @@
+"""Building a validated ``JobSpec`` from user input: shared by the engine and ``Client``.
+
+Everything here raises before anything is written (SPEC §5).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler import tasks, validation
+from scheduler.model import (
+    DEFAULT_RETRY,
+    After,
+    At,
+    Delivery,
+    Every,
+    JobSpec,
+    Misfire,
+    Overlap,
+    RetryPolicy,
+    Schedule,
+    Target,
+    TaskRef,
+)
+
+JobTarget = Callable[[], Any] | str
+
+
+def make_spec(fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
+              kwargs: Mapping[str, Any] | None = None, lane: str = "default",
+              timeout: float | None = None, retry: RetryPolicy | None = None,
+              misfire: Misfire | str = Misfire.SKIP, misfire_grace: float | None = None,
+              overlap: Overlap | str = Overlap.SKIP,
+              delivery: Delivery | str = Delivery.AT_LEAST_ONCE,
+              check_task: bool = True) -> JobSpec:
+    """A validated job definition. ``fn`` is a callable or a registered task name (with
+    JSON ``kwargs``); ``check_task=False`` accepts names this process has not registered
+    (a producer that only enqueues)."""
+    return JobSpec(
+        job_id=uuid.uuid4().hex if job_id is None else validation.job_id(job_id),
+        target=target(fn, kwargs, check_task), schedule=schedule,
+        lane=validation.name(lane, "lane name"),
+        timeout=validation.optional_positive(timeout, "timeout"),
+        retry=_retry(retry), misfire=Misfire(misfire),
+        misfire_grace=(None if misfire_grace is None
+                       else validation.delay(misfire_grace, "misfire_grace")),
+        overlap=Overlap(overlap), delivery=Delivery(delivery))
+
+
+def schedule_of(*, delay: float | None = None, at: dt.datetime | float | None = None,
+                every: float | None = None, anchor: dt.datetime | float | None = None
+                ) -> Schedule:
+    """Exactly one of ``delay``, ``at`` or ``every`` (with an optional ``anchor``)."""
+    given = [name for name, v in (("delay", delay), ("at", at), ("every", every))
+             if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of delay=, at= or every= (got {given or 'none'})")
+    if anchor is not None and every is None:
+        raise ValueError("anchor= only applies to every=")
+    if delay is not None:
+        return After(validation.delay(delay, "delay"))
+    if at is not None:
+        return At(epoch(at, "at"))
+    assert every is not None
+    return Every(validation.interval(every, "every"),
+                 None if anchor is None else epoch(anchor, "anchor"))
+
+
+def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) -> Target:
+    if isinstance(fn, str):
+        name = validation.name(fn, "task name")
+        if check_task:
+            tasks.lookup(name)  # unknown here: say so now rather than at run time
+        return TaskRef(name, validation.json_args(dict(kwargs or {})))
+    validation.callable_job(fn)
+    if kwargs is not None:
+        registered = tasks.name_of(fn)
+        if registered is None:
+            raise TypeError("kwargs= is for registered tasks; bind arguments of a plain "
+                            "callable with functools.partial")
+        return TaskRef(registered, validation.json_args(dict(kwargs)))
+    return fn
+
+
+def _retry(retry: RetryPolicy | None) -> RetryPolicy:
+    if retry is None:
+        return DEFAULT_RETRY
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    return retry
+
+
+def epoch(when: dt.datetime | float, name: str) -> float:
+    """Epoch seconds from an aware datetime or a number."""
+    if isinstance(when, dt.datetime):
+        if when.tzinfo is None:
+            raise ValueError(f"{name} must be a timezone-aware datetime (naive times are "
+                             "ambiguous); use datetime.now(timezone.utc) or zoneinfo")
+        return when.timestamp()
+    return validation.timestamp(when, name)

@@ -1,0 +1,46 @@
+"""Every Redis key name of a namespace, in one place.
+
+All keys share the hash tag ``{namespace}``, so each script touches one cluster slot and
+one ACL pattern (``~duetime:{ns}:*``) covers them.
+"""
+from __future__ import annotations
+
+import re
+
+_NS = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def namespace(ns: str) -> str:
+    if not isinstance(ns, str) or not _NS.match(ns):
+        raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, got {ns!r}")
+    return ns
+
+
+class Keys:
+    def __init__(self, ns: str) -> None:
+        self.prefix = f"duetime:{{{namespace(ns)}}}:"
+        p = self.prefix
+        self.jobs = p + "jobs"            # set: live job ids
+        self.lanes = p + "lanes"          # set: lanes that ever had a job
+        self.lease = p + "lease"          # zset: token -> lease deadline (epoch ms)
+        self.running = p + "running"      # hash: token -> gen|sched|attempt|stalls|fence|job
+        self.events = p + "events"        # stream, capped at ~10,000
+        self.stats = p + "stats"          # hash: counters per event kind
+        self.ids = p + "ids"              # counter: JobScheduler int ids
+        self.wake = p + "wake"            # pub/sub channel: due ms of a new earliest job
+        self.quarantine = p + "quarantine"  # list: malformed entries moved aside
+
+    def due(self, lane: str) -> str:
+        return f"{self.prefix}due:{lane}"      # zset: pending member -> due epoch ms
+
+    def job(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}"    # hash: definition and state of one job
+
+    def skips(self, job_id: str) -> str:
+        return f"{self.prefix}skips:{job_id}"  # list: recent skipped ranges
+
+    def dead(self, job_id: str) -> str:
+        return f"{self.prefix}dead:{job_id}"   # list: recent dead letters (JSON)
+
+    def replica(self, owner: str) -> str:
+        return f"{self.prefix}replica:{owner}"  # string with TTL: a live replica

@@ -1,0 +1,330 @@
+"""RedisStore: the shared store. Each method is one Lua script call (lua/*.lua), so each
+is atomic in Redis; Redis ``TIME`` judges "due" and lease expiry, so replicas' clocks do
+not matter.
+
+Wake-ups: a script that makes a job the earliest of its lane publishes its due time on
+the namespace's wake channel; every replica's subscriber thread pokes its dispatcher.
+Pub/sub drops messages while a connection is down, so dispatchers also resync (claim)
+every ``resync`` seconds (jittered), and a reconnected subscriber pokes at once.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from scheduler import validation
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.errors import DuetimeError, PayloadError
+from scheduler.model import (
+    AddResult,
+    After,
+    At,
+    Claim,
+    ClaimBatch,
+    Commit,
+    Event,
+    InvocationInfo,
+    JobInfo,
+    JobSpec,
+    Skip,
+)
+from scheduler.schedules import grace_for
+from scheduler.stores import codec, lua
+from scheduler.stores.base import WakeListener
+from scheduler.stores.keys import Keys
+
+log = logging.getLogger("duetime.redis")
+
+
+class StoreUnavailableError(DuetimeError, ConnectionError):
+    """Redis could not be reached (or answered with an error we cannot act on)."""
+
+
+def _ms(seconds: float) -> str:
+    return str(round(seconds * 1000))
+
+
+class RedisStore:
+    """A namespace of jobs in one Redis. ``clock`` is for tests only: given, its time is
+    passed to the scripts instead of Redis ``TIME``."""
+
+    def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
+                 namespace: str = "default", *, clock: Clock | None = None,
+                 lease: float = 30.0, resync: float = 5.0,
+                 payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT) -> None:
+        import redis  # the optional dependency: pip install 'duetime[redis]'
+
+        self._redis_mod = redis
+        if isinstance(redis_url, str):
+            self._r = redis.Redis.from_url(redis_url, decode_responses=True)
+        else:
+            self._r = redis_url
+        self.url = _safe_url(redis_url)
+        self.keys = Keys(namespace)
+        self.namespace = namespace
+        self.default_lease: float | None = validation.interval(lease, "lease")
+        self.resync = resync
+        self.payload_limit = payload_limit
+        self.clock: Clock = clock or MonotonicClock()
+        self._fixed_clock = clock is not None
+        self._scripts = lua.register(self._r)
+        self._specs: OrderedDict[str, JobSpec] = OrderedDict()
+        self._offset_ms = 0.0          # Redis time minus local monotonic time, in ms
+        self._listeners: list[WakeListener] = []
+        self._sub_lock = threading.Lock()
+        self._sub_thread: threading.Thread | None = None
+        self._sub_stop = threading.Event()
+        self._sub_ready = threading.Event()
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _now_arg(self) -> str:
+        return _ms(self.clock.now()) if self._fixed_clock else ""
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return self._scripts[name](keys=[], args=[self.keys.prefix, self._now_arg(), *args])
+        except self._redis_mod.ConnectionError as exc:
+            raise StoreUnavailableError(
+                f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
+                "(DUETIME_REDIS_URL) right?") from exc
+        except self._redis_mod.ResponseError as exc:
+            if "duetime bad-input" in str(exc):
+                raise ValueError(f"the store refused the request: {exc}") from exc
+            raise
+
+    def _spec(self, text: str) -> JobSpec:
+        spec = self._specs.get(text)
+        if spec is None:
+            spec = self._specs[text] = codec.decode(text)
+            if len(self._specs) > 10_000:
+                self._specs.popitem(last=False)
+        return spec
+
+    # ---- producers -------------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        return int(self._r.incr(self.keys.ids))
+
+    def add(self, spec: JobSpec) -> AddResult:
+        text = codec.encode(spec)  # refuses callables that are not registered tasks
+        args_json = json.loads(text)["args"]
+        if len(args_json.encode()) > self.payload_limit:
+            raise PayloadError(f"job arguments are {len(args_json.encode())} bytes of JSON, "
+                               f"over the {self.payload_limit}-byte limit; store large data "
+                               "elsewhere and pass a reference")
+        s = spec.schedule
+        anchor = ""
+        if isinstance(s, After):
+            kind, num, interval = "after", _ms(s.delay), 0.0
+        elif isinstance(s, At):
+            kind, num, interval = "at", _ms(s.wall), 0.0
+        else:
+            kind, num, interval = "every", _ms(s.interval), s.interval
+            anchor = "" if s.anchor is None else _ms(s.anchor)
+        grace = grace_for(interval, spec.misfire_grace) if interval else 0.0
+        outcome, due_in = self._call(
+            "add", spec.job_id, text, spec.lane, kind, num, anchor, _ms(grace),
+            spec.misfire.value, spec.overlap.value, spec.delivery.value,
+            spec.retry.max_stalls)
+        due = None if int(due_in) < 0 else int(due_in) / 1000
+        return AddResult(outcome, due)
+
+    def cancel(self, job_id: str) -> bool:
+        return bool(self._call("cancel", job_id))
+
+    def pause(self, job_id: str) -> bool:
+        return bool(self._call("pause", job_id))
+
+    def resume(self, job_id: str) -> bool:
+        return bool(self._call("resume", job_id))
+
+    # ---- the dispatcher's side ----------------------------------------------------------
+
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None,
+                  owner: str) -> ClaimBatch:
+        pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, n)]
+        sent = time.monotonic()
+        reply = json.loads(self._call("claim", owner, uuid.uuid4().hex,
+                                      "" if lease is None else _ms(lease), *pairs))
+        now = reply["now"]
+        self._offset_ms = now - sent * 1000
+        claims = []
+        for c in reply["claims"] or []:
+            spec = self._spec(c["def"])
+            claims.append(Claim(
+                job_id=c["j"], scheduled=c["s"] / 1000, attempt=c["a"], token=c["t"],
+                fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
+                generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
+                lane=spec.lane))
+        nxt = reply["next"]
+        return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000))
+
+    def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
+        if not claims:
+            return []
+        codes = self._call("renew", _ms(lease), *[c.token for c in claims])
+        return [Commit(code) for code in codes]
+
+    def complete(self, claim: Claim, result: Any) -> Commit:
+        return Commit(self._call("complete", claim.job_id, claim.token,
+                                 codec.result_json(result)))
+
+    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
+        return Commit(self._call("fail", claim.job_id, claim.token, error[:4000],
+                                 "" if retry_in is None else _ms(retry_in)))
+
+    def release(self, claim: Claim) -> Commit:
+        return Commit(self._call("release", claim.job_id, claim.token))
+
+    # ---- inspection -------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobInfo | None:
+        k = self.keys
+        with self._r.pipeline(transaction=False) as p:
+            p.hgetall(k.job(job_id))
+            p.lrange(k.skips(job_id), 0, -1)
+            p.lrange(k.dead(job_id), 0, -1)
+            p.hgetall(k.running)
+            h, skips, dead, running = p.execute()
+        return _info(job_id, h, skips, dead, running) if h else None
+
+    def jobs(self) -> list[JobInfo]:
+        ids = sorted(self._r.smembers(self.keys.jobs))
+        infos = [i for i in (self.get(j) for j in ids) if i is not None]
+        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+
+    def events(self, limit: int = 100) -> list[Event]:
+        if limit <= 0:
+            return []
+        out = []
+        for _, f in reversed(self._r.xrevrange(self.keys.events, count=limit)):
+            out.append(Event(
+                at=int(f["at"]) / 1000, kind=f["kind"], job_id=f["job"],
+                scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
+                attempt=int(f["attempt"]) if f["attempt"] else None, detail=f["detail"]))
+        return out
+
+    # ---- wake-ups -----------------------------------------------------------------------
+
+    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
+        with self._sub_lock:
+            self._listeners.append(listener)
+            if self._sub_thread is None:
+                self._sub_stop.clear()
+                self._sub_thread = threading.Thread(
+                    target=self._subscriber, name=f"duetime-wake-{self.namespace}",
+                    daemon=True)
+                self._sub_thread.start()
+            ready = self._sub_ready
+        if not ready.wait(5):
+            log.warning("wake-up channel not subscribed yet; relying on resync until it is")
+
+        def unsubscribe() -> None:
+            with self._sub_lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+                stop = not self._listeners and self._sub_thread is not None
+                thread, self._sub_thread = self._sub_thread, (None if stop else self._sub_thread)
+            if stop and thread is not None:
+                self._sub_stop.set()
+                thread.join(5)
+        return unsubscribe
+
+    def _notify(self, due_in: float | None) -> None:
+        with self._sub_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(due_in)
+
+    def _due_in(self, due_ms: int) -> float:
+        now = (self.clock.now() * 1000 if self._fixed_clock
+               else time.monotonic() * 1000 + self._offset_ms)
+        return max(0.0, (due_ms - now) / 1000)
+
+    def _subscriber(self) -> None:
+        backoff = 0.05
+        while not self._sub_stop.is_set():
+            pubsub = self._r.pubsub()
+            try:
+                pubsub.subscribe(self.keys.wake)
+                while pubsub.get_message(timeout=1.0) is None:  # the subscribe confirmation
+                    if self._sub_stop.is_set():
+                        return
+                self._sub_ready.set()
+                self._notify(0.0)  # we may have missed wake-ups while (re)connecting
+                backoff = 0.05
+                while not self._sub_stop.is_set():
+                    msg = pubsub.get_message(timeout=1.0)
+                    if msg is not None and msg.get("type") == "message":
+                        self._notify(self._due_in(int(msg["data"])))
+            except Exception as exc:  # connection lost: back off, reconnect, resync
+                log.warning("wake-up channel lost (%s); reconnecting in %.2fs", exc, backoff)
+                self._sub_stop.wait(backoff)
+                backoff = min(5.0, backoff * 2)
+            finally:
+                try:
+                    pubsub.close()
+                except Exception:
+                    pass
+
+    def close(self) -> None:
+        self._sub_stop.set()
+        self._r.close()
+
+
+def _safe_url(url: Any) -> str:
+    """The URL without its password, for messages and logs."""
+    if not isinstance(url, str):
+        return repr(url)
+    from urllib.parse import urlsplit, urlunsplit
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))
+
+
+def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
+          running: dict[str, str]) -> JobInfo:
+    spec = codec.decode(h["def"])
+    invs = []
+    for data in running.values():
+        gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
+        if job == job_id:
+            invs.append(InvocationInfo(job, int(sched) / 1000, int(attempt), int(fence), None))
+    if h.get("cancelled") == "1":
+        state = "cancelled"
+    elif h.get("state"):
+        state = h["state"]
+    elif h.get("paused") == "1":
+        state = "paused"
+    elif invs:
+        state = "running"
+    else:
+        state = "scheduled"
+    entry = h.get("entry")
+    skipped = []
+    for s in reversed(skips):
+        first, last, count, reason = s.split("|", 3)
+        skipped.append(Skip(int(first) / 1000, int(last) / 1000, int(count), reason))
+    dead_letters = []
+    for d in reversed(dead):
+        e = json.loads(d)
+        dead_letters.append(Event(e["at"] / 1000, "dead_lettered", job_id, e["sched"] / 1000,
+                                  e["attempt"], e["reason"]))
+    last = h.get("last_result")
+    return JobInfo(
+        job_id=job_id, schedule=spec.schedule.describe(), lane=spec.lane, state=state,
+        next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
+        failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
+        last_result=json.loads(last) if last else None,
+        last_error=h.get("last_error") or None, running=tuple(invs), skipped=tuple(skipped),
+        dead_letters=tuple(dead_letters))
