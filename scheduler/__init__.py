@@ -5,6 +5,7 @@
         s.schedule(lambda: print("hi"), delay_seconds=1.5)
 """
 from scheduler.api import JobScheduler, RecurringJobScheduler
+from scheduler.client import Client
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.engine import Scheduler
 from scheduler.errors import (
@@ -17,13 +18,15 @@ from scheduler.errors import (
 )
 from scheduler.model import Delivery, JobInfo, Misfire, Overlap, RetryPolicy
 from scheduler.stores.memory import MemoryStore
+from scheduler.stores.redis import RedisStore
 from scheduler.tasks import task
 from workers.context import InvocationContext, current_invocation
 
 __all__ = [
-    "Clock", "Delivery", "DuetimeError", "InvocationContext", "InvocationTimeout", "JobInfo",
-    "JobNotFoundError", "JobScheduler", "MemoryStore", "Misfire", "MonotonicClock", "Overlap",
-    "PayloadError", "RecurringJobScheduler", "RetryPolicy", "Scheduler",
-    "SchedulerClosedError", "TaskNotRegisteredError", "current_invocation", "task",
+    "Client", "Clock", "current_invocation", "Delivery", "DuetimeError", "InvocationContext",
+    "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "MemoryStore",
+    "Misfire", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
+    "RedisStore", "RetryPolicy", "Scheduler", "SchedulerClosedError", "task",
+    "TaskNotRegisteredError",
 ]
 __version__ = "0.1.0"

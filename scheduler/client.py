@@ -1,0 +1,88 @@
+"""Client: enqueue, cancel, pause, resume and inspect jobs of a shared store from any
+process, without running a dispatcher or any job.
+
+    client = Client("redis://127.0.0.1:6379/0", namespace="prod")
+    job_id = client.enqueue("billing.send_invoice", kwargs={"customer": "c1"}, delay=30)
+    client.enqueue("billing.report", every=60, job_id="hourly-report")
+    client.cancel(job_id)                    # -> bool
+
+Task names need not be registered in the producer: only the replicas run them (and a
+replica that does not know a name records the failure with a clear reason).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler import validation
+from scheduler.errors import JobNotFoundError
+from scheduler.model import Event, JobInfo
+from scheduler.specs import make_spec, schedule_of
+from scheduler.stores.base import Store
+
+
+class Client:
+    """A producer and inspector of one namespace. ``redis_url`` may also be any ``Store``
+    (a ``MemoryStore`` shared with engines in the same process, for tests)."""
+
+    def __init__(self, redis_url: str | Store = "redis://127.0.0.1:6379/0", *,
+                 namespace: str = "default") -> None:
+        if isinstance(redis_url, str):
+            from scheduler.stores.redis import RedisStore
+            self.store: Store = RedisStore(redis_url, namespace)
+        else:
+            self.store = redis_url
+
+    def enqueue(self, task: str | Callable[..., Any], *,
+                kwargs: Mapping[str, Any] | None = None, delay: float | None = None,
+                at: dt.datetime | float | None = None, every: float | None = None,
+                anchor: dt.datetime | float | None = None, job_id: str | None = None,
+                **options: Any) -> str:
+        """Store a job; returns its id. Give exactly one of ``delay`` (seconds), ``at``
+        (aware datetime or epoch seconds) or ``every`` (seconds, fixed rate from
+        ``anchor``, default now). With an existing ``job_id`` this is an upsert (equal
+        definition: no-op keeping the anchor; changed: replaced atomically). Options as
+        for ``Scheduler.after``: lane, timeout, retry, misfire, misfire_grace, overlap,
+        delivery. On return the job is stored and replicas have been woken if it is the
+        earliest; on error nothing was written."""
+        if delay is None and at is None and every is None:
+            delay = 0.0
+        schedule = schedule_of(delay=delay, at=at, every=every, anchor=anchor)
+        spec = make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False,
+                         **options)
+        self.store.add(spec)
+        return spec.job_id
+
+    def cancel(self, job_id: str) -> bool:
+        """True iff a future start was prevented (see ``Scheduler.cancel``)."""
+        return self.store.cancel(validation.job_id(job_id))
+
+    def pause(self, job_id: str) -> bool:
+        return self.store.pause(validation.job_id(job_id))
+
+    def resume(self, job_id: str) -> bool:
+        return self.store.resume(validation.job_id(job_id))
+
+    def get(self, job_id: str) -> JobInfo:
+        info = self.store.get(validation.job_id(job_id))
+        if info is None:
+            raise JobNotFoundError(job_id)
+        return info
+
+    def jobs(self) -> list[JobInfo]:
+        return self.store.jobs()
+
+    def events(self, limit: int = 100) -> list[Event]:
+        return self.store.events(limit)
+
+    def close(self) -> None:
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
