@@ -23,6 +23,8 @@ from workers.timers import Timers
 
 log = logging.getLogger("duetime.workers")
 
+UNKNOWN_TASK_ATTEMPTS = 5
+
 
 class Work(NamedTuple):
     """A claim on its way to a worker, stamped with the engine-clock time it was claimed."""
@@ -91,9 +93,7 @@ class Runner:
         try:
             fn = self._resolve(claim.spec.target)
         except TaskNotRegisteredError as exc:
-            reason = str(exc)
-            log.error("job %s invocation %s: %s", claim.job_id, claim.invocation_id, reason)
-            self._commit(claim, lambda: self._store.fail(claim, reason, None))
+            self._unknown_task(claim, str(exc))
             return
         token = CancelToken()
         timeout = claim.spec.timeout
@@ -126,6 +126,17 @@ class Runner:
             self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
+
+    def _unknown_task(self, claim: Claim, reason: str) -> None:
+        """A task this process does not know (a rolling deploy, a missing --import): hand
+        the invocation back for a replica that knows it, with a growing delay, and fail it
+        for good after UNKNOWN_TASK_ATTEMPTS attempts (never retried forever)."""
+        retry_in = None if claim.attempt >= UNKNOWN_TASK_ATTEMPTS else min(
+            60.0, 0.5 * 2 ** (claim.attempt - 1))
+        log.error("job %s invocation %s attempt %d: %s (%s)", claim.job_id,
+                  claim.invocation_id, claim.attempt, reason,
+                  "failed" if retry_in is None else f"handed back for {retry_in:g}s")
+        self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
 
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)

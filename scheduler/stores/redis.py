@@ -81,6 +81,7 @@ class RedisStore:
         self._sub_thread: threading.Thread | None = None
         self._sub_stop = threading.Event()
         self._sub_ready = threading.Event()
+        self._pubsub: Any = None
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -233,9 +234,18 @@ class RedisStore:
                 stop = not self._listeners and self._sub_thread is not None
                 thread, self._sub_thread = self._sub_thread, (None if stop else self._sub_thread)
             if stop and thread is not None:
-                self._sub_stop.set()
-                thread.join(5)
+                self._stop_subscriber(thread)
         return unsubscribe
+
+    def _stop_subscriber(self, thread: threading.Thread) -> None:
+        self._sub_stop.set()
+        pubsub = self._pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            try:  # wake the blocked read at once instead of waiting for its timeout
+                pubsub.connection.disconnect()
+            except Exception:
+                pass
+        thread.join(5)
 
     def _notify(self, due_in: float | None) -> None:
         with self._sub_lock:
@@ -251,7 +261,7 @@ class RedisStore:
     def _subscriber(self) -> None:
         backoff = 0.05
         while not self._sub_stop.is_set():
-            pubsub = self._r.pubsub()
+            pubsub = self._pubsub = self._r.pubsub()
             try:
                 pubsub.subscribe(self.keys.wake)
                 while pubsub.get_message(timeout=1.0) is None:  # the subscribe confirmation
@@ -265,6 +275,8 @@ class RedisStore:
                     if msg is not None and msg.get("type") == "message":
                         self._notify(self._due_in(int(msg["data"])))
             except Exception as exc:  # connection lost: back off, reconnect, resync
+                if self._sub_stop.is_set():
+                    return
                 log.warning("wake-up channel lost (%s); reconnecting in %.2fs", exc, backoff)
                 self._sub_stop.wait(backoff)
                 backoff = min(5.0, backoff * 2)
@@ -275,7 +287,11 @@ class RedisStore:
                     pass
 
     def close(self) -> None:
-        self._sub_stop.set()
+        with self._sub_lock:
+            thread, self._sub_thread = self._sub_thread, None
+            self._listeners.clear()
+        if thread is not None:
+            self._stop_subscriber(thread)
         self._r.close()
 
 

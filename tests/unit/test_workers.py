@@ -15,6 +15,7 @@ from scheduler.model import After, JobSpec, TaskRef
 from tests.helpers import WAIT, Recorder, noop
 from workers.pool import WorkerPool
 from workers.retry import retry_delay
+from workers.runner import UNKNOWN_TASK_ATTEMPTS
 
 
 def test_a_failing_job_is_logged_counted_and_the_worker_goes_on(make_engine, clock, caplog):
@@ -166,15 +167,20 @@ def test_registered_task_by_name_with_json_kwargs(make_engine):
     assert eng.get("t").last_result == 42
 
 
-def test_unknown_task_at_run_time_fails_clearly_without_retry(make_engine, clock, store):
+def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine, clock,
+                                                                     store):
     eng = make_engine(store=store)
-    store.add(JobSpec("ghost", TaskRef("no.such.task"), After(0),
-                      retry=RetryPolicy(max_attempts=5)))
+    store.add(JobSpec("ghost", TaskRef("no.such.task"), After(0)))
     eng.after(noop, 0, job_id="fine")
     assert eng.wait_idle()
+    assert eng.get("fine").state == "succeeded"
+    for _ in range(UNKNOWN_TASK_ATTEMPTS - 1):   # handed back with a growing delay
+        assert eng.get("ghost").state == "scheduled"
+        clock.advance(60)
+        assert eng.wait_idle()
     info = eng.get("ghost")
     assert info.state == "failed" and "no task named 'no.such.task'" in info.last_error
-    assert eng.get("fine").state == "succeeded"
+    assert info.attempts == UNKNOWN_TASK_ATTEMPTS
 
 
 def test_pool_close_returns_unstarted_items():
