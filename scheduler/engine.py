@@ -18,16 +18,7 @@ from scheduler import tasks, validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import JobNotFoundError, SchedulerClosedError
-from scheduler.model import (
-    After,
-    At,
-    Claim,
-    Event,
-    Every,
-    InvocationInfo,
-    JobInfo,
-    Schedule,
-)
+from scheduler.model import After, At, Claim, Event, Every, InvocationInfo, JobInfo, Schedule
 from scheduler.specs import JobTarget, epoch, make_spec
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore

@@ -9,15 +9,7 @@ import threading
 
 import pytest
 
-from scheduler.model import (
-    After,
-    Commit,
-    Delivery,
-    Every,
-    Misfire,
-    Overlap,
-    RetryPolicy,
-)
+from scheduler.model import After, Commit, Delivery, Every, Misfire, Overlap, RetryPolicy
 from tests.conftest import START
 from tests.helpers import every, spec
 

@@ -7,7 +7,12 @@ import time
 import pytest
 
 from scheduler import (
-    Client, JobScheduler, RecurringJobScheduler, Scheduler, TaskNotRegisteredError, task,
+    Client,
+    JobScheduler,
+    RecurringJobScheduler,
+    Scheduler,
+    TaskNotRegisteredError,
+    task,
 )
 from scheduler.stores.redis import RedisStore, StoreUnavailableError
 from tests.helpers import WAIT

@@ -5,12 +5,7 @@ import threading
 
 import pytest
 
-from scheduler import (
-    JobScheduler,
-    RecurringJobScheduler,
-    SchedulerClosedError,
-    current_invocation,
-)
+from scheduler import JobScheduler, RecurringJobScheduler, SchedulerClosedError, current_invocation
 from tests.conftest import START
 from tests.helpers import WAIT, Recorder
 
