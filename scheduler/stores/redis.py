@@ -41,6 +41,8 @@ from scheduler.stores.keys import Keys
 
 log = logging.getLogger("duetime.redis")
 
+MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
+
 
 class StoreUnavailableError(DuetimeError, ConnectionError):
     """Redis could not be reached (or answered with an error we cannot act on)."""
@@ -150,7 +152,8 @@ class RedisStore:
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None,
                   owner: str) -> ClaimBatch:
-        pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, n)]
+        pairs = [str(x) for lane, n in capacity.items() if n > 0
+                 for x in (lane, min(n, MAX_BATCH))]
         sent = time.monotonic()
         reply = json.loads(self._call("claim", owner, uuid.uuid4().hex,
                                       "" if lease is None else _ms(lease), *pairs))
@@ -158,7 +161,11 @@ class RedisStore:
         self._offset_ms = now - sent * 1000
         claims = []
         for c in reply["claims"] or []:
-            spec = self._spec(c["def"])
+            try:
+                spec = self._spec(c["def"])
+            except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
+                self._quarantine(c, exc)
+                continue
             claims.append(Claim(
                 job_id=c["j"], scheduled=c["s"] / 1000, attempt=c["a"], token=c["t"],
                 fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
@@ -166,6 +173,13 @@ class RedisStore:
                 lane=spec.lane))
         nxt = reply["next"]
         return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000))
+
+    def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
+        """A claimed job whose definition cannot be read: record it as failed (it lands
+        in its dead letters, with the reason) instead of crashing the loop."""
+        reason = f"malformed job data in Redis ({type(exc).__name__}: {exc}); quarantined"
+        log.error("job %s: %s", c.get("j"), reason)
+        self._call("fail", c["j"], c["t"], reason, "")
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         if not claims:
@@ -310,7 +324,10 @@ def _safe_url(url: Any) -> str:
 
 def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
           running: dict[str, str]) -> JobInfo:
-    spec = codec.decode(h["def"])
+    try:
+        spec: JobSpec | None = codec.decode(h["def"])
+    except (ValueError, KeyError, TypeError):
+        spec = None  # quarantined: still inspectable
     invs = []
     for data in running.values():
         gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
@@ -338,7 +355,8 @@ def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
                                   e["attempt"], e["reason"]))
     last = h.get("last_result")
     return JobInfo(
-        job_id=job_id, schedule=spec.schedule.describe(), lane=spec.lane, state=state,
+        job_id=job_id, schedule=spec.schedule.describe() if spec else "(unreadable)",
+        lane=h.get("lane", "?"), state=state,
         next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
         failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
         last_result=json.loads(last) if last else None,

@@ -1,0 +1,50 @@
+"""The README's redis-cli commands run against a live server, so they never go stale."""
+from __future__ import annotations
+
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from scheduler import Client, Scheduler
+from scheduler.stores.redis import RedisStore
+from tests.helpers import noop  # noqa: F401  (registers tests.noop)
+
+pytestmark = pytest.mark.redis
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def monitor_commands() -> list[list[str]]:
+    text = README.read_text()
+    section = text[text.index("### Monitor with redis-cli"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.strip()]
+
+
+def test_monitor_commands_work(redis_server, redis_url, redis_ns):
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        pytest.skip("redis-cli is not installed")
+    with Scheduler(1, store=RedisStore(redis_url, redis_ns)) as engine, \
+            Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue("tests.noop", every=3600, job_id="hourly-report")
+        engine.after("tests.noop", 0)
+        assert engine.wait_idle(5)
+        commands = monitor_commands()
+        assert len(commands) >= 6
+        outputs = []
+        for argv in commands:
+            argv = [a.replace("{prod}", "{" + redis_ns + "}") for a in argv]
+            assert argv[0] == "redis-cli"
+            out = subprocess.run([cli, "-p", str(redis_server.port), *argv[1:]],
+                                 capture_output=True, text=True, timeout=10, check=True)
+            assert "ERR" not in out.stdout, (argv, out.stdout)
+            outputs.append(out.stdout)
+    assert outputs[0].strip() == "1"                 # one job waiting: hourly-report
+    assert "hourly-report" in outputs[1]
+    assert "tests.noop" in outputs[2]                # the job's definition
+    assert "succeeded" in outputs[4] or "claimed" in outputs[4]
+    assert "replica:" in outputs[6]
