@@ -63,6 +63,7 @@ class RedisStore:
         import redis  # the optional dependency: pip install 'duetime[redis]'
 
         self._redis_mod = redis
+        self._r: Any  # redis.Redis with decode_responses=True
         if isinstance(redis_url, str):
             self._r = redis.Redis.from_url(redis_url, decode_responses=True)
         else:
@@ -353,12 +354,12 @@ def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
         e = json.loads(d)
         dead_letters.append(Event(e["at"] / 1000, "dead_lettered", job_id, e["sched"] / 1000,
                                   e["attempt"], e["reason"]))
-    last = h.get("last_result")
+    result = h.get("last_result")
     return JobInfo(
         job_id=job_id, schedule=spec.schedule.describe() if spec else "(unreadable)",
         lane=h.get("lane", "?"), state=state,
         next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
         failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
-        last_result=json.loads(last) if last else None,
+        last_result=json.loads(result) if result else None,
         last_error=h.get("last_error") or None, running=tuple(invs), skipped=tuple(skipped),
         dead_letters=tuple(dead_letters))
