@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from scheduler import JobScheduler, RecurringJobScheduler
 from scheduler.engine import Scheduler
 from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
@@ -36,6 +37,20 @@ def store(request: pytest.FixtureRequest, clock: FakeClock):
     s = RedisStore(url, ns, clock=clock)
     request.addfinalizer(s.close)
     return s
+
+
+@pytest.fixture
+def once(clock: FakeClock) -> Iterator[JobScheduler]:
+    """A JobScheduler with 2 workers on the fake clock."""
+    with JobScheduler(num_workers=2, clock=clock) as s:
+        yield s
+
+
+@pytest.fixture
+def recurring(clock: FakeClock) -> Iterator[RecurringJobScheduler]:
+    """A RecurringJobScheduler with 2 workers on the fake clock."""
+    with RecurringJobScheduler(num_workers=2, clock=clock) as s:
+        yield s
 
 
 @pytest.fixture

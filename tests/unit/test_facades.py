@@ -10,46 +10,34 @@ from tests.conftest import START
 from tests.helpers import WAIT, Recorder
 
 
-@pytest.fixture
-def jobs(clock):
-    with JobScheduler(num_workers=2, clock=clock) as s:
-        yield s
-
-
-@pytest.fixture
-def recurring(clock):
-    with RecurringJobScheduler(num_workers=2, clock=clock) as s:
-        yield s
-
-
-def test_schedule_returns_increasing_int_ids(jobs):
-    ids = [jobs.schedule(lambda: None, 10) for _ in range(3)]
+def test_schedule_returns_increasing_int_ids(once):
+    ids = [once.schedule(lambda: None, 10) for _ in range(3)]
     assert all(type(i) is int for i in ids) and ids == sorted(ids) and len(set(ids)) == 3
 
 
-def test_cancel_before_run_prevents_it(jobs, clock):
+def test_cancel_before_run_prevents_it(once, clock):
     ran = threading.Event()
-    jid = jobs.schedule(ran.set, 1)
-    assert jobs.cancel(jid) is True
+    jid = once.schedule(ran.set, 1)
+    assert once.cancel(jid) is True
     clock.advance(1)
-    assert jobs.engine.wait_idle()
+    assert once.engine.wait_idle()
     assert not ran.is_set()
-    assert jobs.cancel(jid) is False
+    assert once.cancel(jid) is False
 
 
-def test_cancel_after_run_or_unknown_is_false(jobs, clock):
-    jid = jobs.schedule(lambda: None, 0)
-    assert jobs.engine.wait_idle()
-    assert jobs.cancel(jid) is False
-    assert jobs.cancel(987654) is False
-    assert jobs.cancel(-1) is False
+def test_cancel_after_run_or_unknown_is_false(once, clock):
+    jid = once.schedule(lambda: None, 0)
+    assert once.engine.wait_idle()
+    assert once.cancel(jid) is False
+    assert once.cancel(987654) is False
+    assert once.cancel(-1) is False
     with pytest.raises(TypeError):
-        jobs.cancel("1")
+        once.cancel("1")
 
 
-def test_delay_zero_runs_without_advancing(jobs):
+def test_delay_zero_runs_without_advancing(once):
     ran = threading.Event()
-    jobs.schedule(ran.set, 0)
+    once.schedule(ran.set, 0)
     assert ran.wait(WAIT)
 
 
@@ -174,21 +162,21 @@ def test_pending_jobs_do_not_run_after_shutdown(clock):
     assert not ran.wait(0.05)
 
 
-def test_schedule_and_cancel_from_inside_running_jobs(jobs, clock):
+def test_schedule_and_cancel_from_inside_running_jobs(once, clock):
     rec = Recorder(clock)
     chain_done = threading.Event()
-    victim = jobs.schedule(rec.job("victim"), 2)
+    victim = once.schedule(rec.job("victim"), 2)
 
     def first() -> None:
-        assert jobs.cancel(victim) is True
-        jobs.schedule(rec.job("second", chain_done.set), 1)
+        assert once.cancel(victim) is True
+        once.schedule(rec.job("second", chain_done.set), 1)
 
-    jobs.schedule(rec.job("first", first), 0)
+    once.schedule(rec.job("first", first), 0)
     assert rec.wait_for(1)
-    assert jobs.engine.wait_idle()
+    assert once.engine.wait_idle()
     clock.advance(2)
     assert chain_done.wait(WAIT)
-    assert jobs.engine.wait_idle()
+    assert once.engine.wait_idle()
     assert rec.labels() == ["first", "second"]
 
 

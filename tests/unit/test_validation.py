@@ -5,20 +5,8 @@ import math
 
 import pytest
 
-from scheduler import JobScheduler, PayloadError, RecurringJobScheduler, RetryPolicy
+from scheduler import JobScheduler, PayloadError, RetryPolicy
 from scheduler.model import Misfire
-
-
-@pytest.fixture
-def once(clock):
-    with JobScheduler(num_workers=1, clock=clock) as s:
-        yield s
-
-
-@pytest.fixture
-def rec(clock):
-    with RecurringJobScheduler(num_workers=1, clock=clock) as s:
-        yield s
 
 
 def nothing_written(facade) -> bool:
@@ -45,40 +33,40 @@ def test_delay_zero_and_ints_are_valid(once):
 
 
 @pytest.mark.parametrize("interval", [0, -1, math.nan, math.inf, 0.0])
-def test_bad_intervals_are_value_errors(rec, interval):
+def test_bad_intervals_are_value_errors(recurring, interval):
     with pytest.raises(ValueError, match="interval_seconds"):
-        rec.schedule("x", lambda: None, interval)
-    assert nothing_written(rec)
+        recurring.schedule("x", lambda: None, interval)
+    assert nothing_written(recurring)
 
 
 @pytest.mark.parametrize("interval", ["1", None, False])
-def test_non_number_intervals_are_type_errors(rec, interval):
+def test_non_number_intervals_are_type_errors(recurring, interval):
     with pytest.raises(TypeError):
-        rec.schedule("x", lambda: None, interval)
-    assert nothing_written(rec)
+        recurring.schedule("x", lambda: None, interval)
+    assert nothing_written(recurring)
 
 
 @pytest.mark.parametrize("job", [None, 42, "print", object()])
-def test_non_callable_jobs_are_type_errors(once, rec, job):
+def test_non_callable_jobs_are_type_errors(once, recurring, job):
     with pytest.raises(TypeError, match="callable"):
         once.schedule(job, 1)
     with pytest.raises(TypeError, match="callable"):
-        rec.schedule("x", job, 1)
-    assert nothing_written(once) and nothing_written(rec)
+        recurring.schedule("x", job, 1)
+    assert nothing_written(once) and nothing_written(recurring)
 
 
 @pytest.mark.parametrize("job_id", ["", "x" * 201, "bad\nid", "tab\tid", " padded", "nul\0",
                                     42, None, b"bytes"])
-def test_bad_job_ids_are_value_errors(rec, job_id):
+def test_bad_job_ids_are_value_errors(recurring, job_id):
     with pytest.raises(ValueError, match="job id"):
-        rec.schedule(job_id, lambda: None, 1)
-    assert nothing_written(rec)
+        recurring.schedule(job_id, lambda: None, 1)
+    assert nothing_written(recurring)
 
 
-def test_long_unicode_ids_up_to_200_chars_are_fine(rec):
-    rec.schedule("é" * 200, lambda: None, 1)
-    rec.schedule("billing:invoice/42 {x}", lambda: None, 1)
-    assert len(rec.engine.jobs()) == 2
+def test_long_unicode_ids_up_to_200_chars_are_fine(recurring):
+    recurring.schedule("é" * 200, lambda: None, 1)
+    recurring.schedule("billing:invoice/42 {x}", lambda: None, 1)
+    assert len(recurring.engine.jobs()) == 2
 
 
 def test_task_kwargs_must_be_json_and_bounded(make_engine):
