@@ -18,18 +18,18 @@
 --          or an error reply "ERR duetime bad-input <what>" (nothing written)
 
 local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local num, anchor_arg = tonumber(ARGV[7]), ARGV[8]
-local grace, max_stalls = tonumber(ARGV[9]), tonumber(ARGV[13])
+local num, anchor_arg = int(ARGV[7]), ARGV[8]
+local grace, max_stalls = int(ARGV[9]), int(ARGV[13])
 local misfire, overlap, delivery = ARGV[10], ARGV[11], ARGV[12]
 if job == '' or def == '' or lane == '' then return redis.error_reply('ERR duetime bad-input id') end
-if not num or not grace or not max_stalls or max_stalls < 1 then
+if not num or not grace or grace < 0 or not max_stalls or max_stalls < 1 then
   return redis.error_reply('ERR duetime bad-input number')
 end
 if kind ~= 'after' and kind ~= 'at' and kind ~= 'every' then
   return redis.error_reply('ERR duetime bad-input kind')
 end
-if kind == 'every' and num <= 0 then return redis.error_reply('ERR duetime bad-input interval') end
-if anchor_arg ~= '' and not tonumber(anchor_arg) then
+if (kind == 'every' and num <= 0) or (kind == 'after' and num < 0) then return redis.error_reply('ERR duetime bad-input interval') end
+if anchor_arg ~= '' and not int(anchor_arg) then
   return redis.error_reply('ERR duetime bad-input anchor')
 end
 if (misfire ~= 'skip' and misfire ~= 'run_once' and misfire ~= 'catch_up')
@@ -72,7 +72,7 @@ elseif kind == 'at' then
   due = num
 else
   local anchor = now
-  if anchor_arg ~= '' then anchor = tonumber(anchor_arg) end
+  if anchor_arg ~= '' then anchor = int(anchor_arg) end
   redis.call('HSET', jk, 'interval', fmt(num), 'anchor', fmt(anchor))
   k = math.max(0, last_le(anchor, num, now) + 1)  -- grid points after now, never before anchor
   due = occ(anchor, num, k)

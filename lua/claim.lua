@@ -7,29 +7,36 @@
 --
 -- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
--- ARGV[3] owner id          ARGV[4] request id (resend detection)
+-- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
+--                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs
 -- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}]}
 --          "next" covers lanes with capacity left and the next lease expiry.
 
 local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
-if owner == '' or req == '' then return redis.error_reply('ERR duetime bad-input owner') end
-if lease ~= '' and not tonumber(lease) then return redis.error_reply('ERR duetime bad-input lease') end
+if owner == '' or not string.match(req, '^[%w%-]+$') then
+  return redis.error_reply('ERR duetime bad-input owner')
+end
+if lease ~= '' and not (int(lease) and int(lease) > 0) then
+  return redis.error_reply('ERR duetime bad-input lease')
+end
 local caps = {}
 for i = 6, #ARGV, 2 do
-  local n = tonumber(ARGV[i + 1])
-  if not n then return redis.error_reply('ERR duetime bad-input capacity') end
+  local n = int(ARGV[i + 1])
+  if not n or n < 0 or ARGV[i] == '' then
+    return redis.error_reply('ERR duetime bad-input capacity')
+  end
   caps[#caps + 1] = {ARGV[i], n}
 end
 
-local last = redis.call('HGET', P .. 'claims', owner)
+local last = redis.call('GET', P .. 'claimed:' .. owner)
 if last and string.sub(last, 1, #req + 1) == req .. '\n' then
   return string.sub(last, #req + 2)   -- a resend: same reply, nothing claimed twice
 end
 
 local now = now_ms()
-lease = tonumber(lease)
+lease = int(lease)
 
 -- 1. expired leases: attempt+1 (at-least-once), abandoned (at-most-once) or dead letter
 for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'LIMIT', 0, 100)) do
@@ -161,5 +168,5 @@ if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
 local reply = cjson.encode({now = now, next = nxt, claims = claims})
-redis.call('HSET', P .. 'claims', owner, req .. '\n' .. reply)
+redis.call('SET', P .. 'claimed:' .. owner, req .. '\n' .. reply, 'PX', 60000)
 return reply

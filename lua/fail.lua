@@ -10,7 +10,9 @@
 
 local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
-if retry ~= '' and not tonumber(retry) then return redis.error_reply('ERR duetime bad-input retry') end
+if retry ~= '' and not (int(retry) and int(retry) >= 0) then
+  return redis.error_reply('ERR duetime bad-input retry')
+end
 local now = now_ms()
 local r, code = owned(now, job, token)
 if not r then return code end
@@ -21,7 +23,7 @@ redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(n
 local how = 'failed'
 if retry ~= '' and f[1] == r.gen and f[2] ~= '1' then
   event(now, 'retried', job, r.sched, r.attempt, err)
-  push_retry(job, f[3], r.gen, r.sched, r.attempt + 1, r.stalls, now + tonumber(retry))
+  push_retry(job, f[3], r.gen, r.sched, r.attempt + 1, r.stalls, now + int(retry))
   how = 'released'
 else
   redis.call('HINCRBY', jk, 'failures', 1)

@@ -13,6 +13,18 @@ local RETENTION_MS = 86400000  -- finished jobs stay inspectable for a day
 
 local function fmt(n) return string.format('%d', n) end
 
+-- An integer argument (ms, counts): digits only, so nan, inf, 1.5 and 0x10 are refused.
+local function int(s)
+  if type(s) == 'string' and #s <= 16 and string.match(s, '^%-?%d+$') then
+    return tonumber(s)
+  end
+  return nil
+end
+
+if ARGV[2] ~= '' and not int(ARGV[2]) then
+  return redis.error_reply('ERR duetime bad-input now')
+end
+
 local function now_ms()
   if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
   local t = redis.call('TIME')
@@ -157,6 +169,7 @@ end
 -- an error code ('ok' for a resend of a commit that already happened).
 local function owned(now, job, token)
   local r = running_of(token)
+  if r and r.job ~= job then return nil, 'lease_lost' end  -- a token of another job
   if not r then
     if redis.call('HGET', jkey(job), 'last_token') == token then return nil, 'ok' end
     if redis.call('EXISTS', jkey(job)) == 1 then return nil, 'lease_lost' end

@@ -29,6 +29,9 @@ class Keys:
         self.ids = p + "ids"              # counter: JobScheduler int ids
         self.wake = p + "wake"            # pub/sub channel: due ms of a new earliest job
         self.quarantine = p + "quarantine"  # list: malformed entries moved aside
+        self.fence = p + "fence"          # counter: fencing numbers
+        self.gen = p + "gen"              # counter: job definition generations
+        self.seq = p + "seq"              # counter: FIFO order of due entries
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"      # zset: pending member -> due epoch ms
@@ -41,6 +44,9 @@ class Keys:
 
     def dead(self, job_id: str) -> str:
         return f"{self.prefix}dead:{job_id}"   # list: recent dead letters (JSON)
+
+    def claimed(self, owner: str) -> str:
+        return f"{self.prefix}claimed:{owner}"  # string, 60 s TTL: last claim request + reply
 
     def replica(self, owner: str) -> str:
         return f"{self.prefix}replica:{owner}"  # string with TTL: a live replica

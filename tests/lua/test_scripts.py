@@ -1,0 +1,554 @@
+"""Each Lua script alone, on a real Redis, with exact (fake-clock) time.
+
+Scripts are called through ``RedisStore`` (told the time by a ``FakeClock``) or raw, as
+``store._scripts[name](keys=[], args=[prefix, now_ms, ...])``, for ARGV edge cases. Redis
+scripts do not roll back, so "bad input writes nothing" checks that every script validates
+its input before its first write: the namespace's whole keyspace is compared before/after.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+
+from scheduler.model import After, Commit, Delivery, RetryPolicy
+from scheduler.stores.redis import RedisStore
+from scheduler.testing import FakeClock
+from tests.conftest import START
+from tests.helpers import every, spec
+
+pytestmark = pytest.mark.redis
+
+NOW = int(START * 1000)  # the fake clock's start, in ms
+ALL = {"default": 100}
+ADD_ARGV = {  # add.lua's ARGV[3..13], a valid one-off due now
+    "job": "j", "def": "def-1", "lane": "default", "kind": "after", "num": "0", "anchor": "",
+    "grace": "0", "misfire": "skip", "overlap": "skip", "delivery": "at_least_once",
+    "stalls": "1"}
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+@pytest.fixture
+def rs(redis_url: str, redis_ns: str, clock: FakeClock):
+    s = RedisStore(redis_url, redis_ns, clock=clock)
+    yield s
+    s.close()
+
+
+def add_args(**change: str) -> list[str]:
+    """add.lua's ARGV[3..13]: the valid ADD_ARGV with some fields changed."""
+    return list({**ADD_ARGV, **change}.values())
+
+
+def raw(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> Any:
+    """Run one script with exactly these ARGV[3..] (ARGV[2]: the fake clock unless given)."""
+    return rs._scripts[name](keys=[], args=[rs.keys.prefix,
+                                            rs._now_arg() if now is None else now, *args])
+
+
+def attempt(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> Any:
+    """``raw`` with an error reply returned as "ERROR: <message>" (short xfail reports)."""
+    try:
+        return raw(rs, name, *args, now=now)
+    except redis.ResponseError as exc:
+        return f"ERROR: {exc}"
+
+
+def raw_claim(rs: RedisStore, req: str, lease: str = "10000", *pairs: str,
+              owner: str = "o1") -> tuple[str, dict]:
+    reply = raw(rs, "claim", owner, req, lease, *(pairs or ("default", "100")))
+    return reply, json.loads(reply)
+
+
+def claim(rs: RedisStore, caps: dict | None = None, lease: float | None = 10.0,
+          owner: str = "o1"):
+    return rs.claim_due(caps or ALL, lease, owner).claims
+
+
+def dump(client: redis.Redis, prefix: str) -> dict:
+    """Every key of the namespace with its full value (and TTL presence)."""
+    out: dict = {}
+    for key in sorted(client.keys(prefix.encode() + b"*")):
+        kind = client.type(key)
+        if kind == b"hash":
+            value: Any = client.hgetall(key)
+        elif kind == b"zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"list":
+            value = client.lrange(key, 0, -1)
+        elif kind == b"set":
+            value = sorted(client.smembers(key))
+        elif kind == b"stream":
+            value = client.xrange(key)
+        else:
+            value = client.get(key)
+        out[key.decode()] = (kind, value, client.pttl(key) > 0)
+    return out
+
+
+def changed(before: dict, after: dict) -> list[str]:
+    """The keys (without the prefix) that a call created, deleted or modified."""
+    return sorted(k.split(":", 2)[2] for k in before.keys() | after.keys()
+                  if before.get(k) != after.get(k))
+
+
+def job(client: redis.Redis, rs: RedisStore, job_id: str) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in client.hgetall(rs.keys.job(job_id)).items()}
+
+
+def due(client: redis.Redis, rs: RedisStore, lane: str = "default") -> list[str]:
+    return [m.decode() for m in client.zrange(rs.keys.due(lane), 0, -1)]
+
+
+def events(client: redis.Redis, rs: RedisStore) -> list[dict[str, str]]:
+    return [{k.decode(): v.decode() for k, v in fields.items()}
+            for _, fields in client.xrange(rs.keys.events)]
+
+
+def kinds(client: redis.Redis, rs: RedisStore) -> list[str]:
+    return [e["kind"] for e in events(client, rs)]
+
+
+def busy(rs: RedisStore) -> dict[str, str]:
+    """A namespace with something of everything: a running claim (with a lease), a due and
+    a later one-off, a recurring job, a pending retry and a paused job. Returns tokens."""
+    rs.add(spec("run", After(0)))
+    rs.add(spec("retry", After(0)))
+    (c_run,) = claim(rs, {"default": 1})
+    (c_retry,) = claim(rs, {"default": 1})
+    assert rs.fail(c_retry, "boom", 60) is Commit.OK
+    rs.add(spec("later", After(30)))
+    rs.add(every("tick", 10))
+    rs.add(spec("held", After(5)))
+    assert rs.pause("held")
+    rs.add(spec("due", After(0)))
+    return {"tok": c_run.token}
+
+
+# ---- bad input: an error reply, and nothing written ------------------------------------
+# Every case runs on a busy() namespace; "{tok}" is the live token of the running claim.
+
+BAD_INPUT = {
+    "add-empty-id": ("add", add_args(job="")),
+    "add-empty-def": ("add", add_args(**{"def": ""})),
+    "add-empty-lane": ("add", add_args(lane="")),
+    "add-num-not-a-number": ("add", add_args(num="soon")),
+    "add-grace-not-a-number": ("add", add_args(grace="x")),
+    "add-max-stalls-0": ("add", add_args(stalls="0")),
+    "add-max-stalls-empty": ("add", add_args(stalls="")),
+    "add-kind": ("add", add_args(kind="cron")),
+    "add-interval-0": ("add", add_args(kind="every", num="0")),
+    "add-interval-negative": ("add", add_args(kind="every", num="-5")),
+    "add-anchor": ("add", add_args(kind="every", num="1000", anchor="yesterday")),
+    "add-misfire": ("add", add_args(misfire="sometimes")),
+    "add-overlap": ("add", add_args(overlap="maybe")),
+    "add-delivery": ("add", add_args(delivery="exactly_once")),
+    "add-existing-job-bad-delivery": ("add", add_args(job="later", delivery="")),
+    "add-missing-argv": ("add", add_args()[:5]),
+    "claim-empty-owner": ("claim", ["", "req", "10000", "default", "1"]),
+    "claim-empty-request": ("claim", ["o1", "", "10000"]),
+    "claim-lease": ("claim", ["o1", "req", "long", "default", "1"]),
+    "claim-capacity": ("claim", ["o1", "req", "10000", "default", "lots"]),
+    "claim-capacity-missing": ("claim", ["o1", "req", "10000", "default"]),
+    "renew-lease-0": ("renew", ["0", "{tok}"]),
+    "renew-lease-negative": ("renew", ["-1", "{tok}"]),
+    "renew-lease-empty": ("renew", ["", "{tok}"]),
+    "renew-lease-not-a-number": ("renew", ["soon", "{tok}"]),
+    "complete-empty-job": ("complete", ["", "{tok}", "1"]),
+    "complete-empty-token": ("complete", ["run", "", "1"]),
+    "fail-empty-job": ("fail", ["", "{tok}", "e", ""]),
+    "fail-empty-token": ("fail", ["run", "", "e", ""]),
+    "fail-retry-not-a-number": ("fail", ["run", "{tok}", "e", "later"]),
+    "release-empty-job": ("release", ["", "{tok}"]),
+    "release-empty-token": ("release", ["run", ""]),
+    "cancel-empty-id": ("cancel", [""]),
+    "pause-empty-id": ("pause", [""]),
+    "resume-empty-id": ("resume", [""]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_is_refused_and_writes_nothing(rs, redis_client, case):
+    name, args = BAD_INPUT[case]
+    tokens = busy(rs)
+    before = dump(redis_client, rs.keys.prefix)
+    reply = attempt(rs, name, *[a.format(**tokens) for a in args])
+    assert str(reply).startswith("ERROR: duetime bad-input")
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+
+
+def test_bad_input_through_the_store_is_a_value_error(rs):
+    with pytest.raises(ValueError, match="duetime bad-input"):
+        rs.cancel("")
+
+
+# ARGV[2] must be "" or an integer epoch ms (lib.lua), but no script validates it. Each
+# case below would write something if its ARGV[2] were valid.
+NOW_CASES = {
+    "add": add_args(job="later"),
+    "claim": ["o2", "req", "10000", "default", "100"],
+    "renew": ["10000", "{tok}"],
+    "complete": ["run", "{tok}", "1"],
+    "fail": ["run", "{tok}", "e", "1000"],
+    "release": ["run", "{tok}"],
+    "cancel": ["later"],
+    "pause": ["later"],
+    "resume": ["held"],
+}
+
+
+@pytest.mark.parametrize("name", list(NOW_CASES))
+def test_a_bad_now_override_writes_nothing(rs, redis_client, name):
+    tokens = busy(rs)
+    before = dump(redis_client, rs.keys.prefix)
+    reply = attempt(rs, name, *[a.format(**tokens) for a in NOW_CASES[name]], now="noon")
+    assert str(reply).startswith("ERROR: ")
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+
+
+@pytest.mark.parametrize("name", list(NOW_CASES))
+def test_a_bad_now_override_is_bad_input(rs, name):
+    tokens = busy(rs)
+    reply = attempt(rs, name, *[a.format(**tokens) for a in NOW_CASES[name]], now="noon")
+    assert str(reply).startswith("ERROR: duetime bad-input")
+
+
+# Times and durations are integer ms, but Lua's tonumber() also accepts nan, inf and
+# fractions, which pass validation and fail (or store garbage) after the first write.
+NUMBERS = {
+    "add-interval-nan": ("add", add_args(job="later", kind="every", num="nan"),
+                         "job:later is rewritten without a due entry, then a raw ZADD error"),
+    "add-at-inf": ("add", add_args(job="later", kind="at", num="inf"),
+                   "replaced; due_in and job.next are -2^63"),
+    "add-interval-inf": ("add", add_args(job="later", kind="every", num="inf"),
+                         "replaced; due_in and job.next are -2^63"),
+    "add-grace-nan": ("add", add_args(job="later", grace="nan"),
+                      "replaced with a garbage grace"),
+    "claim-lease-0": ("claim", ["o2", "req", "0", "default", "100"],
+                      "claims are written, then SET PX 0 fails: the reply is lost"),
+    "claim-lease-negative": ("claim", ["o2", "req", "-5", "default", "100"],
+                             "claims are written, then SET PX fails: the reply is lost"),
+    "claim-lease-fraction": ("claim", ["o2", "req", "1.5", "default", "100"],
+                             "claims are written, then SET PX fails: the reply is lost"),
+    "claim-capacity-fraction": ("claim", ["o2", "req", "10000", "default", "1.5"],
+                                "a raw ZRANGEBYSCORE LIMIT error"),
+    "renew-lease-nan": ("renew", ["nan", "{tok}"], "a raw ZADD error"),
+    "fail-retry-nan": ("fail", ["run", "{tok}", "e", "nan"],
+                       "the claim is dropped, then a raw ZADD error: the invocation is lost"),
+}
+
+
+@pytest.mark.parametrize("case", list(NUMBERS))
+def test_non_integer_numbers_are_bad_input(rs, redis_client, case):
+    name, args, _ = NUMBERS[case]
+    tokens = busy(rs)
+    before = dump(redis_client, rs.keys.prefix)
+    reply = attempt(rs, name, *[a.format(**tokens) for a in args])
+    assert str(reply).startswith("ERROR: duetime bad-input")
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+
+
+# ---- add ----------------------------------------------------------------------------------
+
+def test_add_created(rs, redis_client):
+    assert raw(rs, "add", *add_args(num="5000")) == ["created", 5000]
+    h = job(redis_client, rs, "j")
+    assert h["next"] == str(NOW + 5000) and h["gen"] == "1" and h["running"] == "0"
+    assert due(redis_client, rs) == [h["entry"]]
+    assert redis_client.zscore(rs.keys.due("default"), h["entry"]) == NOW + 5000
+    assert redis_client.sismember(rs.keys.jobs, "j")
+    assert events(redis_client, rs)[-1]["detail"] == "created"
+
+
+def test_add_unchanged_keeps_the_pending_entry_and_anchor(rs, clock, redis_client):
+    assert rs.add(every("t", 10)).outcome == "created"
+    h1 = job(redis_client, rs, "t")
+    members = due(redis_client, rs)
+    clock.advance(3)
+    res = rs.add(every("t", 10))
+    assert (res.outcome, res.due_in) == ("unchanged", pytest.approx(7))
+    h2 = job(redis_client, rs, "t")
+    for field in ("entry", "anchor", "next", "gen", "k", "created"):
+        assert h2[field] == h1[field], field
+    assert due(redis_client, rs) == members
+    assert redis_client.get(rs.keys.prefix + "gen") == b"1"
+
+
+def test_add_replaced_removes_the_old_entry_and_bumps_the_generation(rs, clock, redis_client):
+    rs.add(every("t", 10))
+    old = job(redis_client, rs, "t")
+    assert rs.add(every("t", 20)).outcome == "replaced"
+    new = job(redis_client, rs, "t")
+    assert int(new["gen"]) > int(old["gen"])
+    assert old["entry"] not in due(redis_client, rs)
+    assert due(redis_client, rs) == [new["entry"]]
+    assert rs.add(every("t", 20, lane="other")).outcome == "replaced"  # moved to a lane
+    assert due(redis_client, rs) == []
+    assert due(redis_client, rs, "other") == [job(redis_client, rs, "t")["entry"]]
+    assert int(job(redis_client, rs, "t")["gen"]) > int(new["gen"])
+
+
+def test_add_after_cancel_is_created_again(rs, redis_client):
+    rs.add(spec("a", After(5)))
+    assert rs.cancel("a")
+    assert rs.add(spec("a", After(5))).outcome == "created"
+    assert redis_client.pttl(rs.keys.job("a")) == -1  # no retention TTL left over
+
+
+# ---- claim --------------------------------------------------------------------------------
+
+def test_claim_resend_returns_the_same_reply_and_claims_nothing_new(rs, clock, redis_client):
+    rs.add(spec("a", After(0)))
+    first, body = raw_claim(rs, "req-1")
+    assert [c["j"] for c in body["claims"]] == ["a"]
+    fence = redis_client.get(rs.keys.prefix + "fence")
+    running = redis_client.hgetall(rs.keys.running)
+    rs.add(spec("b", After(0)))
+    clock.advance(1)
+    again, _ = raw_claim(rs, "req-1")
+    assert again == first
+    assert redis_client.get(rs.keys.prefix + "fence") == fence
+    assert redis_client.hgetall(rs.keys.running) == running
+    _, fresh = raw_claim(rs, "req-2")  # a new request id is a new claim
+    assert [c["j"] for c in fresh["claims"]] == ["b"]
+
+
+def test_fences_strictly_increase_and_tokens_are_unique(rs, clock):
+    seen = []
+    for i in range(3):
+        for n in range(3):
+            rs.add(spec(f"j{i}{n}", After(0)))
+        seen += claim(rs, owner=f"o{i % 2}")
+        clock.advance(1)
+    fences = [c.fence for c in seen]
+    assert len(seen) == 9
+    assert fences == sorted(fences) and len(set(fences)) == 9
+    assert len({c.token for c in seen}) == 9
+
+
+def test_next_is_minus_one_with_nothing_pending(rs):
+    _, body = raw_claim(rs, "r", "")
+    assert body["next"] == -1 and body["now"] == NOW
+    assert not body["claims"]  # cjson encodes the empty list as {}
+
+
+def test_claims_are_bounded_by_the_capacity_of_each_lane(rs):
+    for lane in ("a", "b", "c"):
+        for i in range(5):
+            rs.add(spec(f"{lane}{i}", After(0), lane=lane))
+    got = claim(rs, {"a": 2, "b": 3})
+    assert sorted(c.job_id for c in got) == ["a0", "a1", "b0", "b1", "b2"]
+    assert claim(rs, {"a": 0, "c": 1})[0].job_id == "c0"
+
+
+# ---- renew / complete / fail / release ----------------------------------------------------
+
+COMMITS = {
+    "complete": lambda rs, c: raw(rs, "complete", c.job_id, c.token, "null"),
+    "fail": lambda rs, c: raw(rs, "fail", c.job_id, c.token, "boom", ""),
+    "release": lambda rs, c: raw(rs, "release", c.job_id, c.token),
+    "renew": lambda rs, c: raw(rs, "renew", "10000", c.token)[0],
+}
+
+
+@pytest.mark.parametrize("op", list(COMMITS))
+def test_a_wrong_token_is_lease_lost(rs, redis_client, op):
+    rs.add(spec("a", After(0)))
+    (c,) = claim(rs)
+    before = dump(redis_client, rs.keys.prefix)
+    assert COMMITS[op](rs, c._replace(token="o1:999")) == "lease_lost"
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+    assert COMMITS[op](rs, c) == "ok"  # the right token still owns it
+
+
+@pytest.mark.parametrize("op", ["complete", "fail", "release"])
+def test_another_jobs_token_is_lease_lost(rs, redis_client, op):
+    rs.add(spec("a", After(0)))
+    rs.add(spec("b", After(0)))
+    ca, cb = claim(rs)
+    before = dump(redis_client, rs.keys.prefix)
+    assert COMMITS[op](rs, cb._replace(token=ca.token)) == "lease_lost"
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+
+
+@pytest.mark.parametrize("op", ["complete", "fail", "release"])
+def test_an_unknown_job_is_not_found(rs, redis_client, op):
+    rs.add(spec("a", After(0)))
+    (c,) = claim(rs)
+    before = dump(redis_client, rs.keys.prefix)
+    assert COMMITS[op](rs, c._replace(job_id="ghost", token="o1:999")) == "not_found"
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+
+
+def test_a_resent_complete_is_ok_and_counts_once(rs, redis_client):
+    rs.add(spec("a", After(0)))
+    (c,) = claim(rs)
+    assert COMMITS["complete"](rs, c) == "ok"
+    stream = redis_client.xlen(rs.keys.events)
+    assert COMMITS["complete"](rs, c) == "ok"
+    assert job(redis_client, rs, "a")["runs"] == "1"
+    assert redis_client.xlen(rs.keys.events) == stream  # no second "succeeded"
+
+
+@pytest.mark.parametrize("op", ["complete", "fail", "release", "renew"])
+def test_at_the_lease_deadline_the_lease_is_lost(rs, clock, redis_client, op):
+    rs.add(spec("a", After(0)))
+    (c,) = claim(rs, lease=5)
+    clock.advance(5)
+    assert COMMITS[op](rs, c) == "lease_lost"
+    assert redis_client.hexists(rs.keys.running, c.token)  # left for the reaper
+
+
+def test_renew_before_the_deadline_extends_it_and_after_it_is_lease_lost(rs, clock,
+                                                                         redis_client):
+    rs.add(spec("a", After(0)))
+    (c,) = claim(rs, lease=5)
+    clock.advance(4.999)
+    assert raw(rs, "renew", "5000", c.token, "o1:999") == ["ok", "lease_lost"]
+    assert redis_client.zscore(rs.keys.lease, c.token) == NOW + 4999 + 5000
+    clock.advance(5.001)
+    assert raw(rs, "renew", "5000", c.token) == ["lease_lost"]
+
+
+# ---- reaping expired leases --------------------------------------------------------------
+
+def test_an_expired_lease_is_reclaimed_with_attempt_2_and_a_higher_fence(rs, clock):
+    rs.add(spec("a", After(0)))
+    (c1,) = claim(rs, lease=5)
+    clock.advance(5)
+    (c2,) = claim(rs, lease=5, owner="o2")
+    assert (c2.job_id, c2.attempt, c2.scheduled) == ("a", 2, c1.scheduled)
+    assert c2.fence > c1.fence and c2.token != c1.token
+    assert rs.complete(c1, None) is Commit.LEASE_LOST
+    assert rs.complete(c2, None) is Commit.OK
+
+
+def test_at_most_once_is_abandoned_and_never_reclaimed(rs, clock, redis_client):
+    rs.add(spec("a", After(0), delivery=Delivery.AT_MOST_ONCE))
+    claim(rs, lease=5)
+    clock.advance(5)
+    assert claim(rs, lease=5) == []
+    clock.advance(100)
+    assert claim(rs, lease=5) == []
+    assert kinds(redis_client, rs)[-2:] == ["lease_lost", "abandoned"]
+    assert job(redis_client, rs, "a")["state"] == "abandoned"
+    assert redis_client.hlen(rs.keys.running) == 0
+
+
+def test_max_stalls_lease_losses_end_in_a_dead_letter(rs, clock, redis_client):
+    rs.add(spec("a", After(0), retry=RetryPolicy(max_stalls=2)))
+    assert [c.attempt for c in claim(rs, lease=5)] == [1]
+    clock.advance(5)
+    assert [c.attempt for c in claim(rs, lease=5)] == [2]
+    clock.advance(5)
+    assert claim(rs, lease=5) == []
+    (letter,) = [json.loads(x) for x in redis_client.lrange(rs.keys.dead("a"), 0, -1)]
+    assert letter == {"at": NOW + 10000, "sched": NOW, "attempt": 2, "reason": "lease lost"}
+    assert kinds(redis_client, rs).count("lease_lost") == 2
+    assert "dead_lettered" in kinds(redis_client, rs)
+    clock.advance(100)
+    assert claim(rs, lease=5) == []
+
+
+# ---- cancel -------------------------------------------------------------------------------
+
+def test_cancel_returns_1_then_0(rs, clock):
+    rs.add(spec("a", After(5)))
+    assert raw(rs, "cancel", "a") == 1
+    assert raw(rs, "cancel", "a") == 0
+    assert raw(rs, "cancel", "never-added") == 0
+    clock.advance(5)
+    assert claim(rs) == []
+
+
+def test_cancel_prevents_a_pending_retry(rs, clock, redis_client):
+    rs.add(spec("a", After(0)))
+    (c,) = claim(rs)
+    assert rs.fail(c, "boom", 10) is Commit.OK
+    retry = due(redis_client, rs)
+    assert len(retry) == 1 and "|r|" in retry[0]
+    assert raw(rs, "cancel", "a") == 1
+    clock.advance(10)
+    assert claim(rs) == []
+    assert due(redis_client, rs) == []  # the stale retry entry was dropped
+    clock.advance(100)
+    assert claim(rs) == []
+
+
+# ---- malformed data -----------------------------------------------------------------------
+
+def test_malformed_due_entries_are_quarantined_and_good_jobs_still_claimed(rs, clock,
+                                                                           redis_client):
+    rs.add(spec("good", After(1)))
+    lane = rs.keys.due("default")
+    # at the same due time; "!!!" sorts before the good member, the rest after it
+    garbage = ["!!!", "zzz", "00ff|r|x|y|z|w|good", "00ff|q|good"]
+    redis_client.zadd(lane, {m: NOW + 1000 for m in garbage})
+    ghosts = ["00000000000000fe|r|1|5|1|0|ghost", "00000000000000ff|s|ghost"]
+    redis_client.zadd(lane, {m: NOW for m in ghosts})  # point to a job that does not exist
+    clock.advance(1)
+    assert [c.job_id for c in claim(rs, {"default": 1})] == ["good"]
+    assert [x.decode() for x in redis_client.lrange(rs.keys.quarantine, 0, -1)] == ["!!!"]
+    assert claim(rs) == []  # the rest, with capacity to spare
+    assert due(redis_client, rs) == []
+    quarantine = [x.decode() for x in redis_client.lrange(rs.keys.quarantine, 0, -1)]
+    assert sorted(quarantine) == sorted(garbage)
+    quarantined = [e for e in events(redis_client, rs) if e["kind"] == "quarantined"]
+    assert sorted(e["detail"] for e in quarantined) == sorted(
+        f"malformed due entry: {m}" for m in garbage)
+    assert not redis_client.exists(rs.keys.job("ghost"))
+
+
+# ---- the event stream ---------------------------------------------------------------------
+
+def test_the_event_stream_records_every_transition_readably(rs, clock, redis_client):
+    rs.add(spec("ok", After(0)))
+    rs.add(spec("bad", After(0)))
+    rs.add(spec("gone", After(5)))
+    rs.add(spec("lost", After(0)))
+    got = {c.job_id: c for c in claim(rs, lease=5)}
+    assert rs.complete(got["ok"], {"n": 1}) is Commit.OK
+    assert rs.fail(got["bad"], "boom", 0) is Commit.OK
+    (again,) = claim(rs, {"default": 1}, lease=5)
+    assert rs.fail(again, "boom twice", None) is Commit.OK
+    assert rs.cancel("gone")
+    clock.advance(5)
+    claim(rs, lease=5)
+    evs = events(redis_client, rs)
+    assert {"scheduled", "claimed", "succeeded", "failed", "retried", "cancelled",
+            "lease_lost", "dead_lettered"} <= {e["kind"] for e in evs}
+    for e in evs:
+        assert set(e) == {"kind", "job", "sched", "attempt", "detail", "at"}
+        assert e["at"].isdigit() and NOW <= int(e["at"]) <= NOW + 5000
+        assert e["sched"] == "" or e["sched"].isdigit()
+        assert e["attempt"] == "" or e["attempt"].isdigit()
+    by = {(e["kind"], e["job"]): e for e in evs}
+    assert by[("claimed", "ok")] == {"kind": "claimed", "job": "ok", "sched": str(NOW),
+                                     "attempt": "1", "detail": "o1", "at": str(NOW)}
+    assert by[("retried", "bad")]["detail"] == "boom"
+    assert by[("failed", "bad")]["attempt"] == "2"
+    assert by[("failed", "bad")]["detail"] == "boom twice"
+    assert by[("lease_lost", "lost")]["at"] == str(NOW + 5000)
+    stats = {k.decode(): int(v) for k, v in redis_client.hgetall(rs.keys.stats).items()}
+    assert stats["claimed"] == sum(e["kind"] == "claimed" for e in evs)
+    assert [e.kind for e in rs.events(1000)] == [e["kind"] for e in evs]
+
+
+# ---- NOSCRIPT -----------------------------------------------------------------------------
+
+def test_the_store_survives_a_script_flush(private_redis, clock):
+    rs = RedisStore(private_redis.url, "noscript", clock=clock)
+    try:
+        rs.add(spec("a", After(0)))
+        client = redis.Redis.from_url(private_redis.url)
+        client.script_flush()
+        assert client.script_exists(rs._scripts["claim"].sha) == [False]
+        assert [c.job_id for c in claim(rs)] == ["a"]  # NOSCRIPT: redis-py reloads
+        assert client.script_exists(rs._scripts["claim"].sha) == [True]
+        assert rs.add(spec("b", After(0))).outcome == "created"
+        client.close()
+    finally:
+        rs.close()
