@@ -40,29 +40,37 @@ end
 
 local now = now_ms()
 local jk = jkey(job)
-local old = redis.call('HMGET', jk, 'def', 'cancelled', 'state', 'next', 'entry', 'lane',
-  'running', 'gen')
-local live = old[1] and old[2] ~= '1' and (not old[3] or old[3] == '')
-if live and old[1] == def then
+local old = fields(jk, 'def', 'cancelled', 'state', 'next', 'e', 'lane', 'running')
+local live = old.def and old.cancelled ~= '1' and (not old.state or old.state == '')
+if live and old.def == def then
   local due_in = -1
-  if old[5] and old[5] ~= '' then due_in = math.max(0, tonumber(old[4]) - now) end
+  if old.e and old.e ~= '' then due_in = math.max(0, tonumber(old.next) - now) end
   return {'unchanged', due_in}
 end
 
 local outcome = 'created'
-if old[1] then
+if old.def then
   if live then outcome = 'replaced' end
-  if old[5] and old[5] ~= '' then redis.call('ZREM', P .. 'due:' .. old[6], old[5]) end
+  local member = series_member(job, old.e)
+  if member then redis.call('ZREM', P .. 'due:' .. old.lane, member) end
 end
-local running = old[7] or '0'
 redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job)
 local gen = redis.call('INCR', P .. 'gen')
-redis.call('HSET', jk, 'def', def, 'lane', lane, 'kind', kind, 'grace', fmt(grace),
-  'misfire', misfire, 'overlap', overlap, 'delivery', delivery,
-  'max_stalls', fmt(max_stalls), 'gen', fmt(gen), 'running', running, 'retries', '0',
-  'queued', '', 'paused', '', 'stash', '', 'cancelled', '', 'state', '', 'runs', '0',
-  'failures', '0', 'attempts', '0', 'created', fmt(now))
-redis.call('SADD', P .. 'jobs', job)
+-- only what differs from lib.lua's DEFAULTS is written
+local set = {'def', def, 'kind', kind, 'gen', fmt(gen)}
+local function opt(name, value)
+  if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end
+end
+opt('lane', lane)
+opt('running', old.running or '0')   -- invocations of a replaced definition may still run
+opt('delivery', delivery)
+opt('max_stalls', fmt(max_stalls))
+if kind == 'every' then
+  opt('misfire', misfire)
+  opt('overlap', overlap)
+  set[#set + 1] = 'grace'; set[#set + 1] = fmt(grace)
+end
+redis.call('HSET', jk, unpack(set))
 redis.call('SADD', P .. 'lanes', lane)
 
 local due, k = nil, 0

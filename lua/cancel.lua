@@ -11,15 +11,18 @@
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local jk = jkey(job)
-local f = redis.call('HMGET', jk, 'cancelled', 'state', 'entry', 'lane', 'retries', 'stash',
-  'queued', 'running')
-if not f[8] or f[1] == '1' or (f[2] and f[2] ~= '') then return 0 end
+local f = fields(jk, 'def', 'cancelled', 'state', 'e', 'lane', 'retries', 'stash', 'queued',
+  'running')
+if not f.def or f.cancelled == '1' or (f.state and f.state ~= '') then return 0 end
 local now = now_ms()
 local prevented = 0
-if f[3] ~= '' and redis.call('ZREM', P .. 'due:' .. f[4], f[3]) == 1 then prevented = 1 end
-if tonumber(f[5]) > 0 or f[6] ~= '' or f[7] ~= '' then prevented = 1 end
-redis.call('HSET', jk, 'cancelled', '1', 'entry', '', 'retries', '0', 'stash', '',
-  'queued', '', 'paused', '')
+local member = series_member(job, f.e)
+if member and redis.call('ZREM', P .. 'due:' .. f.lane, member) == 1 then prevented = 1 end
+if tonumber(f.retries) > 0 or (f.stash and f.stash ~= '') or (f.queued and f.queued ~= '') then
+  prevented = 1
+end
+redis.call('HSET', jk, 'cancelled', '1')
+redis.call('HDEL', jk, 'e', 'retries', 'stash', 'queued', 'paused')
 event(now, 'cancelled', job, nil, nil, '')
-if tonumber(f[8]) <= 0 then retire(job, 'cancelled') end
+if tonumber(f.running) <= 0 then retire(job, 'cancelled') end
 return prevented

@@ -44,17 +44,17 @@ for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'L
   drop_running(token)
   if r then
     local jk = jkey(r.job)
-    local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'delivery', 'max_stalls', 'lane')
+    local f = fields(jk, 'gen', 'cancelled', 'delivery', 'max_stalls', 'lane')
     event(now, 'lease_lost', r.job, r.sched, r.attempt, token)
     local how = 'failed'
-    local live = f[1] == r.gen and f[2] ~= '1'
-    if live and f[3] == 'at_most_once' then
+    local live = f.gen == r.gen and f.cancelled ~= '1'
+    if live and f.delivery == 'at_most_once' then
       how = 'abandoned'
       event(now, 'abandoned', r.job, r.sched, r.attempt, 'lease lost')
-    elseif live and r.stalls + 1 < tonumber(f[4]) then
-      push_retry(r.job, f[5], r.gen, r.sched, r.attempt + 1, r.stalls + 1, now)
+    elseif live and r.stalls + 1 < tonumber(f.max_stalls) then
+      push_retry(r.job, f.lane, r.gen, r.sched, r.attempt + 1, r.stalls + 1, now)
       how = 'released'
-    elseif f[1] then
+    elseif f.gen then
       dead_letter(now, r.job, r.sched, r.attempt, 'lease lost')
     end
     settle(now, r.job, how)
@@ -82,7 +82,7 @@ end
 
 -- Decide about one due member; returns true if it became a claim.
 local function admit(lane, member)
-  local kind, rest = string.match(member, '^%x+|(%a)|(.*)$')
+  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.*)$')
   local job, gen, sched, attempt, stalls
   if kind == 's' then
     job = rest
@@ -96,48 +96,49 @@ local function admit(lane, member)
     return false
   end
   local jk = jkey(job)
-  local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'entry', 'paused', 'kind', 'def',
-    'running', 'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued')
-  if not f[1] or f[2] == '1' then return false end                 -- gone or cancelled
-  if kind == 's' and f[3] ~= member then return false end           -- replaced: stale
-  if kind == 'r' and f[1] ~= gen then return false end              -- old generation
+  local f = fields(jk, 'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running',
+    'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued')
+  if not f.gen or f.cancelled == '1' then return false end          -- gone or cancelled
+  if kind == 's' and f.e ~= seq then return false end               -- replaced: stale
+  if kind == 'r' and f.gen ~= gen then return false end             -- old generation
   if kind == 'r' then redis.call('HINCRBY', jk, 'retries', -1) end
-  if f[4] == '1' then                                                -- paused: stash it
-    local score = kind == 's' and tonumber(f[10]) or now
+  if f.paused == '1' then                                           -- paused: stash it
+    local score = kind == 's' and tonumber(f.next) or now
     redis.call('HSET', jk, 'stash', (redis.call('HGET', jk, 'stash') or '') ..
       fmt(score) .. ' ' .. member .. '\n')
     if kind == 'r' then redis.call('HINCRBY', jk, 'retries', 1) end
     return false
   end
   if kind == 'r' then
-    issue(job, jk, gen, tonumber(sched), tonumber(attempt), tonumber(stalls), f[6])
+    issue(job, jk, gen, tonumber(sched), tonumber(attempt), tonumber(stalls), f.def)
     return true
   end
-  redis.call('HSET', jk, 'entry', '')
-  if f[5] ~= 'every' then
-    issue(job, jk, f[1], tonumber(f[10]), 1, 0, f[6])
+  redis.call('HSET', jk, 'e', '')
+  if f.kind ~= 'every' then
+    issue(job, jk, f.gen, tonumber(f.next), 1, 0, f.def)
     return true
   end
-  local busy = tonumber(f[7]) > 0 and f[8] ~= 'allow'
-  local k, anchor, iv, grace = tonumber(f[11]), tonumber(f[12]), tonumber(f[13]), tonumber(f[14])
-  if busy and f[9] == 'catch_up' then      -- catch_up skips nothing: park the series
+  local busy = tonumber(f.running) > 0 and f.overlap ~= 'allow'
+  local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), tonumber(f.interval),
+    tonumber(f.grace)
+  if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
     redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))
     return false
   end
-  local run, next_k, skip_from, skip_to, reason = plan(anchor, iv, k, now, f[9], grace)
+  local run, next_k, skip_from, skip_to, reason = plan(anchor, iv, k, now, f.misfire, grace)
   if skip_from then record_skip(now, job, anchor, iv, skip_from, skip_to, reason) end
   push_series(job, lane, occ(anchor, iv, next_k), next_k)
   if not run then return false end
   if busy then
-    if f[8] == 'queue' and (not f[15] or f[15] == '') then
+    if f.overlap == 'queue' and (not f.queued or f.queued == '') then
       redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, run)) .. '|')
     else
-      local why = f[8] == 'skip' and 'overlap' or 'overlap-queue-full'
+      local why = f.overlap == 'skip' and 'overlap' or 'overlap-queue-full'
       record_skip(now, job, anchor, iv, run, run, why)
     end
     return false
   end
-  issue(job, jk, f[1], occ(anchor, iv, run), 1, 0, f[6])
+  issue(job, jk, f.gen, occ(anchor, iv, run), 1, 0, f.def)
   return true
 end
 

@@ -18,12 +18,12 @@ local r, code = owned(now, job, token)
 if not r then return code end
 drop_running(token)
 local jk = jkey(job)
-local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'lane')
+local f = fields(jk, 'gen', 'cancelled', 'lane')
 redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(now))
 local how = 'failed'
-if retry ~= '' and f[1] == r.gen and f[2] ~= '1' then
+if retry ~= '' and f.gen == r.gen and f.cancelled ~= '1' then
   event(now, 'retried', job, r.sched, r.attempt, err)
-  push_retry(job, f[3], r.gen, r.sched, r.attempt + 1, r.stalls, now + int(retry))
+  push_retry(job, f.lane, r.gen, r.sched, r.attempt + 1, r.stalls, now + int(retry))
   how = 'released'
 else
   redis.call('HINCRBY', jk, 'failures', 1)

@@ -41,7 +41,7 @@ local function event(now, kind, job, sched, attempt, detail)
 end
 
 local function next_seq()
-  return string.format('%016x', redis.call('INCR', P .. 'seq'))
+  return string.format('%012x', redis.call('INCR', P .. 'seq'))
 end
 
 -- Publish a wake-up if `member` is now the earliest entry of its lane.
@@ -50,11 +50,37 @@ local function wake_if_head(lane, member, due)
   if head[1] == member then redis.call('PUBLISH', P .. 'wake', fmt(due)) end
 end
 
+-- Job hash fields are written only when they differ from these defaults (a pending
+-- one-off job's hash is small enough for Redis's compact listpack encoding).
+local DEFAULTS = {lane = 'default', k = '0', running = '0', retries = '0', misfire = 'skip',
+  overlap = 'skip', delivery = 'at_least_once', max_stalls = '3'}
+
+-- HMGET with defaults: returns a table field -> value (missing fields: DEFAULTS or nil).
+local function fields(jk, ...)
+  local names = {...}
+  local got = redis.call('HMGET', jk, unpack(names))
+  local out = {}
+  for i, name in ipairs(names) do
+    local v = got[i]
+    if v == false then v = DEFAULTS[name] end
+    out[name] = v
+  end
+  return out
+end
+
+-- The due member of a job's series entry, from the job hash field `e` (its seq).
+local function series_member(job, e)
+  if e and e ~= '' then return e .. '|s|' .. job end
+  return nil
+end
+
 -- The job's series (or one-off) occurrence k, due at `due`.
 local function push_series(job, lane, due, k)
-  local member = next_seq() .. '|s|' .. job
+  local seq = next_seq()
+  local member = seq .. '|s|' .. job
   redis.call('ZADD', P .. 'due:' .. lane, due, member)
-  redis.call('HSET', jkey(job), 'entry', member, 'next', fmt(due), 'k', fmt(k))
+  redis.call('HSET', jkey(job), 'e', seq, 'next', fmt(due))
+  if k ~= 0 then redis.call('HSET', jkey(job), 'k', fmt(k)) end
   wake_if_head(lane, member, due)
   return member
 end
@@ -82,7 +108,6 @@ end
 local function retire(job, outcome)
   local jk = jkey(job)
   redis.call('HSET', jk, 'state', outcome)
-  redis.call('SREM', P .. 'jobs', job)
   redis.call('PEXPIRE', jk, RETENTION_MS)
   redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
   redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
@@ -94,22 +119,21 @@ local function settle(now, job, how)
   local jk = jkey(job)
   if redis.call('EXISTS', jk) == 0 then return end
   if redis.call('HINCRBY', jk, 'running', -1) > 0 then return end
-  local f = redis.call('HMGET', jk, 'queued', 'cancelled', 'paused', 'kind', 'entry',
-    'retries', 'lane', 'gen')
-  local queued, cancelled, paused, kind, entry = f[1], f[2], f[3], f[4], f[5]
+  local f = fields(jk, 'queued', 'cancelled', 'paused', 'kind', 'e', 'retries', 'lane', 'gen')
+  local queued, cancelled, paused, kind = f.queued, f.cancelled, f.paused, f.kind
   if queued and queued ~= '' and cancelled ~= '1' and paused ~= '1' then
     redis.call('HSET', jk, 'queued', '')
     local sched, k = string.match(queued, '^(%d+)|(%-?%d*)$')
     if k ~= '' then
-      push_series(job, f[7], tonumber(sched), tonumber(k))  -- a parked catch-up series
+      push_series(job, f.lane, tonumber(sched), tonumber(k))  -- a parked catch-up series
     else
-      push_retry(job, f[7], f[8], tonumber(sched), 1, 0, tonumber(sched))
+      push_retry(job, f.lane, f.gen, tonumber(sched), 1, 0, tonumber(sched))
     end
     return
   end
   if cancelled == '1' then
     retire(job, 'cancelled')
-  elseif kind ~= 'every' and (entry == '' or not entry) and tonumber(f[6] or '0') <= 0
+  elseif kind ~= 'every' and (not f.e or f.e == '') and tonumber(f.retries) <= 0
       and paused ~= '1' and how ~= 'released' then
     retire(job, how)
   end

@@ -10,13 +10,16 @@
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local jk = jkey(job)
-local f = redis.call('HMGET', jk, 'cancelled', 'state', 'entry', 'lane', 'paused', 'next', 'running')
-if not f[7] or f[1] == '1' or (f[2] and f[2] ~= '') or f[5] == '1' then return 0 end
-local stash = ''
-if f[3] ~= '' then
-  redis.call('ZREM', P .. 'due:' .. f[4], f[3])
-  stash = f[6] .. ' ' .. f[3] .. '\n'
+local f = fields(jk, 'def', 'cancelled', 'state', 'e', 'lane', 'paused', 'next')
+if not f.def or f.cancelled == '1' or (f.state and f.state ~= '') or f.paused == '1' then
+  return 0
 end
-redis.call('HSET', jk, 'paused', '1', 'stash', stash, 'entry', '')
+local stash = ''
+local member = series_member(job, f.e)
+if member then
+  redis.call('ZREM', P .. 'due:' .. f.lane, member)
+  stash = f.next .. ' ' .. member .. '\n'
+end
+redis.call('HSET', jk, 'paused', '1', 'stash', stash, 'e', '')
 event(now_ms(), 'paused', job, nil, nil, '')
 return 1

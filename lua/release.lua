@@ -15,10 +15,10 @@ if not r then return code end
 drop_running(token)
 local jk = jkey(job)
 redis.call('HSET', jk, 'last_token', token)
-local f = redis.call('HMGET', jk, 'gen', 'cancelled', 'lane')
+local f = fields(jk, 'gen', 'cancelled', 'lane')
 event(now, 'released', job, r.sched, r.attempt, '')
-if f[1] == r.gen and f[2] ~= '1' then
-  push_retry(job, f[3], r.gen, r.sched, r.attempt, r.stalls, r.sched)
+if f.gen == r.gen and f.cancelled ~= '1' then
+  push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched)
 end
 settle(now, job, 'released')
 return 'ok'

@@ -11,17 +11,18 @@
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local jk = jkey(job)
-local f = redis.call('HMGET', jk, 'paused', 'stash', 'lane', 'running', 'queued', 'gen')
-if f[1] ~= '1' then return 0 end
+local f = fields(jk, 'paused', 'stash', 'lane', 'running', 'queued')
+if f.paused ~= '1' then return 0 end
 local now = now_ms()
-redis.call('HSET', jk, 'paused', '', 'stash', '')
-for score, member in string.gmatch(f[2], '(%d+) ([^\n]+)\n') do
-  redis.call('ZADD', P .. 'due:' .. f[3], tonumber(score), member)
-  if string.match(member, '^%x+|s|') then redis.call('HSET', jk, 'entry', member) end
-  wake_if_head(f[3], member, tonumber(score))
+redis.call('HDEL', jk, 'paused', 'stash')
+for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
+  redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)
+  local seq = string.match(member, '^(%x+)|s|')
+  if seq then redis.call('HSET', jk, 'e', seq) end
+  wake_if_head(f.lane, member, tonumber(score))
 end
 event(now, 'resumed', job, nil, nil, '')
-if tonumber(f[4]) <= 0 and f[5] ~= '' then
+if tonumber(f.running) <= 0 and f.queued and f.queued ~= '' then
   redis.call('HINCRBY', jk, 'running', 1)  -- settle() releases the queued occurrence
   settle(now, job, 'released')
 end

@@ -39,40 +39,54 @@ def task_ref(target: Any) -> TaskRef:
     return TaskRef(name, "{}")
 
 
-def _schedule(s: Schedule) -> dict[str, Any]:
+def _schedule(s: Schedule) -> list[Any]:
     if isinstance(s, After):
-        return {"kind": "after", "delay": s.delay}
+        return ["after", s.delay]
     if isinstance(s, At):
-        return {"kind": "at", "at": s.wall}
-    return {"kind": "every", "interval": s.interval, "anchor": s.anchor}
+        return ["at", s.wall]
+    return ["every", s.interval] if s.anchor is None else ["every", s.interval, s.anchor]
+
+
+_DEFAULTS = JobSpec("-", TaskRef("-"), After(0))
 
 
 def encode(spec: JobSpec) -> str:
+    """Compact canonical JSON: the task, the schedule, and only the options that differ
+    from their defaults (a pending job's definition is often under 50 bytes)."""
     ref = task_ref(spec.target)
-    return json.dumps({
-        "id": spec.job_id, "task": ref.name, "args": ref.args_json,
-        "schedule": _schedule(spec.schedule), "lane": spec.lane, "timeout": spec.timeout,
-        "retry": asdict(spec.retry), "misfire": spec.misfire.value,
-        "grace": spec.misfire_grace, "overlap": spec.overlap.value,
-        "delivery": spec.delivery.value,
-    }, sort_keys=True, separators=(",", ":"))
+    d: dict[str, Any] = {"t": ref.name, "s": _schedule(spec.schedule)}
+    if ref.args_json != "{}":
+        d["a"] = ref.args_json
+    for key, name in (("l", "lane"), ("to", "timeout"), ("m", "misfire"),
+                      ("g", "misfire_grace"), ("o", "overlap"), ("d", "delivery")):
+        value = getattr(spec, name)
+        if value != getattr(_DEFAULTS, name):
+            d[key] = getattr(value, "value", value)
+    if spec.retry != _DEFAULTS.retry:
+        d["r"] = {k: v for k, v in asdict(spec.retry).items()
+                  if v != getattr(_DEFAULTS.retry, k)}
+    return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
-def decode(text: str) -> JobSpec:
+def decode(text: str, job_id: str) -> JobSpec:
     d = json.loads(text)
-    s = d["schedule"]
+    kind, *s = d["s"]
     schedule: Schedule
-    if s["kind"] == "after":
-        schedule = After(s["delay"])
-    elif s["kind"] == "at":
-        schedule = At(s["at"])
+    if kind == "after":
+        schedule = After(s[0])
+    elif kind == "at":
+        schedule = At(s[0])
+    elif kind == "every":
+        schedule = Every(s[0], s[1] if len(s) > 1 else None)
     else:
-        schedule = Every(s["interval"], s["anchor"])
+        raise ValueError(f"unknown schedule kind {kind!r}")
     return JobSpec(
-        job_id=d["id"], target=TaskRef(d["task"], d["args"]), schedule=schedule,
-        lane=d["lane"], timeout=d["timeout"], retry=RetryPolicy(**d["retry"]),
-        misfire=Misfire(d["misfire"]), misfire_grace=d["grace"], overlap=Overlap(d["overlap"]),
-        delivery=Delivery(d["delivery"]))
+        job_id=job_id, target=TaskRef(d["t"], d.get("a", "{}")), schedule=schedule,
+        lane=d.get("l", "default"), timeout=d.get("to"),
+        retry=RetryPolicy(**d["r"]) if "r" in d else _DEFAULTS.retry,
+        misfire=Misfire(d.get("m", "skip")), misfire_grace=d.get("g"),
+        overlap=Overlap(d.get("o", "skip")),
+        delivery=Delivery(d.get("d", "at_least_once")))
 
 
 def result_json(value: Any) -> str:

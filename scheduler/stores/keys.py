@@ -20,7 +20,6 @@ class Keys:
     def __init__(self, ns: str) -> None:
         self.prefix = f"duetime:{{{namespace(ns)}}}:"
         p = self.prefix
-        self.jobs = p + "jobs"            # set: live job ids
         self.lanes = p + "lanes"          # set: lanes that ever had a job
         self.lease = p + "lease"          # zset: token -> lease deadline (epoch ms)
         self.running = p + "running"      # hash: token -> gen|sched|attempt|stalls|fence|job

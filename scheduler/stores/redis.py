@@ -41,6 +41,7 @@ from scheduler.stores.keys import Keys
 
 log = logging.getLogger("duetime.redis")
 
+LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 
 
@@ -77,7 +78,7 @@ class RedisStore:
         self.clock: Clock = clock or MonotonicClock()
         self._fixed_clock = clock is not None
         self._scripts = lua.register(self._r)
-        self._specs: OrderedDict[str, JobSpec] = OrderedDict()
+        self._specs: OrderedDict[tuple[str, str], JobSpec] = OrderedDict()
         self._offset_ms = 0.0          # Redis time minus local monotonic time, in ms
         self._listeners: list[WakeListener] = []
         self._sub_lock = threading.Lock()
@@ -103,10 +104,11 @@ class RedisStore:
                 raise ValueError(f"the store refused the request: {exc}") from exc
             raise
 
-    def _spec(self, text: str) -> JobSpec:
-        spec = self._specs.get(text)
+    def _spec(self, job_id: str, text: str) -> JobSpec:
+        key = (job_id, text)
+        spec = self._specs.get(key)
         if spec is None:
-            spec = self._specs[text] = codec.decode(text)
+            spec = self._specs[key] = codec.decode(text, job_id)
             if len(self._specs) > 10_000:
                 self._specs.popitem(last=False)
         return spec
@@ -118,7 +120,7 @@ class RedisStore:
 
     def add(self, spec: JobSpec) -> AddResult:
         text = codec.encode(spec)  # refuses callables that are not registered tasks
-        args_json = json.loads(text)["args"]
+        args_json = json.loads(text).get("a", "{}")
         if len(args_json.encode()) > self.payload_limit:
             raise PayloadError(f"job arguments are {len(args_json.encode())} bytes of JSON, "
                                f"over the {self.payload_limit}-byte limit; store large data "
@@ -163,7 +165,7 @@ class RedisStore:
         claims = []
         for c in reply["claims"] or []:
             try:
-                spec = self._spec(c["def"])
+                spec = self._spec(c["j"], c["def"])
             except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
                 self._quarantine(c, exc)
                 continue
@@ -212,8 +214,11 @@ class RedisStore:
         return _info(job_id, h, skips, dead, running) if h else None
 
     def jobs(self) -> list[JobInfo]:
-        ids = sorted(self._r.smembers(self.keys.jobs))
-        infos = [i for i in (self.get(j) for j in ids) if i is not None]
+        """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
+        hot path)."""
+        start = len(self.keys.job(""))
+        ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"), count=1000))
+        infos = [i for i in (self.get(j) for j in ids) if i is not None and i.state in LIVE]
         return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
 
     def events(self, limit: int = 100) -> list[Event]:
@@ -326,7 +331,7 @@ def _safe_url(url: Any) -> str:
 def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
           running: dict[str, str]) -> JobInfo:
     try:
-        spec: JobSpec | None = codec.decode(h["def"])
+        spec: JobSpec | None = codec.decode(h["def"], job_id)
     except (ValueError, KeyError, TypeError):
         spec = None  # quarantined: still inspectable
     invs = []
@@ -344,7 +349,7 @@ def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
         state = "running"
     else:
         state = "scheduled"
-    entry = h.get("entry")
+    entry = h.get("e")
     skipped = []
     for s in reversed(skips):
         first, last, count, reason = s.split("|", 3)
