@@ -17,16 +17,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 class Replicas:
     def __init__(self, url: str, namespace: str, witness_key: str, *, count: int = 3,
                  workers: int = 4, lease: float = 5.0, resync: float = 1.0,
-                 log_dir: pathlib.Path) -> None:
+                 log_dir: pathlib.Path, skews: list[float] | None = None) -> None:
         env = dict(os.environ, WITNESS_URL=url, WITNESS_KEY=witness_key,
                    PYTHONPATH=str(ROOT))
-        cmd = [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace",
+        cmd = ["run", "--redis", url, "--namespace",
                namespace, "--import", "tests.integration.witness", "--workers", str(workers),
                "--lease", str(lease), "--resync", str(resync), "--log-level", "WARNING"]
         self.procs = []
         for i in range(count):
+            skew = (skews or [])[i] if i < len(skews or []) else None
+            prefix = (["-m", "scheduler"] if skew is None
+                      else ["-m", "tests.integration.skewed", str(skew)])
             log = open(log_dir / f"replica-{i}.log", "wb")  # noqa: SIM115 (closed in stop)
-            self.procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
+            self.procs.append((subprocess.Popen([sys.executable, *prefix, *cmd], cwd=ROOT,
+                                                env=env, stdout=log,
                                                 stderr=subprocess.STDOUT,
                                                 start_new_session=True), log))
 

@@ -102,3 +102,22 @@ def test_stopped_owner_cannot_commit_after_its_lease(redis_url, redis_ns, redis_
     events = [e for e in client.events(1000) if e.job_id == job]
     assert [e.attempt for e in events if e.kind == "succeeded"] == [2]  # one commit only
     assert client.get(job).runs == 1
+
+
+def test_replica_clock_skew_of_five_minutes_changes_nothing(redis_url, redis_ns, redis_client,
+                                                           tmp_path):
+    """Replicas whose wall clocks are 300 s ahead and behind: no early run, no late one
+    (lateness measured on the witness server's clock)."""
+    key = f"w{uuid.uuid4().hex[:8]}"
+    with replicas(redis_url, redis_ns, key, count=2, workers=2, lease=5, resync=1,
+                  log_dir=tmp_path, skews=[300.0, -300.0]), \
+            Client(redis_url, namespace=redis_ns) as client:
+        assert wait_until(lambda: alive(redis_client, redis_ns) == 2, 30)
+        jobs = [client.enqueue("witness.hit", delay=0.5 + i / 50) for i in range(50)]
+        assert wait_until(lambda: len(witness_log(redis_client, key)) == 50, 15)
+    log = witness_log(redis_client, key)
+    assert sorted(e["job"] for e in log) == sorted(jobs)
+    lateness = [e["start_ms"] - e["sched"] for e in log]
+    assert min(lateness) >= 0, "a job ran early"
+    assert max(lateness) < 1000, max(lateness)      # on time, not 300 s off
+    assert len({e["pid"] for e in log}) == 2          # both skewed replicas ran jobs

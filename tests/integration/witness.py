@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import redis
 
@@ -27,9 +26,10 @@ def _witness() -> tuple[redis.Redis, str]:
 def _record() -> None:
     inv = current_invocation()
     r, key = _witness()
+    sec, usec = r.time()   # the witness server's clock: immune to a replica's skewed one
     entry = json.dumps({"job": inv.job_id, "sched": inv.scheduled_ms, "attempt": inv.attempt,
                         "fence": inv.fence, "pid": os.getpid(),
-                        "start_ms": int(time.time() * 1000)})
+                        "start_ms": sec * 1000 + usec // 1000})
     with r.pipeline(transaction=False) as p:
         p.hincrby(f"{key}:execs", inv.invocation_id, 1)
         p.rpush(f"{key}:log", entry)
