@@ -11,8 +11,9 @@
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs
--- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}]}
---          "next" covers lanes with capacity left and the next lease expiry.
+-- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch}
+--          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
+--          the namespace's epoch key ("" if missing: Redis lost its data).
 
 local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
 if owner == '' or not string.match(req, '^[%w%-]+$') then
@@ -168,6 +169,7 @@ local lh = redis.call('ZRANGE', P .. 'lease', 0, 0, 'WITHSCORES')
 if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
-local reply = cjson.encode({now = now, next = nxt, claims = claims})
+local epoch = redis.call('GET', P .. 'epoch') or ''
+local reply = cjson.encode({now = now, next = nxt, claims = claims, epoch = epoch})
 redis.call('SET', P .. 'claimed:' .. owner, req .. '\n' .. reply, 'PX', 60000)
 return reply

@@ -81,10 +81,18 @@ def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     from scheduler.engine import Scheduler
-    from scheduler.stores.redis import RedisStore
+    from scheduler.stores.redis import RedisStore, StoreConfigError, StoreUnavailableError
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with _redis_url(redis_url, data_dir) as url:
         store = RedisStore(url, namespace, lease=lease, resync=resync)
+        try:
+            store.check_server()   # refuses eviction and old servers; warns if AOF is off
+        except StoreConfigError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(EXIT_REFUSED) from None
+        except StoreUnavailableError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(EXIT_UNREACHABLE) from None
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner)
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s", owner, namespace,

@@ -54,6 +54,9 @@ class Scheduler:
         self.clock: Clock = clock or getattr(store, "clock", None) or MonotonicClock()
         self.store: Store = store if store is not None else MemoryStore(self.clock)
         self.owner = owner or uuid.uuid4().hex[:12]
+        check = getattr(self.store, "check_server", None)
+        if check is not None:
+            check()  # a shared store refuses a server that would break the guarantees
         self._lease = self.store.default_lease if lease == "store" else lease
         if self._lease is not None:
             validation.interval(self._lease, "lease")

@@ -31,6 +31,7 @@ class Keys:
         self.fence = p + "fence"          # counter: fencing numbers
         self.gen = p + "gen"              # counter: job definition generations
         self.seq = p + "seq"              # counter: FIFO order of due entries
+        self.epoch = p + "epoch"          # random id set once: gone = Redis lost our data
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"      # zset: pending member -> due epoch ms

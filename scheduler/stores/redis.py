@@ -49,6 +49,13 @@ class StoreUnavailableError(DuetimeError, ConnectionError):
     """Redis could not be reached (or answered with an error we cannot act on)."""
 
 
+class StoreConfigError(DuetimeError, RuntimeError):
+    """The Redis server is configured in a way that breaks duetime's guarantees."""
+
+
+MIN_REDIS = (7, 0)
+
+
 def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
 
@@ -80,6 +87,8 @@ class RedisStore:
         self._scripts = lua.register(self._r)
         self._specs: OrderedDict[tuple[str, str], JobSpec] = OrderedDict()
         self._offset_ms = 0.0          # Redis time minus local monotonic time, in ms
+        self._epoch: str | None = None  # the namespace's epoch, once known
+        self.data_loss_alarms = 0
         self._listeners: list[WakeListener] = []
         self._sub_lock = threading.Lock()
         self._sub_thread: threading.Thread | None = None
@@ -112,6 +121,62 @@ class RedisStore:
             if len(self._specs) > 10_000:
                 self._specs.popitem(last=False)
         return spec
+
+    # ---- server checks -----------------------------------------------------------------
+
+    def check_server(self) -> list[str]:
+        """Check the server before running on it: Redis >= 7.0 and
+        ``maxmemory-policy noeviction`` (raises ``StoreConfigError`` with the fix
+        otherwise); returns warnings (AOF off). Also records the namespace's epoch, whose
+        disappearance later means Redis lost its data."""
+        try:
+            info = self._r.info()
+        except self._redis_mod.ConnectionError as exc:
+            raise StoreUnavailableError(f"cannot reach Redis at {self.url}: {exc}") from exc
+        version = tuple(int(x) for x in str(info.get("redis_version", "0")).split(".")[:2])
+        if version < MIN_REDIS:
+            raise StoreConfigError(
+                f"Redis {info.get('redis_version')} at {self.url} is too old: duetime needs "
+                f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (script shebangs, TIME in scripts)")
+        policy = info.get("maxmemory_policy", "noeviction")
+        if policy != "noeviction":
+            raise StoreConfigError(
+                f"Redis at {self.url} has maxmemory-policy {policy!r}: under memory pressure "
+                "it would evict leases (duplicate runs) or jobs (lost runs). Set "
+                "'maxmemory-policy noeviction' in redis.conf (or CONFIG SET "
+                "maxmemory-policy noeviction)")
+        warnings = []
+        if not info.get("aof_enabled"):
+            warnings.append(
+                f"Redis at {self.url} has AOF off: a restart loses recent jobs and claims; "
+                "set 'appendonly yes' (and 'appendfsync always' for the strict contract)")
+        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
+        self._epoch = self._r.get(self.keys.epoch)
+        for w in warnings:
+            log.warning(w)
+        return warnings
+
+    def _watch_epoch(self, epoch: str) -> None:
+        """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
+        if self._epoch is None:
+            if epoch:
+                self._epoch = epoch
+            return
+        if epoch == self._epoch:
+            return
+        self.data_loss_alarms += 1
+        log.error("Redis at %s lost duetime's data for namespace %r (epoch %s -> %s): "
+                  "jobs enqueued or claimed before may be gone; check persistence (AOF) "
+                  "and failovers", self.url, self.namespace, self._epoch, epoch or "missing")
+        with self._r.pipeline(transaction=False) as p:
+            p.xadd(self.keys.events, {"kind": "data_loss", "job": "", "sched": "",
+                                      "attempt": "", "detail": f"epoch {self._epoch} -> "
+                                      f"{epoch or 'missing'}", "at": str(int(time.time() * 1000))},
+                   maxlen=10_000, approximate=True)
+            p.hincrby(self.keys.stats, "data_loss", 1)
+            p.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
+            p.get(self.keys.epoch)
+            self._epoch = p.execute()[-1]
 
     # ---- producers -------------------------------------------------------------------------
 
@@ -162,6 +227,7 @@ class RedisStore:
                                       "" if lease is None else _ms(lease), *pairs))
         now = reply["now"]
         self._offset_ms = now - sent * 1000
+        self._watch_epoch(reply.get("epoch", ""))
         claims = []
         for c in reply["claims"] or []:
             try:
