@@ -96,6 +96,11 @@ class RedisStore:
         self._sub_ready = threading.Event()
         self._pubsub: Any = None
 
+    @property
+    def redis(self) -> Any:
+        """The redis-py client (decode_responses=True), for read-only inspection."""
+        return self._r
+
     # ---- plumbing ------------------------------------------------------------------------
 
     def _now_arg(self) -> str:
