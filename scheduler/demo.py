@@ -1,0 +1,156 @@
+"""``duetime demo``: the shared mode in one command.
+
+Starts a Redis (embedded unless a URL is given), three replica processes and a producer
+(this process); enqueues one-off and recurring jobs; kills one replica with SIGKILL while
+it runs jobs; prints a live table; and ends with the proof: every invocation completed
+exactly once, and the killed replica's in-flight invocations were taken over by the others
+(attempt 2, higher fence) after its lease expired.
+
+Each execution is recorded by the demo task itself, in a list the scheduler does not
+manage (``duetime:{ns}:demo:log``), so the proof does not trust the scheduler's own books.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.tasks import task
+
+LOG_ENV = "DUETIME_DEMO_URL"
+
+
+@task("duetime.demo.work")
+def work(seconds: float = 0.3) -> None:
+    """The demo's job: record who runs which invocation, then work for a moment."""
+    import redis
+
+    from scheduler import current_invocation
+
+    inv = current_invocation()
+    r = redis.Redis.from_url(os.environ[LOG_ENV])
+    ns = os.environ["DUETIME_NAMESPACE"]
+    r.rpush(f"duetime:{{{ns}}}:demo:log", json.dumps(
+        {"inv": inv.invocation_id, "job": inv.job_id, "attempt": inv.attempt,
+         "fence": inv.fence, "pid": os.getpid()}))
+    inv.token.wait(seconds)
+    r.hincrby(f"duetime:{{{ns}}}:demo:done", inv.invocation_id, 1)
+
+
+@dataclass
+class Report:
+    invocations: int = 0
+    executions: int = 0
+    completed: int = 0
+    reruns: list[dict[str, Any]] = field(default_factory=list)
+    per_pid: Counter[int] = field(default_factory=Counter)
+    killed_pid: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every invocation completed once; every extra execution is a takeover (attempt
+        2+) of an invocation the killed replica had started."""
+        taken_over = all(r["attempt"] >= 2 for r in self.reruns)
+        return self.completed == self.invocations and taken_over
+
+
+def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) -> Report:
+    """Run the demo against ``url`` and return what the witness log says."""
+    import redis
+
+    from scheduler.client import Client
+
+    ns = f"demo-{uuid.uuid4().hex[:6]}"
+    r = redis.Redis.from_url(url, decode_responses=True)
+    env = dict(os.environ, **{LOG_ENV: url, "DUETIME_NAMESPACE": ns})
+    cmd = [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", ns,
+           "--import", "scheduler.demo", "--workers", "2", "--lease", "1.5", "--resync", "1",
+           "--log-level", "ERROR"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+             for _ in range(3)]
+    report = Report()
+    try:
+        _wait(lambda: len(list(r.scan_iter(f"duetime:{{{ns}}}:replica:*"))) == 3, 20)
+        echo(f"3 replicas up (pids {', '.join(str(p.pid) for p in procs)}), namespace {ns}")
+        with Client(url, namespace=ns) as client:
+            for i in range(24):
+                client.enqueue("duetime.demo.work", delay=0.2 + i * seconds / 48)
+            for name in ("every-700ms", "every-1s"):
+                client.enqueue("duetime.demo.work", every=0.7 if "700" in name else 1.0,
+                               job_id=name, kwargs={"seconds": 0.1})
+            t0, killed = time.monotonic(), False
+            while time.monotonic() - t0 < seconds:
+                log = _log(r, ns)
+                if not killed and time.monotonic() - t0 > seconds / 3:
+                    busy = Counter(e["pid"] for e in log)
+                    victim = next((p for p in procs if busy.get(p.pid)), procs[0])
+                    victim.send_signal(signal.SIGKILL)
+                    victim.wait()
+                    report.killed_pid, killed = victim.pid, True
+                    echo(f"-- killed replica {victim.pid} with SIGKILL while it ran jobs --")
+                _table(echo, log, procs, report.killed_pid, time.monotonic() - t0)
+                time.sleep(0.5)
+            for name in ("every-700ms", "every-1s"):
+                client.cancel(name)
+        _wait(lambda: _settled(r, ns), 10)
+        log = _log(r, ns)
+        done = r.hgetall(f"duetime:{{{ns}}}:demo:done")
+        first_seen: set[str] = set()
+        for e in log:
+            if e["inv"] in first_seen:
+                report.reruns.append(e)
+            first_seen.add(e["inv"])
+        report.invocations = len(first_seen)
+        report.executions = len(log)
+        report.completed = sum(1 for inv in first_seen if int(done.get(inv, 0)) >= 1)
+        report.per_pid = Counter(e["pid"] for e in log)
+        return report
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _log(r: Any, ns: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in r.lrange(f"duetime:{{{ns}}}:demo:log", 0, -1)]
+
+
+def _settled(r: Any, ns: str) -> bool:
+    """Nothing running and nothing due: every started invocation has finished."""
+    return bool(r.hlen(f"duetime:{{{ns}}}:running") == 0
+            and r.zcount(f"duetime:{{{ns}}}:due:default", "-inf",
+                         int(r.time()[0]) * 1000) == 0)
+
+
+def _table(echo: Callable[[str], None], log: list[dict[str, Any]],
+           procs: list[subprocess.Popen[bytes]], killed: int | None, t: float) -> None:
+    runs = Counter(e["pid"] for e in log)
+    cells = []
+    for p in procs:
+        state = "KILLED" if p.pid == killed else "alive"
+        cells.append(f"{p.pid}:{state}:{runs.get(p.pid, 0):>3} runs")
+    reruns = sum(1 for e in log if e["attempt"] >= 2)
+    echo(f"{t:5.1f}s  " + "  ".join(cells) + f"  | takeovers (attempt 2+): {reruns}")
+
+
+def _wait(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()

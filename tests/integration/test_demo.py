@@ -1,0 +1,19 @@
+"""`duetime demo`'s proof holds: a replica is killed mid-run and nothing is lost or doubled."""
+from __future__ import annotations
+
+import pytest
+
+from scheduler import demo
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def test_demo_proves_once_and_takeover(redis_url):
+    lines: list[str] = []
+    report = demo.run(redis_url, seconds=4, echo=lines.append)
+    assert report.killed_pid is not None and report.per_pid[report.killed_pid] > 0
+    assert report.ok, report
+    assert report.completed == report.invocations >= 24
+    assert report.executions == report.invocations + len(report.reruns)
+    assert all(r["pid"] != report.killed_pid for r in report.reruns)   # taken over by others
+    assert any("killed replica" in line for line in lines)
