@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from scheduler.clock import Clock
+from scheduler.metrics import Metrics
 from scheduler.model import Claim, ClaimBatch
 from scheduler.stores.base import Store
 
@@ -28,7 +29,8 @@ class Dispatcher:
                  submit: Callable[[Claim, float], None],
                  lease: float | None, owner: str,
                  resync: float | None = None, rng: random.Random | None = None,
-                 retry_backoff: tuple[float, float] = (0.05, 5.0)) -> None:
+                 retry_backoff: tuple[float, float] = (0.05, 5.0),
+                 metrics: Metrics | None = None) -> None:
         self._store = store
         self._clock = clock
         self._capacity = capacity
@@ -39,6 +41,7 @@ class Dispatcher:
         self._rng = rng or random.Random()
         self._backoff_min, self._backoff_max = retry_backoff
         self._backoff = 0.0
+        self._metrics = metrics or Metrics()
         self._cond = threading.Condition()
         self._deadline: float | None = None  # clock time of the next due claim (None: none)
         self._dirty = True       # something changed since the last claim: claim again
@@ -125,6 +128,7 @@ class Dispatcher:
         for claim in batch.claims:
             self._submit(claim, now)
             capacity[claim.lane] -= 1
+        self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
 
     def _park_after(self, batch: ClaimBatch | None, starved: bool) -> None:
@@ -144,6 +148,12 @@ class Dispatcher:
                     resync = self._resync * (0.5 + self._rng.random())
                     due_in = resync if due_in is None else min(due_in, resync)
                 self._deadline = None if due_in is None else now + due_in
+
+    def record(self, batch: ClaimBatch) -> None:
+        """Report the batch's claims and their dispatch lag (in the store's clock)."""
+        if batch.now is not None:
+            for claim in batch.claims:
+                self._metrics.claimed(claim.lane, batch.now - claim.scheduled)
 
     # ---- lifecycle and test support ------------------------------------------------------
 

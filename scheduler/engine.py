@@ -18,6 +18,7 @@ from scheduler import tasks, validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import JobNotFoundError, SchedulerClosedError
+from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Event, Every, InvocationInfo, JobInfo, Schedule
 from scheduler.specs import JobTarget, epoch, make_spec
 from scheduler.stores.base import Store
@@ -46,7 +47,8 @@ class Scheduler:
                  lane_timeouts: Mapping[str, float] | None = None,
                  lease: float | None | Literal["store"] = "store",
                  rng: random.Random | None = None,
-                 resync: float | None = None, owner: str | None = None) -> None:
+                 resync: float | None = None, owner: str | None = None,
+                 metrics: Metrics | None = None) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
@@ -66,15 +68,17 @@ class Scheduler:
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
+        self.metrics = metrics or Metrics()
         heartbeat = None if self._lease is None else Heartbeat(self.store, self._timers,
-                                                               self._lease)
+                                                               self._lease, self.metrics)
         self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
-                              heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng)
+                              heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng,
+                              metrics=self.metrics)
         self._dispatcher = Dispatcher(
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
             submit=self._submit, lease=self._lease, owner=self.owner,
             resync=resync if resync is not None else getattr(self.store, "resync", None),
-            rng=rng)
+            rng=rng, metrics=self.metrics)
         self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
                                          self._dispatcher.poke_capacity, self._refill)
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
@@ -92,6 +96,7 @@ class Scheduler:
         batch = self.store.claim_due({lane: 1}, self._lease, self.owner)
         if not batch.claims:
             return None
+        self._dispatcher.record(batch)
         return Work(batch.claims[0], self.clock.now())
 
     # ---- scheduling -------------------------------------------------------------------

@@ -170,6 +170,7 @@ class ClaimBatch:
 
     claims: list[Claim]
     next_due_in: float | None
+    now: float | None = None  # the store's time at the claim (for dispatch-lag figures)
 
 
 @dataclass(frozen=True)

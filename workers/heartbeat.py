@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit
 from scheduler.stores.base import Store
 from workers.context import CancelToken
@@ -15,8 +16,10 @@ log = logging.getLogger("duetime.workers")
 
 
 class Heartbeat:
-    def __init__(self, store: Store, timers: Timers, lease: float) -> None:
+    def __init__(self, store: Store, timers: Timers, lease: float,
+                 metrics: Metrics | None = None) -> None:
         self._store = store
+        self._metrics = metrics or Metrics()
         self._timers = timers
         self._lease = lease
         self._lock = threading.Lock()
@@ -58,6 +61,10 @@ class Heartbeat:
         except Exception as exc:  # keep running what we hold; the store decides at commit
             log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
             results = [Commit.OK] * len(held)
+        lost = sum(1 for r in results if r is not Commit.OK)
+        self._metrics.renewed(len(results) - lost)
+        if lost:
+            self._metrics.lease_lost(lost)
         for (claim, token), result in zip(held, results, strict=True):
             if result is not Commit.OK:
                 log.warning("lease lost: job %s invocation %s attempt %d (%s)", claim.job_id,

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from scheduler.clock import Clock
 from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
+from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target
 from scheduler.stores.base import Store
 from workers.context import CancelToken, InvocationContext, _current
@@ -38,7 +39,7 @@ class Runner:
                  resolve: Callable[[Target], Callable[[], Any]], *,
                  heartbeat: Heartbeat | None = None,
                  lane_timeouts: Mapping[str, float | None] | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, metrics: Metrics | None = None) -> None:
         self._store = store
         self._clock = clock
         self._timers = timers
@@ -46,6 +47,7 @@ class Runner:
         self._heartbeat = heartbeat
         self._lane_timeouts = dict(lane_timeouts or {})
         self._rng = rng or random.Random()
+        self._metrics = metrics or Metrics()
         self._active_lock = threading.Lock()
         self._active_done = threading.Condition(self._active_lock)
         self._waiters = 0
@@ -89,6 +91,7 @@ class Runner:
         if not self._lease_still_held(work):
             log.warning("lease lost before start, not running job %s invocation %s",
                         claim.job_id, claim.invocation_id)
+            self._metrics.finished(claim.lane, "lease_lost")
             return
         try:
             fn = self._resolve(claim.spec.target)
@@ -123,6 +126,9 @@ class Runner:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
+            self._metrics.finished(claim.lane, "succeeded")
+            log.debug("job %s invocation %s attempt %d succeeded", claim.job_id,
+                      claim.invocation_id, claim.attempt)
             self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
@@ -136,6 +142,7 @@ class Runner:
         log.error("job %s invocation %s attempt %d: %s (%s)", claim.job_id,
                   claim.invocation_id, claim.attempt, reason,
                   "failed" if retry_in is None else f"handed back for {retry_in:g}s")
+        self._metrics.finished(claim.lane, "unknown_task")
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
 
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
@@ -146,6 +153,9 @@ class Runner:
                   "dead-lettered" if retry_in is None else f"retry in {retry_in:.3g}s",
                   error, tb.rstrip())
         reason = f"{type(error).__name__}: {error}"
+        outcome = "timeout" if isinstance(error, InvocationTimeout) else (
+            "failed" if retry_in is None else "retried")
+        self._metrics.finished(claim.lane, outcome)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
 
     def _lease_still_held(self, work: Work) -> bool:

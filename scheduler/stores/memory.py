@@ -170,7 +170,7 @@ class MemoryStore:
             next_due_in = self._next_due_in_locked(left, now)
         if woke:
             self._wake(0.0)
-        return ClaimBatch(claims, next_due_in)
+        return ClaimBatch(claims, next_due_in, now)
 
     def _admit_locked(self, job: JobRecord, p: Pending, now: float, lease: float | None,
                       owner: str) -> Claim | None:

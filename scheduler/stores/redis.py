@@ -246,7 +246,7 @@ class RedisStore:
                 generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
                 lane=spec.lane))
         nxt = reply["next"]
-        return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000))
+        return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000), now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
         """A claimed job whose definition cannot be read: record it as failed (it lands
