@@ -73,7 +73,7 @@ class Scheduler:
                                                                self._lease, self.metrics)
         self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
                               heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng,
-                              metrics=self.metrics)
+                              metrics=self.metrics, owner=self.owner)
         self._dispatcher = Dispatcher(
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
             submit=self._submit, lease=self._lease, owner=self.owner,

@@ -39,7 +39,8 @@ class Runner:
                  resolve: Callable[[Target], Callable[[], Any]], *,
                  heartbeat: Heartbeat | None = None,
                  lane_timeouts: Mapping[str, float | None] | None = None,
-                 rng: random.Random | None = None, metrics: Metrics | None = None) -> None:
+                 rng: random.Random | None = None, metrics: Metrics | None = None,
+                 owner: str = "") -> None:
         self._store = store
         self._clock = clock
         self._timers = timers
@@ -48,6 +49,7 @@ class Runner:
         self._lane_timeouts = dict(lane_timeouts or {})
         self._rng = rng or random.Random()
         self._metrics = metrics or Metrics()
+        self._owner = owner
         self._active_lock = threading.Lock()
         self._active_done = threading.Condition(self._active_lock)
         self._waiters = 0
@@ -107,6 +109,9 @@ class Runner:
         ctx = InvocationContext(claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence,
                                 claim.lane, token)
         self._track(claim.job_id, token, True)
+        if log.isEnabledFor(logging.INFO):
+            log.info("job %s invocation %s attempt %d started", claim.job_id,
+                     claim.invocation_id, claim.attempt, extra=self._fields(claim, "started"))
         if self._heartbeat is not None and claim.lease_until is not None:
             self._heartbeat.hold(claim, token)
         error: BaseException | None = None
@@ -127,8 +132,10 @@ class Runner:
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
             self._metrics.finished(claim.lane, "succeeded")
-            log.debug("job %s invocation %s attempt %d succeeded", claim.job_id,
-                      claim.invocation_id, claim.attempt)
+            if log.isEnabledFor(logging.INFO):
+                log.info("job %s invocation %s attempt %d succeeded", claim.job_id,
+                         claim.invocation_id, claim.attempt,
+                         extra=self._fields(claim, "succeeded"))
             self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
@@ -151,12 +158,18 @@ class Runner:
         log.error("job %s invocation %s attempt %d failed (%s): %s\n%s", claim.job_id,
                   claim.invocation_id, claim.attempt,
                   "dead-lettered" if retry_in is None else f"retry in {retry_in:.3g}s",
-                  error, tb.rstrip())
+                  error, tb.rstrip(),
+                  extra=self._fields(claim, "failed" if retry_in is None else "retried"))
         reason = f"{type(error).__name__}: {error}"
         outcome = "timeout" if isinstance(error, InvocationTimeout) else (
             "failed" if retry_in is None else "retried")
         self._metrics.finished(claim.lane, outcome)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+
+    def _fields(self, claim: Claim, event: str) -> dict[str, Any]:
+        """The structured fields of a log line about ``claim`` (see scheduler.log)."""
+        return {"event": event, "job_id": claim.job_id, "invocation": claim.invocation_id,
+                "attempt": claim.attempt, "lane": claim.lane, "replica": self._owner}
 
     def _lease_still_held(self, work: Work) -> bool:
         """Do not start a job whose lease may be gone: renew first if it waited long."""
