@@ -1,7 +1,12 @@
 """The ``duetime`` command line (``python -m scheduler``).
 
-Exit codes: 0 success; 1 the operation was refused (e.g. nothing to cancel); 2 bad usage
-(click's own); 3 the store could not be reached.
+Besides ``run``, ``enqueue`` and ``demo``: ``ls``, ``show``, ``stats``, ``events``, ``cancel``,
+``pause`` and ``resume`` inspect and steer a shared namespace (they need a Redis URL).
+
+Exit codes: 0 success; 1 the operation was refused or had no effect (nothing to cancel,
+pause or resume; an unknown job for ``show``; a replica refused an unsafe server); 2 bad
+usage (click's own, a missing URL, a malformed job id or namespace); 3 the store could not
+be reached (connection, timeout, authentication) or answered with an error.
 """
 from __future__ import annotations
 
@@ -173,3 +178,6 @@ def demo(seconds: float) -> None:
         info = rec.engine.get("tick")
     click.echo(f"'tick' ran {info.runs} times; {len(starts)} job starts in {seconds:g}s, "
                "each at or after its due time.")
+
+
+from scheduler import cli_ops  # noqa: E402,F401  (registers ls, show, stats, events, ...)

@@ -433,7 +433,7 @@ def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
     result = h.get("last_result")
     return JobInfo(
         job_id=job_id, schedule=spec.schedule.describe() if spec else "(unreadable)",
-        lane=h.get("lane", "?"), state=state,
+        lane=h.get("lane", "default"), state=state,
         next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
         failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
         last_result=json.loads(result) if result else None,

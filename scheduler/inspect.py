@@ -1,0 +1,312 @@
+"""Read-only inspection of a shared (Redis) namespace: the queries behind ``duetime ls``,
+``show``, ``stats`` and ``events``. Plain functions over a ``RedisStore``; none writes.
+
+Times are epoch seconds (floats). "Now" is Redis ``TIME``, the clock that decides what
+is due, so a client whose clock is off still reports the right due-now counts. The
+``*_json`` helpers turn records into plain JSON values: each time as epoch seconds and
+as an ISO 8601 string in UTC (``*_iso``); the text helpers at the end render them for
+people (local time).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+
+from scheduler.model import Event, InvocationInfo, JobInfo, Skip
+
+if TYPE_CHECKING:
+    from scheduler.stores.redis import RedisStore
+
+SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job's events
+
+
+class Entry(NamedTuple):
+    """One event of the namespace's stream, with its stream id (``<ms>-<n>``)."""
+
+    id: str
+    event: Event
+
+
+class Replica(TypedDict):
+    """A live replica: its id and the time of its last claim (epoch seconds)."""
+
+    id: str
+    last_claim: float | None
+    last_claim_iso: str | None
+
+
+class Stats(TypedDict):
+    """What ``stats`` returns (plain JSON values)."""
+
+    namespace: str
+    now: float                    # Redis TIME, epoch seconds
+    now_iso: str
+    queue_depths: dict[str, int]  # lane -> pending invocations (ZCARD due:<lane>)
+    due_now: dict[str, int]       # lane -> pending invocations already due
+    running: int                  # invocations claimed and not yet ended (HLEN running)
+    counters: dict[str, int]      # event kind -> count since the namespace began
+    replicas: list[Replica]
+    replicas_alive: int
+    data_loss_alarms: int         # times a replica found the namespace's data gone
+
+
+# ---- the queue and the fleet ------------------------------------------------------------
+
+def redis_now(store: RedisStore) -> float:
+    """Redis ``TIME`` as epoch seconds."""
+    sec, usec = store.redis.time()
+    return int(sec) + int(usec) / 1e6
+
+
+def lanes(store: RedisStore) -> list[str]:
+    """Lanes that ever had a job in the namespace (the ``lanes`` set), sorted."""
+    return sorted(str(lane) for lane in store.redis.smembers(store.keys.lanes))
+
+
+def queue_depths(store: RedisStore) -> dict[str, int]:
+    """Pending invocations per lane (ZCARD of each ``due:<lane>``)."""
+    names = lanes(store)
+    with store.redis.pipeline(transaction=False) as p:
+        for lane in names:
+            p.zcard(store.keys.due(lane))
+        return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
+
+
+def due_now(store: RedisStore, now: float | None = None) -> dict[str, int]:
+    """Pending invocations per lane that are due at ``now`` (default: Redis ``TIME``),
+    i.e. waiting for a free worker or a replica."""
+    names = lanes(store)
+    now_ms = round((redis_now(store) if now is None else now) * 1000)
+    with store.redis.pipeline(transaction=False) as p:
+        for lane in names:
+            p.zcount(store.keys.due(lane), "-inf", now_ms)
+        return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
+
+
+def running_count(store: RedisStore) -> int:
+    """Invocations currently claimed by some replica (HLEN ``running``)."""
+    return int(store.redis.hlen(store.keys.running))
+
+
+def counters(store: RedisStore) -> dict[str, int]:
+    """The ``stats`` hash: one counter per event kind, sorted by kind."""
+    raw: Mapping[str, str] = store.redis.hgetall(store.keys.stats)
+    return {kind: int(n) for kind, n in sorted(raw.items())}
+
+
+def data_loss_alarms(store: RedisStore) -> int:
+    """How many times a replica found the namespace's epoch gone (Redis lost data)."""
+    return int(store.redis.hget(store.keys.stats, "data_loss") or 0)
+
+
+def replicas(store: RedisStore) -> list[Replica]:
+    """Live replicas (their ``replica:<id>`` keys expire 3 leases after the last claim)."""
+    prefix = store.keys.replica("")
+    keys = sorted(store.redis.scan_iter(match=prefix + "*", count=1000))
+    values = store.redis.mget(keys) if keys else []
+    out: list[Replica] = []
+    for key, value in zip(keys, values, strict=True):
+        if value is None:  # expired between SCAN and MGET
+            continue
+        at = int(value) / 1000 if str(value).isdigit() else None
+        out.append({"id": str(key)[len(prefix):], "last_claim": at, "last_claim_iso": iso(at)})
+    return out
+
+
+def stats(store: RedisStore) -> Stats:
+    """Everything ``duetime stats`` shows, as plain JSON values."""
+    now = redis_now(store)
+    alive = replicas(store)
+    counts = counters(store)
+    return {"namespace": store.namespace, "now": now, "now_iso": iso(now) or "",
+            "queue_depths": queue_depths(store), "due_now": due_now(store, now),
+            "running": running_count(store), "counters": counts, "replicas": alive,
+            "replicas_alive": len(alive), "data_loss_alarms": counts.get("data_loss", 0)}
+
+
+# ---- events -----------------------------------------------------------------------------
+
+def parse_event(fields: Mapping[str, str]) -> Event:
+    """An ``Event`` from the fields of one stream entry."""
+    sched, attempt = fields.get("sched", ""), fields.get("attempt", "")
+    return Event(at=int(fields.get("at") or 0) / 1000, kind=fields.get("kind", "?"),
+                 job_id=fields.get("job", ""),
+                 scheduled=int(sched) / 1000 if sched else None,
+                 attempt=int(attempt) if attempt else None, detail=fields.get("detail", ""))
+
+
+def last_event_id(store: RedisStore) -> str:
+    """The id of the newest entry of the stream (``0-0`` if it is empty)."""
+    newest = store.redis.xrevrange(store.keys.events, count=1)
+    return str(newest[0][0]) if newest else "0-0"
+
+
+def recent_events(store: RedisStore, count: int = 20, job_id: str | None = None,
+                  until: str = "+") -> list[Entry]:
+    """The last ``count`` events (of ``job_id`` only, if given) up to stream id ``until``
+    (inclusive), oldest first. Filtering reads the stream backwards in chunks, so it
+    costs at most one pass over the capped stream (~10,000 entries)."""
+    if count <= 0:
+        return []
+    found: list[Entry] = []
+    top = until
+    while len(found) < count:
+        chunk = count if job_id is None else SCAN_CHUNK
+        rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
+        for entry_id, fields in rows:
+            if job_id is None or fields.get("job") == job_id:
+                found.append(Entry(str(entry_id), parse_event(fields)))
+                if len(found) == count:
+                    break
+        if len(rows) < chunk:
+            break
+        top = "(" + str(rows[-1][0])
+    return found[::-1]
+
+
+def follow(store: RedisStore, *, after: str | None = None, job_id: str | None = None,
+           block: float = 5.0, limit: int | None = None,
+           timeout: float | None = None) -> Iterator[Entry]:
+    """Tail the event stream: yield each event added after stream id ``after`` (default:
+    the newest entry at the time of this call, so an event added once ``follow`` has
+    returned is never missed), oldest first, ``job_id``'s only if given.
+
+    Waits with ``XREAD BLOCK`` (``block`` seconds per read; no polling) until ``limit``
+    events were yielded or ``timeout`` seconds passed (``None``: forever, until the
+    caller stops iterating, e.g. on Ctrl-C)."""
+    start = last_event_id(store) if after is None else after
+    return _tail(store, start, job_id, block, limit, timeout)
+
+
+def _tail(store: RedisStore, last: str, job_id: str | None, block: float,
+          limit: int | None, timeout: float | None) -> Iterator[Entry]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    block_ms = max(1, round(block * 1000))
+    yielded = 0
+    while limit is None or yielded < limit:
+        wait_ms = block_ms
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            wait_ms = max(1, min(block_ms, round(left * 1000)))
+        reply = store.redis.xread({store.keys.events: last}, block=wait_ms, count=100)
+        for entry_id, fields in _stream_rows(reply):
+            last = str(entry_id)
+            if job_id is not None and fields.get("job") != job_id:
+                continue
+            yield Entry(last, parse_event(fields))
+            yielded += 1
+            if limit is not None and yielded >= limit:
+                return
+
+
+def _stream_rows(reply: Any) -> list[tuple[str, dict[str, str]]]:
+    """The entries of an XREAD reply of one stream (RESP2 list or RESP3 dict)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [row for rows in reply.values() for row in (rows[0] if rows else [])]
+    return [row for _stream, rows in reply for row in rows]
+
+
+# ---- plain JSON ---------------------------------------------------------------------------
+
+def iso(t: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 in UTC with milliseconds (``None`` stays ``None``)."""
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def event_json(event: Event, entry_id: str | None = None) -> dict[str, Any]:
+    """An event as a plain JSON object (with its stream id when known)."""
+    out: dict[str, Any] = {} if entry_id is None else {"id": entry_id}
+    out.update(at=event.at, at_iso=iso(event.at), kind=event.kind, job_id=event.job_id,
+               scheduled=event.scheduled, scheduled_iso=iso(event.scheduled),
+               attempt=event.attempt, detail=event.detail)
+    return out
+
+
+def invocation_json(inv: InvocationInfo) -> dict[str, Any]:
+    """A running invocation as a plain JSON object."""
+    return {"job_id": inv.job_id, "scheduled": inv.scheduled, "scheduled_iso": iso(inv.scheduled),
+            "attempt": inv.attempt, "fence": inv.fence, "lease_until": inv.lease_until,
+            "lease_until_iso": iso(inv.lease_until)}
+
+
+def skip_json(skip: Skip) -> dict[str, Any]:
+    """A range of skipped occurrences as a plain JSON object."""
+    return {"first": skip.first, "first_iso": iso(skip.first), "last": skip.last,
+            "last_iso": iso(skip.last), "count": skip.count, "reason": skip.reason}
+
+
+def job_json(info: JobInfo) -> dict[str, Any]:
+    """Every ``JobInfo`` field as a plain JSON object (``last_result`` is already JSON)."""
+    return {"job_id": info.job_id, "schedule": info.schedule, "lane": info.lane,
+            "state": info.state, "next_run": info.next_run, "next_run_iso": iso(info.next_run),
+            "runs": info.runs, "failures": info.failures, "attempts": info.attempts,
+            "last_result": info.last_result, "last_error": info.last_error,
+            "running": [invocation_json(i) for i in info.running],
+            "skipped": [skip_json(s) for s in info.skipped],
+            "dead_letters": [event_json(e) for e in info.dead_letters]}
+
+
+# ---- text for people (what the CLI prints) ------------------------------------------------
+
+def table(headers: list[str], rows: list[list[str]], right: frozenset[int] = frozenset()
+          ) -> list[str]:
+    """Rows as aligned columns (right-aligned where asked), trailing blanks trimmed."""
+    widths = [max(len(row[c]) for row in [headers, *rows]) for c in range(len(headers))]
+    return ["  ".join(cell.rjust(w) if c in right else cell.ljust(w)
+                      for c, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+            for row in [headers, *rows]]
+
+
+def local(t: float | None) -> str:
+    """Epoch seconds as local ISO 8601 time with milliseconds (``-`` for none)."""
+    if t is None:
+        return "-"
+    return dt.datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
+
+
+def span(seconds: float) -> str:
+    """A duration: ``12.3s``, ``4m05s``, ``2h07m``, ``3d04h``."""
+    s = seconds
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    if s < 86400:
+        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
+
+
+def when(t: float | None, now: float) -> str:
+    """``2030-01-01T10:00:00.000+01:00 (in 12.3s)`` (or ``(1.2s ago)``) relative to ``now``."""
+    if t is None:
+        return "-"
+    d = t - now
+    return f"{local(t)} ({'in ' + span(d) if d >= 0 else span(-d) + ' ago'})"
+
+
+def clip(text: str | None, width: int) -> str:
+    """The first line of ``text``, cut to ``width`` characters."""
+    lines = (text or "").strip().splitlines()
+    line = lines[0] if lines else ""
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def event_line(entry: Entry) -> str:
+    """One event as a line: local time, kind, job, scheduled time, attempt, detail."""
+    e = entry.event
+    parts = [local(e.at), f"{e.kind:<13}", e.job_id or "-"]
+    if e.scheduled is not None:
+        parts.append(f"scheduled {local(e.scheduled)}")
+    if e.attempt is not None:
+        parts.append(f"attempt {e.attempt}")
+    if e.detail:
+        parts.append(e.detail)
+    return "  ".join(parts)

@@ -1,0 +1,322 @@
+"""The inspection commands of ``duetime`` (ls, show, stats, events, cancel, pause, resume)
+over a real Redis namespace: text, ``--json``, exit codes 0/1/2/3 and ``--help``."""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from scheduler import Client, Scheduler, inspect, task
+from scheduler.cli import main
+from scheduler.stores.redis import RedisStore
+
+pytestmark = pytest.mark.redis
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+UNREACHABLE = "redis://127.0.0.1:1/0"
+NEW_COMMANDS = ["ls", "show", "stats", "events", "cancel", "pause", "resume"]
+LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
+
+
+@task("tests.cli.ok")
+def ok() -> dict[str, int]:
+    return {"n": 1}
+
+
+@task("tests.cli.boom")
+def boom() -> None:
+    raise ValueError("boom")
+
+
+@pytest.fixture(scope="module")
+def ns(redis_server) -> str:
+    """One namespace for the read-only tests: two finished jobs (one failed, dead-lettered),
+    an overdue one-off, two future one-offs, a recurring, a paused and a cancelled job."""
+    url, name = redis_server.url, f"cli{time.time_ns() % 10**9}"
+    store = RedisStore(url, name, resync=30)
+    engine = Scheduler(1, store=store)
+    engine.after("tests.cli.ok", 0, job_id="done-ok")
+    engine.after("tests.cli.boom", 0, job_id="done-boom")
+    assert engine.wait_idle(5)
+    engine.shutdown(wait=True, timeout=5)
+    store.close()
+    with Client(url, namespace=name) as c:
+        for job in ("done-ok", "done-boom"):  # the engine's commits may trail wait_idle
+            for _ in range(100):
+                if c.get(job).state != "scheduled":
+                    break
+                time.sleep(0.02)
+        c.enqueue("tests.cli.ok", at=time.time() - 10, job_id="overdue")
+        c.enqueue("tests.cli.ok", delay=30, job_id="soon")
+        c.enqueue("tests.cli.ok", delay=60, job_id="later")
+        c.enqueue("tests.cli.ok", every=3600, job_id="tick")
+        c.enqueue("tests.cli.ok", delay=120, job_id="held")
+        assert c.pause("held")
+        c.enqueue("tests.cli.ok", delay=90, job_id="gone")
+        assert c.cancel("gone")
+    return name
+
+
+@pytest.fixture
+def cli(redis_server, ns):
+    """Invoke ``duetime`` in-process with --redis/--namespace given by the environment."""
+    runner = CliRunner()
+
+    def invoke(*args: str, env: dict[str, str | None] | None = None):
+        base = {"DUETIME_REDIS_URL": redis_server.url, "DUETIME_NAMESPACE": ns}
+        return runner.invoke(main, list(args), env={**base, **(env or {})})
+    return invoke
+
+
+@pytest.fixture
+def client(redis_server, ns):
+    with Client(redis_server.url, namespace=ns) as c:
+        yield c
+
+
+def epoch(iso_text: str) -> float:
+    return dt.datetime.fromisoformat(iso_text).timestamp()
+
+
+# ---- ls -------------------------------------------------------------------------------------
+
+def test_ls_lists_live_jobs_by_next_run(cli, client):
+    r = cli("ls")
+    assert r.exit_code == 0, r.output
+    header, *rows = r.stdout.splitlines()
+    assert header.split()[:5] == ["ID", "SCHEDULE", "LANE", "STATE", "NEXT"]
+    assert [row.split()[0] for row in rows] == LIVE
+    by_id = {row.split()[0]: row for row in rows}
+    assert re.search(r"\(\d+\.\ds ago\)", by_id["overdue"])
+    assert re.search(r"\(in [23]\d\.\ds\)", by_id["soon"])
+    assert re.search(r"\(in 59m\d\ds\)", by_id["tick"]) and "every 3600s" in by_id["tick"]
+    assert "paused" in by_id["held"]
+    assert inspect.local(client.get("soon").next_run) in by_id["soon"]
+
+
+def test_ls_json_matches_client_jobs(cli, client):
+    r = cli("ls", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    infos = {i.job_id: i for i in client.jobs()}
+    assert [d["job_id"] for d in data] == LIVE and set(infos) == set(LIVE)
+    for d in data:
+        info = infos[d["job_id"]]
+        for field in ("schedule", "lane", "state", "next_run", "runs", "failures",
+                      "attempts", "last_error"):
+            assert d[field] == getattr(info, field), field
+        if info.next_run is not None:
+            assert epoch(d["next_run_iso"]) == pytest.approx(info.next_run, abs=0.001)
+    assert infos["held"].state == "paused" and data[-1]["next_run"] is None
+
+
+# ---- show -----------------------------------------------------------------------------------
+
+def test_show_a_failed_job_with_its_dead_letter_and_events(cli, client):
+    r = cli("show", "done-boom")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert re.search(r"^state\s+failed$", out, re.M)
+    assert re.search(r"^last error\s+ValueError: boom", out, re.M)
+    assert re.search(r"^dead letters \(recent first\)\n  .*attempt 1: ValueError: boom", out,
+                     re.M)
+    events = out.split("events ", 1)[1].splitlines()[1:]
+    kinds = [line.split()[1] for line in events]
+    assert kinds[0] == "scheduled" and "claimed" in kinds and "dead_lettered" in kinds
+    assert all(line.split()[2] == "done-boom" for line in events)
+
+
+def test_show_json_has_every_field_and_the_jobs_events(cli, client):
+    r = cli("show", "done-ok", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    info = client.get("done-ok")
+    assert d["state"] == info.state == "succeeded"
+    assert d["last_result"] == info.last_result == {"n": 1}
+    assert d["runs"] == info.runs == 1 and d["next_run"] is None
+    assert d["running"] == [] and d["skipped"] == [] and d["dead_letters"] == []
+    assert {e["job_id"] for e in d["events"]} == {"done-ok"}
+    assert [e["kind"] for e in d["events"]][:2] == ["scheduled", "claimed"]
+    assert epoch(d["events"][0]["at_iso"]) == pytest.approx(d["events"][0]["at"], abs=0.001)
+    boom = json.loads(cli("show", "done-boom", "--json").stdout)
+    assert [x["detail"] for x in boom["dead_letters"]] == [
+        e.detail for e in client.get("done-boom").dead_letters]
+
+
+def test_show_of_an_unknown_job_exits_1_and_a_bad_id_exits_2(cli):
+    r = cli("show", "no-such-job")
+    assert r.exit_code == 1 and "no job with id 'no-such-job'" in r.stderr
+    assert cli("show", "bad\nid").exit_code == 2
+
+
+# ---- cancel / pause / resume ----------------------------------------------------------------
+
+def test_cancel_pause_resume_exit_0_when_they_take_effect_else_1(redis_server):
+    ns = f"cli{time.time_ns() % 10**9}s"
+    runner = CliRunner(env={"DUETIME_REDIS_URL": redis_server.url, "DUETIME_NAMESPACE": ns})
+    with Client(redis_server.url, namespace=ns) as c:
+        c.enqueue("tests.cli.ok", delay=60, job_id="a")
+
+        def run(*args: str) -> tuple[int, str]:
+            r = runner.invoke(main, list(args))
+            return r.exit_code, r.output.strip()
+
+        assert run("pause", "a") == (0, "paused job 'a'")
+        assert c.get("a").state == "paused"
+        assert run("pause", "a") == (1, "nothing to pause: job 'a' is already paused")
+        code, text = run("resume", "a")
+        assert code == 0 and re.fullmatch(r"resumed job 'a', next run .* \(in \d+\.\ds\)", text)
+        assert c.get("a").state == "scheduled"
+        assert run("resume", "a") == (1, "nothing to resume: job 'a' is not paused "
+                                         "(it is scheduled)")
+        assert run("cancel", "a") == (0, "cancelled job 'a'")
+        assert c.get("a").state == "cancelled"
+        assert run("cancel", "a") == (1, "nothing to cancel: job 'a' is cancelled")
+        assert run("pause", "a") == (1, "nothing to pause: job 'a' is cancelled")
+        for verb in ("cancel", "pause", "resume"):
+            assert run(verb, "nope") == (1, f"error: no job with id 'nope' in namespace '{ns}'")
+
+
+# ---- stats ----------------------------------------------------------------------------------
+
+def test_stats_json_counts_the_queue_running_counters_and_replicas(cli, redis_server, ns):
+    r = cli("stats", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    # pending: overdue, soon, later, tick (held is paused: out of the due set; gone: cancelled)
+    assert d["queue_depths"] == {"default": 4} and d["due_now"] == {"default": 1}
+    assert d["running"] == 0 and d["data_loss_alarms"] == 0
+    assert d["now"] == pytest.approx(time.time(), abs=5)
+    store = RedisStore(redis_server.url, ns)
+    try:
+        kinds = collections.Counter(e.kind for e in store.events(100_000))
+    finally:
+        store.close()
+    assert d["counters"] == dict(sorted(kinds.items()))
+    assert d["replicas_alive"] == len(d["replicas"]) == 1  # the engine of the fixture
+    assert d["replicas"][0]["last_claim"] == pytest.approx(time.time(), abs=60)
+
+
+def test_stats_text(cli, ns):
+    r = cli("stats")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert f"namespace   {ns} at redis://" in out
+    assert re.search(r"^LANE\s+QUEUED\s+DUE NOW\ndefault\s+4\s+1$", out, re.M)
+    assert re.search(r"^running\s+0$", out, re.M)
+    assert re.search(r"^replicas\s+1 alive: \S+ \(last claim .* ago\)$", out, re.M)
+    assert re.search(r"^data loss\s+0 alarm\(s\)$", out, re.M)
+    assert re.search(r"^  scheduled\s+8$", out, re.M)  # 8 jobs were enqueued
+
+
+# ---- events ---------------------------------------------------------------------------------
+
+def test_events_last_n_oldest_first_and_by_job(cli, client):
+    r = cli("events", "--count", "3", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert [(e["kind"], e["job_id"], e["at"]) for e in data] == [
+        (e.kind, e.job_id, e.at) for e in client.events(3)]
+    lines = cli("events", "-c", "3").stdout.splitlines()
+    assert [line.split()[1:3] for line in lines] == [[e.kind, e.job_id] for e in
+                                                     client.events(3)]
+    tick = json.loads(cli("events", "--job", "tick", "--json").stdout)
+    assert [(e["kind"], e["job_id"]) for e in tick] == [("scheduled", "tick")]
+    assert tick[0]["scheduled"] == client.get("tick").next_run
+    everything = client.events(100_000)
+    assert len(json.loads(cli("events", "--json").stdout)) == min(20, len(everything))
+
+
+def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
+    ns = redis_ns
+    store = RedisStore(redis_server.url, ns)
+    try:
+        tail = inspect.follow(store, block=0.1, limit=1, timeout=3, job_id="fresh")
+        with Client(redis_server.url, namespace=ns) as c:
+            c.enqueue("tests.cli.ok", delay=3600, job_id="noise")
+            c.enqueue("tests.cli.ok", delay=3600, job_id="fresh")
+            c.cancel("noise")
+            c.cancel("fresh")
+        got = list(tail)
+        assert [(e.event.kind, e.event.job_id) for e in got] == [("scheduled", "fresh")]
+        t0 = time.monotonic()
+        assert list(inspect.follow(store, block=0.1, timeout=0.3)) == []  # nothing new
+        assert time.monotonic() - t0 < 1
+    finally:
+        store.close()
+
+
+def test_events_follow_json_prints_one_object_per_line(cli, redis_server, redis_ns,
+                                                       monkeypatch):
+    ns = redis_ns
+    started = threading.Event()
+    real = inspect.follow
+
+    def bounded(store, **kw):  # the command's own follow, stopped after one event
+        it = real(store, block=0.1, limit=1, timeout=3, **kw)
+        started.set()
+        return it
+
+    monkeypatch.setattr(inspect, "follow", bounded)
+
+    def produce() -> None:
+        assert started.wait(3)
+        with Client(redis_server.url, namespace=ns) as c:
+            c.enqueue("tests.cli.ok", delay=3600, job_id="followed")
+            c.cancel("followed")
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    r = cli("events", "-n", ns, "--follow", "--json", "--count", "1", "--job", "followed")
+    producer.join()
+    assert r.exit_code == 0, r.output
+    (line,) = r.stdout.splitlines()
+    assert json.loads(line)["kind"] == "scheduled" and json.loads(line)["job_id"] == "followed"
+
+
+# ---- usage, unreachable Redis, help, the entry point ----------------------------------------
+
+@pytest.mark.parametrize("args", [["ls"], ["show", "x"], ["stats"], ["events"],
+                                  ["cancel", "x"], ["pause", "x"], ["resume", "x"]])
+def test_exit_codes_without_a_url_and_with_an_unreachable_redis(cli, args):
+    r = cli(*args, env={"DUETIME_REDIS_URL": None})
+    assert r.exit_code == 2 and "needs --redis URL" in r.output
+    r = cli(*args, "--redis", "redis://user:s3cret@127.0.0.1:1/0")
+    assert r.exit_code == 3, r.output
+    assert "error: cannot reach Redis at redis://user:***@127.0.0.1:1/0" in r.stderr
+    assert "s3cret" not in r.output and "Traceback" not in r.output
+
+
+def test_help_for_every_command():
+    runner = CliRunner()
+    top = runner.invoke(main, ["--help"])
+    assert top.exit_code == 0
+    for name in ["run", "enqueue", "demo", *NEW_COMMANDS]:
+        assert re.search(rf"^  {name}\s+\w", top.output, re.M), name  # a one-line summary
+        r = runner.invoke(main, [name, "--help"])
+        assert r.exit_code == 0 and r.output.startswith("Usage: "), name
+        if name in NEW_COMMANDS:
+            assert "--redis URL" in r.output and "--namespace" in r.output
+    assert "--follow" in runner.invoke(main, ["events", "--help"]).output
+
+
+def test_python_dash_m_scheduler_ls(redis_server, ns):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
+    out = subprocess.run([sys.executable, "-m", "scheduler", "ls", "--redis", redis_server.url,
+                          "--namespace", ns, "--json"], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert [d["job_id"] for d in json.loads(out.stdout)] == LIVE
+    bad = subprocess.run([sys.executable, "-m", "scheduler", "ls", "--redis", UNREACHABLE],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
+    assert bad.returncode == 3 and "cannot reach Redis" in bad.stderr
