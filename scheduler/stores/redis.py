@@ -9,13 +9,14 @@ every ``resync`` seconds (jittered), and a reconnected subscriber pokes at once.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -106,13 +107,22 @@ class RedisStore:
     def _now_arg(self) -> str:
         return _ms(self.clock.now()) if self._fixed_clock else ""
 
-    def _call(self, name: str, *args: Any) -> Any:
+    @contextlib.contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Turn a lost or refused connection into a StoreUnavailableError that says what
+        to check (the URL is shown without its password)."""
         try:
-            return self._scripts[name](keys=[], args=[self.keys.prefix, self._now_arg(), *args])
-        except self._redis_mod.ConnectionError as exc:
+            yield
+        except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
             raise StoreUnavailableError(
                 f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
                 "(DUETIME_REDIS_URL) right?") from exc
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            with self._reachable():
+                return self._scripts[name](keys=[],
+                                           args=[self.keys.prefix, self._now_arg(), *args])
         except self._redis_mod.ResponseError as exc:
             if "duetime bad-input" in str(exc):
                 raise ValueError(f"the store refused the request: {exc}") from exc
@@ -186,7 +196,8 @@ class RedisStore:
     # ---- producers -------------------------------------------------------------------------
 
     def next_id(self) -> int:
-        return int(self._r.incr(self.keys.ids))
+        with self._reachable():
+            return int(self._r.incr(self.keys.ids))
 
     def add(self, spec: JobSpec) -> AddResult:
         text = codec.encode(spec)  # refuses callables that are not registered tasks
@@ -276,7 +287,7 @@ class RedisStore:
 
     def get(self, job_id: str) -> JobInfo | None:
         k = self.keys
-        with self._r.pipeline(transaction=False) as p:
+        with self._reachable(), self._r.pipeline(transaction=False) as p:
             p.hgetall(k.job(job_id))
             p.lrange(k.skips(job_id), 0, -1)
             p.lrange(k.dead(job_id), 0, -1)
@@ -288,7 +299,9 @@ class RedisStore:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
         start = len(self.keys.job(""))
-        ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"), count=1000))
+        with self._reachable():
+            ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"),
+                                                              count=1000))
         infos = [i for i in (self.get(j) for j in ids) if i is not None and i.state in LIVE]
         return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
 
@@ -296,7 +309,9 @@ class RedisStore:
         if limit <= 0:
             return []
         out = []
-        for _, f in reversed(self._r.xrevrange(self.keys.events, count=limit)):
+        with self._reachable():
+            rows = self._r.xrevrange(self.keys.events, count=limit)
+        for _, f in reversed(rows):
             out.append(Event(
                 at=int(f["at"]) / 1000, kind=f["kind"], job_id=f["job"],
                 scheduled=int(f["sched"]) / 1000 if f["sched"] else None,

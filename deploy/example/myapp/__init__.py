@@ -1,0 +1,1 @@
+"""An example task module for the deploy files (replace it with your own)."""
