@@ -146,8 +146,8 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
     job_id = _job_id(job_id)
     with _store(verb, redis_url, namespace) as store:
         client = Client(store)
-        done = {"cancel": client.cancel, "pause": client.pause,
-                "resume": client.resume}[verb](job_id)
+        done = {"cancel": client.cancel, "pause": client.pause, "resume": client.resume,
+                "trigger": client.trigger}[verb](job_id)
         info = store.get(job_id)
         now = inspect.redis_now(store)
     if done:
@@ -156,7 +156,8 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
             extra = f", next run {inspect.when(info.next_run, now)}"
         if info is not None and info.running:
             extra += f"; {len(info.running)} running invocation(s) may finish"
-        past = {"cancel": "cancelled", "pause": "paused", "resume": "resumed"}[verb]
+        past = {"cancel": "cancelled", "pause": "paused", "resume": "resumed",
+                "trigger": "triggered a run of"}[verb]
         click.echo(f"{past} job {job_id!r}{extra}")
         return
     if info is None:
@@ -177,6 +178,17 @@ def cancel(redis_url: str | None, namespace: str, job_id: str) -> None:
     No invocation of it starts any more (a running one may finish). Exit 0 if this
     prevented a start, else 1 (unknown, finished or cancelled job, or a running one-off)."""
     _steer("cancel", redis_url, namespace, job_id)
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
+def trigger(redis_url: str | None, namespace: str, job_id: str) -> None:
+    """Run job ID once now, outside its schedule (recorded as "triggered").
+
+    The schedule is unchanged. Exit 1 if the job is unknown, finished or cancelled."""
+    _steer("trigger", redis_url, namespace, job_id)
 
 
 @main.command()
@@ -207,10 +219,11 @@ def resume(redis_url: str | None, namespace: str, job_id: str) -> None:
 @namespace_option
 @json_option
 def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
-    """Show queue depths, running jobs, counters, replicas.
+    """Show queue depths, lag, running jobs, counters, replicas.
 
-    Per lane: pending invocations and how many are due now (by Redis TIME); invocations
-    running; live replicas; the event counters; data-loss alarms."""
+    Per lane: pending invocations and how many are due now (by Redis TIME); dispatch lag
+    percentiles of recent claims (from the event stream); invocations running; live
+    replicas; the event counters; data-loss alarms."""
     from scheduler import inspect
     with _store("stats", redis_url, namespace) as store:
         st = inspect.stats(store)
@@ -226,6 +239,10 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     lines = inspect.table(["LANE", "QUEUED", "DUE NOW"], lanes, right=frozenset({1, 2}))
     click.echo("\n".join(lines) if lanes else "lanes       none (nothing was ever enqueued)")
     click.echo(f"running     {st['running']}")
+    lag = st["lag_ms"]
+    click.echo("lag         " + ("no recent claims" if not lag.get("samples") else
+               f"p50 {lag['p50']:.0f} ms, p90 {lag['p90']:.0f} ms, p99 {lag['p99']:.0f} ms, "
+               f"max {lag['max']:.0f} ms over the last {lag['samples']:.0f} claims"))
     alive = ", ".join(r["id"] if r["last_claim"] is None else
                       f"{r['id']} (last claim {inspect.span(max(0.0, now - r['last_claim']))} "
                       "ago)" for r in st["replicas"])

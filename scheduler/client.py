@@ -64,6 +64,10 @@ class Client:
     def resume(self, job_id: str) -> bool:
         return self.store.resume(validation.job_id(job_id))
 
+    def trigger(self, job_id: str) -> bool:
+        """Run the job once now, outside its schedule (see ``Scheduler.trigger``)."""
+        return self.store.trigger(validation.job_id(job_id))
+
     def get(self, job_id: str) -> JobInfo:
         info = self.store.get(validation.job_id(job_id))
         if info is None:

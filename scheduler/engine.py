@@ -156,6 +156,11 @@ class Scheduler:
         """Stop starting new invocations of the job until ``resume``."""
         return self.store.pause(validation.job_id(job_id))
 
+    def trigger(self, job_id: str) -> bool:
+        """Run the job once now, outside its schedule (its schedule is unchanged; the run
+        is recorded as "triggered"). False if the job is unknown, finished or cancelled."""
+        return self.store.trigger(validation.job_id(job_id))
+
     def resume(self, job_id: str) -> bool:
         """Resume a paused job; occurrences missed meanwhile follow its misfire policy."""
         return self.store.resume(validation.job_id(job_id))

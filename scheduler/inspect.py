@@ -50,6 +50,7 @@ class Stats(TypedDict):
     replicas: list[Replica]
     replicas_alive: int
     data_loss_alarms: int         # times a replica found the namespace's data gone
+    lag_ms: dict[str, float]      # dispatch lag of recent claims: p50, p90, p99, max, samples
 
 
 # ---- the queue and the fleet ------------------------------------------------------------
@@ -123,7 +124,24 @@ def stats(store: RedisStore) -> Stats:
     return {"namespace": store.namespace, "now": now, "now_iso": iso(now) or "",
             "queue_depths": queue_depths(store), "due_now": due_now(store, now),
             "running": running_count(store), "counters": counts, "replicas": alive,
-            "replicas_alive": len(alive), "data_loss_alarms": counts.get("data_loss", 0)}
+            "replicas_alive": len(alive), "data_loss_alarms": counts.get("data_loss", 0),
+            "lag_ms": claim_lag(store)}
+
+
+def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
+    """Dispatch lag (claim time minus scheduled time, both Redis time) of the claims among
+    the last ``window`` events: p50, p90, p99 and max in ms, and the sample count."""
+    rows = store.redis.xrevrange(store.keys.events, count=window)
+    lags = sorted(int(f["at"]) - int(f["sched"]) for _, f in rows
+                  if f.get("kind") == "claimed" and f.get("sched"))
+    if not lags:
+        return {"samples": 0}
+
+    def pct(p: float) -> float:
+        return float(lags[min(len(lags) - 1, int(p * len(lags)))])
+
+    return {"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": float(lags[-1]),
+            "samples": float(len(lags))}
 
 
 # ---- events -----------------------------------------------------------------------------

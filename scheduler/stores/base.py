@@ -50,6 +50,11 @@ class Store(Protocol):
         policy). True iff it was paused."""
         ...
 
+    def trigger(self, job_id: str) -> bool:
+        """Add one run of a live job, due now, outside its schedule (recorded as
+        "triggered"). False if the job is unknown, finished or cancelled."""
+        ...
+
     def claim_due(
         self, capacity: Mapping[str, int], lease: float | None, owner: str
     ) -> ClaimBatch:

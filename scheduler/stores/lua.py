@@ -6,7 +6,8 @@ import pathlib
 from functools import cache
 from typing import Any
 
-SCRIPTS = ("add", "claim", "renew", "complete", "fail", "release", "cancel", "pause", "resume")
+SCRIPTS = ("add", "claim", "renew", "complete", "fail", "release", "cancel", "pause", "resume",
+           "trigger")
 
 
 def lua_dir() -> pathlib.Path:

@@ -143,6 +143,21 @@ class MemoryStore:
         self._wake(due_in)
         return True
 
+    def trigger(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.cancelled:
+                return False
+            now = self.clock.now()
+            pending = Pending(now, 1, now)
+            if job.paused is not None:
+                job.paused.append(pending)
+            else:
+                self._push_locked(job, pending)
+            self._event_locked(now, "triggered", job_id, now, 1)
+        self._wake(0.0)
+        return True
+
     # ---- the dispatcher's side ---------------------------------------------------------
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None,

@@ -232,6 +232,9 @@ class RedisStore:
     def resume(self, job_id: str) -> bool:
         return bool(self._call("resume", job_id))
 
+    def trigger(self, job_id: str) -> bool:
+        return bool(self._call("trigger", job_id))
+
     # ---- the dispatcher's side ----------------------------------------------------------
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None,

@@ -428,3 +428,17 @@ def test_catch_up_never_skips_it_runs_missed_occurrences_one_after_another(store
     store.complete(c1, None)
     assert _run_all(store, clock, 3) == [2, 3]
     assert store.get("r").skipped == ()
+
+
+def test_trigger_runs_a_live_job_now_without_moving_its_schedule(store, clock):
+    store.add(every("r", 10))
+    clock.advance(3)
+    assert store.trigger("r") is True
+    (c,) = claim(store).claims
+    assert (c.scheduled, c.attempt) == (START + 3, 1)
+    store.complete(c, None)
+    assert store.get("r").next_run == START + 10          # the grid is unchanged
+    assert [e.kind for e in store.events() if e.kind == "triggered"] == ["triggered"]
+    assert store.trigger("unknown") is False
+    store.cancel("r")
+    assert store.trigger("r") is False

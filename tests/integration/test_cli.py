@@ -320,3 +320,32 @@ def test_python_dash_m_scheduler_ls(redis_server, ns):
     bad = subprocess.run([sys.executable, "-m", "scheduler", "ls", "--redis", UNREACHABLE],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
     assert bad.returncode == 3 and "cannot reach Redis" in bad.stderr
+
+
+def test_trigger_runs_a_job_now_and_says_so(redis_url, redis_ns):
+    from click.testing import CliRunner
+
+    from scheduler import Client
+    from scheduler.cli import main
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue("tests.noop", every=3600, job_id="report")
+        out = CliRunner().invoke(main, ["trigger", "report", "--redis", redis_url,
+                                        "-n", redis_ns])
+        assert out.exit_code == 0 and "triggered a run of job 'report'" in out.output
+        assert [e.kind for e in client.events(50)][-1] == "triggered"
+        missing = CliRunner().invoke(main, ["trigger", "nope", "--redis", redis_url,
+                                            "-n", redis_ns])
+        assert missing.exit_code == 1
+
+
+def test_stats_reports_lag_percentiles_of_recent_claims(redis_url, redis_ns):
+    from scheduler import Scheduler, inspect
+    from scheduler.stores.redis import RedisStore
+    store = RedisStore(redis_url, redis_ns)
+    with Scheduler(1, store=store) as engine:
+        for _ in range(5):
+            engine.after("tests.noop", 0)
+        assert engine.wait_idle(5)
+    lag = inspect.stats(store)["lag_ms"]
+    assert lag["samples"] == 5 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"] < 1000
+    store.close()
