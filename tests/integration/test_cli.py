@@ -339,6 +339,7 @@ def test_trigger_runs_a_job_now_and_says_so(redis_url, redis_ns):
 
 
 def test_stats_reports_lag_percentiles_of_recent_claims(redis_url, redis_ns):
+    import tests.helpers  # noqa: F401  (registers tests.noop)
     from scheduler import Scheduler, inspect
     from scheduler.stores.redis import RedisStore
     store = RedisStore(redis_url, redis_ns)
