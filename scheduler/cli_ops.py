@@ -293,3 +293,51 @@ def events(redis_url: str | None, namespace: str, count: int, follow: bool,
                 emit(entry)
         except KeyboardInterrupt:  # the way out of --follow: exit 0
             pass
+
+
+@main.command()
+@url_option
+@namespace_option
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between refreshes.")
+@click.option("--iterations", type=int, default=None,
+              help="Stop after N refreshes (default: until Ctrl-C).")
+def top(redis_url: str | None, namespace: str, interval: float,
+        iterations: int | None) -> None:
+    """A live view: replicas, queue depth and lag, and the invocations running now."""
+    import time
+
+    with _store("top", redis_url, namespace) as store:
+        n = 0
+        try:
+            while iterations is None or n < iterations:
+                screen = _top_screen(store, namespace)
+                if iterations is None:
+                    click.clear()
+                click.echo(screen)
+                n += 1
+                if iterations is None or n < iterations:
+                    time.sleep(interval)
+        except KeyboardInterrupt:
+            pass
+
+
+
+def _top_screen(store: RedisStore, namespace: str) -> str:
+    from scheduler import inspect
+    st = inspect.stats(store)
+    now = st["now"]
+    lag = st["lag_ms"]
+    out = [f"duetime top — namespace {namespace} at {store.url} — {inspect.local(now)}",
+           f"replicas {st['replicas_alive']}   running {st['running']}   queued "
+           f"{sum(st['queue_depths'].values())}   due now {sum(st['due_now'].values())}   "
+           + ("lag: no recent claims" if not lag.get("samples") else
+              f"lag p50/p99/max {lag['p50']:.0f}/{lag['p99']:.0f}/{lag['max']:.0f} ms"), ""]
+    rows = []
+    for token, data in sorted(store.redis.hgetall(store.keys.running).items()):
+        _gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
+        owner = token.rsplit(":", 1)[0]
+        rows.append([job, inspect.local(int(sched) / 1000), attempt, fence, owner,
+                     inspect.span(max(0.0, now - int(sched) / 1000))])
+    out += inspect.table(["RUNNING JOB", "SCHEDULED", "ATTEMPT", "FENCE", "REPLICA", "FOR"],
+                         rows, right=frozenset({2, 3, 5})) if rows else ["nothing running"]
+    return "\n".join(out)

@@ -350,3 +350,30 @@ def test_stats_reports_lag_percentiles_of_recent_claims(redis_url, redis_ns):
     lag = inspect.stats(store)["lag_ms"]
     assert lag["samples"] == 5 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"] < 1000
     store.close()
+
+
+def test_top_shows_running_invocations(redis_url, redis_ns):
+    import threading
+
+    from click.testing import CliRunner
+
+    from scheduler import Scheduler, current_invocation, task
+    from scheduler.cli import main
+    from scheduler.stores.redis import RedisStore
+
+    started, release = threading.Event(), threading.Event()
+
+    @task("tests.cli.block")
+    def block() -> None:
+        started.set()
+        current_invocation().token.wait(5) if not release.wait(5) else None
+
+    with Scheduler(1, store=RedisStore(redis_url, redis_ns)) as engine:
+        engine.after("tests.cli.block", 0, job_id="blocker")
+        assert started.wait(5)
+        out = CliRunner().invoke(main, ["top", "--redis", redis_url, "-n", redis_ns,
+                                        "--iterations", "1"])
+        release.set()
+    assert out.exit_code == 0, out.output
+    assert "RUNNING JOB" in out.output and "blocker" in out.output
+    assert "replicas 1" in out.output
