@@ -29,7 +29,7 @@ class Dispatcher:
                  submit: Callable[[Claim, float], None],
                  lease: float | None, owner: str,
                  resync: float | None = None, rng: random.Random | None = None,
-                 retry_backoff: tuple[float, float] = (0.05, 5.0),
+                 retry_backoff: tuple[float, float] = (0.05, 2.0),
                  metrics: Metrics | None = None) -> None:
         self._store = store
         self._clock = clock
