@@ -9,7 +9,7 @@ amortised O(1) per cancel).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 
@@ -57,3 +57,15 @@ class DueHeap:
             self._heap = [e for e in self._heap if is_live(e)]
             heapq.heapify(self._heap)
             self._stale = 0
+
+
+def earliest(heaps: Mapping[str, DueHeap], lanes: Iterable[str],
+             is_live: Callable[[DueEntry], bool]) -> tuple[str, DueEntry | None]:
+    """Among ``lanes``, the one whose live head is earliest by (due, seq), and that head."""
+    best_lane, best = "", None
+    for lane in lanes:
+        heap = heaps.get(lane)
+        top = heap.peek(is_live) if heap is not None else None
+        if top is not None and (best is None or (top.due, top.seq) < (best.due, best.seq)):
+            best_lane, best = lane, top
+    return best_lane, best

@@ -15,12 +15,16 @@ from scheduler.model import (
     After,
     At,
     Delivery,
+    Event,
     Every,
+    InvocationInfo,
+    JobInfo,
     JobSpec,
     Misfire,
     Overlap,
     RetryPolicy,
     Schedule,
+    Skip,
     TaskRef,
 )
 
@@ -95,3 +99,47 @@ def result_json(value: Any) -> str:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
         return json.dumps(repr(value))
+
+
+def job_info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
+          running: dict[str, str]) -> JobInfo:
+    """A job hash (with its skip and dead-letter lists and the running hash) as a JobInfo.
+    A definition that cannot be read still gives a snapshot (it was quarantined)."""
+    try:
+        spec: JobSpec | None = decode(h["def"], job_id)
+    except (ValueError, KeyError, TypeError):
+        spec = None  # quarantined: still inspectable
+    invs = []
+    for data in running.values():
+        gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
+        if job == job_id:
+            invs.append(InvocationInfo(job, int(sched) / 1000, int(attempt), int(fence), None))
+    if h.get("cancelled") == "1":
+        state = "cancelled"
+    elif h.get("state"):
+        state = h["state"]
+    elif h.get("paused") == "1":
+        state = "paused"
+    elif invs:
+        state = "running"
+    else:
+        state = "scheduled"
+    entry = h.get("e")
+    skipped = []
+    for s in reversed(skips):
+        first, last, count, reason = s.split("|", 3)
+        skipped.append(Skip(int(first) / 1000, int(last) / 1000, int(count), reason))
+    dead_letters = []
+    for d in reversed(dead):
+        e = json.loads(d)
+        dead_letters.append(Event(e["at"] / 1000, "dead_lettered", job_id, e["sched"] / 1000,
+                                  e["attempt"], e["reason"]))
+    result = h.get("last_result")
+    return JobInfo(
+        job_id=job_id, schedule=spec.schedule.describe() if spec else "(unreadable)",
+        lane=h.get("lane", "default"), state=state,
+        next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
+        failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
+        last_result=json.loads(result) if result else None,
+        last_error=h.get("last_error") or None, running=tuple(invs), skipped=tuple(skipped),
+        dead_letters=tuple(dead_letters))

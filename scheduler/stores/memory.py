@@ -20,7 +20,7 @@ from typing import Any
 
 from scheduler import schedules
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.heap import DueEntry, DueHeap
+from scheduler.heap import DueEntry, DueHeap, earliest
 from scheduler.model import (
     AddResult,
     After,
@@ -76,7 +76,7 @@ class MemoryStore:
             now = self.clock.now()
             old = self._jobs.get(spec.job_id)
             if old is not None and not old.cancelled and old.spec == spec:
-                return AddResult("unchanged", self._job_due_in_locked(old, now))
+                return AddResult("unchanged", old.due_in(now))
             if old is not None:
                 self._drop_pending_locked(old)
             job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
@@ -139,7 +139,7 @@ class MemoryStore:
             for p in stash:
                 self._push_locked(job, p)
             self._event_locked(now, "resumed", job_id)
-            due_in = self._job_due_in_locked(job, now)
+            due_in = job.due_in(now)
         self._wake(due_in)
         return True
 
@@ -168,7 +168,7 @@ class MemoryStore:
             left = {lane: n for lane, n in capacity.items() if n > 0}
             claims: list[Claim] = []
             while left:
-                lane, entry = self._earliest_locked(left)
+                lane, entry = earliest(self._heaps, left, self._is_live)
                 if entry is None or entry.due > now:
                     break
                 self._heaps[lane].pop()
@@ -404,28 +404,14 @@ class MemoryStore:
         job.paused = None
         job.queued = None
 
-    def _earliest_locked(self, lanes: Mapping[str, int]) -> tuple[str, DueEntry | None]:
-        """The lane whose live head is earliest by (due, seq), and that head."""
-        best_lane, best = "", None
-        for lane in lanes:
-            heap = self._heaps.get(lane)
-            top = heap.peek(self._is_live) if heap is not None else None
-            if top is not None and (best is None or (top.due, top.seq) < (best.due, best.seq)):
-                best_lane, best = lane, top
-        return best_lane, best
-
     def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
-        _, entry = self._earliest_locked(lanes)
+        _, entry = earliest(self._heaps, lanes, self._is_live)
         nxt = None if entry is None else entry.due
         while self._leases and self._leases[0][1] not in self._running:
             heapq.heappop(self._leases)
         if self._leases:
             nxt = self._leases[0][0] if nxt is None else min(nxt, self._leases[0][0])
         return None if nxt is None else max(0.0, nxt - now)
-
-    def _job_due_in_locked(self, job: JobRecord, now: float) -> float | None:
-        dues = [p.due for p in job.pending.values()]
-        return max(0.0, min(dues) - now) if dues else None
 
     def _skip_locked(self, job: JobRecord, now: float, first_k: int, last_k: int,
                      reason: str) -> None:

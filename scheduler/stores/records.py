@@ -52,6 +52,11 @@ class JobRecord:
     skipped: deque[Skip] | None = None        # created on first use: most jobs never skip
     dead_letters: deque[Event] | None = None
 
+    def due_in(self, now: float) -> float | None:
+        """Seconds until the job's earliest pending invocation (None: nothing pending)."""
+        dues = [p.due for p in self.pending.values()]
+        return max(0.0, min(dues) - now) if dues else None
+
     def note_skip(self, skip: Skip) -> None:
         if self.skipped is None:
             self.skipped = deque(maxlen=RECENT)

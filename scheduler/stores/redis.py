@@ -22,19 +22,7 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError, PayloadError
-from scheduler.model import (
-    AddResult,
-    After,
-    At,
-    Claim,
-    ClaimBatch,
-    Commit,
-    Event,
-    InvocationInfo,
-    JobInfo,
-    JobSpec,
-    Skip,
-)
+from scheduler.model import AddResult, After, At, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.schedules import grace_for
 from scheduler.stores import codec, lua
 from scheduler.stores.base import WakeListener
@@ -296,7 +284,7 @@ class RedisStore:
             p.lrange(k.dead(job_id), 0, -1)
             p.hgetall(k.running)
             h, skips, dead, running = p.execute()
-        return _info(job_id, h, skips, dead, running) if h else None
+        return codec.job_info(job_id, h, skips, dead, running) if h else None
 
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
@@ -415,45 +403,3 @@ def _safe_url(url: Any) -> str:
     netloc = parts.netloc.rsplit("@", 1)[1]
     user = f"{parts.username}:***@" if parts.username else ":***@"
     return urlunsplit(parts._replace(netloc=user + netloc))
-
-
-def _info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
-          running: dict[str, str]) -> JobInfo:
-    try:
-        spec: JobSpec | None = codec.decode(h["def"], job_id)
-    except (ValueError, KeyError, TypeError):
-        spec = None  # quarantined: still inspectable
-    invs = []
-    for data in running.values():
-        gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
-        if job == job_id:
-            invs.append(InvocationInfo(job, int(sched) / 1000, int(attempt), int(fence), None))
-    if h.get("cancelled") == "1":
-        state = "cancelled"
-    elif h.get("state"):
-        state = h["state"]
-    elif h.get("paused") == "1":
-        state = "paused"
-    elif invs:
-        state = "running"
-    else:
-        state = "scheduled"
-    entry = h.get("e")
-    skipped = []
-    for s in reversed(skips):
-        first, last, count, reason = s.split("|", 3)
-        skipped.append(Skip(int(first) / 1000, int(last) / 1000, int(count), reason))
-    dead_letters = []
-    for d in reversed(dead):
-        e = json.loads(d)
-        dead_letters.append(Event(e["at"] / 1000, "dead_lettered", job_id, e["sched"] / 1000,
-                                  e["attempt"], e["reason"]))
-    result = h.get("last_result")
-    return JobInfo(
-        job_id=job_id, schedule=spec.schedule.describe() if spec else "(unreadable)",
-        lane=h.get("lane", "default"), state=state,
-        next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
-        failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
-        last_result=json.loads(result) if result else None,
-        last_error=h.get("last_error") or None, running=tuple(invs), skipped=tuple(skipped),
-        dead_letters=tuple(dead_letters))
