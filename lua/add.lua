@@ -72,6 +72,7 @@ if kind == 'every' then
 end
 redis.call('HSET', jk, unpack(set))
 redis.call('SADD', P .. 'lanes', lane)
+if not layout then redis.call('SET', P .. 'layout', LAYOUT) end
 
 local due, k = nil, 0
 if kind == 'after' then

@@ -25,6 +25,16 @@ if ARGV[2] ~= '' and not int(ARGV[2]) then
   return redis.error_reply('ERR duetime bad-input now')
 end
 
+-- The data layout these scripts read and write. add.lua records it in the namespace; a
+-- namespace written by another layout is refused loudly instead of misread silently
+-- (e.g. producers and replicas of different versions during a rolling upgrade).
+local LAYOUT = '1'
+local layout = redis.call('GET', P .. 'layout')
+if layout and layout ~= LAYOUT then
+  return redis.error_reply('ERR duetime layout ' .. layout .. ' in this namespace, but this ' ..
+    'duetime writes layout ' .. LAYOUT .. ': run one version of duetime per namespace')
+end
+
 local function now_ms()
   if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
   local t = redis.call('TIME')

@@ -32,6 +32,7 @@ class Keys:
         self.gen = p + "gen"              # counter: job definition generations
         self.seq = p + "seq"              # counter: FIFO order of due entries
         self.epoch = p + "epoch"          # random id set once: gone = Redis lost our data
+        self.layout = p + "layout"        # data layout version of the scripts that wrote it
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"      # zset: pending member -> due epoch ms

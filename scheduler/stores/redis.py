@@ -77,6 +77,7 @@ class RedisStore:
         self._specs: OrderedDict[tuple[str, str], JobSpec] = OrderedDict()
         self._offset_ms = 0.0          # Redis time minus local monotonic time, in ms
         self._epoch: str | None = None  # the namespace's epoch, once known
+        self._checked: list[str] | None = None  # check_server() warnings, once checked
         self.data_loss_alarms = 0
         self._listeners: list[WakeListener] = []
         self._sub_lock = threading.Lock()
@@ -114,6 +115,8 @@ class RedisStore:
         except self._redis_mod.ResponseError as exc:
             if "duetime bad-input" in str(exc):
                 raise ValueError(f"the store refused the request: {exc}") from exc
+            if "duetime layout" in str(exc):
+                raise StoreConfigError(str(exc).removeprefix("duetime ")) from exc
             raise
 
     def _spec(self, job_id: str, text: str) -> JobSpec:
@@ -148,6 +151,8 @@ class RedisStore:
                 "it would evict leases (duplicate runs) or jobs (lost runs). Set "
                 "'maxmemory-policy noeviction' in redis.conf (or CONFIG SET "
                 "maxmemory-policy noeviction)")
+        if self._checked is not None:
+            return self._checked
         warnings = []
         if not info.get("aof_enabled"):
             warnings.append(
@@ -157,6 +162,7 @@ class RedisStore:
         self._epoch = self._r.get(self.keys.epoch)
         for w in warnings:
             log.warning(w)
+        self._checked = warnings
         return warnings
 
     def _watch_epoch(self, epoch: str) -> None:
@@ -189,11 +195,11 @@ class RedisStore:
 
     def add(self, spec: JobSpec) -> AddResult:
         text = codec.encode(spec)  # refuses callables that are not registered tasks
-        args_json = json.loads(text).get("a", "{}")
-        if len(args_json.encode()) > self.payload_limit:
-            raise PayloadError(f"job arguments are {len(args_json.encode())} bytes of JSON, "
-                               f"over the {self.payload_limit}-byte limit; store large data "
-                               "elsewhere and pass a reference")
+        size = len(codec.task_ref(spec.target).args_json.encode())
+        if size > self.payload_limit:
+            raise PayloadError(f"job arguments are {size} bytes of JSON, over the "
+                               f"{self.payload_limit}-byte limit; store large data elsewhere "
+                               "and pass a reference")
         s = spec.schedule
         anchor = ""
         if isinstance(s, After):

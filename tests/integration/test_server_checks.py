@@ -53,3 +53,20 @@ def test_redis_coming_back_empty_raises_the_alarm(private_redis, redis_ns, clock
     store.claim_due({"default": 1}, 30, "o")          # a new epoch: one alarm per loss
     assert store.data_loss_alarms == 1
     store.close()
+
+
+def test_a_namespace_of_another_data_layout_is_refused_loudly(redis_url, redis_ns,
+                                                              redis_client, clock):
+    store = RedisStore(redis_url, redis_ns, clock=clock)
+    store.add(spec("a", After(0)))
+    assert redis_client.get(store.keys.layout) == b"1"
+    redis_client.set(store.keys.layout, "2")           # written by another version
+    with pytest.raises(StoreConfigError, match="layout 2 in this namespace"):
+        store.claim_due({"default": 1}, 30, "o")
+    store.close()
+
+
+def test_check_server_runs_once_per_store(redis_url, redis_ns, caplog):
+    store = RedisStore(redis_url, redis_ns)
+    assert store.check_server() is store.check_server()
+    store.close()

@@ -1,0 +1,194 @@
+"""Task bodies and worker entry points for ``bench_shared.py`` (not a test module).
+
+Every system's task does the same thing: note its start time and append one record
+``tag|due_ms|start_ms|pid|sched_ms`` to the list ``bench:hits`` of the *witness* Redis
+(``$BENCH_WITNESS_URL``, a server separate from the one the scheduler under test uses,
+so the witness traffic is not counted). ``sched_ms`` is the occurrence the system says
+it is running (duetime: ``current_invocation().scheduled_ms``; arq: the job score; saq:
+the job's ``scheduled``), or -1 where the system does not tell.
+
+duetime replicas import this module with ``--import shared_tasks``. The peers' worker
+processes are started by the benchmark as
+``python -c "import shared_tasks; shared_tasks.main()" SYSTEM [cron]`` with
+``$BENCH_REDIS_URL`` set; their libraries are imported only there.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import redis
+
+import scheduler
+
+HITS, READY = "bench:hits", "bench:ready"
+_conn: dict[int, redis.Redis] = {}  # per pid: a forked work horse must not share a socket
+
+
+def _witness() -> redis.Redis:
+    pid = os.getpid()
+    if pid not in _conn:
+        _conn[pid] = redis.Redis.from_url(os.environ["BENCH_WITNESS_URL"])
+    return _conn[pid]
+
+
+def _line(tag: str, due_ms: float, start_ms: float, sched_ms: float) -> str:
+    return f"{tag}|{due_ms:.0f}|{start_ms:.3f}|{os.getpid()}|{sched_ms:.0f}"
+
+
+def record(tag: str, due_ms: float, start_ms: float, sched_ms: float = -1) -> None:
+    _witness().rpush(HITS, _line(tag, due_ms, start_ms, sched_ms))
+
+
+def ready(system: str) -> None:
+    """A worker process announces it is up (peers only; duetime replicas are seen by
+    their ``replica:*`` keys)."""
+    _witness().rpush(READY, f"{system}:{os.getpid()}")
+
+
+# ------------------------------------------------------------------------ duetime
+@scheduler.task("bench.hit")
+def hit(due_ms: int, tag: str = "") -> None:
+    start = time.time() * 1000
+    try:
+        sched = scheduler.current_invocation().scheduled_ms
+    except RuntimeError:
+        sched = -1
+    record(tag, due_ms, start, sched)
+
+
+# ------------------------------------------------------------------ APScheduler 3
+def aps_hit(due_ms: int, tag: str = "") -> None:  # runs in the benchmark process
+    record(tag, due_ms, time.time() * 1000)
+
+
+# ------------------------------------------------------------------------------ RQ
+def rq_hit(due_ms: int, tag: str = "") -> None:
+    record(tag, due_ms, time.time() * 1000)
+
+
+def rq_tick() -> None:
+    record("tick", 0, time.time() * 1000)
+
+
+def _rq_cron(url: str) -> None:
+    from rq.cron import CronScheduler
+    cron = CronScheduler(connection=redis.Redis.from_url(url), logging_level="WARNING")
+    cron.register(rq_tick, "default", cron="* * * * * *")  # 6 fields: every second
+    ready("rq-cron")
+    cron.start()
+
+
+# ----------------------------------------------------------------------------- arq
+_aconn: dict[int, object] = {}
+
+
+def _awitness():  # type: ignore[no-untyped-def]
+    import redis.asyncio as aredis
+    if os.getpid() not in _aconn:
+        _aconn[os.getpid()] = aredis.Redis.from_url(os.environ["BENCH_WITNESS_URL"])
+    return _aconn[os.getpid()]
+
+
+async def _arecord(line: str) -> None:  # for the asyncio peers (arq, saq)
+    await _awitness().rpush(HITS, line)
+
+
+async def arq_hit(ctx: dict, due_ms: int, tag: str = "") -> None:
+    await _arecord(_line(tag, due_ms, time.time() * 1000, -1))
+
+
+async def arq_tick(ctx: dict) -> None:
+    start = time.time() * 1000
+    await _arecord(_line("tick", 0, start, ctx.get("score") or -1))
+
+
+async def _arq_startup(ctx: dict) -> None:
+    await _awitness().rpush(READY, f"arq:{os.getpid()}")
+
+
+def _arq(url: str, cron_on: bool, workers: int) -> None:
+    from arq import cron
+    from arq.connections import RedisSettings
+    from arq.worker import run_worker
+
+    class Settings:
+        functions = [arq_hit]
+        redis_settings = RedisSettings.from_dsn(url)
+        max_jobs = workers
+        on_startup = _arq_startup
+        cron_jobs = ([cron(arq_tick, second=set(range(60)), microsecond=0, unique=True)]
+                     if cron_on else [])
+    run_worker(Settings)
+
+
+# ---------------------------------------------------------------------------- huey
+_hueys: dict[str, tuple] = {}
+
+
+def make_huey(url: str) -> tuple:
+    """(huey, hit task) for ``url``; the producer and the consumer build the same."""
+    if url not in _hueys:
+        from huey import RedisHuey
+        h = RedisHuey("bench", url=url)
+
+        @h.task(name="huey_hit")
+        def huey_hit(due_ms: int, tag: str = "") -> None:
+            record(tag, due_ms, time.time() * 1000)
+        _hueys[url] = (h, huey_hit)
+    return _hueys[url]
+
+
+def _huey(url: str, workers: int) -> None:
+    h, _ = make_huey(url)
+    consumer = h.create_consumer(workers=workers, worker_type="thread", periodic=False)
+    ready("huey")
+    consumer.run()
+
+
+# ----------------------------------------------------------------------------- saq
+async def saq_hit(ctx: dict, *, due_ms: int, tag: str = "") -> None:
+    await _arecord(_line(tag, due_ms, time.time() * 1000, -1))
+
+
+async def saq_tick(ctx: dict) -> None:
+    start = time.time() * 1000
+    job = ctx.get("job")
+    sched = float(job.scheduled) * 1000 if job is not None and job.scheduled else -1
+    await _arecord(_line("tick", 0, start, sched))
+
+
+async def _saq_startup(ctx: dict) -> None:
+    await _awitness().rpush(READY, f"saq:{os.getpid()}")
+
+
+def saq_settings() -> dict:
+    from saq import CronJob, Queue
+    cron_on = os.environ.get("BENCH_CRON") == "1"
+    return {"queue": Queue.from_url(os.environ["BENCH_REDIS_URL"]),
+            "functions": [saq_hit, saq_tick],
+            "concurrency": int(os.environ.get("BENCH_WORKERS", "4")),
+            "startup": _saq_startup,
+            "cron_jobs": [CronJob(saq_tick, cron="* * * * * *")] if cron_on else []}
+
+
+# ---------------------------------------------------------------------- entry point
+def main(argv: list[str] | None = None) -> None:
+    """``SYSTEM``: rq-cron | arq | huey | saq; the Redis URL is $BENCH_REDIS_URL,
+    cron on if $BENCH_CRON=1, worker count $BENCH_WORKERS (default 4)."""
+    argv = sys.argv[1:] if argv is None else argv
+    system, url = argv[0], os.environ["BENCH_REDIS_URL"]
+    cron_on = os.environ.get("BENCH_CRON") == "1"
+    workers = int(os.environ.get("BENCH_WORKERS", "4"))
+    if system == "rq-cron":
+        _rq_cron(url)
+    elif system == "arq":
+        _arq(url, cron_on, workers)
+    elif system == "huey":
+        _huey(url, workers)
+    elif system == "saq":
+        from saq.worker import start
+        start("shared_tasks.saq_settings")
+    else:
+        raise SystemExit(f"unknown system {system!r}")
