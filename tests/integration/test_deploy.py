@@ -431,7 +431,7 @@ def test_redis_conf_settings_take_effect(server):
     assert got == {
         "appendonly": "yes", "appendfsync": "always", "maxmemory-policy": "noeviction",
         "save": "", "no-appendfsync-on-rewrite": "no", "hash-max-listpack-entries": "512",
-        "hash-max-listpack-value": "64", "zset-max-listpack-entries": "128",
+        "hash-max-listpack-value": "128", "zset-max-listpack-entries": "128",
         "zset-max-listpack-value": "64", "protected-mode": "yes", "aclfile": str(server.acl)}
     assert server.admin.info("persistence")["aof_enabled"] == 1
 
