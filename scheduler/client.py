@@ -59,16 +59,22 @@ class Client:
         return self.store.cancel(validation.job_id(job_id))
 
     def pause(self, job_id: str) -> bool:
+        """Stop starting new invocations of the job until ``resume``. True iff it was
+        active and is now paused."""
         return self.store.pause(validation.job_id(job_id))
 
     def resume(self, job_id: str) -> bool:
+        """Resume a paused job; occurrences missed meanwhile follow its misfire policy."""
         return self.store.resume(validation.job_id(job_id))
 
     def trigger(self, job_id: str) -> bool:
-        """Run the job once now, outside its schedule (see ``Scheduler.trigger``)."""
+        """Run the job once now, outside its schedule (its schedule is unchanged; the run
+        is recorded as "triggered"). False if the job is unknown, finished or cancelled."""
         return self.store.trigger(validation.job_id(job_id))
 
     def get(self, job_id: str) -> JobInfo:
+        """A snapshot of the job: state, next run, runs, failures, last result/error,
+        running invocations, skipped occurrences, dead letters."""
         info = self.store.get(validation.job_id(job_id))
         if info is None:
             raise JobNotFoundError(job_id)

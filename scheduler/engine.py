@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from scheduler import tasks, validation
+from scheduler.client import Client
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
-from scheduler.errors import JobNotFoundError, SchedulerClosedError
+from scheduler.errors import SchedulerClosedError
 from scheduler.metrics import Metrics
-from scheduler.model import After, At, Claim, Event, Every, InvocationInfo, JobInfo, Schedule
+from scheduler.model import After, At, Claim, Every, InvocationInfo, Schedule
 from scheduler.specs import JobTarget, epoch, make_spec
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore
@@ -32,8 +33,8 @@ log = logging.getLogger("duetime")
 
 
 
-class Scheduler:
-    """A scheduler engine over a store.
+class Scheduler(Client):
+    """A scheduler engine over a store: a ``Client`` that also runs the jobs.
 
     ``num_workers`` threads serve the ``"default"`` lane; ``lanes`` adds named lanes with
     their own sizes (a job names its lane). ``lease`` is the claim lease (default: the
@@ -54,7 +55,7 @@ class Scheduler:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         self.clock: Clock = clock or getattr(store, "clock", None) or MonotonicClock()
-        self.store: Store = store if store is not None else MemoryStore(self.clock)
+        super().__init__(store if store is not None else MemoryStore(self.clock))
         self.owner = owner or uuid.uuid4().hex[:12]
         check = getattr(self.store, "check_server", None)
         if check is not None:
@@ -152,37 +153,10 @@ class Scheduler:
             self._runner.wait_job(job_id, timeout)
         return prevented
 
-    def pause(self, job_id: str) -> bool:
-        """Stop starting new invocations of the job until ``resume``."""
-        return self.store.pause(validation.job_id(job_id))
-
-    def trigger(self, job_id: str) -> bool:
-        """Run the job once now, outside its schedule (its schedule is unchanged; the run
-        is recorded as "triggered"). False if the job is unknown, finished or cancelled."""
-        return self.store.trigger(validation.job_id(job_id))
-
-    def resume(self, job_id: str) -> bool:
-        """Resume a paused job; occurrences missed meanwhile follow its misfire policy."""
-        return self.store.resume(validation.job_id(job_id))
-
-    # ---- inspection ---------------------------------------------------------------------
-
-    def get(self, job_id: str) -> JobInfo:
-        """A snapshot of the job: state, next run, runs, failures, last result/error,
-        running invocations, skipped occurrences, dead letters."""
-        info = self.store.get(validation.job_id(job_id))
-        if info is None:
-            raise JobNotFoundError(job_id)
-        return info
-
-    def jobs(self) -> list[JobInfo]:
-        return self.store.jobs()
+    # pause, resume, trigger, get, jobs, events: inherited from Client
 
     def running(self) -> list[InvocationInfo]:
         return [inv for info in self.store.jobs() for inv in info.running]
-
-    def events(self, limit: int = 100) -> list[Event]:
-        return self.store.events(limit)
 
     def wait_idle(self, timeout: float | None = 10.0) -> bool:
         """Block until nothing is due now, nothing runs and no wake-up is pending (for
