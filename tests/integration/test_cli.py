@@ -24,7 +24,7 @@ pytestmark = pytest.mark.redis
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNREACHABLE = "redis://127.0.0.1:1/0"
-NEW_COMMANDS = ["ls", "show", "stats", "events", "cancel", "pause", "resume"]
+NEW_COMMANDS = ["ls", "show", "stats", "events", "cancel", "pause", "resume", "trigger", "top"]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 
 
@@ -301,6 +301,7 @@ def test_help_for_every_command():
     runner = CliRunner()
     top = runner.invoke(main, ["--help"])
     assert top.exit_code == 0
+    assert set(main.commands) == {"run", "enqueue", "demo", *NEW_COMMANDS}  # none forgotten
     for name in ["run", "enqueue", "demo", *NEW_COMMANDS]:
         assert re.search(rf"^  {name}\s+\w", top.output, re.M), name  # a one-line summary
         r = runner.invoke(main, [name, "--help"])
@@ -377,3 +378,22 @@ def test_top_shows_running_invocations(redis_url, redis_ns):
     assert out.exit_code == 0, out.output
     assert "RUNNING JOB" in out.output and "blocker" in out.output
     assert "replicas 1" in out.output
+
+
+def test_enqueue_command(redis_url, redis_ns):
+    from scheduler import Client
+    runner = CliRunner()
+    base = ["enqueue", "--redis", redis_url, "-n", redis_ns]
+    out = runner.invoke(main, [*base, "billing.report", "--every", "60", "--anchor", "0",
+                               "--id", "hourly", "--kwargs", '{"region": "eu"}', "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output) == {"job_id": "hourly"}
+    once = runner.invoke(main, [*base, "billing.report", "--in", "30"])
+    assert once.exit_code == 0 and once.output.strip()
+    with Client(redis_url, namespace=redis_ns) as client:
+        info = client.get("hourly")
+        assert info.schedule == "every 60s from epoch 0.000" and info.state == "scheduled"
+        assert client.get(once.output.strip()).schedule == "once after 30s"
+    assert runner.invoke(main, [*base, "x", "--kwargs", "{not json"]).exit_code == 2
+    assert runner.invoke(main, [*base, "x", "--in", "-1"]).exit_code == 2
+    assert runner.invoke(main, [*base, "x", "--in", "1", "--every", "2"]).exit_code == 2
