@@ -32,7 +32,6 @@ from workers.timers import Timers
 log = logging.getLogger("duetime")
 
 
-
 class Scheduler(Client):
     """A scheduler engine over a store: a ``Client`` that also runs the jobs.
 
