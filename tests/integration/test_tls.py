@@ -1,0 +1,75 @@
+"""TLS through the URL (SPEC §7): a throwaway CA on loopback. The right CA works; no CA, or
+plaintext to the TLS port, fails with a clear error."""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from scheduler import Client
+from scheduler.embedded import EmbeddedRedis
+from scheduler.model import After
+from scheduler.stores.redis import RedisStore, StoreUnavailableError
+from tests.helpers import spec
+
+pytestmark = pytest.mark.redis
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("tls")
+
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+        "ca.crt", "-days", "1", "-subj", "/CN=duetime test CA")
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+        "server.csr", "-subj", "/CN=localhost")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.crt", "-days", "1", "-extfile", "san.ext")
+    port = _free_port()
+    server = EmbeddedRedis(extra_args=[
+        "--tls-port", str(port), "--tls-cert-file", str(d / "server.crt"),
+        "--tls-key-file", str(d / "server.key"), "--tls-ca-cert-file", str(d / "ca.crt"),
+        "--tls-auth-clients", "no"])
+    server.start()
+    yield port, d / "ca.crt"
+    server.stop()
+
+
+def test_the_right_ca_works(tls_server, redis_ns, clock):
+    port, ca = tls_server
+    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}"
+    store = RedisStore(url, redis_ns, clock=clock)
+    store.add(spec("a", After(0)))
+    (claim,) = store.claim_due({"default": 1}, 30, "o").claims
+    assert store.complete(claim, None).value == "ok"
+    with Client(url, namespace=redis_ns) as client:
+        assert client.get("a").state == "succeeded"
+    store.close()
+
+
+def test_no_ca_fails_clearly(tls_server, redis_ns):
+    port, _ = tls_server
+    store = RedisStore(f"rediss://127.0.0.1:{port}/0", redis_ns)
+    with pytest.raises(StoreUnavailableError, match=r"cannot reach Redis at rediss://.*(?i:cert)"):
+        store.cancel("x")
+
+
+def test_plaintext_to_the_tls_port_fails(tls_server, redis_ns):
+    port, _ = tls_server
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", redis_ns)
+    with pytest.raises(StoreUnavailableError, match="cannot reach Redis"):
+        store.cancel("x")
