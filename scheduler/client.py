@@ -12,7 +12,7 @@ replica that does not know a name records the failure with a clear reason).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from scheduler import validation
@@ -53,6 +53,30 @@ class Client:
                          **options)
         self.store.add(spec)
         return spec.job_id
+
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Store many jobs at once; each item holds ``enqueue``'s arguments (``task`` plus
+        keywords). Returns their ids in order. Every item is validated before anything is
+        written; a shared store then sends them in one round trip (each add atomic on its
+        own)."""
+        specs = []
+        for item in jobs:
+            item = dict(item)
+            task = item.pop("task")
+            delay, at, every = item.pop("delay", None), item.pop("at", None), item.pop(
+                "every", None)
+            if delay is None and at is None and every is None:
+                delay = 0.0
+            schedule = schedule_of(delay=delay, at=at, every=every,
+                                   anchor=item.pop("anchor", None))
+            specs.append(make_spec(task, schedule, check_task=False, **item))
+        add_many = getattr(self.store, "add_many", None)
+        if add_many is not None:
+            add_many(specs)
+        else:
+            for spec in specs:
+                self.store.add(spec)
+        return [spec.job_id for spec in specs]
 
     def cancel(self, job_id: str) -> bool:
         """True iff a future start was prevented (see ``Scheduler.cancel``)."""

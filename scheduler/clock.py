@@ -21,10 +21,13 @@ class Clock(Protocol):
 
     def wall(self) -> float: ...
 
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        """Block on ``cond`` (whose lock the caller holds) for at most ``timeout`` seconds
-        of this clock's time, or until notified. ``None`` waits for a notification only.
-        May return early (spurious wake-up): callers re-check their predicate."""
+    def wait_until(self, cond: threading.Condition, deadline: float | None) -> None:
+        """Block on ``cond`` (whose lock the caller holds) until this clock reaches
+        ``deadline`` (absolute, in ``now()`` time) or ``cond`` is notified; ``None`` waits
+        for a notification only. Returns at once if the deadline has passed. May return
+        early (spurious wake-up): callers re-check their predicate. An absolute deadline
+        (not a timeout) means time that passes between the caller's ``now()`` and the
+        wait cannot make it oversleep."""
         ...
 
 
@@ -37,8 +40,10 @@ class MonotonicClock:
     def wall(self) -> float:
         return time.time()
 
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        if timeout is None:
+    def wait_until(self, cond: threading.Condition, deadline: float | None) -> None:
+        if deadline is None:
             cond.wait()
-        elif timeout > 0:
+            return
+        timeout = deadline - time.monotonic()
+        if timeout > 0:
             cond.wait(timeout)

@@ -98,14 +98,11 @@ class Dispatcher:
         """Sleep until dirty or the deadline passes. False when closed."""
         with self._cond:
             while not self._closed and not self._dirty:
-                timeout = None
-                if self._deadline is not None:
-                    timeout = self._deadline - self._clock.now()
-                    if timeout <= 0:
-                        break
+                if self._deadline is not None and self._deadline <= self._clock.now():
+                    break
                 self._parked = True
                 self._cond.notify_all()  # wait_quiet() watchers
-                self._clock.wait(self._cond, timeout)
+                self._clock.wait_until(self._cond, self._deadline)
                 self._parked = False
             if self._closed:
                 return False

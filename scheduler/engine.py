@@ -131,7 +131,9 @@ class Scheduler(Client):
                              f"{self._lanes.names()} (pass lanes={{...}} to create one)")
         if self._closed:
             raise SchedulerClosedError()
-        self.store.add(spec)
+        added = self.store.add(spec)
+        # our own dispatcher learns at once (a shared store's wake-up is asynchronous)
+        self._dispatcher.poke_if_earlier(added.due_in)
         return spec.job_id
 
     def next_id(self) -> int:
@@ -152,7 +154,19 @@ class Scheduler(Client):
             self._runner.wait_job(job_id, timeout)
         return prevented
 
-    # pause, resume, trigger, get, jobs, events: inherited from Client
+    def resume(self, job_id: str) -> bool:
+        resumed = super().resume(job_id)
+        if resumed:
+            self._dispatcher.poke()
+        return resumed
+
+    def trigger(self, job_id: str) -> bool:
+        triggered = super().trigger(job_id)
+        if triggered:
+            self._dispatcher.poke()
+        return triggered
+
+    # pause, get, jobs, events: inherited from Client
 
     def running(self) -> list[InvocationInfo]:
         return [inv for info in self.store.jobs() for inv in info.running]

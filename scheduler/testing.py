@@ -49,12 +49,11 @@ class FakeClock:
             with cond:
                 cond.notify_all()
 
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        """Wait on ``cond`` until notified, or until fake time reaches now + timeout."""
+    def wait_until(self, cond: threading.Condition, deadline: float | None) -> None:
+        """Wait on ``cond`` until notified, or until fake time reaches ``deadline``."""
         with self._lock:
-            if timeout is not None and timeout <= 0:
+            if deadline is not None and deadline <= self._now:
                 return
-            deadline = None if timeout is None else self._now + timeout
             sid = self._next_id
             self._next_id += 1
             self._sleepers[sid] = (deadline, cond)

@@ -63,19 +63,18 @@ class Timers:
                 while True:
                     if self._closed:
                         return
+                    deadline = None
                     if self._heap:
                         due, tid, fn = self._heap[0]
                         if tid not in self._live:
                             heapq.heappop(self._heap)
                             continue
-                        wait = due - self._clock.now()
-                        if wait <= 0:
+                        if due <= self._clock.now():
                             heapq.heappop(self._heap)
                             self._live.discard(tid)
                             break
-                    else:
-                        wait = None
-                    self._clock.wait(self._cond, wait)
+                        deadline = due
+                    self._clock.wait_until(self._cond, deadline)
             try:
                 fn()
             except Exception:

@@ -442,3 +442,21 @@ def test_trigger_runs_a_live_job_now_without_moving_its_schedule(store, clock):
     assert store.trigger("unknown") is False
     store.cancel("r")
     assert store.trigger("r") is False
+
+
+def test_enqueue_many_stores_all_or_refuses_before_writing(store, clock):
+    from scheduler import Client
+    client = Client(store)
+    ids = client.enqueue_many([
+        {"task": "tests.noop", "delay": 1},
+        {"task": "tests.noop", "every": 5, "job_id": "rec"},
+        {"task": "tests.noop", "at": START + 2, "kwargs": {"x": 1}},
+    ])
+    assert ids[1] == "rec" and len(set(ids)) == 3
+    assert sorted(j.job_id for j in store.jobs()) == sorted(ids)
+    with pytest.raises(ValueError):
+        client.enqueue_many([{"task": "tests.noop", "delay": 1, "job_id": "fresh"},
+                             {"task": "tests.noop", "delay": -1}])
+    assert store.get("fresh") is None              # validated before anything was written
+    clock.advance(2)
+    assert sorted(c.job_id for c in claim(store).claims) == sorted([ids[0], ids[2]])
