@@ -92,7 +92,12 @@ class Dispatcher:
 
     def _loop(self) -> None:
         while self._wait_for_work():
-            self._park_after(*self._claim())
+            try:
+                self._park_after(*self._claim())
+            except Exception as exc:  # a last guard: the loop must outlive any bug
+                log.exception("dispatch round failed")
+                self._back_off(exc)
+                self._park_after(None, False)
 
     def _wait_for_work(self) -> bool:
         """Sleep until dirty or the deadline passes. False when closed."""
@@ -117,8 +122,7 @@ class Dispatcher:
         try:
             batch = self._store.claim_due(capacity, self._lease, self._owner)
         except Exception as exc:  # the store is unreachable or broken: keep going
-            self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))
-            log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
+            self._back_off(exc)
             return None, False
         self._backoff = 0.0
         now = self._clock.now()
@@ -127,6 +131,10 @@ class Dispatcher:
             capacity[claim.lane] -= 1
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
+
+    def _back_off(self, exc: Exception) -> None:
+        self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))
+        log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
 
     def _park_after(self, batch: ClaimBatch | None, starved: bool) -> None:
         """Record when to claim next. A worker that frees up during the claim found

@@ -116,3 +116,26 @@ def test_user_code_never_runs_on_the_dispatcher_thread(make_engine, clock):
     assert eng.wait_idle()
     assert len(names) == 3
     assert all(n.startswith("duetime-default-") for n in names)
+
+
+def test_the_loop_outlives_a_failing_store_and_backs_off(make_engine, clock, monkeypatch):
+    from scheduler.stores.memory import MemoryStore
+    store = MemoryStore(clock)
+    calls = []
+    real = store.claim_due
+
+    def flaky(*args, **kw):
+        calls.append(clock.now())
+        if len(calls) <= 2:
+            raise ConnectionError("store down")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(store, "claim_due", flaky)
+    rec = Recorder(clock)
+    eng = make_engine(store=store)
+    eng.after(rec.job("a"), 0)
+    for step in (0.05, 0.1):   # the back-off doubles: 50 ms, then 100 ms
+        assert eng._dispatcher.wait_quiet(WAIT)   # parked until its back-off ends
+        clock.advance(step)
+    assert rec.wait_for(1)
+    assert len(calls) >= 3 and eng._dispatcher._thread.is_alive()
