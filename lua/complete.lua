@@ -11,9 +11,8 @@
 local job, token, result = ARGV[3], ARGV[4], ARGV[5]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
 local now = now_ms()
-local r, code = owned(now, job, token)
+local r, code = take(now, job, token)
 if not r then return code end
-drop_running(token)
 local jk = jkey(job)
 redis.call('HINCRBY', jk, 'runs', 1)
 redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,

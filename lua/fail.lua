@@ -14,9 +14,8 @@ if retry ~= '' and not (int(retry) and int(retry) >= 0) then
   return redis.error_reply('ERR duetime bad-input retry')
 end
 local now = now_ms()
-local r, code = owned(now, job, token)
+local r, code = take(now, job, token)
 if not r then return code end
-drop_running(token)
 local jk = jkey(job)
 local f = fields(jk, 'gen', 'cancelled', 'lane')
 redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(now))

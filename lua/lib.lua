@@ -218,3 +218,11 @@ local function drop_running(token)
   redis.call('HDEL', P .. 'running', token)
   redis.call('ZREM', P .. 'lease', token)
 end
+
+-- complete / fail / release: take the invocation out of RUNNING if `token` owns it.
+-- Returns the running invocation, or nil and the code to answer with.
+local function take(now, job, token)
+  local r, code = owned(now, job, token)
+  if r then drop_running(token) end
+  return r, code
+end

@@ -10,9 +10,8 @@
 local job, token = ARGV[3], ARGV[4]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
 local now = now_ms()
-local r, code = owned(now, job, token)
+local r, code = take(now, job, token)
 if not r then return code end
-drop_running(token)
 local jk = jkey(job)
 redis.call('HSET', jk, 'last_token', token)
 local f = fields(jk, 'gen', 'cancelled', 'lane')
