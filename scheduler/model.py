@@ -87,7 +87,41 @@ class Every:
         return f"every {self.interval:g}s{a}"
 
 
-Schedule = After | At | Every
+class Ambiguous(str, enum.Enum):
+    """A local time that occurs twice (clocks go back): which of the two instants run."""
+
+    FIRST = "first"  # the earlier instant (the offset before the change)
+    LAST = "last"    # the later instant (the offset after the change)
+    BOTH = "both"    # both: two invocations, with two different scheduled instants
+
+
+class Missing(str, enum.Enum):
+    """A local time that does not exist (clocks go forward): what runs instead."""
+
+    SHIFT = "shift"  # the first instant after the gap (the moment the clocks changed)
+    SKIP = "skip"    # nothing; the occurrence is not part of the schedule
+
+
+@dataclass(frozen=True)
+class Cron:
+    """A calendar schedule: a cron expression (5 fields, or 6 with seconds first) read in
+    the IANA time zone ``tz``. Local times that occur twice or not at all on a
+    daylight-saving change follow ``ambiguous`` and ``missing``. ``jitter`` (seconds)
+    delays every occurrence by a fixed, job-id-seeded fraction of it, never past the next
+    occurrence."""
+
+    expr: str
+    tz: str = "UTC"
+    ambiguous: Ambiguous = Ambiguous.FIRST
+    missing: Missing = Missing.SHIFT
+    jitter: float = 0.0
+
+    def describe(self) -> str:
+        j = f" ±jitter {self.jitter:g}s" if self.jitter else ""
+        return f"cron '{self.expr}' {self.tz}{j}"
+
+
+Schedule = After | At | Every | Cron
 
 
 @dataclass(frozen=True)
