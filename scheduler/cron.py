@@ -17,7 +17,9 @@ Guarantees:
   - pure and thread-safe: parsed expressions are cached; each call iterates a private copy.
 
 Not supported (``validate`` says so): 7 fields (a year column), croniter's hashed/random
-``H``/``R`` fields (a random field would differ between replicas: use ``jitter``).
+``H``/``R`` fields (a random field would differ between replicas: use ``jitter``), and an
+equal range such as ``5-5`` (croniter reads it as the whole field, ``*``). Day-of-month and
+day-of-week are OR-ed when both are restricted (croniter's default, as in Vixie cron).
 """
 from __future__ import annotations
 
