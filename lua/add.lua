@@ -8,27 +8,34 @@
 -- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
--- ARGV[5] lane              ARGV[6] kind: after | at | every
--- ARGV[7] after: delay ms; at: due epoch ms; every: interval ms
--- ARGV[8] every: anchor epoch ms or "" (= now)
--- ARGV[9] misfire grace ms  ARGV[10] misfire: skip | run_once | catch_up
+-- ARGV[5] lane              ARGV[6] kind: after | at | every | cron
+-- ARGV[7] after: delay ms; at: due epoch ms; every: interval ms; cron: the first
+--         occurrence (epoch ms, computed by the caller from Redis TIME)
+-- ARGV[8] every: anchor epoch ms or "" (= now); cron: the occurrence after the first
+-- ARGV[9] misfire grace ms (cron: -1 = the gap to the next occurrence, at most 60 s)
+-- ARGV[10] misfire: skip | run_once | catch_up
 -- ARGV[11] overlap: skip | allow | queue
 -- ARGV[12] delivery: at_least_once | at_most_once     ARGV[13] max stalls (>= 1)
+-- ARGV[14] catch-up window ms, or "" (none)
 -- Returns: {outcome, due_in_ms} with outcome created | replaced | unchanged,
 --          or an error reply "ERR duetime bad-input <what>" (nothing written)
 
 local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local num, anchor_arg = int(ARGV[7]), ARGV[8]
 local grace, max_stalls = int(ARGV[9]), int(ARGV[13])
-local misfire, overlap, delivery = ARGV[10], ARGV[11], ARGV[12]
+local misfire, overlap, delivery, window = ARGV[10], ARGV[11], ARGV[12], ARGV[14] or ''
+local series = kind == 'every' or kind == 'cron'
 if job == '' or def == '' or lane == '' then return redis.error_reply('ERR duetime bad-input id') end
-if not num or not grace or grace < 0 or not max_stalls or max_stalls < 1 then
+if not num or not grace or grace < (kind == 'cron' and -1 or 0) or not max_stalls
+    or max_stalls < 1 or (window ~= '' and not (int(window) and int(window) >= 0)) then
   return redis.error_reply('ERR duetime bad-input number')
 end
-if kind ~= 'after' and kind ~= 'at' and kind ~= 'every' then
+if kind ~= 'after' and kind ~= 'at' and not series then
   return redis.error_reply('ERR duetime bad-input kind')
 end
-if (kind == 'every' and num <= 0) or (kind == 'after' and num < 0) then return redis.error_reply('ERR duetime bad-input interval') end
+if (series and num <= 0) or (kind == 'after' and num < 0) then
+  return redis.error_reply('ERR duetime bad-input interval')
+end
 if anchor_arg ~= '' and not int(anchor_arg) then
   return redis.error_reply('ERR duetime bad-input anchor')
 end
@@ -54,7 +61,7 @@ if old.def then
   local member = series_member(job, old.e)
   if member then redis.call('ZREM', P .. 'due:' .. old.lane, member) end
 end
-redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job)
+redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job)
 local gen = redis.call('INCR', P .. 'gen')
 -- only what differs from lib.lua's DEFAULTS is written
 local set = {'def', def, 'kind', kind, 'gen', fmt(gen)}
@@ -65,10 +72,11 @@ opt('lane', lane)
 opt('running', old.running or '0')   -- invocations of a replaced definition may still run
 opt('delivery', delivery)
 opt('max_stalls', fmt(max_stalls))
-if kind == 'every' then
+if series then
   opt('misfire', misfire)
   opt('overlap', overlap)
   set[#set + 1] = 'grace'; set[#set + 1] = fmt(grace)
+  if window ~= '' then set[#set + 1] = 'window'; set[#set + 1] = window end
 end
 redis.call('HSET', jk, unpack(set))
 redis.call('SADD', P .. 'lanes', lane)
@@ -79,6 +87,9 @@ if kind == 'after' then
   due = now + num
 elseif kind == 'at' then
   due = num
+elseif kind == 'cron' then
+  due = num
+  if anchor_arg ~= '' then redis.call('HSET', jk, 'after', anchor_arg) end
 else
   local anchor = now
   if anchor_arg ~= '' then anchor = int(anchor_arg) end
@@ -87,5 +98,6 @@ else
   due = occ(anchor, num, k)
 end
 push_series(job, lane, due, k)
+if series then redis.call('HSET', jk, 'since', fmt(due)) end
 event(now, 'scheduled', job, due, nil, outcome)
 return {outcome, math.max(0, due - now)}

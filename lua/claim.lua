@@ -11,9 +11,19 @@
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs
--- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch}
+-- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch,
+--          plan: [job id]}
 --          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
---          the namespace's epoch key ("" if missing: Redis lost its data).
+--          the namespace's epoch key ("" if missing: Redis lost its data); "plan" lists
+--          calendar jobs that need the caller to compute occurrences (plan.lua).
+--
+-- Calendar (cron) series: Lua cannot evaluate a cron expression in a time zone, so the
+-- job hash carries the pending occurrence `next` and the one after it, `after`, both
+-- computed by replicas. A due occurrence whose fate is clear from these two (on time;
+-- or the only due one) is claimed or skipped here and `after` becomes pending; the
+-- caller then computes the new `after` (plan.lua). Otherwise (several missed, or
+-- `after` not known yet) the job waits in state `replan`, re-announced every second,
+-- until a replica applies the misfire policy in Python and writes the result.
 
 local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
 if owner == '' or not string.match(req, '^[%w%-]+$') then
@@ -81,6 +91,34 @@ local function issue(job, jk, gen, sched, attempt, stalls, def)
                          g = gen, def = def}
 end
 
+-- Calendar series: can occurrence t be decided from t and `after` alone? Returns
+-- decided, and the reason to record t as skipped (nil: run it).
+local plans = {}
+local function cron_step(f, t, window)
+  if f.replan == '1' then return false end
+  local after = int(f.after or '')
+  if not after then return false end
+  if f.go == '1' then return true, nil end  -- a replica decided: run it
+  local grace, why = tonumber(f.grace), 'misfire'
+  if grace < 0 then grace = math.min(after - t, 60000) end
+  if f.misfire == 'catch_up' then
+    if not window or t >= now - window then return true, nil end
+    grace, why = window, 'catch-up-window'
+  end
+  if t >= now - grace then return true, nil end
+  if after <= now then return false end  -- several due and missed: the policy decides
+  if f.misfire == 'run_once' then return true, nil end
+  return true, why
+end
+
+-- Keep a calendar series waiting for a replica's plan: re-announced every second.
+local function wait_for_plan(job, lane)
+  local seq = next_seq()
+  redis.call('ZADD', P .. 'due:' .. lane, now + 1000, seq .. '|s|' .. job)
+  redis.call('HSET', jkey(job), 'e', seq)
+  plans[#plans + 1] = job
+end
+
 -- Decide about one due member; returns true if it became a claim.
 local function admit(lane, member)
   local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.*)$')
@@ -98,7 +136,8 @@ local function admit(lane, member)
   end
   local jk = jkey(job)
   local f = fields(jk, 'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running',
-    'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued')
+    'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued', 'window',
+    'after', 'replan', 'go')
   if not f.gen or f.cancelled == '1' then return false end          -- gone or cancelled
   if kind == 's' and f.e ~= seq then return false end               -- replaced: stale
   if kind == 'r' and f.gen ~= gen then return false end             -- old generation
@@ -115,31 +154,53 @@ local function admit(lane, member)
     return true
   end
   redis.call('HSET', jk, 'e', '')
-  if f.kind ~= 'every' then
+  if f.kind ~= 'every' and f.kind ~= 'cron' then
     issue(job, jk, f.gen, tonumber(f.next), 1, 0, f.def)
     return true
   end
   local busy = tonumber(f.running) > 0 and f.overlap ~= 'allow'
-  local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), tonumber(f.interval),
-    tonumber(f.grace)
-  if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
-    redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))
-    return false
+  local window = int(f.window or '')
+  local t, run
+  if f.kind == 'cron' then
+    t = tonumber(f.next)
+    if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
+      redis.call('HSET', jk, 'queued', fmt(t) .. '|0')
+      return false
+    end
+    local decided, skip = cron_step(f, t, window)
+    if not decided then                       -- a replica must apply the policy
+      redis.call('HSET', jk, 'replan', '1')
+      wait_for_plan(job, lane)
+      return false
+    end
+    if skip then record_skip_at(now, job, t, t, 1, skip) else run = t end
+    redis.call('HSET', jk, 'after', '', 'go', '')
+    push_series(job, lane, tonumber(f.after), 0)
+    plans[#plans + 1] = job
+  else
+    local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), tonumber(f.interval),
+      tonumber(f.grace)
+    if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
+      redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))
+      return false
+    end
+    local run_k, next_k, skip_from, skip_to, reason =
+      plan(anchor, iv, k, now, f.misfire, grace, window)
+    if skip_from then record_skip(now, job, anchor, iv, skip_from, skip_to, reason) end
+    push_series(job, lane, occ(anchor, iv, next_k), next_k)
+    if run_k then run = occ(anchor, iv, run_k) end
   end
-  local run, next_k, skip_from, skip_to, reason = plan(anchor, iv, k, now, f.misfire, grace)
-  if skip_from then record_skip(now, job, anchor, iv, skip_from, skip_to, reason) end
-  push_series(job, lane, occ(anchor, iv, next_k), next_k)
   if not run then return false end
   if busy then
     if f.overlap == 'queue' and (not f.queued or f.queued == '') then
-      redis.call('HSET', jk, 'queued', fmt(occ(anchor, iv, run)) .. '|')
+      redis.call('HSET', jk, 'queued', fmt(run) .. '|')
     else
       local why = f.overlap == 'skip' and 'overlap' or 'overlap-queue-full'
-      record_skip(now, job, anchor, iv, run, run, why)
+      record_skip_at(now, job, run, run, 1, why)
     end
     return false
   end
-  issue(job, jk, f.gen, occ(anchor, iv, run), 1, 0, f.def)
+  issue(job, jk, f.gen, run, 1, 0, f.def)
   return true
 end
 
@@ -170,6 +231,7 @@ if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
 local epoch = redis.call('GET', P .. 'epoch') or ''
-local reply = cjson.encode({now = now, next = nxt, claims = claims, epoch = epoch})
+local reply = cjson.encode({now = now, next = nxt, claims = claims, epoch = epoch,
+  plan = plans})
 redis.call('SET', P .. 'claimed:' .. owner, req .. '\n' .. reply, 'PX', 60000)
 return reply

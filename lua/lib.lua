@@ -121,6 +121,7 @@ local function retire(job, outcome)
   redis.call('PEXPIRE', jk, RETENTION_MS)
   redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
   redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
+  redis.call('PEXPIRE', P .. 'bf:' .. job, RETENTION_MS)
 end
 
 -- After an invocation of `job` ended (`how`: succeeded, failed, released, abandoned):
@@ -143,7 +144,7 @@ local function settle(now, job, how)
   end
   if cancelled == '1' then
     retire(job, 'cancelled')
-  elseif kind ~= 'every' and (not f.e or f.e == '') and tonumber(f.retries) <= 0
+  elseif kind ~= 'every' and kind ~= 'cron' and (not f.e or f.e == '') and tonumber(f.retries) <= 0
       and paused ~= '1' and how ~= 'released' then
     retire(job, how)
   end
@@ -168,8 +169,13 @@ local function first_ge(anchor, iv, t)
 end
 
 -- The misfire plan for due occurrence k: run index (or nil), next k, skipped range, reason.
-local function plan(anchor, iv, k, now, policy, grace)
-  if policy == 'catch_up' then return k, k + 1 end
+-- `window` (ms or nil): with catch_up, occurrences older than it are skipped.
+local function plan(anchor, iv, k, now, policy, grace, window)
+  local why = 'misfire'
+  if policy == 'catch_up' then
+    if not window then return k, k + 1 end
+    grace, why = window, 'catch-up-window'
+  end
   local on_time = first_ge(anchor, iv, now - grace)
   if k >= on_time then return k, k + 1 end
   local m = last_le(anchor, iv, now)
@@ -177,16 +183,19 @@ local function plan(anchor, iv, k, now, policy, grace)
     if m > k then return m, m + 1, k, m - 1, 'coalesced' end
     return m, m + 1
   end
-  if on_time <= m then return on_time, on_time + 1, k, on_time - 1, 'misfire' end
-  return nil, m + 1, k, m, 'misfire'
+  if on_time <= m then return on_time, on_time + 1, k, on_time - 1, why end
+  return nil, m + 1, k, m, why
 end
 
-local function record_skip(now, job, anchor, iv, first_k, last_k, reason)
-  local first, last = occ(anchor, iv, first_k), occ(anchor, iv, last_k)
-  local count = last_k - first_k + 1
+local function record_skip_at(now, job, first, last, count, reason)
   event(now, 'skipped', job, first, nil, fmt(count) .. ' occurrence(s): ' .. reason)
   push_capped(P .. 'skips:' .. job, fmt(first) .. '|' .. fmt(last) .. '|' .. fmt(count) ..
     '|' .. reason, 20)
+end
+
+local function record_skip(now, job, anchor, iv, first_k, last_k, reason)
+  record_skip_at(now, job, occ(anchor, iv, first_k), occ(anchor, iv, last_k),
+    last_k - first_k + 1, reason)
 end
 
 -- The running invocation held under `token`, parsed; nil if none.

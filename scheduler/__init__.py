@@ -16,16 +16,26 @@ from scheduler.errors import (
     SchedulerClosedError,
     TaskNotRegisteredError,
 )
-from scheduler.model import Delivery, JobInfo, Misfire, Overlap, RetryPolicy
+from scheduler.model import (
+    Ambiguous,
+    Cron,
+    Delivery,
+    JobInfo,
+    Misfire,
+    Missing,
+    Overlap,
+    RetryPolicy,
+)
 from scheduler.stores.memory import MemoryStore
 from scheduler.stores.redis import RedisStore
 from scheduler.tasks import task
 from workers.context import InvocationContext, current_invocation
 
 __all__ = [
-    "Client", "Clock", "current_invocation", "Delivery", "DuetimeError", "InvocationContext",
+    "Ambiguous", "Client", "Clock", "Cron", "current_invocation", "Delivery", "DuetimeError",
+    "InvocationContext",
     "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "MemoryStore",
-    "Misfire", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
+    "Misfire", "Missing", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
     "RedisStore", "RetryPolicy", "Scheduler", "SchedulerClosedError", "task",
     "TaskNotRegisteredError",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.engine import Scheduler
+from scheduler.model import Cron
 from scheduler.stores.base import Store
 
 
@@ -72,6 +73,15 @@ class RecurringJobScheduler(_Facade):
         validation.job_id(job_id)
         validation.callable_job(fn, "fn")
         self.engine.every(fn, validation.interval(interval_seconds), job_id=job_id)
+
+    def schedule_cron(self, job_id: str, fn: Callable[[], None], cron: str | Cron,
+                      tz: str | None = None) -> None:
+        """Schedule ``fn`` by the calendar: a cron expression (5 fields, or 6 with seconds
+        first) read in the IANA zone ``tz`` (default UTC), or a ``Cron`` with its
+        daylight-saving policy and jitter. Upsert, overlap and drift as for ``schedule``."""
+        validation.job_id(job_id)
+        validation.callable_job(fn, "fn")
+        self.engine.cron(fn, cron, tz=tz, job_id=job_id)
 
     def deschedule(self, job_id: str) -> bool:
         """Remove the job. True iff a future run was prevented. A running invocation is

@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from scheduler.api import JobScheduler, RecurringJobScheduler
+from scheduler.model import Ambiguous, Cron, Missing
 
 EXIT_REFUSED, EXIT_UNREACHABLE = 1, 3
 
@@ -149,11 +150,23 @@ def _lane(text: str) -> tuple[str, int]:
 @click.option("--at", "at", type=float, default=None, help="Run once at epoch SECONDS.")
 @click.option("--every", type=float, default=None, help="Run every SECONDS (fixed rate).")
 @click.option("--anchor", type=float, default=None, help="Epoch seconds of the grid.")
+@click.option("--cron", "cron_expr", default=None, metavar="EXPR",
+              help="Run by the calendar: 5 fields, or 6 with seconds first.")
+@click.option("--tz", default=None, metavar="ZONE", help="IANA zone of --cron (default UTC).")
+@click.option("--ambiguous", type=click.Choice(["first", "last", "both"]), default="first",
+              help="--cron: a local time that occurs twice (clocks go back) runs once at "
+                   "its first or last instant, or at both.")
+@click.option("--missing", type=click.Choice(["shift", "skip"]), default="shift",
+              help="--cron: a local time that does not exist (clocks go forward) runs at "
+                   "the end of the gap, or not at all.")
+@click.option("--jitter", type=float, default=0.0, metavar="SECONDS",
+              help="--cron: delay each run by a fixed, job-id-seeded part of SECONDS.")
 @click.option("--id", "job_id", default=None, help="Job id (an upsert if it exists).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
             delay: float | None, at: float | None, every: float | None,
-            anchor: float | None, job_id: str | None, as_json: bool) -> None:
+            anchor: float | None, cron_expr: str | None, tz: str | None, ambiguous: str,
+            missing: str, jitter: float, job_id: str | None, as_json: bool) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.stores.redis import StoreUnavailableError
@@ -163,10 +176,14 @@ def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
         kwargs = json.loads(kwargs_json)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
+    if cron_expr is None and (tz or jitter):
+        raise click.UsageError("--tz and --jitter apply to --cron only")
     try:
+        cron = None if cron_expr is None else Cron(
+            cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), jitter)
         with Client(redis_url, namespace=namespace) as client:
             jid = client.enqueue(task, kwargs=kwargs, delay=delay, at=at, every=every,
-                                 anchor=anchor, job_id=job_id)
+                                 anchor=anchor, cron=cron, job_id=job_id)
     except StoreUnavailableError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_UNREACHABLE) from None

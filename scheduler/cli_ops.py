@@ -195,6 +195,32 @@ def trigger(redis_url: str | None, namespace: str, job_id: str) -> None:
 @url_option
 @namespace_option
 @job_argument
+@click.option("--start", type=float, required=True, help="Window start, epoch seconds.")
+@click.option("--end", type=float, required=True, help="Window end (excluded), epoch seconds.")
+def backfill(redis_url: str | None, namespace: str, job_id: str, start: float,
+             end: float) -> None:
+    """Run the occurrences of recurring job ID in [START, END) that never ran.
+
+    Those before the job existed and those it skipped (misfire, overlap) run once each;
+    those that ran, or that an earlier backfill queued, do not. Exit 1 if none qualify."""
+    from scheduler.client import Client
+    job_id = _job_id(job_id)
+    with _store("backfill", redis_url, namespace) as store:
+        try:
+            queued = Client(store).backfill(job_id, start, end)
+        except ValueError as exc:
+            _fail(str(exc), EXIT_REFUSED)
+    if not queued:
+        click.echo(f"nothing to backfill: no occurrence of {job_id!r} in the window "
+                   "that never ran", err=True)
+        raise SystemExit(EXIT_REFUSED)
+    click.echo(f"queued {queued} run(s) of job {job_id!r}")
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
 def pause(redis_url: str | None, namespace: str, job_id: str) -> None:
     """Pause job ID until resume.
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.errors import JobNotFoundError
-from scheduler.model import Event, JobInfo
-from scheduler.specs import make_spec, schedule_of
+from scheduler.model import Cron, Event, JobInfo
+from scheduler.specs import epoch, make_spec, schedule_of
 from scheduler.stores.base import Store
 
 
@@ -37,18 +37,21 @@ class Client:
     def enqueue(self, task: str | Callable[..., Any], *,
                 kwargs: Mapping[str, Any] | None = None, delay: float | None = None,
                 at: dt.datetime | float | None = None, every: float | None = None,
-                anchor: dt.datetime | float | None = None, job_id: str | None = None,
-                **options: Any) -> str:
+                anchor: dt.datetime | float | None = None, cron: str | Cron | None = None,
+                tz: str | None = None, job_id: str | None = None, **options: Any) -> str:
         """Store a job; returns its id. Give exactly one of ``delay`` (seconds), ``at``
-        (aware datetime or epoch seconds) or ``every`` (seconds, fixed rate from
-        ``anchor``, default now). With an existing ``job_id`` this is an upsert (equal
-        definition: no-op keeping the anchor; changed: replaced atomically). Options as
-        for ``Scheduler.after``: lane, timeout, retry, misfire, misfire_grace, overlap,
+        (aware datetime or epoch seconds), ``every`` (seconds, fixed rate from
+        ``anchor``, default now) or ``cron`` (an expression read in ``tz``, default UTC,
+        or a ``Cron`` with its daylight-saving policy and jitter). With an existing
+        ``job_id`` this is an upsert (equal definition: no-op keeping the anchor; changed:
+        replaced atomically). Options as for ``Scheduler.after``: lane, timeout, retry,
+        misfire, misfire_grace, catch_up_window, overlap,
         delivery. On return the job is stored and replicas have been woken if it is the
         earliest; on error nothing was written."""
-        if delay is None and at is None and every is None:
+        if delay is None and at is None and every is None and cron is None:
             delay = 0.0
-        schedule = schedule_of(delay=delay, at=at, every=every, anchor=anchor)
+        schedule = schedule_of(delay=delay, at=at, every=every, anchor=anchor, cron=cron,
+                               tz=tz)
         spec = make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False,
                          **options)
         self.store.add(spec)
@@ -63,12 +66,11 @@ class Client:
         for item in jobs:
             item = dict(item)
             task = item.pop("task")
-            delay, at, every = item.pop("delay", None), item.pop("at", None), item.pop(
-                "every", None)
-            if delay is None and at is None and every is None:
-                delay = 0.0
-            schedule = schedule_of(delay=delay, at=at, every=every,
-                                   anchor=item.pop("anchor", None))
+            when = {k: item.pop(k, None) for k in ("delay", "at", "every", "anchor", "cron",
+                                                   "tz")}
+            if all(when[k] is None for k in ("delay", "at", "every", "cron")):
+                when["delay"] = 0.0
+            schedule = schedule_of(**when)
             specs.append(make_spec(task, schedule, check_task=False, **item))
         add_many = getattr(self.store, "add_many", None)
         if add_many is not None:
@@ -95,6 +97,17 @@ class Client:
         """Run the job once now, outside its schedule (its schedule is unchanged; the run
         is recorded as "triggered"). False if the job is unknown, finished or cancelled."""
         return self.store.trigger(validation.job_id(job_id))
+
+    def backfill(self, job_id: str, start: dt.datetime | float,
+                 end: dt.datetime | float) -> int:
+        """Run the occurrences of a past window [start, end) that never ran (before the
+        job existed, or skipped by its misfire or overlap policy), each once, as soon as
+        workers are free; occurrences that ran, or that an earlier backfill queued, are
+        not run again. Returns how many runs were queued."""
+        a, b = epoch(start, "start"), epoch(end, "end")
+        if b <= a:
+            raise ValueError(f"backfill window is empty: end ({b}) must be after start ({a})")
+        return self.store.backfill(validation.job_id(job_id), a, b)
 
     def get(self, job_id: str) -> JobInfo:
         """A snapshot of the job: state, next run, runs, failures, last result/error,

@@ -20,8 +20,8 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import SchedulerClosedError
 from scheduler.metrics import Metrics
-from scheduler.model import After, At, Claim, Every, InvocationInfo, Schedule
-from scheduler.specs import JobTarget, epoch, make_spec
+from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
+from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore
 from workers.heartbeat import Heartbeat
@@ -123,6 +123,13 @@ class Scheduler(Client):
         a = None if anchor is None else epoch(anchor, "anchor")
         return self._add(fn, Every(iv, a), **options)
 
+    def cron(self, fn: JobTarget, cron: str | Cron, *, tz: str | None = None,
+             **options: Any) -> str:
+        """Run ``fn`` at every occurrence of a calendar schedule after this call: a cron
+        expression read in the IANA zone ``tz`` (default UTC), or a ``Cron`` carrying its
+        daylight-saving policy and jitter. Upsert semantics as for ``every``."""
+        return self._add(fn, cron_schedule(cron, tz), **options)
+
     def _add(self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
              **options: Any) -> str:
         spec = make_spec(fn, schedule, job_id=job_id, check_task=True, **options)
@@ -165,6 +172,13 @@ class Scheduler(Client):
         if triggered:
             self._dispatcher.poke()
         return triggered
+
+    def backfill(self, job_id: str, start: dt.datetime | float,
+                 end: dt.datetime | float) -> int:
+        queued = super().backfill(job_id, start, end)
+        if queued:
+            self._dispatcher.poke()
+        return queued
 
     # pause, get, jobs, events: inherited from Client
 

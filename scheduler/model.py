@@ -165,12 +165,13 @@ class JobSpec:
     retry: RetryPolicy = DEFAULT_RETRY
     misfire: Misfire = Misfire.SKIP
     misfire_grace: float | None = None  # None: min(interval, 60 s)
+    catch_up_window: float | None = None  # catch_up: older occurrences are skipped (None: all run)
     overlap: Overlap = Overlap.SKIP
     delivery: Delivery = Delivery.AT_LEAST_ONCE
 
     @property
     def recurring(self) -> bool:
-        return isinstance(self.schedule, Every)
+        return isinstance(self.schedule, (Every, Cron))
 
 
 class Claim(NamedTuple):
@@ -234,7 +235,7 @@ class Skip:
     first: float
     last: float
     count: int
-    reason: str  # misfire | coalesced | overlap | overlap-queue-full
+    reason: str  # misfire | coalesced | catch-up-window | overlap | overlap-queue-full
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scheduler.model import Misfire
+from scheduler import cron as crons
+from scheduler.model import Cron, Misfire
 
 DEFAULT_GRACE_CAP = 60.0
 
@@ -61,17 +62,22 @@ class Plan:
 
 
 def plan(
-    anchor: float, interval: float, k: int, now: float, policy: Misfire, grace: float
+    anchor: float, interval: float, k: int, now: float, policy: Misfire, grace: float,
+    window: float | None = None,
 ) -> Plan:
     """Decide about occurrence k, which is due (occurrence(k) <= now).
 
     An occurrence is *missed* when now - due > grace. ``catch_up`` runs k and keeps k+1
-    pending (which is due at once if it was missed too: one run per claim, bounded work).
-    ``skip`` records the missed ones and runs the first on-time one, if any; otherwise the
-    next run is the first grid point after now. ``run_once`` runs the latest due occurrence
-    in place of all the missed ones."""
+    pending (which is due at once if it was missed too: one run per claim, bounded work);
+    with a ``window``, occurrences older than now - window are skipped instead (reason
+    ``catch-up-window``). ``skip`` records the missed ones and runs the first on-time one,
+    if any; otherwise the next run is the first grid point after now. ``run_once`` runs
+    the latest due occurrence in place of all the missed ones."""
+    reason = "misfire"
     if policy is Misfire.CATCH_UP:
-        return Plan(run=k, next_k=k + 1)
+        if window is None:
+            return Plan(run=k, next_k=k + 1)
+        grace, reason = window, "catch-up-window"
     on_time = first_index_at_or_after(anchor, interval, now - grace)
     if k >= on_time:
         return Plan(run=k, next_k=k + 1)
@@ -80,5 +86,83 @@ def plan(
         skipped = (k, m - 1) if m > k else None
         return Plan(run=m, next_k=m + 1, skipped=skipped, reason="coalesced")
     if on_time <= m:
-        return Plan(run=on_time, next_k=on_time + 1, skipped=(k, on_time - 1), reason="misfire")
-    return Plan(run=None, next_k=m + 1, skipped=(k, m), reason="misfire")
+        return Plan(run=on_time, next_k=on_time + 1, skipped=(k, on_time - 1), reason=reason)
+    return Plan(run=None, next_k=m + 1, skipped=(k, m), reason=reason)
+
+
+# ---- calendar series (cron): the same policies over an irregular sequence -----------
+
+SKIP_COUNT_CAP = 10_000  # a skipped range longer than this is counted only up to here
+
+
+@dataclass(frozen=True)
+class CalendarPlan:
+    """What to do now with a due calendar occurrence (epoch seconds throughout).
+
+    ``run``: the occurrence to run now (or None); ``pending``: the next occurrence to keep
+    pending (None: the expression never fires again); ``skipped``: (first, last, count)
+    recorded as skipped with ``reason``."""
+
+    run: float | None
+    pending: float | None
+    skipped: tuple[float, float, int] | None = None
+    reason: str = ""
+
+
+def calendar_grace(cron: Cron, job_id: str, t: float, grace: float | None) -> float:
+    """Default misfire grace of a calendar occurrence: the gap to the next one, at most
+    60 s (the grid rule, with the local gap standing in for the interval)."""
+    if grace is not None:
+        return grace
+    nxt = crons.next_after(cron, t, job_id)
+    return DEFAULT_GRACE_CAP if nxt is None else min(nxt - t, DEFAULT_GRACE_CAP)
+
+
+def plan_calendar(cron: Cron, job_id: str, t: float, now: float, policy: Misfire,
+                  grace: float, window: float | None = None) -> CalendarPlan:
+    """Decide about calendar occurrence ``t`` (due: t <= now) by the rules of ``plan``."""
+    def after(x: float) -> float | None:
+        return crons.next_after(cron, x, job_id)
+
+    reason = "misfire"
+    if policy is Misfire.CATCH_UP:
+        if window is None:
+            return CalendarPlan(run=t, pending=after(t))
+        grace, reason = window, "catch-up-window"
+    if t >= now - grace:
+        return CalendarPlan(run=t, pending=after(t))
+    if policy is Misfire.RUN_ONCE:
+        latest = _latest_at_or_before(cron, job_id, t, now)
+        skipped = _skipped(cron, job_id, t, latest) if latest > t else None
+        return CalendarPlan(run=latest, pending=after(latest), skipped=skipped,
+                            reason="coalesced")
+    on_time = after(now - grace - 0.001)  # the first occurrence >= now - grace
+    if on_time is not None and on_time <= now:
+        return CalendarPlan(run=on_time, pending=after(on_time),
+                            skipped=_skipped(cron, job_id, t, on_time), reason=reason)
+    return CalendarPlan(run=None, pending=on_time,
+                        skipped=_skipped(cron, job_id, t, now + 0.0005), reason=reason)
+
+
+def _latest_at_or_before(cron: Cron, job_id: str, t: float, now: float) -> float:
+    """The latest occurrence in [t, now] (t itself is one), searching back from now in
+    growing windows so a long gap costs no more than a short one."""
+    width = 1.0
+    while True:
+        lo = max(t, now - width)
+        found = list(crons.occurrences(cron, lo, now + 0.0005, job_id))
+        if found:
+            return found[-1]
+        if lo == t:
+            return t
+        width *= 4
+
+
+def _skipped(cron: Cron, job_id: str, first: float, end: float) -> tuple[float, float, int]:
+    """(first, last, count) of the occurrences in [first, end), counted up to the cap."""
+    last, count = first, 0
+    for x in crons.occurrences(cron, first, end, job_id):
+        last, count = x, count + 1
+        if count >= SKIP_COUNT_CAP:
+            break
+    return first, last, max(count, 1)

@@ -9,11 +9,13 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from scheduler import cron as crons
 from scheduler import tasks, validation
 from scheduler.model import (
     DEFAULT_RETRY,
     After,
     At,
+    Cron,
     Delivery,
     Every,
     JobSpec,
@@ -32,7 +34,7 @@ def make_spec(fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
               kwargs: Mapping[str, Any] | None = None, lane: str = "default",
               timeout: float | None = None, retry: RetryPolicy | None = None,
               misfire: Misfire | str = Misfire.SKIP, misfire_grace: float | None = None,
-              overlap: Overlap | str = Overlap.SKIP,
+              catch_up_window: float | None = None, overlap: Overlap | str = Overlap.SKIP,
               delivery: Delivery | str = Delivery.AT_LEAST_ONCE,
               check_task: bool = True) -> JobSpec:
     """A validated job definition. ``fn`` is a callable or a registered task name (with
@@ -46,19 +48,27 @@ def make_spec(fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
         retry=_retry(retry), misfire=Misfire(misfire),
         misfire_grace=(None if misfire_grace is None
                        else validation.delay(misfire_grace, "misfire_grace")),
+        catch_up_window=(None if catch_up_window is None
+                         else validation.delay(catch_up_window, "catch_up_window")),
         overlap=Overlap(overlap), delivery=Delivery(delivery))
 
 
 def schedule_of(*, delay: float | None = None, at: dt.datetime | float | None = None,
-                every: float | None = None, anchor: dt.datetime | float | None = None
-                ) -> Schedule:
-    """Exactly one of ``delay``, ``at`` or ``every`` (with an optional ``anchor``)."""
-    given = [name for name, v in (("delay", delay), ("at", at), ("every", every))
-             if v is not None]
+                every: float | None = None, anchor: dt.datetime | float | None = None,
+                cron: str | Cron | None = None, tz: str | None = None) -> Schedule:
+    """Exactly one of ``delay``, ``at``, ``every`` (with an optional ``anchor``) or
+    ``cron`` (an expression with an optional ``tz``, or a ``Cron`` with its policies)."""
+    given = [name for name, v in (("delay", delay), ("at", at), ("every", every),
+                                  ("cron", cron)) if v is not None]
     if len(given) != 1:
-        raise ValueError(f"give exactly one of delay=, at= or every= (got {given or 'none'})")
+        raise ValueError("give exactly one of delay=, at=, every= or cron= "
+                         f"(got {given or 'none'})")
     if anchor is not None and every is None:
         raise ValueError("anchor= only applies to every=")
+    if tz is not None and cron is None:
+        raise ValueError("tz= only applies to cron=")
+    if cron is not None:
+        return cron_schedule(cron, tz)
     if delay is not None:
         return After(validation.delay(delay, "delay"))
     if at is not None:
@@ -66,6 +76,17 @@ def schedule_of(*, delay: float | None = None, at: dt.datetime | float | None = 
     assert every is not None
     return Every(validation.interval(every, "every"),
                  None if anchor is None else epoch(anchor, "anchor"))
+
+
+def cron_schedule(cron: str | Cron, tz: str | None = None) -> Cron:
+    """A validated ``Cron`` from an expression (in ``tz``, default UTC) or a ``Cron``."""
+    if isinstance(cron, Cron):
+        if tz is not None and tz != cron.tz:
+            raise ValueError(f"tz={tz!r} contradicts the Cron's tz={cron.tz!r}; give one")
+        return crons.validate(cron)
+    if not isinstance(cron, str):
+        raise TypeError(f"cron must be an expression string or a Cron, got {cron!r}")
+    return crons.validate(Cron(cron, "UTC" if tz is None else tz))
 
 
 def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) -> Target:

@@ -55,6 +55,15 @@ class Store(Protocol):
         "triggered"). False if the job is unknown, finished or cancelled."""
         ...
 
+    def backfill(self, job_id: str, start: float, end: float) -> int:
+        """Queue a run, due now, of every occurrence of the recurring job whose wall time
+        lies in [start, end) (epoch seconds), before its pending occurrence, that never
+        ran: it precedes the series, or was recorded as skipped, and no earlier backfill
+        queued it. Each keeps its invocation identity (job id + scheduled instant).
+        Returns how many were queued; 0 for an unknown or cancelled job. Raises
+        ValueError for a one-off job or a window of more than 10,000 occurrences."""
+        ...
+
     def claim_due(
         self, capacity: Mapping[str, int], lease: float | None, owner: str
     ) -> ClaimBatch:

@@ -6,14 +6,17 @@ Two equal definitions encode to the same text, which is how an upsert recognises
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from scheduler import tasks
-from scheduler.errors import TaskNotRegisteredError
+from scheduler.errors import PayloadError, TaskNotRegisteredError
 from scheduler.model import (
     After,
+    Ambiguous,
     At,
+    Cron,
     Delivery,
     Event,
     Every,
@@ -21,12 +24,15 @@ from scheduler.model import (
     JobInfo,
     JobSpec,
     Misfire,
+    Missing,
     Overlap,
     RetryPolicy,
     Schedule,
     Skip,
     TaskRef,
 )
+from scheduler.schedules import grace_for
+from scheduler.stores import redis_calendar
 
 
 def task_ref(target: Any) -> TaskRef:
@@ -48,6 +54,8 @@ def _schedule(s: Schedule) -> list[Any]:
         return ["after", s.delay]
     if isinstance(s, At):
         return ["at", s.wall]
+    if isinstance(s, Cron):
+        return ["cron", s.expr, s.tz, s.ambiguous.value, s.missing.value, s.jitter]
     return ["every", s.interval] if s.anchor is None else ["every", s.interval, s.anchor]
 
 
@@ -62,7 +70,8 @@ def encode(spec: JobSpec) -> str:
     if ref.args_json != "{}":
         d["a"] = ref.args_json
     for key, name in (("l", "lane"), ("to", "timeout"), ("m", "misfire"),
-                      ("g", "misfire_grace"), ("o", "overlap"), ("d", "delivery")):
+                      ("g", "misfire_grace"), ("w", "catch_up_window"), ("o", "overlap"),
+                      ("d", "delivery")):
         value = getattr(spec, name)
         if value != getattr(_DEFAULTS, name):
             d[key] = getattr(value, "value", value)
@@ -82,6 +91,8 @@ def decode(text: str, job_id: str) -> JobSpec:
         schedule = At(s[0])
     elif kind == "every":
         schedule = Every(s[0], s[1] if len(s) > 1 else None)
+    elif kind == "cron":
+        schedule = Cron(s[0], s[1], Ambiguous(s[2]), Missing(s[3]), s[4])
     else:
         raise ValueError(f"unknown schedule kind {kind!r}")
     return JobSpec(
@@ -89,8 +100,41 @@ def decode(text: str, job_id: str) -> JobSpec:
         lane=d.get("l", "default"), timeout=d.get("to"),
         retry=RetryPolicy(**d["r"]) if "r" in d else _DEFAULTS.retry,
         misfire=Misfire(d.get("m", "skip")), misfire_grace=d.get("g"),
+        catch_up_window=d.get("w"),
         overlap=Overlap(d.get("o", "skip")),
         delivery=Delivery(d.get("d", "at_least_once")))
+
+
+def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int]) -> list[Any]:
+    """add.lua's arguments (after the prefix and now) for ``spec``; raises before
+    anything is sent if the job cannot be stored. ``redis_now_ms`` is asked only for a
+    calendar job (its first occurrence is computed from Redis's clock)."""
+    text = encode(spec)  # refuses callables that are not registered tasks
+    size = len(task_ref(spec.target).args_json.encode())
+    if size > payload_limit:
+        raise PayloadError(f"job arguments are {size} bytes of JSON, over the "
+                           f"{payload_limit}-byte limit; store large data elsewhere and "
+                           "pass a reference")
+    s = spec.schedule
+    anchor: int | str = ""
+    if isinstance(s, After):
+        kind, num, grace = "after", _ms(s.delay), 0
+    elif isinstance(s, At):
+        kind, num, grace = "at", _ms(s.wall), 0
+    elif isinstance(s, Cron):
+        kind, (num, anchor) = "cron", redis_calendar.first_two(spec, redis_now_ms())
+        grace = -1 if spec.misfire_grace is None else _ms(spec.misfire_grace)
+    else:
+        kind, num = "every", _ms(s.interval)
+        anchor = "" if s.anchor is None else _ms(s.anchor)
+        grace = _ms(grace_for(s.interval, spec.misfire_grace))
+    window = "" if spec.catch_up_window is None else _ms(spec.catch_up_window)
+    return [spec.job_id, text, spec.lane, kind, num, anchor, grace, spec.misfire.value,
+            spec.overlap.value, spec.delivery.value, spec.retry.max_stalls, window]
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
 
 
 def result_json(value: Any) -> str:

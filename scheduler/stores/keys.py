@@ -46,6 +46,9 @@ class Keys:
     def dead(self, job_id: str) -> str:
         return f"{self.prefix}dead:{job_id}"   # list: recent dead letters (JSON)
 
+    def backfilled(self, job_id: str) -> str:
+        return f"{self.prefix}bf:{job_id}"     # zset: occurrences a backfill has queued
+
     def claimed(self, owner: str) -> str:
         return f"{self.prefix}claimed:{owner}"  # string, 60 s TTL: last claim request + reply
 

@@ -7,7 +7,7 @@ from functools import cache
 from typing import Any
 
 SCRIPTS = ("add", "claim", "renew", "complete", "fail", "release", "cancel", "pause", "resume",
-           "trigger")
+           "trigger", "plan", "backfill")
 
 
 def lua_dir() -> pathlib.Path:

@@ -18,25 +18,22 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scheduler import schedules
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.heap import DueEntry, DueHeap, earliest
 from scheduler.model import (
     AddResult,
-    After,
-    At,
     Claim,
     ClaimBatch,
     Commit,
     Delivery,
     Event,
-    Every,
     JobInfo,
     JobSpec,
     Misfire,
     Overlap,
     Skip,
 )
+from scheduler.stores import series
 from scheduler.stores.base import WakeListener
 from scheduler.stores.records import JobRecord, Pending, Running, job_info
 
@@ -77,33 +74,23 @@ class MemoryStore:
             old = self._jobs.get(spec.job_id)
             if old is not None and not old.cancelled and old.spec == spec:
                 return AddResult("unchanged", old.due_in(now))
+            job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
+            first = series.first(job, now, self.clock.wall())
+            if first is None:
+                raise ValueError(f"the schedule of {spec.job_id!r} has no occurrence after "
+                                 "now; nothing was stored")
             if old is not None:
                 self._drop_pending_locked(old)
-            job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
+            if spec.recurring:
+                job.since = first.scheduled
             self._jobs[spec.job_id] = job
             self._history.pop(spec.job_id, None)
-            first = self._first_pending(job, now)
             self._push_locked(job, first)
             outcome = "created" if old is None else "replaced"
             self._event_locked(now, "scheduled", spec.job_id, first.scheduled, detail=outcome)
             due_in = first.due - now
         self._wake(due_in)
         return AddResult(outcome, due_in)
-
-    def _first_pending(self, job: JobRecord, now: float) -> Pending:
-        sched = job.spec.schedule
-        if isinstance(sched, After):
-            return Pending(now + sched.delay, 1, now + sched.delay)
-        if isinstance(sched, At):
-            due = now + (sched.wall - self.clock.wall())
-            return Pending(due, 1, due)
-        assert isinstance(sched, Every)
-        anchor = now if sched.anchor is None else now + (sched.anchor - self.clock.wall())
-        job.anchor = anchor
-        # every grid point strictly after the moment of scheduling, never before the anchor
-        k = max(0, schedules.last_index_at_or_before(anchor, sched.interval, now) + 1)
-        due = schedules.occurrence(anchor, sched.interval, k)
-        return Pending(due, 1, due, k)
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:
@@ -158,6 +145,25 @@ class MemoryStore:
         self._wake(0.0)
         return True
 
+    def backfill(self, job_id: str, start: float, end: float) -> int:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.cancelled:
+                return 0
+            now, wall = self.clock.now(), self.clock.wall()
+            pending = min((p.scheduled for p in job.pending.values() if p.k is not None),
+                          default=now)
+            runs = [t for t in series.occurrences_between(job, start, end, now, wall)
+                    if t < pending and job.never_ran(t)]
+            for t in runs:
+                self._push_locked(job, Pending(t, 1, now))
+                self._event_locked(now, "backfilled", job_id, t, 1)
+            if runs:
+                job.backfilled = (job.backfilled or set()) | set(runs)
+        if runs:
+            self._wake(0.0)
+        return len(runs)
+
     # ---- the dispatcher's side ---------------------------------------------------------
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None,
@@ -193,27 +199,24 @@ class MemoryStore:
         spec = job.spec
         scheduled, attempt, stalls = p.scheduled, p.attempt, p.stalls
         busy = self._running_per_job[spec.job_id] and spec.overlap is not Overlap.ALLOW
-        if p.k is not None and isinstance(spec.schedule, Every):
-            assert job.anchor is not None
+        if p.k is not None and spec.recurring:
             if busy and spec.misfire is Misfire.CATCH_UP:
                 job.queued = p  # catch_up skips nothing: park the series until the run ends
                 return None
-            interval = spec.schedule.interval
-            grace = schedules.grace_for(interval, spec.misfire_grace)
-            plan = schedules.plan(job.anchor, interval, p.k, now, spec.misfire, grace)
-            if plan.skipped is not None:
-                self._skip_locked(job, now, *plan.skipped, plan.reason)
-            nxt = schedules.occurrence(job.anchor, interval, plan.next_k)
-            self._push_locked(job, Pending(nxt, 1, nxt, plan.next_k))
-            if plan.run is None:
+            step = series.step(job, p, now, self.clock.wall())
+            if step.skip is not None:
+                self._skip_locked(job, now, step.skip)
+            if step.next is not None:
+                self._push_locked(job, step.next)
+            if step.run is None:
                 return None
-            scheduled = schedules.occurrence(job.anchor, interval, plan.run)
+            scheduled = step.run
             if busy:
                 if spec.overlap is Overlap.QUEUE and job.queued is None:
                     job.queued = Pending(scheduled, 1, scheduled)
                 else:
                     reason = "overlap" if spec.overlap is Overlap.SKIP else "overlap-queue-full"
-                    self._skip_locked(job, now, plan.run, plan.run, reason)
+                    self._skip_locked(job, now, Skip(scheduled, scheduled, 1, reason))
                 return None
         self._fence += 1
         token = f"{owner}:{self._fence}"
@@ -413,16 +416,10 @@ class MemoryStore:
             nxt = self._leases[0][0] if nxt is None else min(nxt, self._leases[0][0])
         return None if nxt is None else max(0.0, nxt - now)
 
-    def _skip_locked(self, job: JobRecord, now: float, first_k: int, last_k: int,
-                     reason: str) -> None:
-        assert job.anchor is not None and isinstance(job.spec.schedule, Every)
-        iv = job.spec.schedule.interval
-        first = schedules.occurrence(job.anchor, iv, first_k)
-        last = schedules.occurrence(job.anchor, iv, last_k)
-        count = last_k - first_k + 1
-        job.note_skip(Skip(first, last, count, reason))
-        self._event_locked(now, "skipped", job.spec.job_id, first, None,
-                           f"{count} occurrence(s): {reason}")
+    def _skip_locked(self, job: JobRecord, now: float, skip: Skip) -> None:
+        job.note_skip(skip)
+        self._event_locked(now, "skipped", job.spec.job_id, skip.first, None,
+                           f"{skip.count} occurrence(s): {skip.reason}")
 
     def _event_locked(self, now: float, kind: str, job_id: str, scheduled: float | None = None,
                       attempt: int | None = None, detail: str = "") -> None:

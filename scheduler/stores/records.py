@@ -19,6 +19,7 @@ class Pending:
     due: float               # scheduled, or a retry time
     k: int | None = None     # series index of a recurring occurrence (None: retry / one-off)
     stalls: int = 0          # how many owners lost their lease on this invocation
+    wall: float | None = None  # a calendar occurrence's epoch instant
 
 
 @dataclass(slots=True)
@@ -49,6 +50,8 @@ class JobRecord:
     last_result: Any = None
     last_error: str | None = None
     last_token: str = ""            # token of the last commit: a resend answers OK again
+    since: float | None = None      # the series' first occurrence (lowered by backfill)
+    backfilled: set[float] | None = None      # occurrences a backfill has queued
     skipped: deque[Skip] | None = None        # created on first use: most jobs never skip
     dead_letters: deque[Event] | None = None
 
@@ -56,6 +59,15 @@ class JobRecord:
         """Seconds until the job's earliest pending invocation (None: nothing pending)."""
         dues = [p.due for p in self.pending.values()]
         return max(0.0, min(dues) - now) if dues else None
+
+    def never_ran(self, t: float) -> bool:
+        """Did occurrence ``t`` (before the pending one) never run? True if it precedes
+        the series, or lies in a recorded skipped range, and no backfill queued it."""
+        if self.backfilled is not None and t in self.backfilled:
+            return False
+        if self.since is not None and t < self.since:
+            return True
+        return any(s.first <= t <= s.last for s in self.skipped or ())
 
     def note_skip(self, skip: Skip) -> None:
         if self.skipped is None:

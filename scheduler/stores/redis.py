@@ -21,10 +21,9 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.errors import DuetimeError, PayloadError
-from scheduler.model import AddResult, After, At, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.schedules import grace_for
-from scheduler.stores import codec, lua
+from scheduler.errors import DuetimeError
+from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+from scheduler.stores import codec, lua, redis_calendar
 from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
 
@@ -207,25 +206,15 @@ class RedisStore:
             return [_add_result(reply) for reply in pipe.execute()]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
-        text = codec.encode(spec)  # refuses callables that are not registered tasks
-        size = len(codec.task_ref(spec.target).args_json.encode())
-        if size > self.payload_limit:
-            raise PayloadError(f"job arguments are {size} bytes of JSON, over the "
-                               f"{self.payload_limit}-byte limit; store large data elsewhere "
-                               "and pass a reference")
-        s = spec.schedule
-        anchor = ""
-        if isinstance(s, After):
-            kind, num, interval = "after", _ms(s.delay), 0.0
-        elif isinstance(s, At):
-            kind, num, interval = "at", _ms(s.wall), 0.0
-        else:
-            kind, num, interval = "every", _ms(s.interval), s.interval
-            anchor = "" if s.anchor is None else _ms(s.anchor)
-        grace = grace_for(interval, spec.misfire_grace) if interval else 0.0
-        return [spec.job_id, text, spec.lane, kind, num, anchor, _ms(grace),
-                spec.misfire.value, spec.overlap.value, spec.delivery.value,
-                spec.retry.max_stalls]
+        return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
+
+    def _redis_now_ms(self) -> int:
+        """The scripts' "now": the test clock if one was given, else Redis TIME."""
+        if self._fixed_clock:
+            return round(self.clock.now() * 1000)
+        with self._reachable():
+            sec, usec = self._r.time()
+        return int(sec) * 1000 + int(usec) // 1000
 
     def cancel(self, job_id: str) -> bool:
         return bool(self._call("cancel", job_id))
@@ -238,6 +227,20 @@ class RedisStore:
 
     def trigger(self, job_id: str) -> bool:
         return bool(self._call("trigger", job_id))
+
+    def backfill(self, job_id: str, start: float, end: float) -> int:
+        with self._reachable():
+            h = dict(zip(redis_calendar.BACKFILL_FIELDS, self._r.hmget(
+                self.keys.job(job_id), *redis_calendar.BACKFILL_FIELDS), strict=True))
+        if not h.get("def") or not h.get("gen"):
+            return 0
+        spec = self._spec(job_id, h["def"])
+        occurrences = redis_calendar.occurrences(spec, h, start, end)
+        queued = int(self._call("backfill", job_id, h["gen"], *occurrences))
+        if queued < 0:
+            raise ValueError(f"job {job_id!r} changed while the backfill was computed (it "
+                             "was replaced, cancelled or finished); nothing was queued")
+        return queued
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
@@ -263,6 +266,13 @@ class RedisStore:
                 fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
                 generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
                 lane=spec.lane))
+        if reply.get("plan"):
+            try:
+                redis_calendar.write_plans(self._r, self.keys.job, self._spec, self._call,
+                                           reply["plan"], now)
+            except Exception:  # noqa: BLE001 - the claims above must still be returned
+                log.warning("calendar plans not written; they are asked for again",
+                            exc_info=True)
         nxt = reply["next"]
         return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000), now / 1000)
 

@@ -17,7 +17,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 class Replicas:
     def __init__(self, url: str, namespace: str, witness_key: str, *, count: int = 3,
                  workers: int = 4, lease: float = 5.0, resync: float = 1.0,
-                 log_dir: pathlib.Path, skews: list[float] | None = None) -> None:
+                 log_dir: pathlib.Path, skews: list[float] | None = None,
+                 shift: float | None = None) -> None:
+        """``skews``: per-replica offsets of the process clock (Redis TIME still rules);
+        ``shift``: one offset for every replica *and* its store (see shifted.py)."""
         env = dict(os.environ, WITNESS_URL=url, WITNESS_KEY=witness_key,
                    PYTHONPATH=str(ROOT))
         cmd = ["run", "--redis", url, "--namespace",
@@ -28,6 +31,8 @@ class Replicas:
             skew = (skews or [])[i] if i < len(skews or []) else None
             prefix = (["-m", "scheduler"] if skew is None
                       else ["-m", "tests.integration.skewed", str(skew)])
+            if shift is not None:
+                prefix = ["-m", "tests.integration.shifted", repr(shift)]
             log = open(log_dir / f"replica-{i}.log", "wb")  # noqa: SIM115 (closed in stop)
             self.procs.append((subprocess.Popen([sys.executable, *prefix, *cmd], cwd=ROOT,
                                                 env=env, stdout=log,

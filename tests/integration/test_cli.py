@@ -24,7 +24,8 @@ pytestmark = pytest.mark.redis
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNREACHABLE = "redis://127.0.0.1:1/0"
-NEW_COMMANDS = ["ls", "show", "stats", "events", "cancel", "pause", "resume", "trigger", "top"]
+NEW_COMMANDS = ["ls", "show", "stats", "events", "cancel", "pause", "resume", "trigger", "top",
+                "backfill"]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 
 

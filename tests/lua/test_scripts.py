@@ -172,6 +172,18 @@ BAD_INPUT = {
     "cancel-empty-id": ("cancel", [""]),
     "pause-empty-id": ("pause", [""]),
     "resume-empty-id": ("resume", [""]),
+    "add-cron-grace": ("add", add_args(job="later", kind="cron", num="5000", grace="-2")),
+    "add-window": ("add", [*add_args(job="later", kind="every", num="1000"), "soon"]),
+    "add-window-negative": ("add", [*add_args(job="later", kind="every", num="1000"), "-1"]),
+    "plan-empty-job": ("plan", ["", "1", "000000000001", "1000", "after", "2000"]),
+    "plan-mode": ("plan", ["j", "1", "000000000001", "1000", "sideways", "2000"]),
+    "plan-occurrence": ("plan", ["j", "1", "000000000001", "1000", "after", "soon"]),
+    "plan-replan-go": ("plan", ["j", "1", "000000000001", "1000", "replan", "2000", "yes",
+                                "3000", "", "", "", ""]),
+    "plan-replan-skip": ("plan", ["j", "1", "000000000001", "1000", "replan", "2000", "1",
+                                  "3000", "1000", "", "", ""]),
+    "backfill-empty-job": ("backfill", ["", "1", "1000"]),
+    "backfill-occurrence": ("backfill", ["j", "1", "yesterday"]),
 }
 
 

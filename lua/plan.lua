@@ -1,0 +1,53 @@
+#!lua
+-- plan.lua: write what a replica computed for a calendar (cron) series, which Lua cannot
+-- compute itself: the occurrence after the pending one (mode "after"), or the misfire
+-- plan of a series that claim.lua left waiting in state `replan` (mode "replan").
+-- Compare-and-set: nothing is written unless the job is still as the replica read it
+-- (same generation, same due entry, same pending occurrence, not paused), so replicas
+-- racing on one series write it once and a stale plan is dropped.
+--
+-- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] job id            ARGV[4] generation read     ARGV[5] due entry seq read (e)
+-- ARGV[6] pending occurrence read (next, epoch ms)
+-- ARGV[7] mode: after | replan
+-- ARGV[8] after: the occurrence after `next`; replan: the occurrence to keep pending
+-- ARGV[9] replan: "1" if that occurrence runs when claimed (the plan decided so), else "0"
+-- ARGV[10] replan: the occurrence after it
+-- ARGV[11] replan: first skipped occurrence (ms; "" with ARGV[12..14]: nothing skipped)
+-- ARGV[12] last skipped occurrence  ARGV[13] how many  ARGV[14] reason
+-- Returns: 1 written; 0 the job moved on meanwhile (nothing written)
+
+local job, gen, seq, pending, mode = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6]), ARGV[7]
+local occ1, go, occ2 = int(ARGV[8]), ARGV[9], int(ARGV[10] or '')
+local skip_first, skip_last, skip_count, reason =
+  int(ARGV[11] or ''), int(ARGV[12] or ''), int(ARGV[13] or ''), ARGV[14]
+if job == '' or not int(gen) or not pending or not occ1 then
+  return redis.error_reply('ERR duetime bad-input plan')
+end
+if mode ~= 'after' and mode ~= 'replan' then return redis.error_reply('ERR duetime bad-input mode') end
+if mode == 'replan' and (not occ2 or (go ~= '1' and go ~= '0')
+    or (skip_first and not (skip_last and skip_count and reason ~= ''))) then
+  return redis.error_reply('ERR duetime bad-input plan')
+end
+
+local jk = jkey(job)
+local f = fields(jk, 'gen', 'e', 'next', 'after', 'replan', 'paused', 'cancelled', 'lane',
+  'kind')
+if f.gen ~= gen or f.e ~= seq or f.next ~= fmt(pending) or f.kind ~= 'cron'
+    or f.paused == '1' or f.cancelled == '1' then
+  return 0
+end
+if mode == 'after' then
+  if f.replan == '1' or (f.after and f.after ~= '') then return 0 end
+  redis.call('HSET', jk, 'after', fmt(occ1))
+  return 1
+end
+if f.replan ~= '1' then return 0 end
+local now = now_ms()
+if skip_first then record_skip_at(now, job, skip_first, skip_last, skip_count, reason) end
+redis.call('ZREM', P .. 'due:' .. f.lane, seq .. '|s|' .. job)
+redis.call('HDEL', jk, 'replan')
+redis.call('HSET', jk, 'go', go == '1' and '1' or '', 'after', fmt(occ2))
+push_series(job, f.lane, occ1, 0)
+return 1

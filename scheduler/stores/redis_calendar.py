@@ -1,0 +1,116 @@
+"""The replica's half of calendar (cron) series in Redis.
+
+Lua cannot evaluate a cron expression in a time zone, so replicas compute occurrences
+in Python and write them with plan.lua (compare-and-set; see claim.lua's header for the
+protocol). Everything here is idempotent: replicas racing on one series write it once.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from scheduler import cron as crons
+from scheduler import schedules
+from scheduler.model import Cron, JobSpec
+from scheduler.stores.series import BACKFILL_LIMIT
+
+log = logging.getLogger("duetime.redis")
+
+FIELDS = ("def", "gen", "e", "next", "after", "replan")
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def first_two(spec: JobSpec, now_ms: int) -> tuple[int, int]:
+    """The first occurrence of a new calendar job after ``now_ms`` (Redis time) and the
+    one after it, in epoch ms. Raises ValueError if the schedule never fires."""
+    assert isinstance(spec.schedule, Cron)
+    first = crons.next_after(spec.schedule, now_ms / 1000, spec.job_id)
+    second = None if first is None else crons.next_after(spec.schedule, first, spec.job_id)
+    if first is None or second is None:
+        raise ValueError(f"the cron schedule of {spec.job_id!r} has no occurrences after "
+                         "now; nothing was stored")
+    return _ms(first), _ms(second)
+
+
+def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None:
+    """plan.lua's arguments (after the prefix and now) for one calendar job whose hash
+    fields are ``h``; None if there is nothing to write (moved on, or not a cron job)."""
+    sched = spec.schedule
+    if not isinstance(sched, Cron) or not h.get("e") or not h.get("next"):
+        return None
+    head = [spec.job_id, h["gen"], h["e"], h["next"]]
+    t = int(h["next"]) / 1000
+    if h.get("replan") != "1":
+        if h.get("after"):
+            return None
+        nxt = crons.next_after(sched, t, spec.job_id)
+        return None if nxt is None else [*head, "after", str(_ms(nxt))]
+    grace = schedules.calendar_grace(sched, spec.job_id, t, spec.misfire_grace)
+    p = schedules.plan_calendar(sched, spec.job_id, t, now_ms / 1000, spec.misfire, grace,
+                                spec.catch_up_window)
+    keep, go = (p.run, "1") if p.run is not None else (p.pending, "0")
+    if keep is None:
+        return None
+    after = crons.next_after(sched, keep, spec.job_id)
+    if after is None:
+        return None
+    skip = ["", "", "", ""]
+    if p.skipped is not None:
+        first, last, count = p.skipped
+        skip = [str(_ms(first)), str(_ms(last)), str(count), p.reason]
+    return [*head, "replan", str(_ms(keep)), go, str(_ms(after)), *skip]
+
+
+def write_plans(r: Any, job_key: Callable[[str], str], decode: Callable[[str, str], JobSpec],
+                call: Callable[..., Any], jobs: Iterable[str], now_ms: int) -> None:
+    """Compute and write the plans claim.lua asked for. A job that cannot be planned is
+    logged and left waiting (claim.lua re-announces it); the loop goes on."""
+    jobs = list(dict.fromkeys(jobs))
+    if not jobs:
+        return
+    with r.pipeline(transaction=False) as p:
+        for job in jobs:
+            p.hmget(job_key(job), *FIELDS)
+        rows = p.execute()
+    for job, row in zip(jobs, rows, strict=True):
+        h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
+        try:
+            args = plan_args(decode(job, h["def"]), h, now_ms) if "def" in h else None
+            if args is not None:
+                call("plan", *args)
+        except Exception:  # noqa: BLE001 - one bad series must not stop the dispatcher
+            log.exception("job %s: could not plan its calendar series; will retry", job)
+
+
+BACKFILL_FIELDS = ("def", "gen", "anchor", "interval")
+
+
+def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: float
+                ) -> list[int]:
+    """The occurrences (epoch ms) of a stored recurring job in [start, end), for
+    backfill.lua; raises ValueError for a one-off job or an oversized window."""
+    sched = spec.schedule
+    out: list[int] = []
+    if isinstance(sched, Cron):
+        for x in crons.occurrences(sched, start, end, spec.job_id):
+            out.append(_ms(x))
+            if len(out) > BACKFILL_LIMIT:
+                break
+    elif h.get("anchor") and h.get("interval"):
+        anchor, iv = int(h["anchor"] or 0), int(h["interval"] or 1)
+        k = schedules.first_index_at_or_after(anchor, iv, _ms(start))
+        t = int(schedules.occurrence(anchor, iv, k))
+        while len(out) <= BACKFILL_LIMIT and t < _ms(end):
+            out.append(t)
+            k += 1
+            t = int(schedules.occurrence(anchor, iv, k))
+    else:
+        raise ValueError(f"job {spec.job_id!r} is not recurring: nothing to backfill")
+    if len(out) > BACKFILL_LIMIT:
+        raise ValueError(f"the window holds more than {BACKFILL_LIMIT} occurrences of "
+                         f"{spec.job_id!r}; backfill a narrower window at a time")
+    return out

@@ -1,0 +1,79 @@
+"""plan.lua and backfill.lua alone on a real Redis: compare-and-set, and stale writes that
+change nothing (bad input: see test_scripts.py's BAD_INPUT)."""
+from __future__ import annotations
+
+import pytest
+
+from scheduler.model import Cron, Every
+from scheduler.stores.redis import RedisStore
+from scheduler.testing import FakeClock
+from tests.conftest import START
+from tests.helpers import spec
+from tests.lua.test_scripts import dump, raw
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def rs(redis_url: str, redis_ns: str, clock: FakeClock):
+    s = RedisStore(redis_url, redis_ns, clock=clock)
+    yield s
+    s.close()
+
+
+def job_hash(rs: RedisStore, redis_client, job: str) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in redis_client.hgetall(rs.keys.job(job)).items()}
+
+
+def test_add_writes_the_first_two_occurrences_of_a_calendar_job(rs, redis_client):
+    rs.add(spec("c", Cron("*/10 * * * * *")))              # START = 1000 s: :10 past 1970
+    h = job_hash(rs, redis_client, "c")
+    assert (h["kind"], h["next"], h["after"], h["since"]) == ("cron", "1010000", "1020000",
+                                                             "1010000")
+    assert h["grace"] == "-1"                                  # the default: gap, <= 60 s
+
+
+def test_plan_after_is_compare_and_set(rs, redis_client, clock):
+    rs.add(spec("c", Cron("*/10 * * * * *")))
+    clock.advance(10)
+    assert len(rs.claim_due({"default": 1}, None, "o").claims) == 1
+    h = job_hash(rs, redis_client, "c")                       # claim_due wrote the plan
+    assert (h["next"], h["after"]) == ("1020000", "1030000")
+    before = dump(redis_client, rs.keys.prefix)
+    # a racing replica writes the same slot again, or with a stale view: refused
+    assert raw(rs, "plan", "c", h["gen"], h["e"], h["next"], "after", "1030000") == 0
+    assert raw(rs, "plan", "c", h["gen"], h["e"], "1010000", "after", "1020000") == 0
+    assert raw(rs, "plan", "c", "99", h["e"], h["next"], "after", "1030000") == 0
+    assert dump(redis_client, rs.keys.prefix) == before
+
+
+def test_a_series_waiting_for_a_plan_is_reannounced_until_a_replica_plans_it(
+        rs, redis_client, clock):
+    rs.add(spec("c", Cron("*/10 * * * * *"), misfire_grace=1))
+    clock.advance(45)                                         # :10 .. :40 missed
+    reply = raw(rs, "claim", "o", "r1", "", "default", "10")  # raw: no Python plan step
+    assert '"plan":["c"]' in reply
+    h = job_hash(rs, redis_client, "c")
+    assert h["replan"] == "1" and h["next"] == "1010000"
+    due = redis_client.zrange(rs.keys.prefix + "due:default", 0, -1, withscores=True)
+    assert [score for _, score in due] == [START * 1000 + 46000]  # again in a second
+    args = ["c", h["gen"], h["e"], h["next"], "replan", "1050000", "0", "1060000",
+            "1010000", "1040000", "4", "misfire"]
+    assert raw(rs, "plan", *args) == 1
+    assert raw(rs, "plan", *args) == 0                        # once only
+    h = job_hash(rs, redis_client, "c")
+    assert (h["next"], h["after"], h.get("replan"), h["go"]) == ("1050000", "1060000", None, "")
+    (skip,) = rs.get("c").skipped
+    assert (skip.first, skip.last, skip.count, skip.reason) == (1010, 1040, 4, "misfire")
+
+
+def test_backfill_refuses_a_stale_generation_and_writes_nothing(rs, redis_client):
+    rs.add(spec("e", Every(10, anchor=START - 100)))
+    gen = job_hash(rs, redis_client, "e")["gen"]
+    before = dump(redis_client, rs.keys.prefix)
+    assert raw(rs, "backfill", "e", str(int(gen) + 1), "900000") == -1
+    assert dump(redis_client, rs.keys.prefix) == before
+    # 900, 910, 1000 precede the series (its first occurrence is the first after "now",
+    # 1010); 1010 is the pending one: the series runs it
+    assert raw(rs, "backfill", "e", gen, "900000", "910000", "1000000", "1010000") == 3
+    assert raw(rs, "backfill", "e", gen, "900000", "910000") == 0  # queued once only
