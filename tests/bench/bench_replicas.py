@@ -23,7 +23,10 @@ The task (``bench.hit`` of shared_tasks.py) appends its start time to a separate
 CPU per job, for both scenarios, from just before the first due time until the last job
 finished: Redis ``INFO cpu`` (used_cpu_sys + used_cpu_user), the replicas' and the
 witness's utime + stime (/proc), divided by the jobs; "cores" = CPU seconds / wall
-seconds, which names the bottleneck on this 2-core box. EVALSHA calls per job come from
+seconds, which names the bottleneck on this 2-core box. "Waiting for a CPU" = the time
+their threads were runnable but not running (/proc/PID/task/*/schedstat) per wall
+second: high means the box's CPUs (other processes included: the box is shared) set the
+pace, not Redis or duetime's design. EVALSHA calls per job come from
 ``INFO commandstats``. With ``--breakdown`` (default on) one extra burst per R runs with
 Redis's SLOWLOG recording every call, to split Redis time by script; that burst is not
 part of the other figures (the slowlog costs Redis time of its own).
@@ -80,6 +83,21 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def proc_wait(pid: int) -> float:
+    """Seconds the process's threads spent runnable but waiting for a CPU (schedstat)."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass  # a thread that just ended
+    except OSError:
+        pass
+    return total / 1e9
+
+
 def pct(vals: list[float], p: float) -> float:
     return vals[min(len(vals) - 1, max(0, round(p / 100 * len(vals) + 0.5) - 1))]
 
@@ -88,6 +106,15 @@ class Setup:
     """A fresh Redis under test and R replicas; the shared witness server is given."""
 
     def __init__(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.client: Client | None = None
+        try:
+            self._start(replicas, witness, aof, logdir)
+        except BaseException:
+            self.stop()  # nothing started here outlives a failed or interrupted start
+            raise
+
+    def _start(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str) -> None:
         self.server = EmbeddedRedis(appendonly=aof != "off",
                                     appendfsync="everysec" if aof == "off" else aof,
                                     extra_args=listpack_args()).start()
@@ -102,7 +129,6 @@ class Setup:
         argv = [sys.executable, "-m", "scheduler", "run", "--redis", self.server.url,
                 "--namespace", NS, "--import", "shared_tasks", "--workers", str(WORKERS),
                 "--lease", "30", "--resync", "5", "--log-level", "WARNING"]
-        self.procs = []
         for i in range(replicas):
             with open(os.path.join(logdir, f"replica-{replicas}-{i}.log"), "ab") as out:
                 self.procs.append(subprocess.Popen(
@@ -130,7 +156,10 @@ class Setup:
         calls = self.r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
         return {"t": time.monotonic(), "redis": info["used_cpu_sys"] + info["used_cpu_user"],
                 "replicas": sum(proc_cpu(p.pid) for p in self.procs),
-                "witness": proc_cpu(self.witness_pid), "evalsha": calls}
+                "witness": proc_cpu(self.witness_pid), "evalsha": calls,
+                "redis_wait": proc_wait(self.server.pid or 0),
+                "replicas_wait": sum(proc_wait(p.pid) for p in self.procs),
+                "load": os.getloadavg()[0]}
 
     def enqueue(self, items: list[tuple[float, str]]) -> float:
         """Enqueue (due_ms, tag) jobs, pipelined in chunks; returns seconds taken."""
@@ -167,8 +196,10 @@ class Setup:
             except ProcessLookupError:
                 pass
             p.wait()
-        self.client.close()
-        self.server.stop()
+        if self.client is not None:
+            self.client.close()
+        if hasattr(self, "server"):
+            self.server.stop()
 
 
 def per_job(c0: dict, c1: dict, jobs: int, prefix: str) -> dict:
@@ -178,6 +209,9 @@ def per_job(c0: dict, c1: dict, jobs: int, prefix: str) -> dict:
         d = c1[k] - c0[k]
         out[f"{prefix}_{k}_us_job"] = d / jobs * 1e6
         out[f"{prefix}_{k}_cores"] = d / wall
+    for k in ("redis", "replicas"):  # runnable but not running: the box's CPUs were busy
+        out[f"{prefix}_{k}_waitcpu"] = (c1[f"{k}_wait"] - c0[f"{k}_wait"]) / wall
+    out[f"{prefix}_loadavg"] = c1["load"]
     return out
 
 
@@ -284,6 +318,9 @@ ROWS = [
     ("burst_replicas_us_job", "burst: replicas' CPU per job (µs, all replicas)", "{:.0f}"),
     ("burst_replicas_cores", "burst: replicas' CPU (cores busy)", "{:.2f}"),
     ("burst_witness_cores", "burst: witness Redis CPU (cores busy)", "{:.2f}"),
+    ("burst_redis_waitcpu", "burst: Redis waiting for a CPU (share of wall time)", "{:.2f}"),
+    ("burst_replicas_waitcpu", "burst: replicas waiting for a CPU (thread-s per s)", "{:.2f}"),
+    ("burst_loadavg", "burst: 1-min load average of the box at the end", "{:.1f}"),
     ("burst_evalsha_per_job", "burst: script calls per job", "{:.2f}"),
     ("burst_missing", "burst: not run / duplicates", None),
     ("lag_p50", "lag p50 (ms), {lag_n} jobs over {spread:g} s", "{:.1f}"),
@@ -351,6 +388,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smoke run: 2,000-job burst, 400 lag jobs")
     ap.add_argument("--json", help="also write the raw figures here")
     args = ap.parse_args()
+    # SIGTERM / SIGINT (also when started in the background, where SIGINT is ignored)
+    # unwind through the finally blocks, which stop every server and replica started here
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.quick:
         args.burst, args.lag_n, args.spread, args.breakdown_n = 2000, 400, 2.0, 500
     logdir = tempfile.mkdtemp(prefix="bench-replicas-")

@@ -448,22 +448,20 @@ def plot(inproc: dict | None, red: dict | None, outdir: str) -> list[str]:
         return []
     os.makedirs(outdir, exist_ok=True)
     paths = []
-    panels = [(m, t) for m, t in ((inproc, "in-process (MemoryStore)"),
-                                  (red, "Redis (script time in Redis; dashed: client round trip)"))
-              if m]
+    panels = [(m, t, suffix) for m, t, suffix in (
+        (inproc, "in-process (MemoryStore): the call", ""),
+        (red, "Redis: the script's time inside Redis", "_redis"),
+        (red, "Redis: the client's round trip (loopback)", "")) if m]
     if panels:
-        fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
-        for ax, (m, title) in zip(axes[0], panels):
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.5), squeeze=False)
+        for ax, (m, title, suffix) in zip(axes[0], panels):
             ns = sorted(m)
             for op, color in zip(OPS, ("C0", "C1", "C2", "C3")):
-                key = f"{op}_redis" if m is red else op
-                ax.plot(ns, [m[n][key] for n in ns], "o-", color=color, label=op)
-                if m is red:
-                    ax.plot(ns, [m[n][op] for n in ns], "x--", color=color, alpha=0.6)
+                ax.plot(ns, [m[n][op + suffix] for n in ns], "o-", color=color, label=op)
             ax.set_xscale("log")
             ax.set_ylim(bottom=0)
             ax.set_xlabel("pending jobs n")
-            ax.set_ylabel("µs per operation (median)" if m is inproc else "µs per operation")
+            ax.set_ylabel("µs per operation (median)")
             ax.set_title(title, fontsize=10)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
@@ -524,6 +522,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--child-inprocess", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    # SIGTERM / SIGINT (also when started in the background, where SIGINT is ignored)
+    # unwind through the finally blocks, which stop every server and replica started here
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sizes = sorted(args.sizes)
     if args.child_inprocess:
         print(json.dumps(inprocess_run(sizes, args.samples, args.seed)))
