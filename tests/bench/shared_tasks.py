@@ -58,6 +58,12 @@ def hit(due_ms: int, tag: str = "") -> None:
     record(tag, due_ms, start, sched)
 
 
+@scheduler.task("bench.noop")
+def noop(**_: object) -> None:
+    """Does nothing and records nothing (bench_scale.py: jobs a replica runs only so that
+    its local state is exercised)."""
+
+
 # ------------------------------------------------------------------ APScheduler 3
 def aps_hit(due_ms: int, tag: str = "") -> None:  # runs in the benchmark process
     record(tag, due_ms, time.time() * 1000)
