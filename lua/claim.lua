@@ -11,9 +11,10 @@
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs
--- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch}
+-- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch, fence}
 --          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
---          the namespace's epoch key ("" if missing: Redis lost its data).
+--          the namespace's epoch key ("" if missing: Redis lost its data); "fence" is the
+--          fence counter before this call (below a fence already handed out: claims lost).
 
 local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
 if owner == '' or not string.match(req, '^[%w%-]+$') then
@@ -38,6 +39,7 @@ end
 
 local now = now_ms()
 lease = int(lease)
+local fence_before = tonumber(redis.call('GET', P .. 'fence') or '0')
 
 -- 1. expired leases: attempt+1 (at-least-once), abandoned (at-most-once) or dead letter
 for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'LIMIT', 0, 100)) do
@@ -170,6 +172,7 @@ if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
 local epoch = redis.call('GET', P .. 'epoch') or ''
-local reply = cjson.encode({now = now, next = nxt, claims = claims, epoch = epoch})
+local reply = cjson.encode({now = now, next = nxt, claims = claims, epoch = epoch,
+                            fence = fence_before})
 redis.call('SET', P .. 'claimed:' .. owner, req .. '\n' .. reply, 'PX', 60000)
 return reply

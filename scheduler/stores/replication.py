@@ -1,0 +1,147 @@
+"""What a RedisStore does about Redis replication and failover.
+
+Redis replicates asynchronously: a write acknowledged by the primary can be missing on the
+replica that a failover promotes. duetime cannot prevent that (Redis promises nothing
+stronger, SPEC §8); it offers two things:
+
+- **WAIT after writes** (``wait_replicas=N``): each write script is followed, on the same
+  connection and in the same round trip, by ``WAIT N timeout_ms``, so the call returns only
+  once N replicas have the write or the timeout passed. A timeout is counted
+  (``unreplicated_writes``) and logged, not raised: the write *did* happen on the primary.
+  WAIT narrows the loss window to writes that timed out; it is not a transaction (Redis:
+  "best effort").
+- **Detection, never silence.** ``ReplicationWatch`` notices (a) a new primary (a Sentinel
+  client's pool saw another primary address), recorded as a ``failover`` event, and (b) a
+  fence counter lower than a fence this store was already handed: claims acknowledged
+  before were lost; recorded as a ``data_loss`` event, and the counter is raised back so
+  later claims get fences above every one handed out to this store.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from scheduler.stores import urls
+
+log = logging.getLogger("duetime.redis")
+
+WARN_EVERY = 10.0  # seconds between two "WAIT timed out" warnings
+# Raise the fence counter to at least ARGV[1] (one key: fine on a cluster); the old value.
+RAISE_FENCE = """
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return c
+"""
+
+Record = Callable[[str, str], None]  # (event kind, detail): writes the event and counts it
+
+
+class Waiter:
+    """Runs a script and ``WAIT`` in one pipeline (WAIT counts the writes of *its own*
+    connection, so both must share one)."""
+
+    def __init__(self, client: Any, replicas: int, timeout_ms: int) -> None:
+        if replicas < 0:
+            raise ValueError(f"wait_replicas must be >= 0, not {replicas}")
+        if replicas and timeout_ms < 1:
+            raise ValueError("wait_timeout_ms must be >= 1 (WAIT with 0 blocks forever)")
+        self._r = client
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
+        self.unreplicated_writes = 0
+        self._lock = threading.Lock()
+        self._warned = 0.0
+
+    def call(self, script: Any, argv: Sequence[Any], extra: int = 1) -> Any:
+        """``script`` (a redis-py Script) with ``argv``, then WAIT; the script's reply.
+        A script missing from the server's cache is loaded and the pair sent again (it
+        had not run: NOSCRIPT means nothing was executed)."""
+        import redis
+
+        for attempt in (0, 1):
+            with self._r.pipeline(transaction=False) as pipe:
+                pipe.evalsha(script.sha, 0, *argv)
+                pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+                reply, acked = pipe.execute(raise_on_error=False)
+            if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
+                script.sha = self._r.script_load(script.script)
+                continue
+            self.check(acked, extra)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+        raise AssertionError("unreachable")
+
+    def check(self, acked: Any, writes: int = 1) -> None:
+        """Count and (at most every WARN_EVERY s) log writes that WAIT did not confirm."""
+        if isinstance(acked, int) and acked >= self.replicas:
+            return
+        with self._lock:
+            self.unreplicated_writes += writes
+            now = time.monotonic()
+            if now - self._warned < WARN_EVERY:
+                return
+            self._warned = now
+        log.warning("WAIT %d %d: only %s replica(s) confirmed a write (%d so far); a failover "
+                    "now could lose it. Is a replica down or lagging?", self.replicas,
+                    self.timeout_ms, acked, self.unreplicated_writes)
+
+
+class ReplicationWatch:
+    """Detects a new primary and lost claims (see the module docstring)."""
+
+    def __init__(self, client: Any, url: str, fence_key: str, record: Record) -> None:
+        self._r = client
+        self._url = url
+        self._fence_key = fence_key
+        self._record = record
+        self._raise_fence = client.register_script(RAISE_FENCE)
+        self._lock = threading.Lock()
+        self.primary = urls.primary_address(client)
+        self.fence_high = 0       # the highest fence this store was handed
+        self.failovers = 0
+        self.lost_claims = 0
+
+    def after_claim(self, high: int, fence_before: int | None, fences: Sequence[int],
+                    reported: bool = False) -> None:
+        """Called after a claim with ``fence_high`` as it was when the claim was sent (every
+        fence handed out before then was issued before the script ran, so the counter the
+        script read, ``fence_before``, must be at least that), and the claimed fences.
+        ``reported``: this loss was already recorded (the epoch was gone); only repair."""
+        self._watch_primary()
+        with self._lock:
+            self.fence_high = max(self.fence_high, *fences) if fences else self.fence_high
+        if fence_before is None or fence_before >= high:
+            return
+        lost = high - fence_before
+        with self._lock:
+            self.lost_claims += lost
+        reissued = sum(1 for f in fences if f <= high)
+        old = self._raise_fence(keys=[self._fence_key], args=[max(high, *fences, 0)])
+        if reported:
+            return
+        detail = (f"fence counter was {fence_before}, below fence {high} already handed "
+                  f"to this replica: at least {lost} acknowledged claim(s) lost"
+                  f"{f'; {reissued} fence(s) reissued before the repair' if reissued else ''}"
+                  f"; counter raised from {old}")
+        log.error("Redis at %s lost claims (a failover or a restart without fsync): %s; "
+                  "the affected invocations run again", self._url, detail)
+        self._record("data_loss", detail)
+
+    def _watch_primary(self) -> None:
+        address = urls.primary_address(self._r)
+        if address is None or address == self.primary:
+            return
+        with self._lock:
+            old, self.primary = self.primary, address
+            if old is None:
+                return
+            self.failovers += 1
+        detail = f"primary {old[0]}:{old[1]} -> {address[0]}:{address[1]}"
+        log.error("Redis failover at %s: %s; writes acknowledged by the old primary shortly "
+                  "before it failed may be lost (replication is asynchronous); lost claims "
+                  "are detected and their invocations run again", self._url, detail)
+        self._record("failover", detail)
