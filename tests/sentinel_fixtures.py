@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -158,6 +159,35 @@ class SentinelCluster:
         self.server_at(address[1]).kill()
         return address
 
+    def stop_primary(self) -> tuple[str, int]:
+        """SIGSTOP the current primary (its clients' connections stay open); its address."""
+        address = self.primary_address()
+        assert address is not None, "no primary to stop"
+        pid = self.server_at(address[1]).pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        return address
+
+    def resume(self, address: tuple[str, int]) -> None:
+        """SIGCONT a server stopped by ``stop_primary``."""
+        pid = self.server_at(address[1]).pid
+        assert pid is not None
+        os.kill(pid, signal.SIGCONT)
+
+    def wait_demoted(self, address: tuple[str, int], timeout: float = 30.0) -> float:
+        """Until the server at ``address`` reports itself a replica; the seconds it took."""
+        import redis
+        start = time.monotonic()
+        with redis.Redis(*address, decode_responses=True, socket_timeout=1) as c:
+            while time.monotonic() - start < timeout:
+                try:
+                    if c.info("replication").get("role") == "slave":
+                        return time.monotonic() - start
+                except redis.ConnectionError:
+                    pass
+                time.sleep(0.05)
+        raise AssertionError(f"{address} still a primary after {timeout}s")
+
     def wait_failover(self, old: tuple[str, int], timeout: float = 20.0) -> tuple[str, int]:
         """Until the sentinels name a new primary that answers as a master; its address."""
         import redis
@@ -175,6 +205,9 @@ class SentinelCluster:
         raise AssertionError(f"no failover within {timeout}s (logs in {self.root})")
 
     def close(self) -> None:
+        for server in self.servers:   # a stopped server would ignore SIGTERM until SIGKILL
+            if server.pid is not None:
+                os.kill(server.pid, signal.SIGCONT)
         for s in self.sentinels:
             s.stop()
         for server in self.servers:

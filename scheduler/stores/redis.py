@@ -122,6 +122,7 @@ class RedisStore:
         argv = [self.keys.prefix, self._now_arg(), *args]
         try:
             with self._reachable():
+                self.replication.refresh()
                 if self.waiter.replicas:
                     return self.waiter.call(self._scripts[name], argv)
                 return self._scripts[name](keys=[], args=argv)
@@ -218,6 +219,7 @@ class RedisStore:
         before anything is sent; each add is atomic on its own, the batch is not."""
         args = [self._add_args(spec) for spec in specs]
         script = self._scripts["add"]
+        self.replication.refresh()
         with self._reachable(), self._r.pipeline(transaction=False) as pipe:
             for a in args:
                 script(keys=[], args=[self.keys.prefix, self._now_arg(), *a], client=pipe)

@@ -29,6 +29,7 @@ from scheduler.stores import urls
 log = logging.getLogger("duetime.redis")
 
 WARN_EVERY = 10.0  # seconds between two "WAIT timed out" warnings
+REFRESH = 1.0      # seconds between two "who is the primary?" questions to the sentinels
 # Raise the fence counter to at least ARGV[1] (one key: fine on a cluster); the old value.
 RAISE_FENCE = """
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -76,7 +77,10 @@ class Waiter:
         raise AssertionError("unreachable")
 
     def check(self, acked: Any, writes: int = 1) -> None:
-        """Count and (at most every WARN_EVERY s) log writes that WAIT did not confirm."""
+        """Count and (at most every WARN_EVERY s) log writes that WAIT did not confirm.
+        A WAIT refused outright (e.g. NOPERM: the ACL user lacks ``+wait``) is raised."""
+        if isinstance(acked, Exception):
+            raise acked
         if isinstance(acked, int) and acked >= self.replicas:
             return
         with self._lock:
@@ -101,6 +105,7 @@ class ReplicationWatch:
         self._raise_fence = client.register_script(RAISE_FENCE)
         self._lock = threading.Lock()
         self.primary = urls.primary_address(client)
+        self._refreshed = 0.0
         self.fence_high = 0       # the highest fence this store was handed
         self.failovers = 0
         self.lost_claims = 0
@@ -130,6 +135,26 @@ class ReplicationWatch:
         log.error("Redis at %s lost claims (a failover or a restart without fsync): %s; "
                   "the affected invocations run again", self._url, detail)
         self._record("data_loss", detail)
+
+    def refresh(self) -> None:
+        """With a Sentinel URL, ask the sentinels who the primary is, at most every REFRESH
+        seconds (redis-py's own ``get_master_address``: a new address drops the pool's idle
+        connections, and busy ones when they are released). Without it, a client whose
+        connections never broke (a primary paused, then back: a split brain) writes to the
+        demoted primary until the sentinels reconfigure it, and those writes are lost."""
+        pool = getattr(self._r, "connection_pool", None)
+        if not hasattr(pool, "get_master_address"):
+            return
+        now = time.monotonic()
+        if now - self._refreshed < REFRESH:
+            return
+        self._refreshed = now
+        import redis
+
+        try:
+            pool.get_master_address()  # type: ignore[union-attr]
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass   # no sentinel answered, or no primary: the next command will say so
 
     def _watch_primary(self) -> None:
         address = urls.primary_address(self._r)

@@ -46,6 +46,7 @@ LOST_CLAIMS = re.compile(r"at least (\d+) acknowledged claim")
 @dataclass
 class FailoverReport:
     wait_replicas: int
+    fault: str = "kill"
     acked: int = 0                  # enqueues acknowledged to the producer
     acked_per_s: float = 0.0        # before the kill
     refused: int = 0                # enqueues that raised (not acknowledged: not a loss)
@@ -53,12 +54,14 @@ class FailoverReport:
     after_not_once: int = 0         # of those, not executed exactly once (must be 0)
     lost_never_ran: int = 0
     lost_but_ran: int = 0
+    lost_confirmed: int = 0         # lost enqueues that WAIT had confirmed on a replica
     executions: int = 0
     reruns: int = 0
     reruns_same_attempt: int = 0
     window_starts: int = 0          # executions started in the second before the kill
     stuck: int = 0
     failover_s: float = 0.0         # kill -> sentinels name a new primary that answers
+    split_s: float = 0.0            # "stop": SIGCONT -> the old primary is a replica again
     stall_s: float = 0.0            # longest gap between two acknowledged enqueues
     failover_events: int = 0
     data_loss_events: int = 0
@@ -75,26 +78,36 @@ class FailoverReport:
 def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Path, *,
                  wait_replicas: int = 0, count: int = 2, workers: int = 4,
                  before: float = 1.5, after: float = 1.5, pause: float = 0.002,
-                 restart_old: bool = False, drain_timeout: float = 30.0) -> FailoverReport:
-    """Run the scenario once on ``cluster`` (which it fails over); the measured report."""
+                 restart_old: bool = False, drain_timeout: float = 30.0,
+                 fault: str = "kill") -> FailoverReport:
+    """Run the scenario once on ``cluster`` (which it fails over); the measured report.
+    ``fault``: "kill" SIGKILLs the primary; "stop" SIGSTOPs it until the failover is done,
+    then SIGCONTs it (a split brain: clients still connected to it write there until the
+    sentinels demote it, and its data is then replaced by the new primary's)."""
     ns, key = f"f{uuid.uuid4().hex[:8]}", f"w{uuid.uuid4().hex[:8]}"
     keys = Keys(ns)
-    report = FailoverReport(wait_replicas=wait_replicas)
+    report = FailoverReport(wait_replicas=wait_replicas, fault=fault)
     witness = redis.Redis.from_url(witness_url, decode_responses=True)
     store_r = urls.connect(cluster.url, decode_responses=True)
     extra = ("--wait-replicas", str(wait_replicas)) if wait_replicas else ()
     acked: list[tuple[str, float]] = []
+    unconfirmed: set[str] = set()   # acknowledged, but WAIT timed out (wait_replicas > 0)
     stop = threading.Event()
 
     def produce() -> None:
         with Client(cluster.url, namespace=ns, wait_replicas=wait_replicas) as client:
+            waiter = client.store.waiter  # type: ignore[attr-defined]
             while not stop.is_set():
+                before_n = waiter.unreplicated_writes
                 try:
                     acked.append((client.enqueue("witness.hit"), time.monotonic()))
                 except StoreUnavailableError:
                     report.refused += 1
+                else:
+                    if waiter.unreplicated_writes != before_n:
+                        unconfirmed.add(acked[-1][0])
                 stop.wait(pause)
-            report.unreplicated_writes = client.store.waiter.unreplicated_writes  # type: ignore[attr-defined]
+            report.unreplicated_writes = waiter.unreplicated_writes
 
     with replicas(cluster.url, ns, key, count=count, workers=workers, lease=2, resync=0.5,
                   log_dir=log_dir, witness_url=witness_url, extra=extra):
@@ -108,11 +121,14 @@ def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Pa
             kill_ms = sec * 1000 + usec // 1000
             report.acked_per_s = len(acked) / before
             t_kill = time.monotonic()
-            old = cluster.kill_primary()
+            old = cluster.kill_primary() if fault == "kill" else cluster.stop_primary()
             cluster.wait_failover(old)
             t_new = time.monotonic()
             report.failover_s = t_new - t_kill
-            if restart_old:               # it rejoins as a replica of the new primary
+            if fault == "stop":
+                cluster.resume(old)
+                report.split_s = cluster.wait_demoted(old)
+            elif restart_old:             # it rejoins as a replica of the new primary
                 cluster.server_at(old[1]).restart()
             time.sleep(after)             # load duration after the failover
         finally:
@@ -121,6 +137,9 @@ def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Pa
         drained = wait_until(lambda: _pending(store_r, keys) == 0, drain_timeout, 0.1)
         report.details.append(f"drained={drained}")
     _account(report, acked, t_new, store_r, keys, witness, key, kill_ms)
+    if wait_replicas:
+        report.lost_confirmed = sum(1 for jid, _ in acked if jid not in unconfirmed
+                                    and not store_r.exists(keys.job(jid)))
     store_r.close()
     witness.close()
     return report

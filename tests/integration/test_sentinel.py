@@ -12,7 +12,7 @@ from scheduler import Client
 from scheduler.cli import main
 from scheduler.model import After
 from scheduler.stores.keys import Keys
-from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis import RedisStore, StoreUnavailableError
 from tests.helpers import spec
 from tests.sentinel_fixtures import SentinelCluster, shared_sentinel_cluster  # noqa: F401
 
@@ -95,3 +95,28 @@ def test_a_malformed_sentinel_url_is_a_usage_error(command):
     assert out.exit_code == 2, out.output
     assert "service name is missing" in out.output
     assert "redis+sentinel://[user:password@]host1:26379" in out.output
+
+
+def test_sentinel_url_credentials_reach_the_primary_and_a_forbidden_wait_is_raised(
+        shared_sentinel_cluster, redis_ns, clock):  # noqa: F811
+    import redis
+    address = shared_sentinel_cluster.primary_address()
+    assert address is not None
+    with redis.Redis(*address) as admin:
+        admin.acl_setuser("nowait", enabled=True, passwords=["+s3cret"], keys=["*"],
+                          channels=["*"], commands=["+@all", "-wait"])
+    url = shared_sentinel_cluster.url.replace("redis+sentinel://",
+                                              "redis+sentinel://nowait:s3cret@")
+    plain = RedisStore(url, redis_ns, clock=clock)
+    plain.add(spec("a", After(0)))                   # authenticated as nowait
+    assert plain.redis.acl_whoami() == "nowait"
+    plain.close()
+    waiting = RedisStore(url, redis_ns, clock=clock, wait_replicas=1)
+    with pytest.raises(redis.exceptions.NoPermissionError, match="wait"):
+        waiting.add(spec("b", After(0)))
+    waiting.close()
+    bad = RedisStore(url.replace("s3cret", "wrong"), redis_ns, clock=clock)
+    with pytest.raises(StoreUnavailableError, match="invalid username-password") as info:
+        bad.add(spec("c", After(0)))
+    assert "wrong" not in str(info.value) and "nowait:***@" in str(info.value)
+    bad.close()
