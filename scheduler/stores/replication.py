@@ -56,7 +56,7 @@ class Waiter:
         self._lock = threading.Lock()
         self._warned = 0.0
 
-    def call(self, script: Any, argv: Sequence[Any], extra: int = 1) -> Any:
+    def call(self, script: Any, argv: Sequence[Any]) -> Any:
         """``script`` (a redis-py Script) with ``argv``, then WAIT; the script's reply.
         A script missing from the server's cache is loaded and the pair sent again (it
         had not run: NOSCRIPT means nothing was executed)."""
@@ -70,7 +70,7 @@ class Waiter:
             if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
                 script.sha = self._r.script_load(script.script)
                 continue
-            self.check(acked, extra)
+            self.check(acked)
             if isinstance(reply, Exception):
                 raise reply
             return reply
