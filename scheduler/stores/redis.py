@@ -7,9 +7,7 @@ the namespace's wake channel; every replica's subscriber thread pokes its dispat
 Pub/sub drops messages while a connection is down, so dispatchers also resync (claim)
 every ``resync`` seconds (jittered), and a reconnected subscriber pokes at once.
 
-Failover (``redis+sentinel://`` URLs, stores/urls.py): redis-py's Sentinel pool follows the
-new primary, the subscriber re-subscribes there, and replication.py detects and records
-what a failover may have lost; ``wait_replicas`` adds a WAIT after every write.
+Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss detection.
 """
 from __future__ import annotations
 
@@ -94,8 +92,7 @@ class RedisStore:
         self._sub_ready = threading.Event()
         self._pubsub: Any = None
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
-        self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix + "fence",
-                                            self._record)
+        self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
 
     @property
     def redis(self) -> Any:
@@ -212,13 +209,17 @@ class RedisStore:
             return int(self._r.incr(self.keys.ids))
 
     def add(self, spec: JobSpec) -> AddResult:
-        return _add_result(self._call("add", *self._add_args(spec)))
+        high = self.replication.seq_high
+        reply = self._call("add", *self._add_args(spec))
+        with self._reachable():
+            self.replication.after_add(high, [reply])
+        return _add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``add`` for many jobs in one round trip (a pipeline). Every job is checked
         before anything is sent; each add is atomic on its own, the batch is not."""
         args = [self._add_args(spec) for spec in specs]
-        script = self._scripts["add"]
+        script, high = self._scripts["add"], self.replication.seq_high
         self.replication.refresh()
         with self._reachable(), self._r.pipeline(transaction=False) as pipe:
             for a in args:
@@ -228,6 +229,8 @@ class RedisStore:
             replies = pipe.execute()
         if self.waiter.replicas:
             self.waiter.check(replies.pop(), len(args))
+        with self._reachable():
+            self.replication.after_add(high, replies)
         return [_add_result(reply) for reply in replies]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
@@ -441,6 +444,6 @@ class RedisStore:
 
 
 def _add_result(reply: list[Any]) -> AddResult:
-    outcome, due_in = reply
+    outcome, due_in = reply[:2]
     return AddResult(outcome, None if int(due_in) < 0 else int(due_in) / 1000)
 

@@ -95,20 +95,27 @@ class Waiter:
 
 
 class ReplicationWatch:
-    """Detects a new primary and lost claims (see the module docstring)."""
+    """Detects a new primary, lost claims and lost enqueues (see the module docstring).
 
-    def __init__(self, client: Any, url: str, fence_key: str, record: Record) -> None:
+    Two namespace counters only grow: ``fence`` (one per claim) and ``seq`` (one per
+    enqueue, retry or next occurrence). The scripts return the value they read before
+    their own increments; a value below one this store already saw acknowledged means
+    the server lacks acknowledged writes."""
+
+    def __init__(self, client: Any, url: str, prefix: str, record: Record) -> None:
         self._r = client
         self._url = url
-        self._fence_key = fence_key
+        self._prefix = prefix
         self._record = record
-        self._raise_fence = client.register_script(RAISE_FENCE)
+        self._raise = client.register_script(RAISE_FENCE)
         self._lock = threading.Lock()
         self.primary = urls.primary_address(client)
         self._refreshed = 0.0
         self.fence_high = 0       # the highest fence this store was handed
+        self.seq_high = 0         # the highest seq an add of this store returned
         self.failovers = 0
         self.lost_claims = 0
+        self.lost_writes = 0
 
     def after_claim(self, high: int, fence_before: int | None, fences: Sequence[int],
                     reported: bool = False) -> None:
@@ -125,15 +132,38 @@ class ReplicationWatch:
         with self._lock:
             self.lost_claims += lost
         reissued = sum(1 for f in fences if f <= high)
-        old = self._raise_fence(keys=[self._fence_key], args=[max(high, *fences, 0)])
+        old = self._raise(keys=[self._prefix + "fence"], args=[max(high, *fences, 0)])
         if reported:
             return
-        detail = (f"fence counter was {fence_before}, below fence {high} already handed "
-                  f"to this replica: at least {lost} acknowledged claim(s) lost"
-                  f"{f'; {reissued} fence(s) reissued before the repair' if reissued else ''}"
-                  f"; counter raised from {old}")
-        log.error("Redis at %s lost claims (a failover or a restart without fsync): %s; "
-                  "the affected invocations run again", self._url, detail)
+        self._alarm(f"fence counter was {fence_before}, below fence {high} already handed "
+                    f"to this replica: at least {lost} acknowledged claim(s) lost"
+                    f"{f'; {reissued} fence(s) reissued before the repair' if reissued else ''}"
+                    f"; counter raised from {old}; the affected invocations run again")
+
+    def after_add(self, high: int, replies: Sequence[Sequence[Any]]) -> None:
+        """Called after adds with ``seq_high`` as it was when they were sent and their
+        replies ``[outcome, due_in, seq_before, seq_after]`` (older servers' scripts
+        return two items: nothing to check)."""
+        pairs = [(int(r[2]), int(r[3])) for r in replies if len(r) >= 4]
+        if not pairs:
+            return
+        with self._lock:
+            self.seq_high = max(self.seq_high, *(after for _, after in pairs))
+        before = min(b for b, _ in pairs)
+        if before >= high:
+            return
+        lost = high - before
+        with self._lock:
+            self.lost_writes += lost
+        old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
+        self._alarm(f"seq counter was {before}, below {high} already acknowledged to this "
+                    f"client: at least {lost} acknowledged enqueue(s) or reschedule(s) lost "
+                    f"(jobs enqueued just before may be gone: enqueue them again with the "
+                    f"same job_id, an upsert); counter raised from {old}")
+
+    def _alarm(self, detail: str) -> None:
+        log.error("Redis at %s lacks writes it acknowledged (a failover or a restart "
+                  "without fsync): %s", self._url, detail)
         self._record("data_loss", detail)
 
     def refresh(self) -> None:

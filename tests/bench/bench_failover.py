@@ -39,9 +39,9 @@ from tests.sentinel_fixtures import SentinelCluster
 MODES = [("kill", 0), ("kill", 1), ("stop", 0), ("stop", 1)]
 
 
-def loss(runs: int, witness_url: str) -> list[FailoverReport]:
+def loss(runs: int, witness_url: str, faults: list[str]) -> list[FailoverReport]:
     reports = []
-    for fault, wait in MODES:
+    for fault, wait in [m for m in MODES if m[0] in faults]:
         for i in range(runs):
             print(f"loss: {fault} wait={wait} run {i + 1}/{runs}", file=sys.stderr)
             with SentinelCluster() as cluster:
@@ -56,8 +56,9 @@ def loss(runs: int, witness_url: str) -> list[FailoverReport]:
 def loss_table(reports: list[FailoverReport]) -> None:
     print("\n| fault | WAIT | runs | acked (sum) | lost, never ran | lost, had run | "
           "lost though WAIT-confirmed | re-runs (same attempt) | data_loss events | "
+          "lost enqueues detected | "
           "failover s (median) | producer stall s (median) | split brain s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for fault, wait in MODES:
         rs = [r for r in reports if r.fault == fault and r.wait_replicas == wait]
         if not rs:
@@ -67,6 +68,7 @@ def loss_table(reports: list[FailoverReport]) -> None:
               f"{sum(r.lost_confirmed for r in rs) if wait else '-'} | "
               f"{sum(r.reruns for r in rs)} ({sum(r.reruns_same_attempt for r in rs)}) | "
               f"{sum(r.data_loss_events for r in rs)} | "
+              f"{sum(r.lost_writes_detected for r in rs)} | "
               f"{statistics.median(r.failover_s for r in rs):.1f} | "
               f"{statistics.median(r.stall_s for r in rs):.1f} | "
               f"{statistics.median(r.split_s for r in rs):.1f} |")
@@ -137,13 +139,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", choices=["loss", "cost"], default=None)
+    ap.add_argument("--fault", choices=["kill", "stop"], action="append", default=None,
+                    help="loss: only these faults (repeatable; default both)")
     args = ap.parse_args()
     reports, rows = [], []
     if args.only in (None, "cost"):
         rows = cost(args.runs)
     if args.only in (None, "loss"):
         with EmbeddedRedis() as witness:
-            reports = loss(args.runs, witness.url)
+            reports = loss(args.runs, witness.url, args.fault or ["kill", "stop"])
     if rows:
         cost_table(rows)
     if reports:

@@ -41,6 +41,7 @@ from tests.sentinel_fixtures import SentinelCluster
 
 FINAL = {"succeeded", "failed", "cancelled"}
 LOST_CLAIMS = re.compile(r"at least (\d+) acknowledged claim")
+LOST_WRITES = re.compile(r"at least (\d+) acknowledged enqueue")
 
 
 @dataclass
@@ -66,6 +67,7 @@ class FailoverReport:
     failover_events: int = 0
     data_loss_events: int = 0
     lost_claims_detected: int = 0
+    lost_writes_detected: int = 0   # by the producer (seq counter below its watermark)
     unreplicated_writes: int = 0    # producer's writes WAIT did not confirm
     details: list[str] = field(default_factory=list)
 
@@ -196,3 +198,5 @@ def _account(report: FailoverReport, acked: list[tuple[str, float]], t_new: floa
             report.details.append(f"{f['kind']}: {f['detail']}")
             m = LOST_CLAIMS.search(f["detail"])
             report.lost_claims_detected += int(m.group(1)) if m else 0
+            m = LOST_WRITES.search(f["detail"])
+            report.lost_writes_detected += int(m.group(1)) if m else 0

@@ -66,10 +66,12 @@ def test_failover_under_load_is_survived_and_its_losses_reported(
     subscriber.close()
 
 
-def test_a_primary_that_lacks_acknowledged_claims_is_detected(redis_ns, caplog, clock):
-    """The promoted server stopped replicating before the last claims (as a lagging
-    replica would): the next claim finds the fence counter below a fence already handed
-    out, records a data_loss event and raises the counter."""
+def test_a_primary_that_lacks_acknowledged_claims_and_enqueues_is_detected(redis_ns, caplog,
+                                                                          clock):
+    """The promoted server stopped replicating before the last claims and an enqueue (as
+    a lagging replica would): the next claim finds the fence counter below a fence already
+    handed out, the next enqueue the seq counter below one already acknowledged; each
+    records a data_loss event and raises its counter."""
     quick = ["--repl-diskless-sync-delay", "0"]   # a full sync at once, not after 5 s
     with EmbeddedRedis(extra_args=quick) as old, EmbeddedRedis(extra_args=quick) as new:
         new_r = redis.Redis(port=new.port)
@@ -83,6 +85,7 @@ def test_a_primary_that_lacks_acknowledged_claims_is_detected(redis_ns, caplog, 
         new_r.replicaof("NO", "ONE")                           # the replica falls behind...
         first = store.claim_due({"default": 3}, 30, "o").claims  # ...these claims never reach it
         assert [c.fence for c in first] == [1, 2, 3]
+        store.add(spec("late", After(3600)))                     # ...nor this enqueue
         client.connection_pool.connection_kwargs["port"] = new.port  # "failover" to it
         client.connection_pool.disconnect()
         client.connection_pool.reset()      # new connections go to the new port
@@ -90,13 +93,18 @@ def test_a_primary_that_lacks_acknowledged_claims_is_detected(redis_ns, caplog, 
             again = store.claim_due({"default": 5}, 30, "o").claims
         assert sorted(c.job_id for c in again) == [f"j{i}" for i in range(5)]  # re-claimed
         assert store.data_loss_alarms == 1 and store.replication.lost_claims == 3
-        (event,) = [e for e in store.events() if e.kind == "data_loss"]
+        (event,) = [e for e in store.events() if e.kind == "data_loss"]   # the claims
         assert "at least 3 acknowledged claim(s) lost" in event.detail
         assert "3 fence(s) reissued before the repair" in event.detail   # said, not hidden
-        assert "lost claims" in caplog.text
-        store.add(spec("k", After(0)))
+        assert "lacks writes it acknowledged" in caplog.text
+        store.add(spec("k", After(0)))                                # the producer's turn
+        assert store.data_loss_alarms == 2 and store.replication.lost_writes == 1
+        assert "at least 1 acknowledged enqueue(s) or reschedule(s) lost" in \
+            [e for e in store.events() if e.kind == "data_loss"][-1].detail
+        assert store.get("late") is None                              # gone, but said so
         (later,) = store.claim_due({"default": 5}, 30, "o").claims
         assert later.fence > max(c.fence for c in first + again)     # monotone from here
-        assert store.data_loss_alarms == 1                            # one alarm per loss
+        store.add(spec("k2", After(0)))
+        assert store.data_loss_alarms == 2                            # one alarm per loss
         store.close()
         new_r.close()
