@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import shutil
 import statistics
 import sys
 import tempfile
@@ -48,6 +49,7 @@ def loss(runs: int, witness_url: str, faults: list[str]) -> list[FailoverReport]
                 log_dir = pathlib.Path(tempfile.mkdtemp(prefix="duetime-failover-"))
                 r = run_failover(cluster, witness_url, log_dir, wait_replicas=wait,
                                  fault=fault, restart_old=bool(wait), before=2.0, after=2.0)
+                shutil.rmtree(log_dir, ignore_errors=True)
             print(r.line())
             reports.append(r)
     return reports
@@ -56,7 +58,7 @@ def loss(runs: int, witness_url: str, faults: list[str]) -> list[FailoverReport]
 def loss_table(reports: list[FailoverReport]) -> None:
     print("\n| fault | WAIT | runs | acked (sum) | lost, never ran | lost, had run | "
           "lost though WAIT-confirmed | re-runs (same attempt) | data_loss events | "
-          "lost enqueues detected | "
+          "lost claims / enqueues detected | "
           "failover s (median) | producer stall s (median) | split brain s (median) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for fault, wait in MODES:
@@ -68,6 +70,7 @@ def loss_table(reports: list[FailoverReport]) -> None:
               f"{sum(r.lost_confirmed for r in rs) if wait else '-'} | "
               f"{sum(r.reruns for r in rs)} ({sum(r.reruns_same_attempt for r in rs)}) | "
               f"{sum(r.data_loss_events for r in rs)} | "
+              f"{sum(r.lost_claims_detected for r in rs)} / "
               f"{sum(r.lost_writes_detected for r in rs)} | "
               f"{statistics.median(r.failover_s for r in rs):.1f} | "
               f"{statistics.median(r.stall_s for r in rs):.1f} | "
