@@ -17,7 +17,9 @@
 -- ARGV[11] overlap: skip | allow | queue
 -- ARGV[12] delivery: at_least_once | at_most_once     ARGV[13] max stalls (>= 1)
 -- ARGV[14] catch-up window ms, or "" (none)
--- Returns: {outcome, due_in_ms} with outcome created | replaced | unchanged,
+-- Returns: {outcome, due_in_ms, seq_before, seq_after} with outcome created | replaced |
+--          unchanged and the namespace's seq counter before and after this call (a client
+--          that finds it below a value it saw acknowledged knows Redis lost writes),
 --          or an error reply "ERR duetime bad-input <what>" (nothing written)
 
 local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -46,13 +48,14 @@ if (misfire ~= 'skip' and misfire ~= 'run_once' and misfire ~= 'catch_up')
 end
 
 local now = now_ms()
+local seq_before = tonumber(redis.call('GET', P .. 'seq') or '0')
 local jk = jkey(job)
 local old = fields(jk, 'def', 'cancelled', 'state', 'next', 'e', 'lane', 'running')
 local live = old.def and old.cancelled ~= '1' and (not old.state or old.state == '')
 if live and old.def == def then
   local due_in = -1
   if old.e and old.e ~= '' then due_in = math.max(0, tonumber(old.next) - now) end
-  return {'unchanged', due_in}
+  return {'unchanged', due_in, seq_before, seq_before}
 end
 
 local outcome = 'created'
@@ -100,4 +103,4 @@ end
 push_series(job, lane, due, k)
 if series then redis.call('HSET', jk, 'since', fmt(due)) end
 event(now, 'scheduled', job, due, nil, outcome)
-return {outcome, math.max(0, due - now)}
+return {outcome, math.max(0, due - now), seq_before, tonumber(redis.call('GET', P .. 'seq'))}

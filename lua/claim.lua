@@ -12,10 +12,11 @@
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs
 -- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch,
---          plan: [job id]}
+--          fence, plan: [job id]}
 --          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
---          the namespace's epoch key ("" if missing: Redis lost its data); "plan" lists
---          calendar jobs that need the caller to compute occurrences (plan.lua).
+--          the namespace's epoch key ("" if missing: Redis lost its data); "fence" is the
+--          fence counter before this call (below a fence already handed out: claims lost);
+--          "plan" lists calendar jobs that need the caller to compute occurrences.
 --
 -- Calendar (cron) series: Lua cannot evaluate a cron expression in a time zone, so the
 -- job hash carries the pending occurrence `next` and the one after it, `after`, both
@@ -48,6 +49,7 @@ end
 
 local now = now_ms()
 lease = int(lease)
+local fence_before = tonumber(redis.call('GET', P .. 'fence') or '0')
 
 -- 1. expired leases: attempt+1 (at-least-once), abandoned (at-most-once) or dead letter
 for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'LIMIT', 0, 100)) do
@@ -232,6 +234,6 @@ if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease 
 
 local epoch = redis.call('GET', P .. 'epoch') or ''
 local reply = cjson.encode({now = now, next = nxt, claims = claims, epoch = epoch,
-  plan = plans})
+  fence = fence_before, plan = plans})
 redis.call('SET', P .. 'claimed:' .. owner, req .. '\n' .. reply, 'PX', 60000)
 return reply

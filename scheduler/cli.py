@@ -32,8 +32,25 @@ EXIT_REFUSED, EXIT_UNREACHABLE = 1, 3
 
 redis_option = click.option(
     "--redis", "redis_url", envvar="DUETIME_REDIS_URL", default=None, metavar="URL",
-    help="Redis URL (redis://, rediss:// for TLS; user:password@ for AUTH/ACL). "
+    help="Redis URL (redis://, rediss:// for TLS; user:password@ for AUTH/ACL; "
+         "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB] for Sentinel). "
          "Default: $DUETIME_REDIS_URL, else an embedded local server.")
+wait_options = [
+    click.option("--wait-replicas", type=click.IntRange(min=0), default=0, show_default=True,
+                 envvar="DUETIME_WAIT_REPLICAS",
+                 help="After each write, WAIT until this many Redis replicas have it "
+                      "(narrows what a failover loses; costs a replication round trip)."),
+    click.option("--wait-timeout-ms", type=click.IntRange(min=1), default=100,
+                 show_default=True, envvar="DUETIME_WAIT_TIMEOUT_MS",
+                 help="Longest WAIT per write; a write not confirmed in time is logged "
+                      "and counted, not undone."),
+]
+
+
+def with_wait_options(fn: Any) -> Any:
+    for option in reversed(wait_options):
+        fn = option(fn)
+    return fn
 namespace_option = click.option(
     "--namespace", "-n", envvar="DUETIME_NAMESPACE", default="default", show_default=True,
     help="Key namespace: replicas and producers of one namespace share its jobs.")
@@ -78,10 +95,11 @@ def _redis_url(url: str | None, data_dir: str | None = None) -> Iterator[str]:
               show_default=True, help="json: one object per line with job/invocation fields.")
 @click.option("--metrics-port", type=int, default=None, envvar="DUETIME_METRICS_PORT",
               help="Serve Prometheus metrics on this port (needs duetime[metrics]).")
+@with_wait_options
 def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers: int,
         lanes: tuple[str, ...], lease: float, resync: float, shutdown_timeout: float,
         data_dir: str | None, log_level: str, log_format: str,
-        metrics_port: int | None) -> None:
+        metrics_port: int | None, wait_replicas: int, wait_timeout_ms: int) -> None:
     """Run a replica: claim due jobs of NAMESPACE and run them until SIGTERM/SIGINT
     (then: stop claiming, hand back unstarted claims, let running jobs finish)."""
     from scheduler import log
@@ -96,7 +114,11 @@ def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers
     from scheduler.stores.redis import RedisStore, StoreConfigError, StoreUnavailableError
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with _redis_url(redis_url, data_dir) as url:
-        store = RedisStore(url, namespace, lease=lease, resync=resync)
+        try:
+            store = RedisStore(url, namespace, lease=lease, resync=resync,
+                               wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+        except ValueError as exc:  # a malformed URL or namespace
+            raise click.UsageError(str(exc)) from None
         try:
             store.check_server()   # refuses eviction and old servers; warns if AOF is off
         except StoreConfigError as exc:
@@ -163,10 +185,12 @@ def _lane(text: str) -> tuple[str, int]:
               help="--cron: delay each run by a fixed, job-id-seeded part of SECONDS.")
 @click.option("--id", "job_id", default=None, help="Job id (an upsert if it exists).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@with_wait_options
 def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
             delay: float | None, at: float | None, every: float | None,
             anchor: float | None, cron_expr: str | None, tz: str | None, ambiguous: str,
-            missing: str, jitter: float, job_id: str | None, as_json: bool) -> None:
+            missing: str, jitter: float, job_id: str | None, as_json: bool,
+            wait_replicas: int, wait_timeout_ms: int) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.stores.redis import StoreUnavailableError
@@ -181,7 +205,8 @@ def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
     try:
         cron = None if cron_expr is None else Cron(
             cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), jitter)
-        with Client(redis_url, namespace=namespace) as client:
+        with Client(redis_url, namespace=namespace, wait_replicas=wait_replicas,
+                    wait_timeout_ms=wait_timeout_ms) as client:
             jid = client.enqueue(task, kwargs=kwargs, delay=delay, at=at, every=every,
                                  anchor=anchor, cron=cron, job_id=job_id)
     except StoreUnavailableError as exc:

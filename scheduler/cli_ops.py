@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 url_option = click.option(
     "--redis", "redis_url", envvar="DUETIME_REDIS_URL", default=None, metavar="URL",
-    help="Redis URL of the namespace (redis://, rediss://; user:password@ for AUTH/ACL). "
+    help="Redis URL of the namespace (redis://, rediss://; user:password@ for AUTH/ACL; "
+         "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB]). "
          "Required; default: $DUETIME_REDIS_URL.")
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print the data as JSON (times as epoch seconds and ISO, UTC).")

@@ -31,12 +31,11 @@ LOG_ENV = "DUETIME_DEMO_URL"
 @task("duetime.demo.work")
 def work(seconds: float = 0.3) -> None:
     """The demo's job: record who runs which invocation, then work for a moment."""
-    import redis
-
     from scheduler import current_invocation
+    from scheduler.stores import urls
 
     inv = current_invocation()
-    r = redis.Redis.from_url(os.environ[LOG_ENV])
+    r = urls.connect(os.environ[LOG_ENV])
     ns = os.environ["DUETIME_NAMESPACE"]
     r.rpush(f"duetime:{{{ns}}}:demo:log", json.dumps(
         {"inv": inv.invocation_id, "job": inv.job_id, "attempt": inv.attempt,
@@ -63,13 +62,13 @@ class Report:
 
 
 def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) -> Report:
-    """Run the demo against ``url`` and return what the witness log says."""
-    import redis
-
+    """Run the demo against ``url`` (``redis://`` or ``redis+sentinel://``) and return what
+    the witness log says."""
     from scheduler.client import Client
+    from scheduler.stores import urls
 
     ns = f"demo-{uuid.uuid4().hex[:6]}"
-    r = redis.Redis.from_url(url, decode_responses=True)
+    r = urls.connect(url, decode_responses=True)
     env = dict(os.environ, **{LOG_ENV: url, "DUETIME_NAMESPACE": ns})
     cmd = [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", ns,
            "--import", "scheduler.demo", "--workers", "2", "--lease", "1.5", "--resync", "1",

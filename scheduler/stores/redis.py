@@ -6,6 +6,8 @@ Wake-ups: a script that makes a job the earliest of its lane publishes its due t
 the namespace's wake channel; every replica's subscriber thread pokes its dispatcher.
 Pub/sub drops messages while a connection is down, so dispatchers also resync (claim)
 every ``resync`` seconds (jittered), and a reconnected subscriber pokes at once.
+
+Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss detection.
 """
 from __future__ import annotations
 
@@ -23,9 +25,10 @@ from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores import codec, lua, redis_calendar
+from scheduler.stores import codec, lua, redis_calendar, urls
 from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
+from scheduler.stores.replication import ReplicationWatch, Waiter
 
 log = logging.getLogger("duetime.redis")
 
@@ -49,22 +52,25 @@ def _ms(seconds: float) -> str:
 
 
 class RedisStore:
-    """A namespace of jobs in one Redis. ``clock`` is for tests only: given, its time is
-    passed to the scripts instead of Redis ``TIME``."""
+    """A namespace of jobs in one Redis. ``redis_url``: a URL (``redis://``, ``rediss://``,
+    ``redis+sentinel://``: stores/urls.py) or a redis-py client. ``wait_replicas``: after
+    each write, ``WAIT wait_replicas wait_timeout_ms`` (replication.py). ``clock`` is for
+    tests only: given, its time is passed to the scripts instead of Redis ``TIME``."""
 
     def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
                  namespace: str = "default", *, clock: Clock | None = None,
                  lease: float = 30.0, resync: float = 5.0,
-                 payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT) -> None:
+                 payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
+                 wait_replicas: int = 0, wait_timeout_ms: int = 100) -> None:
         import redis  # the optional dependency: pip install 'duetime[redis]'
 
         self._redis_mod = redis
         self._r: Any  # redis.Redis with decode_responses=True
         if isinstance(redis_url, str):
-            self._r = redis.Redis.from_url(redis_url, decode_responses=True)
+            self._r = urls.connect(redis_url, decode_responses=True)
         else:
             self._r = redis_url
-        self.url = _safe_url(redis_url)
+        self.url = urls.safe(redis_url)
         self.keys = Keys(namespace)
         self.namespace = namespace
         self.default_lease: float | None = validation.interval(lease, "lease")
@@ -84,6 +90,8 @@ class RedisStore:
         self._sub_stop = threading.Event()
         self._sub_ready = threading.Event()
         self._pubsub: Any = None
+        self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
+        self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
 
     @property
     def redis(self) -> Any:
@@ -107,10 +115,13 @@ class RedisStore:
                 "(DUETIME_REDIS_URL) right?") from exc
 
     def _call(self, name: str, *args: Any) -> Any:
+        argv = [self.keys.prefix, self._now_arg(), *args]
         try:
             with self._reachable():
-                return self._scripts[name](keys=[],
-                                           args=[self.keys.prefix, self._now_arg(), *args])
+                self.replication.refresh()
+                if self.waiter.replicas:
+                    return self.waiter.call(self._scripts[name], argv)
+                return self._scripts[name](keys=[], args=argv)
         except self._redis_mod.ResponseError as exc:
             if "duetime bad-input" in str(exc):
                 raise ValueError(f"the store refused the request: {exc}") from exc
@@ -172,19 +183,23 @@ class RedisStore:
             return
         if epoch == self._epoch:
             return
-        self.data_loss_alarms += 1
         log.error("Redis at %s lost duetime's data for namespace %r (epoch %s -> %s): "
                   "jobs enqueued or claimed before may be gone; check persistence (AOF) "
                   "and failovers", self.url, self.namespace, self._epoch, epoch or "missing")
+        self._record("data_loss", f"epoch {self._epoch} -> {epoch or 'missing'}")
+        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
+        self._epoch = self._r.get(self.keys.epoch)
+
+    def _record(self, kind: str, detail: str) -> None:
+        """Write a namespace event (``data_loss``, ``failover``) and count it in stats."""
+        if kind == "data_loss":
+            self.data_loss_alarms += 1
         with self._r.pipeline(transaction=False) as p:
-            p.xadd(self.keys.events, {"kind": "data_loss", "job": "", "sched": "",
-                                      "attempt": "", "detail": f"epoch {self._epoch} -> "
-                                      f"{epoch or 'missing'}", "at": str(int(time.time() * 1000))},
+            p.xadd(self.keys.events, {"kind": kind, "job": "", "sched": "", "attempt": "",
+                                      "detail": detail, "at": str(int(time.time() * 1000))},
                    maxlen=10_000, approximate=True)
-            p.hincrby(self.keys.stats, "data_loss", 1)
-            p.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
-            p.get(self.keys.epoch)
-            self._epoch = p.execute()[-1]
+            p.hincrby(self.keys.stats, kind, 1)
+            p.execute()
 
     # ---- producers -------------------------------------------------------------------------
 
@@ -193,17 +208,29 @@ class RedisStore:
             return int(self._r.incr(self.keys.ids))
 
     def add(self, spec: JobSpec) -> AddResult:
-        return _add_result(self._call("add", *self._add_args(spec)))
+        high = self.replication.seq_high
+        reply = self._call("add", *self._add_args(spec))
+        with self._reachable():
+            self.replication.after_add(high, [reply])
+        return _add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``add`` for many jobs in one round trip (a pipeline). Every job is checked
         before anything is sent; each add is atomic on its own, the batch is not."""
         args = [self._add_args(spec) for spec in specs]
-        script = self._scripts["add"]
+        script, high = self._scripts["add"], self.replication.seq_high
+        self.replication.refresh()
         with self._reachable(), self._r.pipeline(transaction=False) as pipe:
             for a in args:
                 script(keys=[], args=[self.keys.prefix, self._now_arg(), *a], client=pipe)
-            return [_add_result(reply) for reply in pipe.execute()]
+            if self.waiter.replicas:  # WAIT covers every write sent before it on this connection
+                pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
+            replies = pipe.execute()
+        if self.waiter.replicas:
+            self.waiter.check(replies.pop(), len(args))
+        with self._reachable():
+            self.replication.after_add(high, replies)
+        return [_add_result(reply) for reply in replies]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
@@ -230,17 +257,8 @@ class RedisStore:
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         with self._reachable():
-            h = dict(zip(redis_calendar.BACKFILL_FIELDS, self._r.hmget(
-                self.keys.job(job_id), *redis_calendar.BACKFILL_FIELDS), strict=True))
-        if not h.get("def") or not h.get("gen"):
-            return 0
-        spec = self._spec(job_id, h["def"])
-        occurrences = redis_calendar.occurrences(spec, h, start, end)
-        queued = int(self._call("backfill", job_id, h["gen"], *occurrences))
-        if queued < 0:
-            raise ValueError(f"job {job_id!r} changed while the backfill was computed (it "
-                             "was replaced, cancelled or finished); nothing was queued")
-        return queued
+            return redis_calendar.backfill(self._r, self.keys.job(job_id), self._spec,
+                                           self._call, job_id, start, end)
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
@@ -249,11 +267,17 @@ class RedisStore:
         pairs = [str(x) for lane, n in capacity.items() if n > 0
                  for x in (lane, min(n, MAX_BATCH))]
         sent = time.monotonic()
+        high = self.replication.fence_high
         reply = json.loads(self._call("claim", owner, uuid.uuid4().hex,
                                       "" if lease is None else _ms(lease), *pairs))
         now = reply["now"]
         self._offset_ms = now - sent * 1000
+        alarms = self.data_loss_alarms
         self._watch_epoch(reply.get("epoch", ""))
+        with self._reachable():
+            self.replication.after_claim(high, reply.get("fence"),
+                                         [c["f"] for c in reply["claims"] or []],
+                                         reported=self.data_loss_alarms > alarms)
         claims = []
         for c in reply["claims"] or []:
             try:
@@ -397,6 +421,8 @@ class RedisStore:
                     msg = pubsub.get_message(timeout=1.0)
                     if msg is not None and msg.get("type") == "message":
                         self._notify(self._due_in(int(msg["data"])))
+                    elif urls.primary_moved(self._r, pubsub.connection):
+                        raise ConnectionError("the primary changed (failover): resubscribing")
             except Exception as exc:  # connection lost: back off, reconnect, resync
                 if self._sub_stop.is_set():
                     return
@@ -415,22 +441,10 @@ class RedisStore:
             self._listeners.clear()
         if thread is not None:
             self._stop_subscriber(thread)
-        self._r.close()
+        urls.close(self._r)
 
 
 def _add_result(reply: list[Any]) -> AddResult:
-    outcome, due_in = reply
+    outcome, due_in = reply[:2]
     return AddResult(outcome, None if int(due_in) < 0 else int(due_in) / 1000)
 
-
-def _safe_url(url: Any) -> str:
-    """The URL without its password, for messages and logs."""
-    if not isinstance(url, str):
-        return repr(url)
-    from urllib.parse import urlsplit, urlunsplit
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))

@@ -89,6 +89,21 @@ def write_plans(r: Any, job_key: Callable[[str], str], decode: Callable[[str, st
 BACKFILL_FIELDS = ("def", "gen", "anchor", "interval")
 
 
+def backfill(r: Any, key: str, decode: Callable[[str, str], JobSpec],
+             call: Callable[..., Any], job_id: str, start: float, end: float) -> int:
+    """``RedisStore.backfill``: read the job's schedule, compute the occurrences of the
+    window, and let backfill.lua queue those that never ran (see its header)."""
+    h = dict(zip(BACKFILL_FIELDS, r.hmget(key, *BACKFILL_FIELDS), strict=True))
+    if not h.get("def") or not h.get("gen"):
+        return 0
+    spec = decode(job_id, h["def"])
+    queued = int(call("backfill", job_id, h["gen"], *occurrences(spec, h, start, end)))
+    if queued < 0:
+        raise ValueError(f"job {job_id!r} changed while the backfill was computed (it was "
+                         "replaced, cancelled or finished); nothing was queued")
+    return queued
+
+
 def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: float
                 ) -> list[int]:
     """The occurrences (epoch ms) of a stored recurring job in [start, end), for

@@ -18,14 +18,16 @@ class Replicas:
     def __init__(self, url: str, namespace: str, witness_key: str, *, count: int = 3,
                  workers: int = 4, lease: float = 5.0, resync: float = 1.0,
                  log_dir: pathlib.Path, skews: list[float] | None = None,
-                 shift: float | None = None) -> None:
+                 shift: float | None = None, witness_url: str | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
         """``skews``: per-replica offsets of the process clock (Redis TIME still rules);
         ``shift``: one offset for every replica *and* its store (see shifted.py)."""
-        env = dict(os.environ, WITNESS_URL=url, WITNESS_KEY=witness_key,
+        env = dict(os.environ, WITNESS_URL=witness_url or url, WITNESS_KEY=witness_key,
                    PYTHONPATH=str(ROOT))
         cmd = ["run", "--redis", url, "--namespace",
                namespace, "--import", "tests.integration.witness", "--workers", str(workers),
-               "--lease", str(lease), "--resync", str(resync), "--log-level", "WARNING"]
+               "--lease", str(lease), "--resync", str(resync), "--log-level", "WARNING",
+               *extra]
         self.procs = []
         for i in range(count):
             skew = (skews or [])[i] if i < len(skews or []) else None

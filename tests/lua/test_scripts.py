@@ -271,7 +271,7 @@ def test_non_integer_numbers_are_bad_input(rs, redis_client, case):
 # ---- add ----------------------------------------------------------------------------------
 
 def test_add_created(rs, redis_client):
-    assert raw(rs, "add", *add_args(num="5000")) == ["created", 5000]
+    assert raw(rs, "add", *add_args(num="5000")) == ["created", 5000, 0, 1]  # seq 0 -> 1
     h = job(redis_client, rs, "j")
     assert h["next"] == str(NOW + 5000) and h["gen"] == "1" and "running" not in h
     assert due(redis_client, rs) == [entry(h, "j")]

@@ -1,0 +1,202 @@
+"""What a RedisStore does about Redis replication and failover.
+
+Redis replicates asynchronously: a write acknowledged by the primary can be missing on the
+replica that a failover promotes. duetime cannot prevent that (Redis promises nothing
+stronger, SPEC §8); it offers two things:
+
+- **WAIT after writes** (``wait_replicas=N``): each write script is followed, on the same
+  connection and in the same round trip, by ``WAIT N timeout_ms``, so the call returns only
+  once N replicas have the write or the timeout passed. A timeout is counted
+  (``unreplicated_writes``) and logged, not raised: the write *did* happen on the primary.
+  WAIT narrows the loss window to writes that timed out; it is not a transaction (Redis:
+  "best effort").
+- **Detection, never silence.** ``ReplicationWatch`` notices (a) a new primary (a Sentinel
+  client's pool saw another primary address), recorded as a ``failover`` event, and (b) a
+  fence counter lower than a fence this store was already handed: claims acknowledged
+  before were lost; recorded as a ``data_loss`` event, and the counter is raised back so
+  later claims get fences above every one handed out to this store.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from scheduler.stores import urls
+
+log = logging.getLogger("duetime.redis")
+
+WARN_EVERY = 10.0  # seconds between two "WAIT timed out" warnings
+REFRESH = 1.0      # seconds between two "who is the primary?" questions to the sentinels
+# Raise the fence counter to at least ARGV[1] (one key: fine on a cluster); the old value.
+RAISE_FENCE = """
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return c
+"""
+
+Record = Callable[[str, str], None]  # (event kind, detail): writes the event and counts it
+
+
+class Waiter:
+    """Runs a script and ``WAIT`` in one pipeline (WAIT counts the writes of *its own*
+    connection, so both must share one)."""
+
+    def __init__(self, client: Any, replicas: int, timeout_ms: int) -> None:
+        if replicas < 0:
+            raise ValueError(f"wait_replicas must be >= 0, not {replicas}")
+        if replicas and timeout_ms < 1:
+            raise ValueError("wait_timeout_ms must be >= 1 (WAIT with 0 blocks forever)")
+        self._r = client
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
+        self.unreplicated_writes = 0
+        self._lock = threading.Lock()
+        self._warned = 0.0
+
+    def call(self, script: Any, argv: Sequence[Any]) -> Any:
+        """``script`` (a redis-py Script) with ``argv``, then WAIT; the script's reply.
+        A script missing from the server's cache is loaded and the pair sent again (it
+        had not run: NOSCRIPT means nothing was executed)."""
+        import redis
+
+        for attempt in (0, 1):
+            with self._r.pipeline(transaction=False) as pipe:
+                pipe.evalsha(script.sha, 0, *argv)
+                pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+                reply, acked = pipe.execute(raise_on_error=False)
+            if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
+                script.sha = self._r.script_load(script.script)
+                continue
+            self.check(acked)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+        raise AssertionError("unreachable")
+
+    def check(self, acked: Any, writes: int = 1) -> None:
+        """Count and (at most every WARN_EVERY s) log writes that WAIT did not confirm.
+        A WAIT refused outright (e.g. NOPERM: the ACL user lacks ``+wait``) is raised."""
+        if isinstance(acked, Exception):
+            raise acked
+        if isinstance(acked, int) and acked >= self.replicas:
+            return
+        with self._lock:
+            self.unreplicated_writes += writes
+            now = time.monotonic()
+            if now - self._warned < WARN_EVERY:
+                return
+            self._warned = now
+        log.warning("WAIT %d %d: only %s replica(s) confirmed a write (%d so far); a failover "
+                    "now could lose it. Is a replica down or lagging?", self.replicas,
+                    self.timeout_ms, acked, self.unreplicated_writes)
+
+
+class ReplicationWatch:
+    """Detects a new primary, lost claims and lost enqueues (see the module docstring).
+
+    Two namespace counters only grow: ``fence`` (one per claim) and ``seq`` (one per
+    enqueue, retry or next occurrence). The scripts return the value they read before
+    their own increments; a value below one this store already saw acknowledged means
+    the server lacks acknowledged writes."""
+
+    def __init__(self, client: Any, url: str, prefix: str, record: Record) -> None:
+        self._r = client
+        self._url = url
+        self._prefix = prefix
+        self._record = record
+        self._raise = client.register_script(RAISE_FENCE)
+        self._lock = threading.Lock()
+        self.primary = urls.primary_address(client)
+        self._refreshed = 0.0
+        self.fence_high = 0       # the highest fence this store was handed
+        self.seq_high = 0         # the highest seq an add of this store returned
+        self.failovers = 0
+        self.lost_claims = 0
+        self.lost_writes = 0
+
+    def after_claim(self, high: int, fence_before: int | None, fences: Sequence[int],
+                    reported: bool = False) -> None:
+        """Called after a claim with ``fence_high`` as it was when the claim was sent (every
+        fence handed out before then was issued before the script ran, so the counter the
+        script read, ``fence_before``, must be at least that), and the claimed fences.
+        ``reported``: this loss was already recorded (the epoch was gone); only repair."""
+        self._watch_primary()
+        with self._lock:
+            self.fence_high = max(self.fence_high, *fences) if fences else self.fence_high
+        if fence_before is None or fence_before >= high:
+            return
+        lost = high - fence_before
+        with self._lock:
+            self.lost_claims += lost
+        reissued = sum(1 for f in fences if f <= high)
+        old = self._raise(keys=[self._prefix + "fence"], args=[max(high, *fences, 0)])
+        if reported:
+            return
+        self._alarm(f"fence counter was {fence_before}, below fence {high} already handed "
+                    f"to this replica: at least {lost} acknowledged claim(s) lost"
+                    f"{f'; {reissued} fence(s) reissued before the repair' if reissued else ''}"
+                    f"; counter raised from {old}; the affected invocations run again")
+
+    def after_add(self, high: int, replies: Sequence[Sequence[Any]]) -> None:
+        """Called after adds with ``seq_high`` as it was when they were sent and their
+        replies ``[outcome, due_in, seq_before, seq_after]`` (older servers' scripts
+        return two items: nothing to check)."""
+        pairs = [(int(r[2]), int(r[3])) for r in replies if len(r) >= 4]
+        if not pairs:
+            return
+        with self._lock:
+            self.seq_high = max(self.seq_high, *(after for _, after in pairs))
+        before = min(b for b, _ in pairs)
+        if before >= high:
+            return
+        lost = high - before
+        with self._lock:
+            self.lost_writes += lost
+        old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
+        self._alarm(f"seq counter was {before}, below {high} already acknowledged to this "
+                    f"client: at least {lost} acknowledged enqueue(s) or reschedule(s) lost "
+                    f"(jobs enqueued just before may be gone: enqueue them again with the "
+                    f"same job_id, an upsert); counter raised from {old}")
+
+    def _alarm(self, detail: str) -> None:
+        log.error("Redis at %s lacks writes it acknowledged (a failover or a restart "
+                  "without fsync): %s", self._url, detail)
+        self._record("data_loss", detail)
+
+    def refresh(self) -> None:
+        """With a Sentinel URL, ask the sentinels who the primary is, at most every REFRESH
+        seconds (redis-py's own ``get_master_address``: a new address drops the pool's idle
+        connections, and busy ones when they are released). Without it, a client whose
+        connections never broke (a primary paused, then back: a split brain) writes to the
+        demoted primary until the sentinels reconfigure it, and those writes are lost."""
+        pool = getattr(self._r, "connection_pool", None)
+        if not hasattr(pool, "get_master_address"):
+            return
+        now = time.monotonic()
+        if now - self._refreshed < REFRESH:
+            return
+        self._refreshed = now
+        import redis
+
+        try:
+            pool.get_master_address()  # type: ignore[union-attr]
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass   # no sentinel answered, or no primary: the next command will say so
+
+    def _watch_primary(self) -> None:
+        address = urls.primary_address(self._r)
+        if address is None or address == self.primary:
+            return
+        with self._lock:
+            old, self.primary = self.primary, address
+            if old is None:
+                return
+            self.failovers += 1
+        detail = f"primary {old[0]}:{old[1]} -> {address[0]}:{address[1]}"
+        log.error("Redis failover at %s: %s; writes acknowledged by the old primary shortly "
+                  "before it failed may be lost (replication is asynchronous); lost claims "
+                  "are detected and their invocations run again", self._url, detail)
+        self._record("failover", detail)

@@ -1,0 +1,184 @@
+"""Redis URLs: a plain server (``redis://``, ``rediss://``, ``unix://``: redis-py's own
+parser) or a primary found through Redis Sentinel:
+
+    redis+sentinel://[user:password@]host1[:26379][,host2[:26379]...]/service[/db]
+                     [?sentinel_password=...&sentinel_username=...]
+
+``user:password`` authenticate to the data servers (primary and replicas); sentinels that
+need a password of their own take ``sentinel_password`` (and ``sentinel_username``). The
+service name (the ``sentinel monitor <name>`` of sentinel.conf) is required; ``db`` defaults
+to 0, a sentinel's port to 26379. IPv6 hosts go in brackets: ``[::1]:26379``.
+
+A Sentinel URL connects through redis-py's ``Sentinel.master_for``: every new connection
+asks the sentinels for the current primary, and a connection to a demoted primary is
+dropped, so after a failover the client follows the new primary by itself. duetime adds
+no failover logic of its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+SENTINEL_SCHEME = "redis+sentinel"
+SENTINEL_PORT = 26379
+PLAIN_SCHEMES = ("redis", "rediss", "unix")
+SENTINEL_OPTIONS = ("sentinel_password", "sentinel_username")
+# How long one sentinel may take to answer "who is the primary?" before the next is asked.
+SENTINEL_TIMEOUT = 1.0
+FORMAT = "redis+sentinel://[user:password@]host1:26379,host2:26379/service_name[/db]"
+
+
+class RedisURLError(ValueError):
+    """A Redis URL that cannot be used; the message says what is wrong and the format."""
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """A parsed ``redis+sentinel://`` URL."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+
+
+def is_sentinel(url: str) -> bool:
+    """True for a ``redis+sentinel://`` URL."""
+    return url.lower().startswith(SENTINEL_SCHEME + "://")
+
+
+def parse_sentinel(url: str) -> SentinelURL:
+    """Parse a ``redis+sentinel://`` URL, or raise ``RedisURLError`` saying what to fix."""
+    def bad(why: str) -> RedisURLError:
+        return RedisURLError(f"bad Sentinel URL {safe(url)!r}: {why}; expected {FORMAT}")
+
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL"
+        raise bad(f"malformed IPv6 host ({exc})") from None
+    if parts.scheme.lower() != SENTINEL_SCHEME:
+        raise bad(f"the scheme must be {SENTINEL_SCHEME}://")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username = password = None
+    if userinfo:
+        user, sep, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if sep else None
+    sentinels = tuple(_host_port(h, bad) for h in hosts.split(","))
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
+        raise bad("the service name is missing (the name in 'sentinel monitor <name>')")
+    if len(path) > 2:
+        raise bad(f"too many path parts {parts.path!r}")
+    db = 0
+    if len(path) == 2:
+        if not path[1].isdigit():
+            raise bad(f"the database must be a number, not {path[1]!r}")
+        db = int(path[1])
+    query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
+    unknown = sorted(set(query) - set(SENTINEL_OPTIONS))
+    if unknown:
+        raise bad(f"unknown option(s) {', '.join(unknown)} (known: {', '.join(SENTINEL_OPTIONS)})")
+    if parts.fragment:
+        raise bad("a '#fragment' is not allowed")
+    return SentinelURL(sentinels=sentinels, service=unquote(path[0]), db=db,
+                       username=username, password=password,
+                       sentinel_username=query.get("sentinel_username", [None])[-1],
+                       sentinel_password=query.get("sentinel_password", [None])[-1])
+
+
+def _host_port(text: str, bad: Any) -> tuple[str, int]:
+    if not text:
+        raise bad("a sentinel host is missing (empty entry in the host list)")
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise bad(f"malformed IPv6 host {text!r}")
+        port_text = rest[1:]
+    else:
+        host, _, port_text = text.partition(":")
+        if ":" in port_text:
+            raise bad(f"put IPv6 addresses in brackets: {text!r}")
+    if not host:
+        raise bad(f"a host is missing in {text!r}")
+    if not port_text:
+        return host, SENTINEL_PORT
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise bad(f"the port in {text!r} is not a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def connect(url: str, **kwargs: Any) -> Any:
+    """A redis-py client for ``url`` (``kwargs`` go to every data-server connection, e.g.
+    ``decode_responses=True``). A Sentinel URL gives ``Sentinel.master_for``'s client:
+    always the current primary. Raises ``RedisURLError`` for a malformed URL."""
+    import redis
+
+    if not is_sentinel(url):
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        if scheme not in PLAIN_SCHEMES:
+            raise RedisURLError(
+                f"unsupported Redis URL scheme {scheme + '://' if scheme else '(none)'} in "
+                f"{safe(url)!r}: use redis://, rediss:// (TLS), unix:// or {FORMAT}")
+        return redis.Redis.from_url(url, **kwargs)
+    from redis.sentinel import Sentinel
+
+    s = parse_sentinel(url)
+    sentinel_kwargs: dict[str, Any] = {"socket_timeout": SENTINEL_TIMEOUT,
+                                       "socket_connect_timeout": SENTINEL_TIMEOUT}
+    if s.sentinel_password is not None:
+        sentinel_kwargs["password"] = s.sentinel_password
+    if s.sentinel_username is not None:
+        sentinel_kwargs["username"] = s.sentinel_username
+    manager = Sentinel(  # type: ignore[no-untyped-call]
+        list(s.sentinels), sentinel_kwargs=sentinel_kwargs)
+    return manager.master_for(  # type: ignore[no-untyped-call]
+        s.service, db=s.db, username=s.username, password=s.password, **kwargs)
+
+
+def close(client: Any) -> None:
+    """Close a client made by ``connect``, and its sentinel connections if it has any."""
+    client.close()
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    if manager is not None:
+        manager.close()
+
+
+def primary_address(client: Any) -> tuple[str, int] | None:
+    """The primary a Sentinel client last connected to, as its pool saw it (no network
+    call); None for a plain URL or before the first connection."""
+    address = getattr(getattr(client, "connection_pool", None), "master_address", None)
+    return (str(address[0]), int(address[1])) if address else None
+
+
+def primary_moved(client: Any, connection: Any) -> bool:
+    """True when a Sentinel client's pool has learnt of a primary other than the server
+    ``connection`` is on (a long-lived pub/sub connection must then move)."""
+    address = primary_address(client)
+    host = getattr(connection, "host", None)
+    return address is not None and host is not None and (host, connection.port) != address
+
+
+def safe(url: Any) -> str:
+    """The URL without its password(s), for messages and logs."""
+    if not isinstance(url, str):
+        return repr(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        scheme, _, rest = url.rpartition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hosts = netloc.rpartition("@")
+        user, sep, _ = userinfo.partition(":")
+        netloc = f"{user}:***@{hosts}" if sep else netloc
+    query = parts.query
+    if "password=" in query:
+        query = "&".join(f"{k}=***" if k.endswith("password") else f"{k}={v}" for k, _, v in
+                         (item.partition("=") for item in query.split("&")))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))

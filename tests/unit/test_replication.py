@@ -1,0 +1,88 @@
+"""replication.py without a server: WAIT accounting, the primary refresh and the primary
+watch, on stand-ins for redis-py's client and Sentinel pool."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from scheduler.stores import replication, urls
+from scheduler.stores.replication import ReplicationWatch, Waiter
+
+
+class Pool:
+    """Stands in for redis-py's SentinelConnectionPool: the last primary it saw."""
+
+    def __init__(self) -> None:
+        self.master_address: tuple[str, int] | None = None
+        self.asked = 0
+        self.next_address = ("10.0.0.1", 6379)
+
+    def get_master_address(self) -> tuple[str, int]:
+        self.asked += 1
+        self.master_address = self.next_address
+        return self.master_address
+
+
+class Client:
+    def __init__(self, pool: object | None = None) -> None:
+        self.connection_pool = pool
+
+    def register_script(self, text: str) -> object:
+        return lambda **kw: 0
+
+
+def test_wait_counts_unconfirmed_writes_and_warns_rarely(caplog):
+    w = Waiter(Client(), replicas=1, timeout_ms=50)
+    with caplog.at_level(logging.WARNING, "duetime.redis"):
+        w.check(1)
+        w.check(0)
+        w.check(0, writes=5)
+    assert w.unreplicated_writes == 6
+    assert caplog.text.count("WAIT 1 50") == 1
+
+
+def test_a_refused_wait_is_raised():
+    with pytest.raises(PermissionError):
+        Waiter(Client(), replicas=1, timeout_ms=50).check(PermissionError("NOPERM wait"))
+
+
+def test_refresh_asks_the_sentinels_at_most_once_a_second(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(replication.time, "monotonic", lambda: now[0])
+    pool = Pool()
+    watch = ReplicationWatch(Client(pool), "u", "f", lambda kind, detail: None)
+    watch.refresh()
+    watch.refresh()
+    assert pool.asked == 1
+    now[0] += replication.REFRESH
+    watch.refresh()
+    assert pool.asked == 2
+    ReplicationWatch(Client(object()), "u", "f", lambda k, d: None).refresh()  # plain: no-op
+
+
+def test_a_new_primary_is_recorded_once(caplog):
+    pool = Pool()
+    events: list[tuple[str, str]] = []
+    watch = ReplicationWatch(Client(pool), "u", "f", lambda k, d: events.append((k, d)))
+    pool.master_address = ("10.0.0.1", 6379)
+    watch.after_claim(0, 0, [])                 # the first primary: nothing to report
+    pool.master_address = ("10.0.0.2", 6379)
+    with caplog.at_level(logging.ERROR, "duetime.redis"):
+        watch.after_claim(0, 0, [])
+        watch.after_claim(0, 0, [])
+    assert events == [("failover", "primary 10.0.0.1:6379 -> 10.0.0.2:6379")]
+    assert watch.failovers == 1 and "Redis failover at u" in caplog.text
+
+
+def test_a_pubsub_connection_on_another_server_has_to_move():
+    pool = Pool()
+    pool.master_address = ("h", 2)
+
+    class Conn:
+        host, port = "h", 1
+    assert urls.primary_moved(Client(pool), Conn())
+    Conn.port = 2
+    assert not urls.primary_moved(Client(pool), Conn())
+    assert not urls.primary_moved(Client(object()), Conn())   # a plain URL never moves
+    assert not urls.primary_moved(Client(pool), None)         # not connected yet
