@@ -13,7 +13,6 @@ from typing import Any
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Cron, JobSpec
-from scheduler.stores.series import BACKFILL_LIMIT
 
 log = logging.getLogger("duetime.redis")
 
@@ -109,23 +108,8 @@ def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: floa
     """The occurrences (epoch ms) of a stored recurring job in [start, end), for
     backfill.lua; raises ValueError for a one-off job or an oversized window."""
     sched = spec.schedule
-    out: list[int] = []
-    if isinstance(sched, Cron):
-        for x in crons.occurrences(sched, start, end, spec.job_id):
-            out.append(_ms(x))
-            if len(out) > BACKFILL_LIMIT:
-                break
-    elif h.get("anchor") and h.get("interval"):
-        anchor, iv = int(h["anchor"] or 0), int(h["interval"] or 1)
-        k = schedules.first_index_at_or_after(anchor, iv, _ms(start))
-        t = int(schedules.occurrence(anchor, iv, k))
-        while len(out) <= BACKFILL_LIMIT and t < _ms(end):
-            out.append(t)
-            k += 1
-            t = int(schedules.occurrence(anchor, iv, k))
-    else:
-        raise ValueError(f"job {spec.job_id!r} is not recurring: nothing to backfill")
-    if len(out) > BACKFILL_LIMIT:
-        raise ValueError(f"the window holds more than {BACKFILL_LIMIT} occurrences of "
-                         f"{spec.job_id!r}; backfill a narrower window at a time")
-    return out
+    grid = None
+    if h.get("anchor") and h.get("interval"):
+        grid = (int(h["anchor"] or 0) / 1000, int(h["interval"] or 1) / 1000)
+    cron = sched if isinstance(sched, Cron) else None
+    return [_ms(x) for x in schedules.window(spec.job_id, cron, grid, start, end)]
