@@ -17,6 +17,7 @@ from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target
 from scheduler.stores.base import Store
+from workers import failpoints
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -90,6 +91,7 @@ class Runner:
 
     def run(self, work: Work) -> None:
         claim = work.claim
+        failpoints.hit("after_claim")
         if not self._lease_still_held(work):
             log.warning("lease lost before start, not running job %s invocation %s",
                         claim.job_id, claim.invocation_id)
@@ -128,6 +130,7 @@ class Runner:
             if self._heartbeat is not None:
                 self._heartbeat.drop(claim)
             self._track(claim.job_id, token, False)
+        failpoints.hit("after_effect")
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
@@ -181,6 +184,7 @@ class Runner:
         return hb.renew_one(work.claim)
 
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
+        failpoints.hit("before_complete")
         try:
             result = write()
         except Exception as exc:  # store unreachable: the lease will expire, then re-run
