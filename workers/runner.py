@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -26,6 +27,7 @@ from workers.timers import Timers
 log = logging.getLogger("duetime.workers")
 
 UNKNOWN_TASK_ATTEMPTS = 5
+COMMIT_RETRY_PAUSES = (0.05, 0.25, 1.0)  # seconds between tries to record an outcome
 
 
 class Work(NamedTuple):
@@ -184,12 +186,23 @@ class Runner:
         return hb.renew_one(work.claim)
 
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
+        """Record the outcome. A store error is retried a few times (a pooled connection
+        that an outage left dead fails once, then reconnects; a resent commit is
+        idempotent by token). If it still fails, the lease expires and the invocation
+        runs again (at-least-once)."""
         failpoints.hit("before_complete")
-        try:
-            result = write()
-        except Exception as exc:  # store unreachable: the lease will expire, then re-run
-            log.error("recording the outcome of %s failed: %s", claim.invocation_id, exc)
-            return
+        for pause in (*COMMIT_RETRY_PAUSES, None):
+            try:
+                result = write()
+                break
+            except Exception as exc:
+                if pause is None:
+                    log.error("recording the outcome of %s failed: %s; it will run again "
+                              "once its lease expires", claim.invocation_id, exc)
+                    return
+                log.warning("recording the outcome of %s failed (%s); retrying in %gs",
+                            claim.invocation_id, exc, pause)
+                time.sleep(pause)  # real seconds: a store blip, not scheduled time
         if result is not Commit.OK:
             log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
                         claim.job_id, claim.invocation_id, claim.attempt, result.value)

@@ -38,6 +38,11 @@ class StoreUnavailableError(DuetimeError, ConnectionError):
     """Redis could not be reached (or answered with an error we cannot act on)."""
 
 
+class StoreFullError(DuetimeError, RuntimeError):
+    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
+    written. Running jobs can still record their outcomes."""
+
+
 class StoreConfigError(DuetimeError, RuntimeError):
     """The Redis server is configured in a way that breaks duetime's guarantees."""
 
@@ -102,6 +107,11 @@ class RedisStore:
         to check (the URL is shown without its password)."""
         try:
             yield
+        except self._redis_mod.exceptions.OutOfMemoryError as exc:
+            raise StoreFullError(
+                f"Redis at {self.url} is out of memory (maxmemory reached; policy "
+                "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
+                f"and cancel unneeded ones, then retry ({exc})") from exc
         except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
             raise StoreUnavailableError(
                 f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "

@@ -33,7 +33,7 @@ class Fault:
     """An injected fault. ``pid``: the replica it hit (None: Redis or the network);
     ``until_ms``: the end of a fault with a duration (stop, outage)."""
 
-    kind: str  # kill | crash | stop | outage | data_loss | term
+    kind: str  # kill | crash | stop | renew_fail | outage | data_loss | term
     at_ms: float
     until_ms: float | None = None
     pid: int | None = None
@@ -224,6 +224,8 @@ def _cause(prev: dict[str, Any], cur: dict[str, Any], faults: list[Fault]) -> st
                 return "owner death"
             if f.kind == "stop":
                 return "pause past the lease"
+            if f.kind == "renew_fail":
+                return "renewals failed"
         if f.pid is None and f.at_ms <= hi and end >= lo - 1000:
             if f.kind == "outage":
                 return "Redis unreachable"
@@ -239,6 +241,8 @@ def _executions(h: History, claims: dict[str, list[_Claim]], rep: Report,
     for x in h.execs:
         by_inv[f"{x['job']}@{x['sched']}"].append(x)
     rep.executions = len(h.execs)
+    retried = {(f"{e['job']}@{e['sched']}", e["attempt"]) for e in h.events
+               if e["kind"] == "retried"}
     fences = Counter(x["fence"] for x in h.execs)
     for fence, n in fences.items():
         if n > 1:
@@ -248,6 +252,8 @@ def _executions(h: History, claims: dict[str, list[_Claim]], rep: Report,
             rep.violations.append(f"I1 {inv}: executed but never claimed")
         xs.sort(key=lambda x: (x["start_ms"], x["fence"]))
         for prev, cur in zip(xs, xs[1:], strict=False):
+            if (inv, prev["attempt"]) in retried and cur["attempt"] > prev["attempt"]:
+                continue  # a retry after a recorded failure: a new attempt, not a duplicate
             cause = _cause(prev, cur, h.faults)
             rep.duplicates[cause or "unexplained"] += 1
             if cause is None:

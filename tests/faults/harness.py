@@ -210,11 +210,13 @@ class Harness:
     def history(self, drained: bool = True) -> History:
         self.close()
         faults = list(self.faults)
-        for _point, action, pid, at in self.hits:   # crash failpoints are owner deaths too
+        for point, action, pid, at in self.hits:   # crash failpoints are owner deaths too
             if action == "crash":
                 faults.append(Fault("crash", at, pid=pid))
             elif action == "stop":
                 faults.append(Fault("stop", at, pid=pid))
+            elif point == "renew" and action == "fail":
+                faults.append(Fault("renew_fail", at, pid=pid))
         return History(
             events=self.events, execs=self.execs, expected=set(self.expected),
             lease_ms=round(self.lease * 1000), reap_ms=round(self.resync * 1500),
