@@ -31,6 +31,7 @@ from scheduler.stores.keys import Keys
 log = logging.getLogger("duetime.redis")
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 
 
@@ -67,7 +68,16 @@ class RedisStore:
         self._redis_mod = redis
         self._r: Any  # redis.Redis with decode_responses=True
         if isinstance(redis_url, str):
-            self._r = redis.Redis.from_url(redis_url, decode_responses=True)
+            from redis.backoff import ExponentialBackoff
+            from redis.retry import Retry
+
+            # A pooled connection that an outage or a restart left dead fails its next
+            # command; reconnect and resend it (every script is idempotent on resend:
+            # claims carry a request id, commits a token) instead of failing the caller.
+            self._r = redis.Redis.from_url(
+                redis_url, decode_responses=True,
+                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), RESEND_RETRIES),
+                retry_on_error=[redis.ConnectionError])
         else:
             self._r = redis_url
         self.url = _safe_url(redis_url)

@@ -103,14 +103,19 @@ class Harness:
         return wait_until(lambda: len(self.raw.keys(self.keys.replica("*"))) >= want, timeout)
 
     def wait_done(self, n: int, timeout: float) -> bool:
-        """Until ``n`` one-off invocations have a committed outcome (read from Redis)."""
-        def done() -> bool:
-            try:
-                stats = self.raw.hgetall(self.keys.stats)
-            except redis.RedisError:
-                return False
-            return sum(int(stats.get(k, 0)) for k in ("succeeded", "failed")) >= n
-        return wait_until(done, timeout, 0.1)
+        """Until ``n`` of the expected one-off jobs have a committed outcome (succeeded or
+        failed: read from the recorded events, so recurring runs do not count)."""
+        seen = [0]
+        done: set[str] = set()
+
+        def count() -> bool:
+            events = self.recorder.snapshot()
+            for e in events[seen[0]:]:
+                if e["kind"] in ("succeeded", "failed") and e["job"] in self.expected:
+                    done.add(e["job"])
+            seen[0] = len(events)
+            return len(done) >= n
+        return wait_until(count, timeout, 0.1)
 
     def running(self) -> list[dict[str, Any]]:
         """Open claims from the recorded events: inv, attempt, pid, at."""

@@ -87,6 +87,9 @@ def test_slow_recovery_after_a_kill_violates_i5():
               ev("claimed", 9010, 2, detail=OWNER_B), ev("succeeded", 9100, 2)]
     rep = check(hist(events, [], [Fault("kill", 1500, pid=101)]))
     assert any("I5" in v and "limit 2500" in v for v in rep.violations), rep.violations
+    # an outage right after the kill blocks every reaper: the window grows by its length
+    outage = Fault("outage", 2000, 8000)
+    assert check(hist(events, [], [Fault("kill", 1500, pid=101), outage])).ok
 
 
 def test_one_claim_executed_twice_is_a_violation():
