@@ -129,10 +129,16 @@ class Runner:
             _current.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)
+            self._track(claim.job_id, token, False)
+        try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
+            failpoints.hit("after_effect")
+            self._finish(claim, token, timeout, error, result)
+        finally:
             if self._heartbeat is not None:
                 self._heartbeat.drop(claim)
-            self._track(claim.job_id, token, False)
-        failpoints.hit("after_effect")
+
+    def _finish(self, claim: Claim, token: CancelToken, timeout: float | None,
+                error: BaseException | None, result: Any) -> None:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:

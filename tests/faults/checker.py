@@ -33,7 +33,7 @@ class Fault:
     """An injected fault. ``pid``: the replica it hit (None: Redis or the network);
     ``until_ms``: the end of a fault with a duration (stop, outage)."""
 
-    kind: str  # kill | crash | stop | renew_fail | outage | data_loss | term
+    kind: str  # kill crash stop renew_fail outage slow_network data_loss term
     at_ms: float
     until_ms: float | None = None
     pid: int | None = None
@@ -236,6 +236,8 @@ def _cause(prev: dict[str, Any], cur: dict[str, Any], faults: list[Fault]) -> st
                 return "Redis unreachable"
             if f.kind == "data_loss":
                 return "Redis data loss"
+            if f.kind == "slow_network":
+                return "slow network"
     return None
 
 

@@ -2,7 +2,8 @@
 
 (``tc netem`` is missing on this kernel, RELIABILITY §0.7.) Modes, switchable at any time:
 
-- ``delay(ms, jitter_ms)``: every reply chunk (Redis -> client) waits ms ± jitter first.
+- ``delay(ms, jitter_ms)``: every reply chunk (Redis -> client) waits ms ± jitter first,
+  so a round trip takes ms longer (requests are not delayed).
 - ``blackhole()`` / ``heal()``: a partition. Nothing is forwarded in either direction, new
   connections are accepted but not connected through; bytes sent meanwhile wait (like TCP
   retransmissions) and flow again on ``heal()``.
@@ -118,15 +119,15 @@ class Proxy:
         if link.server is not None:
             _rst(link.server)
 
-    def _gate(self) -> bool:
-        """Wait while blackholed; then the reply delay. False once closed."""
+    def _gate(self, reply: bool = False) -> bool:
+        """Wait while blackholed; then, for a reply, the delay. False once closed."""
         with self._cond:
             while self._blackholed and not self._closed:
                 self._cond.wait()
             if self._closed:
                 return False
             base, jitter = self._delay
-        if base > 0:
+        if reply and base > 0:
             time.sleep(max(0.0, base + self._rng.uniform(-jitter, jitter)))
         return True
 
@@ -182,7 +183,7 @@ class Proxy:
                     with self._cond:
                         self.dropped_replies += 1
                     return self._kill(link)
-                if not self._gate():
+                if not self._gate(reply=True):
                     return self._kill(link)
                 link.client.sendall(data)
         except OSError:

@@ -50,10 +50,12 @@ def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Ou
         h.enqueue_many(n // 3, seconds=0.1)
         h.wait_done(n // 3, 60)
         slow_s = time.monotonic() - t0
-        h.proxy.delay(400, 100)
+        h.proxy.delay(400, 100)      # RTT L/5: a new connection's handshake costs more
+        slow_from = now_ms()
         h.enqueue_many(n // 3, seconds=0.1)
         h.wait_done(2 * (n // 3), 90)
         h.proxy.delay(0)
+        h.note("slow_network", slow_from, now_ms())
         h.enqueue_many(n - 2 * (n // 3), seconds=1.0, spread=3.0)  # renewals happen
         for script in ("claim", "renew", "complete"):
             h.proxy.drop_reply_once(_sha(h, script))

@@ -40,7 +40,9 @@ def test_f5_other_outages(tmp_path, how):
 def test_f7_slow_and_lossy_network(tmp_path):
     out = scenarios_more.slow_network(tmp_path)
     assert out.ok and out.report.lost == 0, out
-    assert sum(out.report.duplicates.values()) == 0, out
+    # at 100 ms and through the lost replies: none; at 400 ms (L/5) a rare re-run when
+    # a new connection's handshakes plus the commit outlast the lease (fenced, counted)
+    assert set(out.report.duplicates) <= {"slow network"}, out
     assert out.figures["dropped_replies"] == 3, out
 
 
