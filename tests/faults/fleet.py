@@ -52,8 +52,9 @@ class Fleet:
         prefix = (["-m", "scheduler"] if skew is None
                   else ["-m", "tests.faults.skewed", str(skew)])
         env = dict(self._env)
-        if failpoints or self.failpoints[i]:
-            env[FAILPOINTS] = failpoints or self.failpoints[i] or ""
+        armed = failpoints if failpoints is not None else self.failpoints[i]
+        if armed:
+            env[FAILPOINTS] = armed
         log = open(self.log_dir / f"replica-{i}.log", "ab")  # noqa: SIM115 (closed in stop)
         self._logs.append(log)
         self.started += 1
@@ -75,7 +76,8 @@ class Fleet:
         return at
 
     def restart(self, i: int, failpoints: str | None = None) -> int:
-        """Start a fresh process in slot ``i`` (after it died); returns its pid."""
+        """Start a fresh process in slot ``i`` (after it died); returns its pid. Its
+        failpoints are the slot's unless ``failpoints`` is given ("" for none)."""
         if self.procs[i].poll() is None:
             raise RuntimeError(f"replica {i} (pid {self.procs[i].pid}) is still running")
         self.procs[i] = self._spawn(i, failpoints)

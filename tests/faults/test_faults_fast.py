@@ -18,9 +18,10 @@ def test_f1_killed_owners_lose_nothing_and_rerun_at_most_once(tmp_path):
     assert set(out.report.duplicates) <= {"owner death"}, out
     assert out.figures["kills"] == 2, out
     # the replica killed after a job's effect, before recording it: that invocation (and
-    # any other whose effect it had finished) ran exactly twice, the second as attempt 2
+    # any other whose effect it had finished) ran again as attempt 2 (and once more only
+    # if that owner was killed too: the checker holds every extra run to a death)
     runs = out.figures["after_effect_attempts"]
-    assert runs and all(r == [1, 2] for r in runs), out
+    assert runs and all(r[:2] == [1, 2] for r in runs), out
 
 
 @pytest.mark.parametrize("at", ["mid_run", "before_complete"])
