@@ -62,6 +62,7 @@ class Report:
     lost: int = 0
     duplicates: Counter[str] = field(default_factory=Counter)
     duplicate_commits: int = 0
+    dead_lettered: int = 0        # owners lost the lease max_stalls times (poison)
     stale_commits_rejected: int = 0
     fenced_rejects: int = 0
     recovery_ms: list[float] = field(default_factory=list)
@@ -76,7 +77,8 @@ class Report:
         dup = ", ".join(f"{k}: {v}" for k, v in sorted(self.duplicates.items())) or "0"
         text = (f"{self.invocations} invocations, {self.executions} executions, lost "
                 f"{self.lost}, extra executions ({dup}), duplicate commits "
-                f"{self.duplicate_commits}, stale commits rejected "
+                f"{self.duplicate_commits}, dead-lettered after stalls "
+                f"{self.dead_lettered}, stale commits rejected "
                 f"{self.stale_commits_rejected}, fenced rejects {self.fenced_rejects}")
         if self.violations:
             text += "\nVIOLATIONS:\n  " + "\n  ".join(self.violations[:50])
@@ -152,6 +154,8 @@ def _walk(events: list[dict[str, Any]], rep: Report,
                     open_claim.end, open_claim.end_at = kind, e["at"]
             if kind in TERMINAL or kind == "dead_lettered":
                 terminals[inv] += 1
+                if kind == "dead_lettered":
+                    rep.dead_lettered += 1
                 if terminals[inv] == 2:
                     rep.duplicate_commits += 1
                     rep.violations.append(f"I3 {inv}: a second outcome ({kind}) was committed")

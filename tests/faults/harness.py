@@ -32,6 +32,8 @@ from tests.faults.proxy import Proxy
 from tests.faults.recorder import Recorder
 from tests.faults.witness import Witness
 
+TERMINAL_KINDS = ("succeeded", "failed", "dead_lettered", "abandoned")
+
 
 def now_ms() -> float:
     return time.time() * 1000
@@ -103,15 +105,16 @@ class Harness:
         return wait_until(lambda: len(self.raw.keys(self.keys.replica("*"))) >= want, timeout)
 
     def wait_done(self, n: int, timeout: float) -> bool:
-        """Until ``n`` of the expected one-off jobs have a committed outcome (succeeded or
-        failed: read from the recorded events, so recurring runs do not count)."""
+        """Until ``n`` of the expected one-off jobs have a committed outcome (succeeded,
+        failed, dead-lettered or abandoned: read from the recorded events, so recurring
+        runs do not count)."""
         seen = [0]
         done: set[str] = set()
 
         def count() -> bool:
             events = self.recorder.snapshot()
             for e in events[seen[0]:]:
-                if e["kind"] in ("succeeded", "failed") and e["job"] in self.expected:
+                if e["kind"] in TERMINAL_KINDS and e["job"] in self.expected:
                     done.add(e["job"])
             seen[0] = len(events)
             return len(done) >= n
