@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -17,6 +18,7 @@ from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target
 from scheduler.stores.base import Store
+from workers import failpoints
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -25,6 +27,7 @@ from workers.timers import Timers
 log = logging.getLogger("duetime.workers")
 
 UNKNOWN_TASK_ATTEMPTS = 5
+COMMIT_RETRY_PAUSES = (0.05, 0.25, 1.0)  # seconds between tries to record an outcome
 
 
 class Work(NamedTuple):
@@ -90,6 +93,7 @@ class Runner:
 
     def run(self, work: Work) -> None:
         claim = work.claim
+        failpoints.hit("after_claim")
         if not self._lease_still_held(work):
             log.warning("lease lost before start, not running job %s invocation %s",
                         claim.job_id, claim.invocation_id)
@@ -125,9 +129,16 @@ class Runner:
             _current.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)
+            self._track(claim.job_id, token, False)
+        try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
+            failpoints.hit("after_effect")
+            self._finish(claim, token, timeout, error, result)
+        finally:
             if self._heartbeat is not None:
                 self._heartbeat.drop(claim)
-            self._track(claim.job_id, token, False)
+
+    def _finish(self, claim: Claim, token: CancelToken, timeout: float | None,
+                error: BaseException | None, result: Any) -> None:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
@@ -181,11 +192,23 @@ class Runner:
         return hb.renew_one(work.claim)
 
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
-        try:
-            result = write()
-        except Exception as exc:  # store unreachable: the lease will expire, then re-run
-            log.error("recording the outcome of %s failed: %s", claim.invocation_id, exc)
-            return
+        """Record the outcome. A store error is retried a few times (a pooled connection
+        that an outage left dead fails once, then reconnects; a resent commit is
+        idempotent by token). If it still fails, the lease expires and the invocation
+        runs again (at-least-once)."""
+        failpoints.hit("before_complete")
+        for pause in (*COMMIT_RETRY_PAUSES, None):
+            try:
+                result = write()
+                break
+            except Exception as exc:
+                if pause is None:
+                    log.error("recording the outcome of %s failed: %s; it will run again "
+                              "once its lease expires", claim.invocation_id, exc)
+                    return
+                log.warning("recording the outcome of %s failed (%s); retrying in %gs",
+                            claim.invocation_id, exc, pause)
+                time.sleep(pause)  # real seconds: a store blip, not scheduled time
         if result is not Commit.OK:
             log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
                         claim.job_id, claim.invocation_id, claim.attempt, result.value)

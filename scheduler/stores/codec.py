@@ -137,12 +137,21 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
+RESULT_LIMIT = 64 * 1024  # bytes of a stored result; the commit may write past maxmemory
+
+
 def result_json(value: Any) -> str:
-    """A job's return value as JSON text (its repr, as a JSON string, if not JSON)."""
+    """A job's return value as JSON text (its repr, as a JSON string, if not JSON); a
+    result over RESULT_LIMIT bytes is stored as a note saying so (the commit path may
+    write when Redis is out of memory, so what it writes stays small)."""
     try:
-        return json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        return json.dumps(repr(value))
+        text = json.dumps(repr(value))
+    if len(text) > RESULT_LIMIT:
+        return json.dumps(f"<result of {len(text)} bytes not stored: over the "
+                          f"{RESULT_LIMIT}-byte limit>")
+    return text
 
 
 def job_info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],

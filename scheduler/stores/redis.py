@@ -28,11 +28,15 @@ from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo
 from scheduler.stores import codec, lua, redis_calendar, urls
 from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
+from scheduler.stores.server_checks import StoreConfigError, check_info
+
+__all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
 from scheduler.stores.replication import ReplicationWatch, Waiter
 
 log = logging.getLogger("duetime.redis")
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 
 
@@ -40,11 +44,11 @@ class StoreUnavailableError(DuetimeError, ConnectionError):
     """Redis could not be reached (or answered with an error we cannot act on)."""
 
 
-class StoreConfigError(DuetimeError, RuntimeError):
-    """The Redis server is configured in a way that breaks duetime's guarantees."""
+class StoreFullError(DuetimeError, RuntimeError):
+    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
+    written. Running jobs can still record their outcomes."""
 
 
-MIN_REDIS = (7, 0)
 
 
 def _ms(seconds: float) -> str:
@@ -67,7 +71,11 @@ class RedisStore:
         self._redis_mod = redis
         self._r: Any  # redis.Redis with decode_responses=True
         if isinstance(redis_url, str):
-            self._r = urls.connect(redis_url, decode_responses=True)
+            # a pooled connection left dead by an outage or a restart is reconnected and
+            # its command resent (scripts are idempotent on resend: claims carry a
+            # request id, commits a token) instead of failing the caller
+            self._r = urls.connect(redis_url, decode_responses=True,
+                                   **urls.resend_policy(RESEND_RETRIES))
         else:
             self._r = redis_url
         self.url = urls.safe(redis_url)
@@ -109,6 +117,11 @@ class RedisStore:
         to check (the URL is shown without its password)."""
         try:
             yield
+        except self._redis_mod.exceptions.OutOfMemoryError as exc:
+            raise StoreFullError(
+                f"Redis at {self.url} is out of memory (maxmemory reached; policy "
+                "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
+                f"and cancel unneeded ones, then retry ({exc})") from exc
         except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
             raise StoreUnavailableError(
                 f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
@@ -149,25 +162,9 @@ class RedisStore:
             info = self._r.info()
         except self._redis_mod.ConnectionError as exc:
             raise StoreUnavailableError(f"cannot reach Redis at {self.url}: {exc}") from exc
-        version = tuple(int(x) for x in str(info.get("redis_version", "0")).split(".")[:2])
-        if version < MIN_REDIS:
-            raise StoreConfigError(
-                f"Redis {info.get('redis_version')} at {self.url} is too old: duetime needs "
-                f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (script shebangs, TIME in scripts)")
-        policy = info.get("maxmemory_policy", "noeviction")
-        if policy != "noeviction":
-            raise StoreConfigError(
-                f"Redis at {self.url} has maxmemory-policy {policy!r}: under memory pressure "
-                "it would evict leases (duplicate runs) or jobs (lost runs). Set "
-                "'maxmemory-policy noeviction' in redis.conf (or CONFIG SET "
-                "maxmemory-policy noeviction)")
+        warnings = check_info(info, self.url)
         if self._checked is not None:
             return self._checked
-        warnings = []
-        if not info.get("aof_enabled"):
-            warnings.append(
-                f"Redis at {self.url} has AOF off: a restart loses recent jobs and claims; "
-                "set 'appendonly yes' (and 'appendfsync always' for the strict contract)")
         self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
         self._epoch = self._r.get(self.keys.epoch)
         for w in warnings:
