@@ -62,26 +62,39 @@ for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'L
   end
 end
 
--- 2. claim, lane by lane
+-- 2. claim, lane by lane. The batch's fences, RUNNING entries and leases are written
+-- once, after the loop (write_claims): one command each per call instead of per claim.
 local claims = {}
-local function issue(job, jk, gen, sched, attempt, stalls, def)
-  local fence = redis.call('INCR', P .. 'fence')
+local fence, running_set, lease_add = nil, {}, {}
+local job_running = 0  -- the job's `running` count, as admit() read it (issue() adds one)
+local function issue(job, jk, gen, sched, attempt, stalls, def, ...)
+  fence = (fence or tonumber(redis.call('GET', P .. 'fence') or '0')) + 1
   local token = owner .. ':' .. fmt(fence)
-  redis.call('HSET', P .. 'running', token, gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
-    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job)
+  running_set[#running_set + 1] = token
+  running_set[#running_set + 1] = gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
+    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job
   local until_ms = -1
   if lease then
     until_ms = now + lease
-    redis.call('ZADD', P .. 'lease', until_ms, token)
+    lease_add[#lease_add + 1] = until_ms
+    lease_add[#lease_add + 1] = token
   end
-  redis.call('HINCRBY', jk, 'running', 1)
-  redis.call('HSET', jk, 'attempts', fmt(attempt))
-  event(now, 'claimed', job, sched, attempt, owner)
+  job_running = job_running + 1
+  redis.call('HSET', jk, 'running', fmt(job_running), 'attempts', fmt(attempt), ...)
+  event_tallied(now, 'claimed', job, sched, attempt, owner)
   claims[#claims + 1] = {j = job, s = sched, a = attempt, t = token, f = fence, l = until_ms,
                          g = gen, def = def}
 end
 
--- Decide about one due member; returns true if it became a claim.
+local function write_claims()
+  if fence then redis.call('SET', P .. 'fence', fmt(fence)) end
+  if #running_set > 0 then redis.call('HSET', P .. 'running', unpack(running_set)) end
+  if #lease_add > 0 then redis.call('ZADD', P .. 'lease', unpack(lease_add)) end
+  flush_tally()
+end
+
+-- Decide about one due member (already removed from its due set); returns true if it
+-- became a claim.
 local function admit(lane, member)
   local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.*)$')
   local job, gen, sched, attempt, stalls
@@ -90,7 +103,6 @@ local function admit(lane, member)
   elseif kind == 'r' then
     gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
   end
-  redis.call('ZREM', P .. 'due:' .. lane, member)
   if not job then
     event(now, 'quarantined', '', nil, nil, 'malformed due entry: ' .. member)
     push_capped(P .. 'quarantine', member, 1000)
@@ -100,6 +112,7 @@ local function admit(lane, member)
   local f = fields(jk, 'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running',
     'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued')
   if not f.gen or f.cancelled == '1' then return false end          -- gone or cancelled
+  job_running = tonumber(f.running)
   if kind == 's' and f.e ~= seq then return false end               -- replaced: stale
   if kind == 'r' and f.gen ~= gen then return false end             -- old generation
   if kind == 'r' then redis.call('HINCRBY', jk, 'retries', -1) end
@@ -114,11 +127,11 @@ local function admit(lane, member)
     issue(job, jk, gen, tonumber(sched), tonumber(attempt), tonumber(stalls), f.def)
     return true
   end
-  redis.call('HSET', jk, 'e', '')
   if f.kind ~= 'every' then
-    issue(job, jk, f.gen, tonumber(f.next), 1, 0, f.def)
+    issue(job, jk, f.gen, tonumber(f.next), 1, 0, f.def, 'e', '')
     return true
   end
+  redis.call('HSET', jk, 'e', '')
   local busy = tonumber(f.running) > 0 and f.overlap ~= 'allow'
   local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), tonumber(f.interval),
     tonumber(f.grace)
@@ -148,16 +161,19 @@ for _, lc in ipairs(caps) do
   local lane, cap = lc[1], lc[2]
   local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
   while cap > 0 and budget > 0 do
-    local due = redis.call('ZRANGEBYSCORE', P .. 'due:' .. lane, '-inf', now, 'LIMIT', 0, cap)
+    -- at most min(cap, budget) members, so every member fetched is decided in this round
+    local due = redis.call('ZRANGEBYSCORE', P .. 'due:' .. lane, '-inf', now, 'LIMIT', 0,
+      math.min(cap, budget))
     if #due == 0 then break end
+    redis.call('ZREM', P .. 'due:' .. lane, unpack(due))
     for _, member in ipairs(due) do
       budget = budget - 1
       if admit(lane, member) then cap = cap - 1 end
-      if cap == 0 or budget == 0 then break end
     end
   end
   if cap > 0 then left[#left + 1] = lane end
 end
+write_claims()
 
 -- 3. when to ask again
 local nxt = -1

@@ -30,8 +30,12 @@ class Dispatcher:
                  lease: float | None, owner: str,
                  resync: float | None = None, rng: random.Random | None = None,
                  retry_backoff: tuple[float, float] = (0.05, 2.0),
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 before_claim: Callable[[], None] | None = None) -> None:
+        """``before_claim`` runs at the start of every claim round (e.g. to flush batched
+        acks, so the store sees the finished work before it hands out more)."""
         self._store = store
+        self._before_claim = before_claim
         self._clock = clock
         self._capacity = capacity
         self._submit = submit
@@ -118,6 +122,11 @@ class Dispatcher:
     def _claim(self) -> tuple[ClaimBatch | None, bool]:
         """One claim round. Returns the batch (None if the store failed) and whether a
         lane is now full (due work may be waiting for a free worker)."""
+        if self._before_claim is not None:
+            try:
+                self._before_claim()
+            except Exception:
+                log.exception("before-claim hook failed")
         capacity = dict(self._capacity())
         try:
             batch = self._store.claim_due(capacity, self._lease, self._owner)

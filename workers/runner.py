@@ -17,6 +17,7 @@ from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target
 from scheduler.stores.base import Store
+from workers.acks import Acks
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -40,8 +41,11 @@ class Runner:
                  heartbeat: Heartbeat | None = None,
                  lane_timeouts: Mapping[str, float | None] | None = None,
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 owner: str = "") -> None:
+                 owner: str = "", acks: Acks | None = None) -> None:
+        """``acks``: commit successes in batches through it (stores with
+        ``complete_many``); without it each success is one ``complete`` call."""
         self._store = store
+        self._acks = acks
         self._clock = clock
         self._timers = timers
         self._resolve = resolve
@@ -136,9 +140,17 @@ class Runner:
                 log.info("job %s invocation %s attempt %d succeeded", claim.job_id,
                          claim.invocation_id, claim.attempt,
                          extra=self._fields(claim, "succeeded"))
-            self._commit(claim, lambda: self._store.complete(claim, result))
+            if self._acks is not None:
+                self._acks.add(claim, result)
+            else:
+                self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
+
+    def flush_acks(self) -> None:
+        """Commit the successes still queued for a batched ack (no-op without batching)."""
+        if self._acks is not None:
+            self._acks.flush()
 
     def _unknown_task(self, claim: Claim, reason: str) -> None:
         """A task this process does not know (a rolling deploy, a missing --import): hand

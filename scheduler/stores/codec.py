@@ -88,13 +88,16 @@ def decode(text: str, job_id: str) -> JobSpec:
         job_id=job_id, target=TaskRef(d["t"], d.get("a", "{}")), schedule=schedule,
         lane=d.get("l", "default"), timeout=d.get("to"),
         retry=RetryPolicy(**d["r"]) if "r" in d else _DEFAULTS.retry,
-        misfire=Misfire(d.get("m", "skip")), misfire_grace=d.get("g"),
-        overlap=Overlap(d.get("o", "skip")),
-        delivery=Delivery(d.get("d", "at_least_once")))
+        misfire=Misfire(d["m"]) if "m" in d else _DEFAULTS.misfire,
+        misfire_grace=d.get("g"),
+        overlap=Overlap(d["o"]) if "o" in d else _DEFAULTS.overlap,
+        delivery=Delivery(d["d"]) if "d" in d else _DEFAULTS.delivery)
 
 
 def result_json(value: Any) -> str:
     """A job's return value as JSON text (its repr, as a JSON string, if not JSON)."""
+    if value is None:  # the common case, without json.dumps
+        return "null"
     try:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):

@@ -32,6 +32,7 @@ log = logging.getLogger("duetime.redis")
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
+MAX_ACKS = 200   # completions per complete_many call (same bound on one call's Redis time)
 
 
 class StoreUnavailableError(DuetimeError, ConnectionError):
@@ -264,7 +265,12 @@ class RedisStore:
                 generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
                 lane=spec.lane))
         nxt = reply["next"]
-        return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000), now / 1000)
+        due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
+        capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
+        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH
+                          for lane in capped):
+            due_in = 0.0  # a lane took a full batch and has room for more: ask again now
+        return ClaimBatch(claims, due_in, now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
         """A claimed job whose definition cannot be read: record it as failed (it lands
@@ -282,6 +288,16 @@ class RedisStore:
     def complete(self, claim: Claim, result: Any) -> Commit:
         return Commit(self._call("complete", claim.job_id, claim.token,
                                  codec.result_json(result)))
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``complete`` for a batch of (claim, result) in one script call (batched acks):
+        each item is token-checked on its own and gets its own outcome, in order."""
+        out: list[Commit] = []
+        for i in range(0, len(done), MAX_ACKS):
+            args = [x for claim, result in done[i:i + MAX_ACKS]
+                    for x in (claim.job_id, claim.token, codec.result_json(result))]
+            out += [Commit(code) for code in self._call("complete_many", *args)]
+        return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
         return Commit(self._call("fail", claim.job_id, claim.token, error[:4000],
