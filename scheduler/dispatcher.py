@@ -31,11 +31,11 @@ class Dispatcher:
                  resync: float | None = None, rng: random.Random | None = None,
                  retry_backoff: tuple[float, float] = (0.05, 2.0),
                  metrics: Metrics | None = None,
-                 before_claim: Callable[[], None] | None = None) -> None:
-        """``before_claim`` runs at the start of every claim round (e.g. to flush batched
-        acks, so the store sees the finished work before it hands out more)."""
+                 after_claim: Callable[[], None] | None = None) -> None:
+        """``after_claim`` runs after every claim round, once its claims are handed to the
+        workers (e.g. to flush batched acks without delaying the claim)."""
         self._store = store
-        self._before_claim = before_claim
+        self._after_claim = after_claim
         self._clock = clock
         self._capacity = capacity
         self._submit = submit
@@ -122,11 +122,6 @@ class Dispatcher:
     def _claim(self) -> tuple[ClaimBatch | None, bool]:
         """One claim round. Returns the batch (None if the store failed) and whether a
         lane is now full (due work may be waiting for a free worker)."""
-        if self._before_claim is not None:
-            try:
-                self._before_claim()
-            except Exception:
-                log.exception("before-claim hook failed")
         capacity = dict(self._capacity())
         try:
             batch = self._store.claim_due(capacity, self._lease, self._owner)
@@ -138,6 +133,11 @@ class Dispatcher:
         for claim in batch.claims:
             self._submit(claim, now)
             capacity[claim.lane] -= 1
+        if self._after_claim is not None:
+            try:
+                self._after_claim()
+            except Exception:
+                log.exception("after-claim hook failed")
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
 

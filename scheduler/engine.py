@@ -84,13 +84,14 @@ class Scheduler(Client):
         acks = None if complete_many is None else Acks(complete_many, self._timers)
         self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
                               heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng,
-                              metrics=self.metrics, owner=self.owner, acks=acks)
+                              metrics=self.metrics, owner=self.owner, acks=acks,
+                              on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in))
         self._dispatcher = Dispatcher(
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
             submit=self._submit, lease=self._lease, owner=self.owner,
             resync=resync if resync is not None else getattr(self.store, "resync", None),
             rng=rng, metrics=self.metrics,
-            before_claim=None if acks is None else acks.flush)
+            after_claim=None if acks is None else acks.flush)
         if acks is None:  # in-process: claims are cheap; a free worker refills itself
             self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
                                              self._dispatcher.poke_capacity, self._refill)

@@ -41,11 +41,16 @@ class Runner:
                  heartbeat: Heartbeat | None = None,
                  lane_timeouts: Mapping[str, float | None] | None = None,
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 owner: str = "", acks: Acks | None = None) -> None:
+                 owner: str = "", acks: Acks | None = None,
+                 on_retry: Callable[[float], None] | None = None) -> None:
         """``acks``: commit successes in batches through it (stores with
-        ``complete_many``); without it each success is one ``complete`` call."""
+        ``complete_many``); without it each success is one ``complete`` call.
+        ``on_retry(due_in)`` is called (before the worker counts as free) after an
+        invocation was handed back to run again in ``due_in`` seconds, so the engine's own
+        dispatcher learns at once (a shared store's wake-up is asynchronous)."""
         self._store = store
         self._acks = acks
+        self._on_retry = on_retry
         self._clock = clock
         self._timers = timers
         self._resolve = resolve
@@ -163,6 +168,7 @@ class Runner:
                   "failed" if retry_in is None else f"handed back for {retry_in:g}s")
         self._metrics.finished(claim.lane, "unknown_task")
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._retrying(retry_in)
 
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
@@ -177,6 +183,11 @@ class Runner:
             "failed" if retry_in is None else "retried")
         self._metrics.finished(claim.lane, outcome)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._retrying(retry_in)
+
+    def _retrying(self, retry_in: float | None) -> None:
+        if retry_in is not None and self._on_retry is not None:
+            self._on_retry(retry_in)
 
     def _fields(self, claim: Claim, event: str) -> dict[str, Any]:
         """The structured fields of a log line about ``claim`` (see scheduler.log)."""
