@@ -30,12 +30,8 @@ class Dispatcher:
                  lease: float | None, owner: str,
                  resync: float | None = None, rng: random.Random | None = None,
                  retry_backoff: tuple[float, float] = (0.05, 2.0),
-                 metrics: Metrics | None = None,
-                 after_claim: Callable[[], None] | None = None) -> None:
-        """``after_claim`` runs after every claim round, once its claims are handed to the
-        workers (e.g. to flush batched acks without delaying the claim)."""
+                 metrics: Metrics | None = None) -> None:
         self._store = store
-        self._after_claim = after_claim
         self._clock = clock
         self._capacity = capacity
         self._submit = submit
@@ -133,11 +129,6 @@ class Dispatcher:
         for claim in batch.claims:
             self._submit(claim, now)
             capacity[claim.lane] -= 1
-        if self._after_claim is not None:
-            try:
-                self._after_claim()
-            except Exception:
-                log.exception("after-claim hook failed")
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
 

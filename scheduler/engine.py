@@ -90,8 +90,7 @@ class Scheduler(Client):
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
             submit=self._submit, lease=self._lease, owner=self.owner,
             resync=resync if resync is not None else getattr(self.store, "resync", None),
-            rng=rng, metrics=self.metrics,
-            after_claim=None if acks is None else acks.flush)
+            rng=rng, metrics=self.metrics)
         if acks is None:  # in-process: claims are cheap; a free worker refills itself
             self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
                                              self._dispatcher.poke_capacity, self._refill)

@@ -2,9 +2,9 @@
 ``complete_many`` call for many invocations) instead of one store call each.
 
 Guarantee: every success handed to ``add`` is committed (or refused, token-checked, per
-item) by a ``flush``: when the batch is full, after each claim round of the dispatcher, when
-a worker finds nothing more queued (so an idle engine has nothing left unacknowledged),
-and at the latest ``max_delay`` seconds after the first item of the batch (a timer). A
+item) by a ``flush``: when the batch is full, when a lane's last busy worker finishes (so
+an idle engine has nothing left unacknowledged: ``wait_idle`` implies committed), and at
+the latest ``max_delay`` seconds after the first item of the batch (a timer). A
 delayed ack only delays the bookkeeping: the job has already run, and its lease (seconds)
 is far longer than the delay (milliseconds).
 """

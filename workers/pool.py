@@ -39,8 +39,9 @@ class WorkerPool(Generic[T]):
         will finish within that time at their recent pace (at most MAX_AHEAD), so a
         dispatcher can claim a whole batch of short jobs in one store call; an item then
         waits at most about ``lookahead`` before it starts. Long jobs get no look-ahead.
-        ``on_idle`` is called by a worker that finished an item and found nothing queued,
-        while it still counts as busy (e.g. to flush batched acknowledgements)."""
+        ``on_idle`` is called by the worker that finished the pool's last item (nothing
+        queued or running), before ``wait_idle`` can return (e.g. to flush batched
+        acknowledgements)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
         self.name = name
@@ -116,18 +117,19 @@ class WorkerPool(Generic[T]):
                     self._avg_run = took if self._avg_run <= 0 else (
                         self._avg_run + (took - self._avg_run) * 0.1)
                 next_item = self._next()
-            if not self._queue:
-                try:
-                    self._on_idle()
-                except Exception:
-                    log.exception("worker %s: on_idle failed", self.name)
             with self._cond:
                 self._busy -= 1
+                idle = self._busy == 0  # exactly one worker sees the pool run dry
                 # with look-ahead, a worker that has queued work to take next is not news
                 # for the dispatcher (it is woken when the queue runs low, see above)
                 if self._lookahead > 0 and self._queue:
                     continue
                 self._settling += 1  # freed, but the dispatcher has not been told yet
+            if idle:  # before wait_idle() can return (it waits for settling workers)
+                try:
+                    self._on_idle()
+                except Exception:
+                    log.exception("worker %s: on_idle failed", self.name)
             self._on_free()
             with self._cond:
                 self._settling -= 1
