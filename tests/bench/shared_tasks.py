@@ -58,6 +58,11 @@ def hit(due_ms: int, tag: str = "") -> None:
     record(tag, due_ms, start, sched)
 
 
+@scheduler.task("bench.noop")
+def noop_probe(due_ms: int = 0, tag: str = "") -> None:
+    """Does nothing (probe_shared_burst.py --task noop: duetime's own cost per job)."""
+
+
 # ------------------------------------------------------------------ APScheduler 3
 def aps_hit(due_ms: int, tag: str = "") -> None:  # runs in the benchmark process
     record(tag, due_ms, time.time() * 1000)
