@@ -10,7 +10,7 @@
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
--- ARGV[6..] lane, capacity pairs
+-- ARGV[6..] lane, capacity pairs (capacity 0..1000)
 -- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch}
 --          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
 --          the namespace's epoch key ("" if missing: Redis lost its data).
@@ -25,7 +25,7 @@ end
 local caps = {}
 for i = 6, #ARGV, 2 do
   local n = int(ARGV[i + 1])
-  if not n or n < 0 or ARGV[i] == '' then
+  if not n or n < 0 or n > 1000 or ARGV[i] == '' then  -- one call stays short
     return redis.error_reply('ERR duetime bad-input capacity')
   end
   caps[#caps + 1] = {ARGV[i], n}

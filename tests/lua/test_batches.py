@@ -106,6 +106,14 @@ def test_a_queued_overlap_occurrence_is_released_as_by_complete(rs, clock, redis
     assert queued.scheduled == (NOW + 20_000) / 1000
 
 
+def test_a_capacity_over_1000_is_bad_input_and_writes_nothing(rs, redis_client):
+    rs.add(spec("a", After(0)))
+    before = dump(redis_client, rs.keys.prefix)
+    reply = attempt(rs, "claim", "o1", "req", "10000", "default", "1001")
+    assert reply.startswith("ERROR: duetime bad-input capacity")
+    assert changed(before, dump(redis_client, rs.keys.prefix)) == []
+
+
 BAD = {
     "no-items": [],
     "half-a-triple": ["a", "o1:1"],
