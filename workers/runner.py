@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -18,7 +17,8 @@ from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target
 from scheduler.stores.base import Store
-from workers import failpoints
+from workers import commits, failpoints
+from workers.acks import Acks
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -27,7 +27,6 @@ from workers.timers import Timers
 log = logging.getLogger("duetime.workers")
 
 UNKNOWN_TASK_ATTEMPTS = 5
-COMMIT_RETRY_PAUSES = (0.05, 0.25, 1.0)  # seconds between tries to record an outcome
 
 
 class Work(NamedTuple):
@@ -43,8 +42,16 @@ class Runner:
                  heartbeat: Heartbeat | None = None,
                  lane_timeouts: Mapping[str, float | None] | None = None,
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 owner: str = "") -> None:
+                 owner: str = "", acks: Acks | None = None,
+                 on_retry: Callable[[float], None] | None = None) -> None:
+        """``acks``: commit successes in batches through it (stores with
+        ``complete_many``); without it each success is one ``complete`` call.
+        ``on_retry(due_in)`` is called (before the worker counts as free) after an
+        invocation was handed back to run again in ``due_in`` seconds, so the engine's own
+        dispatcher learns at once (a shared store's wake-up is asynchronous)."""
         self._store = store
+        self._acks = acks
+        self._on_retry = on_retry
         self._clock = clock
         self._timers = timers
         self._resolve = resolve
@@ -147,9 +154,17 @@ class Runner:
                 log.info("job %s invocation %s attempt %d succeeded", claim.job_id,
                          claim.invocation_id, claim.attempt,
                          extra=self._fields(claim, "succeeded"))
-            self._commit(claim, lambda: self._store.complete(claim, result))
+            if self._acks is not None:
+                self._acks.add(claim, result)
+            else:
+                self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
+
+    def flush_acks(self) -> None:
+        """Commit the successes still queued for a batched ack (no-op without batching)."""
+        if self._acks is not None:
+            self._acks.flush()
 
     def _unknown_task(self, claim: Claim, reason: str) -> None:
         """A task this process does not know (a rolling deploy, a missing --import): hand
@@ -162,6 +177,7 @@ class Runner:
                   "failed" if retry_in is None else f"handed back for {retry_in:g}s")
         self._metrics.finished(claim.lane, "unknown_task")
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._retrying(retry_in)
 
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
@@ -176,6 +192,11 @@ class Runner:
             "failed" if retry_in is None else "retried")
         self._metrics.finished(claim.lane, outcome)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._retrying(retry_in)
+
+    def _retrying(self, retry_in: float | None) -> None:
+        if retry_in is not None and self._on_retry is not None:
+            self._on_retry(retry_in)
 
     def _fields(self, claim: Claim, event: str) -> dict[str, Any]:
         """The structured fields of a log line about ``claim`` (see scheduler.log)."""
@@ -192,23 +213,10 @@ class Runner:
         return hb.renew_one(work.claim)
 
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
-        """Record the outcome. A store error is retried a few times (a pooled connection
-        that an outage left dead fails once, then reconnects; a resent commit is
-        idempotent by token). If it still fails, the lease expires and the invocation
-        runs again (at-least-once)."""
-        failpoints.hit("before_complete")
-        for pause in (*COMMIT_RETRY_PAUSES, None):
-            try:
-                result = write()
-                break
-            except Exception as exc:
-                if pause is None:
-                    log.error("recording the outcome of %s failed: %s; it will run again "
-                              "once its lease expires", claim.invocation_id, exc)
-                    return
-                log.warning("recording the outcome of %s failed (%s); retrying in %gs",
-                            claim.invocation_id, exc, pause)
-                time.sleep(pause)  # real seconds: a store blip, not scheduled time
+        """Record the outcome (retried a few times; see workers.commits)."""
+        result = commits.record(claim.invocation_id, write)
+        if result is None:
+            return
         if result is not Commit.OK:
             log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
                         claim.job_id, claim.invocation_id, claim.attempt, result.value)

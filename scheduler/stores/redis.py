@@ -28,16 +28,17 @@ from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo
 from scheduler.stores import codec, lua, redis_calendar, urls
 from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
+from scheduler.stores.replication import ReplicationWatch, Waiter
 from scheduler.stores.server_checks import StoreConfigError, check_info
 
 __all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
-from scheduler.stores.replication import ReplicationWatch, Waiter
 
 log = logging.getLogger("duetime.redis")
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
+MAX_ACKS = 200   # completions per complete_many call (same bound on one call's Redis time)
 
 
 class StoreUnavailableError(DuetimeError, ConnectionError):
@@ -47,8 +48,6 @@ class StoreUnavailableError(DuetimeError, ConnectionError):
 class StoreFullError(DuetimeError, RuntimeError):
     """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
     written. Running jobs can still record their outcomes."""
-
-
 
 
 def _ms(seconds: float) -> str:
@@ -282,20 +281,17 @@ class RedisStore:
             except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
                 self._quarantine(c, exc)
                 continue
-            claims.append(Claim(
-                job_id=c["j"], scheduled=c["s"] / 1000, attempt=c["a"], token=c["t"],
-                fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
-                generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
-                lane=spec.lane))
-        if reply.get("plan"):
-            try:
-                redis_calendar.write_plans(self._r, self.keys.job, self._spec, self._call,
-                                           reply["plan"], now)
-            except Exception:  # noqa: BLE001 - the claims above must still be returned
-                log.warning("calendar plans not written; they are asked for again",
-                            exc_info=True)
+            claims.append(codec.claim(c, spec))
+        if reply.get("plan"):  # never raises: the claims above must still be returned
+            redis_calendar.write_plans(self._r, self.keys.job, self._spec, self._call,
+                                       reply["plan"], now)
         nxt = reply["next"]
-        return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000), now / 1000)
+        due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
+        capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
+        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH
+                          for lane in capped):
+            due_in = 0.0  # a lane took a full batch and has room for more: ask again now
+        return ClaimBatch(claims, due_in, now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
         """A claimed job whose definition cannot be read: record it as failed (it lands
@@ -313,6 +309,16 @@ class RedisStore:
     def complete(self, claim: Claim, result: Any) -> Commit:
         return Commit(self._call("complete", claim.job_id, claim.token,
                                  codec.result_json(result)))
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``complete`` for a batch of (claim, result) in one script call (batched acks):
+        each item is token-checked on its own and gets its own outcome, in order."""
+        out: list[Commit] = []
+        for i in range(0, len(done), MAX_ACKS):
+            args = [x for claim, result in done[i:i + MAX_ACKS]
+                    for x in (claim.job_id, claim.token, codec.result_json(result))]
+            out += [Commit(code) for code in self._call("complete_many", *args)]
+        return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
         return Commit(self._call("fail", claim.job_id, claim.token, error[:4000],
@@ -346,15 +352,9 @@ class RedisStore:
     def events(self, limit: int = 100) -> list[Event]:
         if limit <= 0:
             return []
-        out = []
         with self._reachable():
             rows = self._r.xrevrange(self.keys.events, count=limit)
-        for _, f in reversed(rows):
-            out.append(Event(
-                at=int(f["at"]) / 1000, kind=f["kind"], job_id=f["job"],
-                scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
-                attempt=int(f["attempt"]) if f["attempt"] else None, detail=f["detail"]))
-        return out
+        return [codec.event(f) for _, f in reversed(rows)]
 
     # ---- wake-ups -----------------------------------------------------------------------
 

@@ -66,15 +66,17 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
 
 def write_plans(r: Any, job_key: Callable[[str], str], decode: Callable[[str, str], JobSpec],
                 call: Callable[..., Any], jobs: Iterable[str], now_ms: int) -> None:
-    """Compute and write the plans claim.lua asked for. A job that cannot be planned is
-    logged and left waiting (claim.lua re-announces it); the loop goes on."""
+    """Compute and write the plans claim.lua asked for. Never raises: a job that cannot
+    be planned (or a store error) is logged and left waiting; claim.lua asks again."""
     jobs = list(dict.fromkeys(jobs))
-    if not jobs:
+    try:
+        with r.pipeline(transaction=False) as p:
+            for job in jobs:
+                p.hmget(job_key(job), *FIELDS)
+            rows = p.execute()
+    except Exception:  # noqa: BLE001 - the caller's claims must still be returned
+        log.warning("calendar plans not written; they are asked for again", exc_info=True)
         return
-    with r.pipeline(transaction=False) as p:
-        for job in jobs:
-            p.hmget(job_key(job), *FIELDS)
-        rows = p.execute()
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:

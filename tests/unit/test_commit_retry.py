@@ -6,7 +6,7 @@ import logging
 
 from scheduler.stores.memory import MemoryStore
 from tests.helpers import Recorder
-from workers import runner
+from workers import commits
 
 
 class FlakyStore(MemoryStore):
@@ -22,7 +22,7 @@ class FlakyStore(MemoryStore):
 
 
 def test_a_failed_commit_is_retried_and_succeeds(make_engine, clock, caplog, monkeypatch):
-    monkeypatch.setattr(runner, "COMMIT_RETRY_PAUSES", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(commits, "COMMIT_RETRY_PAUSES", (0.0, 0.0, 0.0))
     rec = Recorder(clock)
     eng = make_engine(num_workers=1, store=FlakyStore(clock, failures=2))
     eng.after(rec.job("once"), 0, job_id="j")
@@ -35,7 +35,7 @@ def test_a_failed_commit_is_retried_and_succeeds(make_engine, clock, caplog, mon
 
 def test_a_commit_that_keeps_failing_is_left_to_the_lease(make_engine, clock, caplog,
                                                           monkeypatch):
-    monkeypatch.setattr(runner, "COMMIT_RETRY_PAUSES", (0.0, 0.0))
+    monkeypatch.setattr(commits, "COMMIT_RETRY_PAUSES", (0.0, 0.0))
     rec = Recorder(clock)
     store = FlakyStore(clock, failures=10)
     eng = make_engine(num_workers=1, store=store)
