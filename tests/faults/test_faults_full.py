@@ -2,14 +2,14 @@
 
     python -m pytest -m faults_full tests/faults        (several minutes)
 
-F9 (Sentinel failover) is not here yet: Sentinel support is being built on another
-branch; ``test_f9_sentinel_failover`` is the hook, skipped until it lands.
+F9 (Sentinel failover) runs tests/integration/failover.py's scenario for both faults.
 """
 from __future__ import annotations
 
 import pytest
 
 from tests.faults import scenarios, scenarios_more
+from tests.sentinel_fixtures import sentinel_cluster  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.faults_full]
 
@@ -52,9 +52,17 @@ def test_f8_ten_thousand_jobs_five_replicas_ten_kills(tmp_path):
     assert set(out.report.duplicates) <= {"owner death"}, out
 
 
-def test_f9_sentinel_failover():
-    pytest.skip("F9 needs Sentinel support (another branch); the harness hook is "
-                "Harness(...) with a Sentinel URL once RedisStore accepts one")
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_f9_sentinel_failover(sentinel_cluster, redis_url, tmp_path, fault):  # noqa: F811
+    """A failover under load (primary SIGKILLed, or SIGSTOPped: a split brain): what was
+    lost is reported, never silent; after the failover every enqueue runs once."""
+    from tests.integration.failover import run_failover
+    report = run_failover(sentinel_cluster, redis_url, tmp_path, fault=fault)
+    print(f"\nF9 {fault}: {report.line()}\n  " + "\n  ".join(report.details))
+    assert report.stuck == 0 and report.after_not_once == 0, report.line()
+    assert report.failover_events == 2, report.details
+    if report.reruns_same_attempt:          # Redis forgot claims: that is reported
+        assert report.data_loss_events > 0, report.line()
 
 
 def test_f10_memory_pressure(tmp_path):
