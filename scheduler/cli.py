@@ -204,6 +204,7 @@ def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.stores.redis import StoreUnavailableError
+    from scheduler.stores.shards import ShardCountError
     if not redis_url:
         raise click.UsageError("enqueue needs --redis URL (or DUETIME_REDIS_URL)")
     try:
@@ -222,6 +223,9 @@ def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
     except StoreUnavailableError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_UNREACHABLE) from None
+    except ShardCountError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(json.dumps({"job_id": jid}) if as_json else jid)

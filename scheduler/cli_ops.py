@@ -47,8 +47,10 @@ def _store(command: str, redis_url: str | None, namespace: str) -> Iterator[AnyS
         raise click.UsageError(f"{command} needs --redis URL (or DUETIME_REDIS_URL)")
     import redis
 
+    from scheduler import inspect
     from scheduler.stores.redis import StoreUnavailableError
     from scheduler.stores.sharded import open_store
+    from scheduler.stores.shards import ShardCountError, check_count
     shards = os.environ.get("DUETIME_SHARDS") or None  # else the URL's ?shards=N, else 1
     try:
         store = open_store(redis_url, namespace,
@@ -56,9 +58,12 @@ def _store(command: str, redis_url: str | None, namespace: str) -> Iterator[AnyS
     except ValueError as exc:  # a malformed URL, namespace or shard count
         raise click.UsageError(str(exc)) from None
     try:
+        check_count(store.redis, inspect.parts(store)[0].keys, store.url, record=False)
         yield store
     except StoreUnavailableError as exc:
         _fail(str(exc), EXIT_UNREACHABLE)
+    except ShardCountError as exc:
+        _fail(str(exc), EXIT_REFUSED)
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # AuthenticationError too
         _fail(f"cannot reach Redis at {store.url}: {exc}", EXIT_UNREACHABLE)
     except redis.RedisError as exc:

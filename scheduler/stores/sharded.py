@@ -86,6 +86,7 @@ class ShardedStore:
         self._sweep: set[int] = set(range(self.n))  # shards to visit whatever their estimate
         self._sweep_at = 0.0
         self._woken = [0] * self.n          # wake-ups seen per shard (races with claims)
+        self._offset_ms = 0.0               # Redis time minus local time, last measured
         self._start = 0
         self._trusted = False               # the wake subscriber is connected
         self._listeners: list[WakeListener] = []
@@ -105,15 +106,18 @@ class ShardedStore:
         return sum(s.data_loss_alarms for s in self.shards)
 
     def shard(self, job_id: str) -> RedisStore:
-        """The store of the shard that holds ``job_id``."""
+        """The store of the shard that holds ``job_id`` (the first call checks the
+        namespace's shard count: a wrong one would look in the wrong shards)."""
+        self._count()
         return self.shards[sharding.shard_of(job_id, self.n)]
 
-    def _count(self) -> None:
-        """Check (once) that the namespace has this store's shard count."""
+    def _count(self, record: bool = False) -> None:
+        """Check (until settled) that the namespace has this store's shard count;
+        writers (``record``) record it in a new namespace (shards.py)."""
         if not self._counted:
             with self.shards[0]._reachable():
-                sharding.check_count(self._r, self.keys, self.url)
-            self._counted = True
+                self._counted = sharding.check_count(self._r, self.keys, self.url,
+                                                     record=record)
 
     def check_server(self) -> list[str]:
         """``RedisStore.check_server`` (shard 0's server checks and the shard count), and
@@ -129,10 +133,11 @@ class ShardedStore:
     # ---- producers ------------------------------------------------------------------------
 
     def next_id(self) -> int:
+        self._count()
         return self.shards[0].next_id()
 
     def add(self, spec: JobSpec) -> AddResult:
-        self._count()
+        self._count(record=True)
         i = sharding.shard_of(spec.job_id, self.n)
         result = self.shards[i].add(spec)
         self._learn(i, result.due_in)
@@ -141,7 +146,7 @@ class ShardedStore:
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``RedisStore.add_many`` per shard (one pipeline per shard holding some of the
         jobs); results in the order of ``specs``."""
-        self._count()
+        self._count(record=True)
         groups: dict[int, list[int]] = defaultdict(list)
         for n, spec in enumerate(specs):
             groups[sharding.shard_of(spec.job_id, self.n)].append(n)
@@ -179,7 +184,7 @@ class ShardedStore:
                   owner: str) -> ClaimBatch:
         """Claim from the shards that may have due work, in rotating order, until the
         capacity is used (see the module docstring)."""
-        self._count()
+        self._count(record=True)
         left = {lane: max(0, int(n)) for lane, n in capacity.items()}
         now = self.clock.now()
         with self._lock:
@@ -190,7 +195,8 @@ class ShardedStore:
                 self._sweep_at = now + self.resync * (0.5 + self._rng.random())
             start, self._start = self._start, (self._start + 1) % self.n
             # earliest estimate first (oldest work first); ties in rotating order
-            order = sorted(range(self.n), key=lambda i: (self._due[i], (i - start) % self.n))
+            order = sorted(range(self.n), key=lambda i: (min(self._due[i], now),
+                                                         (i - start) % self.n))
         claims: list[Claim] = []
         store_now: float | None = None
         for i in order:
@@ -211,7 +217,11 @@ class ShardedStore:
             full = {lane for lane in wanted if got[lane] >= min(asked[lane], MAX_BATCH)}
             with self._lock:
                 t = self.clock.now()
+                self._offset_ms = self.shards[i]._offset_ms
                 nxt = math.inf if batch.next_due_in is None else t + batch.next_due_in
+                if full and batch.now is not None:  # more may wait, due since the last one
+                    last = max(c.scheduled for c in batch.claims if c.lane in full)
+                    nxt = min(nxt, t + last - batch.now)
                 self._due[i] = t if self._woken[i] != woken else nxt  # woken meanwhile
                 self._covered[i] = wanted
                 self._hot[i] = (self._hot[i] - wanted) | full
@@ -264,12 +274,14 @@ class ShardedStore:
 
     def jobs(self) -> list[JobInfo]:
         """Every live job of every shard (a SCAN per shard: an operator's call)."""
+        self._count()
         infos = [i for s in self.shards for i in s.jobs() if i.state in LIVE]
         return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
 
     def events(self, limit: int = 100) -> list[Event]:
         """The most recent ``limit`` events of all shards, oldest first (merged by time;
         equal times keep shard order)."""
+        self._count()
         merged = [e for s in self.shards for e in s.events(limit)]
         return sorted(merged, key=lambda e: e.at)[-limit:] if limit > 0 else []
 
@@ -317,8 +329,13 @@ class ShardedStore:
             listener(due_in)
 
     def _woke(self, i: int, due_ms: int) -> None:
-        """A wake-up of shard i: its estimate moves earlier, and the engines are told."""
-        due_in = self.shards[i]._due_in(due_ms)
+        """A wake-up of shard i: its estimate moves earlier, and the engines are told.
+        (Redis time is converted with the shard's clock offset, or, for a shard not
+        claimed from yet, the offset any shard's last claim measured.)"""
+        shard = self.shards[i]
+        if not shard._offset_ms and not shard._fixed_clock:
+            shard._offset_ms = self._offset_ms
+        due_in = shard._due_in(due_ms)
         with self._lock:
             self._due[i] = min(self._due[i], self.clock.now() + due_in)
             self._woken[i] += 1

@@ -37,20 +37,21 @@ def shard_count(value: object) -> int:
     return value
 
 
-def check_count(client: Any, keys: Keys, where: str) -> None:
-    """Given shard 0's keys (other shards: nothing to do), record ``keys.count`` as the
-    namespace's shard count if it has none and none is implied, else raise
-    ``ShardCountError`` unless it is equal. One shard records nothing (the unsharded
-    layout needs no record)."""
+def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> bool:
+    """Given shard 0's keys (other shards: nothing to do), raise ``ShardCountError``
+    unless ``keys.count`` is the namespace's shard count. A namespace with neither a
+    record nor data gets ``keys.count`` recorded if ``record`` (writers; one shard records
+    nothing: the unsharded layout needs no record). True once the count is settled (a
+    reader of an empty, unrecorded namespace gets False: nothing to compare yet)."""
     if keys.shard != 0:
-        return
+        return True
     shards = keys.count
     recorded = client.get(keys.shards)
     if recorded is None:
         if client.exists(keys.layout):
             recorded = "1"      # data written before any sharded store: one shard
-        elif shards == 1:
-            return
+        elif shards == 1 or not record:
+            return shards == 1
         else:
             client.set(keys.shards, str(shards), nx=True)
             recorded = client.get(keys.shards)
@@ -60,3 +61,4 @@ def check_count(client: Any, keys: Keys, where: str) -> None:
             f"store was given {shards}: a namespace's shard count never changes (jobs are "
             f"placed by a hash of their id). Use shards={int(recorded)} (--shards "
             f"{int(recorded)}), or another namespace")
+    return True

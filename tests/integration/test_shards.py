@@ -146,3 +146,15 @@ def test_claims_rotate_over_shards_and_stop_when_capacity_is_used(redis_url, red
         assert full.claims == [] and sum(counting.take()) == 0
     finally:
         store.close()
+
+
+def test_readers_never_record_a_shard_count(redis_url, redis_ns, clock, redis_client):
+    reader = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
+    key = f"duetime:{{{redis_ns}}}:shards"
+    try:
+        assert reader.jobs() == [] and reader.get("x") is None and reader.events() == []
+        assert not redis_client.exists(key)       # a typo in `duetime ls` locks nothing
+        reader.add(spec("a", After(1)))
+        assert redis_client.get(key) == b"4"      # the first write records it
+    finally:
+        reader.close()
