@@ -83,9 +83,10 @@ class LocalCluster:
         self.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_redis_cluster() -> Iterator[LocalCluster]:
-    """One local cluster for a test module (namespaces keep its tests apart)."""
+    """One local cluster for the whole run, started on first use (namespaces keep the
+    tests apart; tests/conftest.py makes it available everywhere)."""
     if find_server() is None or shutil.which("redis-cli") is None:
         unavailable("a Redis Cluster test needs redis-server and redis-cli on PATH")
     cluster = LocalCluster()

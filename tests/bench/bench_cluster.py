@@ -126,6 +126,26 @@ def one_run(setup: str, url: str, nodes: list[Any], shards: int, jobs: int, proc
             "redis_cpu_ms_per_1k": cpu * 1000 / (jobs / 1000)}
 
 
+def idle_cost(url: str, nodes: list[Any], shards: int, seconds: float,
+              resync: float) -> float:
+    """Script calls per second of one idle replica (an engine with nothing due)."""
+    from scheduler.engine import Scheduler
+
+    def calls() -> int:
+        return sum(int(c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+                   for c in nodes)
+
+    ns = f"i{uuid.uuid4().hex[:6]}"
+    store = open_store(f"{url}?shards={shards}", ns, resync=resync)
+    with Scheduler(1, store=store):
+        time.sleep(2.0)  # the start-up sweep
+        before = calls()
+        time.sleep(seconds)
+        after = calls()
+    store.close()
+    return (after - before) / seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -135,11 +155,21 @@ def main() -> None:
     ap.add_argument("--setups", nargs="+", default=["redis", "cluster"])
     ap.add_argument("--mode", choices=["raw", "store"], default="raw")
     ap.add_argument("--json", default=None, help="also write every run's figures here")
+    ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
+                    help="instead: script calls/s of one idle replica (--resync 5) over "
+                         "SECONDS, per shard count, on one Redis")
     args = ap.parse_args()
     import redis
 
     from tests.cluster_fixtures import LocalCluster
 
+    if args.idle:
+        with EmbeddedRedis(appendonly=False) as server:
+            node = redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True)
+            for shards in args.shards:
+                rate = idle_cost(server.url, [node], shards, args.idle, 5.0)
+                print(f"shards={shards:<3} idle replica: {rate:.2f} script calls/s")
+        return
     rows: dict[tuple[str, int], list[dict[str, float]]] = {}
     for setup in args.setups:
         if setup == "redis":

@@ -9,7 +9,6 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.cli import main
-from tests.cluster_fixtures import LocalCluster, shared_redis_cluster  # noqa: F401
 
 pytestmark = [pytest.mark.redis]
 

@@ -10,7 +10,6 @@ import pytest
 
 from scheduler.model import After
 from scheduler.stores.sharded import open_store
-from tests.cluster_fixtures import LocalCluster, shared_redis_cluster  # noqa: F401
 from tests.contract.test_store import *  # noqa: F403  (every contract test, re-run here)
 from tests.contract.test_store import claim, ids
 from tests.helpers import spec

@@ -11,7 +11,6 @@ import pytest
 
 from scheduler import Client
 from scheduler.stores import urls
-from tests.cluster_fixtures import LocalCluster, shared_redis_cluster  # noqa: F401
 from tests.integration.replicas import replicas, wait_until, witness_log
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
