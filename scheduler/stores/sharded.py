@@ -22,6 +22,8 @@ estimate does not cover, or in a resync sweep (every ``resync`` s, jittered, and
 the subscriber (re)connects: pub/sub drops messages while disconnected). Without a live
 subscription nothing is skipped. So an idle replica makes N claim calls per resync period
 instead of 1 (the cost of N), and a wake-up costs one call, not N: no thundering herd.
+A shard that fails (a node down) ends the round: claims already made in other shards are
+returned (never stranded under this owner's lease), and the shard is tried again next.
 
 Ordering: invocations are claimed in (due, submission) order within a shard; across
 shards only by due time as far as the estimates go (FIFO of equal due times holds per
@@ -210,7 +212,17 @@ class ShardedStore:
             if not due:
                 continue
             asked = dict(left)
-            batch = self.shards[i].claim_due(asked, lease, owner)
+            try:
+                batch = self.shards[i].claim_due(asked, lease, owner)
+            except Exception:
+                if not claims:
+                    raise      # nothing claimed yet: the dispatcher backs off and retries
+                log.warning("claiming from shard %d failed; returning the %d claim(s) made "
+                            "in other shards, it is tried again next round", i, len(claims),
+                            exc_info=True)
+                with self._lock:
+                    self._due[i] = now
+                break          # claims already made must reach the dispatcher
             got = Counter(c.lane for c in batch.claims)
             for lane, k in got.items():
                 left[lane] = left.get(lane, 0) - k

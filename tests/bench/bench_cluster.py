@@ -22,7 +22,9 @@ until every shard is empty. claims/s = jobs / (last claimer done - start).
   can claim.
 
 Redis CPU per 1,000 claims is INFO cpu (used_cpu_sys + used_cpu_user, every node) over
-the claim phase. The box is a shared 2-core machine: with 3 cluster nodes plus the
+the claim phase. On the cluster each run's line also shows how many shards each node
+holds: the namespace is new every run and the shards' tags hash to random slots, so the
+spread (e.g. 7/5/4 or 9/4/3 for 16 shards) varies from run to run. The box is a shared 2-core machine: with 3 cluster nodes plus the
 claimers, the processes compete for two cores, so read the cluster figures as "on one
 small machine", not as what three machines would do.
 """
@@ -95,7 +97,7 @@ def redis_cpu(clients: list[Any]) -> float:
 
 
 def one_run(setup: str, url: str, nodes: list[Any], shards: int, jobs: int, procs: int,
-            mode: str) -> dict[str, float]:
+            mode: str) -> dict[str, Any]:
     for c in nodes:
         c.flushall()
     ns = f"b{uuid.uuid4().hex[:6]}"
@@ -122,8 +124,15 @@ def one_run(setup: str, url: str, nodes: list[Any], shards: int, jobs: int, proc
     if claimed != jobs:
         raise SystemExit(f"{setup}/{shards}: claimed {claimed} of {jobs} jobs")
     wall = max(end for _, end in results) - t0
+    spread = ""
+    if setup == "cluster":  # how many shards each node holds (the tags' slots are random)
+        rc = urls.connect(url)
+        per = [rc.get_node_from_key(Keys(ns, i, shards).epoch).port for i in range(shards)]
+        spread = "/".join(str(n) for n in sorted(
+            (per.count(p) for p in {n.port for n in rc.get_primaries()}), reverse=True))
+        rc.close()
     return {"claims_per_s": jobs / wall, "wall_s": wall,
-            "redis_cpu_ms_per_1k": cpu * 1000 / (jobs / 1000)}
+            "redis_cpu_ms_per_1k": cpu * 1000 / (jobs / 1000), "spread": spread}
 
 
 def idle_cost(url: str, nodes: list[Any], shards: int, seconds: float,
@@ -170,7 +179,7 @@ def main() -> None:
                 rate = idle_cost(server.url, [node], shards, args.idle, 5.0)
                 print(f"shards={shards:<3} idle replica: {rate:.2f} script calls/s")
         return
-    rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+    rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for setup in args.setups:
         if setup == "redis":
             server: Any = EmbeddedRedis(appendonly=False).start()
@@ -186,7 +195,9 @@ def main() -> None:
                     rows.setdefault((setup, shards), []).append(fig)
                     print(f"{setup:8} shards={shards:<3} run {run + 1}: "
                           f"{fig['claims_per_s']:>9,.0f} claims/s  "
-                          f"redis cpu {fig['redis_cpu_ms_per_1k']:.1f} ms/1k", file=sys.stderr)
+                          f"redis cpu {fig['redis_cpu_ms_per_1k']:.1f} ms/1k"
+                          f"{'  shards per node ' + str(fig['spread']) if fig['spread'] else ''}",
+                          file=sys.stderr)
         finally:
             for c in nodes:
                 c.close()

@@ -158,3 +158,25 @@ def test_readers_never_record_a_shard_count(redis_url, redis_ns, clock, redis_cl
         assert redis_client.get(key) == b"4"      # the first write records it
     finally:
         reader.close()
+
+
+def test_a_failing_shard_does_not_lose_the_claims_made_in_others(redis_url, redis_ns, clock):
+    store = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
+    try:
+        for i in range(20):
+            store.add(spec(f"j{i}", After(0)))
+        broken = store.shards[2]
+        real = broken.claim_due
+
+        def down(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+            raise ConnectionError("node down")
+
+        broken.claim_due = down  # type: ignore[method-assign]
+        first = store.claim_due(ALL, 30, "o")
+        assert first.claims and first.next_due_in == 0   # try the broken shard again now
+        assert {store.shards.index(store.shard(c.job_id)) for c in first.claims} <= {0, 1, 3}
+        broken.claim_due = real  # type: ignore[method-assign]
+        rest = store.claim_due(ALL, 30, "o").claims
+        assert sorted(c.job_id for c in first.claims + rest) == sorted(f"j{i}" for i in range(20))
+    finally:
+        store.close()
