@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- cancel.lua: remove a job's pending and future invocations: the linearization point of
 -- cancel/deschedule. After it, no invocation of the job can be claimed (stale retry
 -- entries are dropped by claim.lua). A RUNNING invocation is not touched and may finish.

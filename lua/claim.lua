@@ -10,7 +10,7 @@
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
--- ARGV[6..] lane, capacity pairs
+-- ARGV[6..] lane, capacity pairs (capacity 0..1000)
 -- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch,
 --          fence, plan: [job id]}
 --          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
@@ -36,7 +36,7 @@ end
 local caps = {}
 for i = 6, #ARGV, 2 do
   local n = int(ARGV[i + 1])
-  if not n or n < 0 or ARGV[i] == '' then
+  if not n or n < 0 or n > 1000 or ARGV[i] == '' then  -- one call stays short
     return redis.error_reply('ERR duetime bad-input capacity')
   end
   caps[#caps + 1] = {ARGV[i], n}
@@ -74,23 +74,71 @@ for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'L
   end
 end
 
--- 2. claim, lane by lane
+-- 2. claim, lane by lane. The batch's fences, RUNNING entries and leases are written
+-- once, after the loop (write_claims): one command each per call instead of per claim.
+-- Strict UTF-8 (as Python decodes it: no overlongs, no surrogates, <= U+10FFFF). Only
+-- called on text holding a byte >= 0x80; ASCII definitions skip it.
+local function utf8_ok(s)
+  local i, n = 1, #s
+  while i <= n do
+    local c = string.byte(s, i)
+    if c < 0x80 then
+      i = i + 1
+    else
+      local len, lo, hi = 0, 0x80, 0xBF
+      if c >= 0xC2 and c <= 0xDF then len = 2
+      elseif c >= 0xE0 and c <= 0xEF then
+        len = 3
+        if c == 0xE0 then lo = 0xA0 elseif c == 0xED then hi = 0x9F end
+      elseif c >= 0xF0 and c <= 0xF4 then
+        len = 4
+        if c == 0xF0 then lo = 0x90 elseif c == 0xF4 then hi = 0x8F end
+      end
+      if len == 0 or i + len - 1 > n then return false end
+      local c2 = string.byte(s, i + 1)
+      if c2 < lo or c2 > hi then return false end
+      for j = i + 2, i + len - 1 do
+        local cc = string.byte(s, j)
+        if cc < 0x80 or cc > 0xBF then return false end
+      end
+      i = i + len
+    end
+  end
+  return true
+end
+
 local claims = {}
-local function issue(job, jk, gen, sched, attempt, stalls, def)
-  local fence = redis.call('INCR', P .. 'fence')
+local fence, running_set, lease_add = nil, {}, {}
+local job_running = 0  -- the job's `running` count, as admit() read it (issue() adds one)
+local function issue(job, jk, gen, sched, attempt, stalls, def, ...)
+  if def and string.find(def, '[\128-\255]') and not utf8_ok(def) then
+    -- binary garbage (e.g. a pickle) would break the whole reply's decoding: send a
+    -- definition the replica cannot parse, so it quarantines this one job (fail.lua)
+    def = 'invalid UTF-8 in the stored job definition'
+  end
+  fence = (fence or fence_before) + 1
   local token = owner .. ':' .. fmt(fence)
-  redis.call('HSET', P .. 'running', token, gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
-    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job)
+  running_set[#running_set + 1] = token
+  running_set[#running_set + 1] = gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
+    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job
   local until_ms = -1
   if lease then
     until_ms = now + lease
-    redis.call('ZADD', P .. 'lease', until_ms, token)
+    lease_add[#lease_add + 1] = until_ms
+    lease_add[#lease_add + 1] = token
   end
-  redis.call('HINCRBY', jk, 'running', 1)
-  redis.call('HSET', jk, 'attempts', fmt(attempt))
-  event(now, 'claimed', job, sched, attempt, owner)
+  job_running = job_running + 1
+  redis.call('HSET', jk, 'running', fmt(job_running), 'attempts', fmt(attempt), ...)
+  event_tallied(now, 'claimed', job, sched, attempt, owner)
   claims[#claims + 1] = {j = job, s = sched, a = attempt, t = token, f = fence, l = until_ms,
                          g = gen, def = def}
+end
+
+local function write_claims()
+  if fence then redis.call('SET', P .. 'fence', fmt(fence)) end
+  if #running_set > 0 then redis.call('HSET', P .. 'running', unpack(running_set)) end
+  if #lease_add > 0 then redis.call('ZADD', P .. 'lease', unpack(lease_add)) end
+  flush_tally()
 end
 
 -- Calendar series: can occurrence t be decided from t and `after` alone? Returns
@@ -121,7 +169,8 @@ local function wait_for_plan(job, lane)
   plans[#plans + 1] = job
 end
 
--- Decide about one due member; returns true if it became a claim.
+-- Decide about one due member (already removed from its due set); returns true if it
+-- became a claim.
 local function admit(lane, member)
   local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.*)$')
   local job, gen, sched, attempt, stalls
@@ -130,7 +179,6 @@ local function admit(lane, member)
   elseif kind == 'r' then
     gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
   end
-  redis.call('ZREM', P .. 'due:' .. lane, member)
   if not job then
     event(now, 'quarantined', '', nil, nil, 'malformed due entry: ' .. member)
     push_capped(P .. 'quarantine', member, 1000)
@@ -141,6 +189,7 @@ local function admit(lane, member)
     'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued', 'window',
     'after', 'replan', 'go')
   if not f.gen or f.cancelled == '1' then return false end          -- gone or cancelled
+  job_running = tonumber(f.running)
   if kind == 's' and f.e ~= seq then return false end               -- replaced: stale
   if kind == 'r' and f.gen ~= gen then return false end             -- old generation
   if kind == 'r' then redis.call('HINCRBY', jk, 'retries', -1) end
@@ -155,11 +204,11 @@ local function admit(lane, member)
     issue(job, jk, gen, tonumber(sched), tonumber(attempt), tonumber(stalls), f.def)
     return true
   end
-  redis.call('HSET', jk, 'e', '')
   if f.kind ~= 'every' and f.kind ~= 'cron' then
-    issue(job, jk, f.gen, tonumber(f.next), 1, 0, f.def)
+    issue(job, jk, f.gen, tonumber(f.next), 1, 0, f.def, 'e', '')
     return true
   end
+  redis.call('HSET', jk, 'e', '')
   local busy = tonumber(f.running) > 0 and f.overlap ~= 'allow'
   local window = int(f.window or '')
   local t, run
@@ -211,16 +260,19 @@ for _, lc in ipairs(caps) do
   local lane, cap = lc[1], lc[2]
   local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
   while cap > 0 and budget > 0 do
-    local due = redis.call('ZRANGEBYSCORE', P .. 'due:' .. lane, '-inf', now, 'LIMIT', 0, cap)
+    -- at most min(cap, budget) members, so every member fetched is decided in this round
+    local due = redis.call('ZRANGEBYSCORE', P .. 'due:' .. lane, '-inf', now, 'LIMIT', 0,
+      math.min(cap, budget))
     if #due == 0 then break end
+    redis.call('ZREM', P .. 'due:' .. lane, unpack(due))
     for _, member in ipairs(due) do
       budget = budget - 1
       if admit(lane, member) then cap = cap - 1 end
-      if cap == 0 or budget == 0 then break end
     end
   end
   if cap > 0 then left[#left + 1] = lane end
 end
+write_claims()
 
 -- 3. when to ask again
 local nxt = -1

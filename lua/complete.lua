@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- complete.lua: record the success of a claimed invocation. Token-checked: refused when
 -- the token no longer owns the invocation or its lease has expired (a stale owner can
 -- never commit). A resend of a commit that already happened answers "ok" again.

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- fail.lua: record the failure of a claimed invocation; retry it (attempt+1) after a
 -- delay, or record it as failed and dead-lettered. Token-checked like complete.lua; a
 -- resend answers "ok" again. A retry of a replaced or cancelled job is not scheduled.

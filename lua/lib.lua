@@ -43,11 +43,28 @@ end
 
 local function jkey(job) return P .. 'job:' .. job end
 
-local function event(now, kind, job, sched, attempt, detail)
+local function xadd_event(now, kind, job, sched, attempt, detail)
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'job', job,
     'sched', sched and fmt(sched) or '', 'attempt', attempt and fmt(attempt) or '',
     'detail', detail or '', 'at', fmt(now))
+end
+
+local function event(now, kind, job, sched, attempt, detail)
+  xadd_event(now, kind, job, sched, attempt, detail)
   redis.call('HINCRBY', P .. 'stats', kind, 1)
+end
+
+-- Batch scripts: the same event, with its counter added up in `tally` and written once
+-- by flush_tally() before the script returns (one HINCRBY per kind instead of per job).
+local tally = {}
+local function event_tallied(now, kind, job, sched, attempt, detail)
+  xadd_event(now, kind, job, sched, attempt, detail)
+  tally[kind] = (tally[kind] or 0) + 1
+end
+
+local function flush_tally()
+  for kind, n in pairs(tally) do redis.call('HINCRBY', P .. 'stats', kind, n) end
+  tally = {}
 end
 
 local function next_seq()

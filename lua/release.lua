@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
 -- by a shutting-down replica so nobody waits for its lease). Token-checked.
 --

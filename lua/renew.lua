@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- renew.lua: extend the leases of a batch of claims to now + lease, for each token that
 -- still owns its invocation with an unexpired lease. Idempotent (safe to resend).
 --

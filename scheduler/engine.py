@@ -24,12 +24,15 @@ from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Sched
 from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore
+from workers.acks import Acks
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
 from workers.runner import Runner, Work
 from workers.timers import Timers
 
 log = logging.getLogger("duetime")
+
+LOOKAHEAD = 0.02  # seconds of work a lane may claim beyond its free workers (batched stores)
 
 
 class Scheduler(Client):
@@ -40,6 +43,12 @@ class Scheduler(Client):
     store's; ``None`` for the in-process store, whose owner cannot die without it).
     ``lane_timeouts`` gives a default timeout per lane. All methods are thread-safe and
     may be called from inside a running job.
+
+    Over a store that commits in batches (``complete_many``: the Redis store), successes
+    are acknowledged in batches and each lane claims, beyond its free workers, what they
+    will finish within ``lookahead`` seconds at their recent pace (short jobs only; at
+    most 100 per lane), so a burst is claimed ~100 per store call instead of one by one.
+    ``lookahead=0`` claims only for free workers.
     """
 
     def __init__(self, num_workers: int = 4, *, store: Store | None = None,
@@ -48,7 +57,7 @@ class Scheduler(Client):
                  lease: float | None | Literal["store"] = "store",
                  rng: random.Random | None = None,
                  resync: float | None = None, owner: str | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, lookahead: float = LOOKAHEAD) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
@@ -71,16 +80,24 @@ class Scheduler(Client):
         self.metrics = metrics or Metrics()
         heartbeat = None if self._lease is None else Heartbeat(self.store, self._timers,
                                                                self._lease, self.metrics)
+        complete_many = getattr(self.store, "complete_many", None)
+        acks = None if complete_many is None else Acks(complete_many, self._timers)
         self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
                               heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng,
-                              metrics=self.metrics, owner=self.owner)
+                              metrics=self.metrics, owner=self.owner, acks=acks,
+                              on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in))
         self._dispatcher = Dispatcher(
             self.store, self.clock, capacity=lambda: self._lanes.capacity(),
             submit=self._submit, lease=self._lease, owner=self.owner,
             resync=resync if resync is not None else getattr(self.store, "resync", None),
             rng=rng, metrics=self.metrics)
-        self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
-                                         self._dispatcher.poke_capacity, self._refill)
+        if acks is None:  # in-process: claims are cheap; a free worker refills itself
+            self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
+                                             self._dispatcher.poke_capacity, self._refill)
+        else:             # batched: the dispatcher claims whole batches (look-ahead)
+            self._lanes = Lanes(sizes, self._runner.run, self._dispatcher.poke_capacity,
+                                lookahead=validation.delay(lookahead, "lookahead"),
+                                on_idle=acks.flush)
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._dispatcher.start()
 
@@ -216,7 +233,10 @@ class Scheduler(Client):
             if not self._lanes.join(timeout):
                 log.warning("shutdown: jobs still running after %ss", timeout)
             else:
+                self._runner.flush_acks()
                 self._timers.close()
+        else:
+            self._runner.flush_acks()
 
     @property
     def closed(self) -> bool:

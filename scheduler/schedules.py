@@ -5,6 +5,7 @@ compare them with a brute-force model (tests/unit/test_schedules.py).
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -166,3 +167,29 @@ def _skipped(cron: Cron, job_id: str, first: float, end: float) -> tuple[float, 
         if count >= SKIP_COUNT_CAP:
             break
     return first, last, max(count, 1)
+
+
+# ---- backfill windows --------------------------------------------------------------
+
+BACKFILL_LIMIT = 10_000  # occurrences one backfill call may consider
+
+
+def window(job_id: str, cron: Cron | None, grid: tuple[float, float] | None, start: float,
+           end: float) -> list[float]:
+    """The occurrences in [start, end), ascending: of ``cron`` (wall epoch seconds), or
+    of the fixed-rate ``grid`` (anchor, interval; k >= 0) in the same clock as start/end.
+    Raises ValueError for neither (a one-off job) or more than BACKFILL_LIMIT."""
+    if cron is not None:
+        out = list(itertools.islice(crons.occurrences(cron, start, end, job_id),
+                                    BACKFILL_LIMIT + 1))
+    elif grid is not None:
+        anchor, iv = grid
+        k = first_index_at_or_after(anchor, iv, start)
+        n = min(max(0, first_index_at_or_after(anchor, iv, end) - k), BACKFILL_LIMIT + 1)
+        out = [occurrence(anchor, iv, k + i) for i in range(n)]
+    else:
+        raise ValueError(f"job {job_id!r} is not recurring: nothing to backfill")
+    if len(out) > BACKFILL_LIMIT:
+        raise ValueError(f"the window holds more than {BACKFILL_LIMIT} occurrences of "
+                         f"{job_id!r}; backfill a narrower window at a time")
+    return out

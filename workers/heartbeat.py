@@ -9,6 +9,7 @@ import threading
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit
 from scheduler.stores.base import Store
+from workers import failpoints
 from workers.context import CancelToken
 from workers.timers import Timers
 
@@ -45,6 +46,7 @@ class Heartbeat:
     def renew_one(self, claim: Claim) -> bool:
         """Renew one claim now (before starting a job that waited). False if lost."""
         try:
+            failpoints.hit("renew")
             return self._store.renew([claim], self._lease) == [Commit.OK]
         except Exception as exc:  # unreachable store: we cannot prove we still own it
             log.warning("renewing %s failed: %s", claim.invocation_id, exc)
@@ -57,6 +59,7 @@ class Heartbeat:
                 self._ticking = False
                 return
         try:
+            failpoints.hit("renew")
             results = self._store.renew([c for c, _ in held], self._lease)
         except Exception as exc:  # keep running what we hold; the store decides at commit
             log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))

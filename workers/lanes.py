@@ -13,11 +13,15 @@ T = TypeVar("T")
 class Lanes(Generic[T]):
     def __init__(self, sizes: Mapping[str, int], run: Callable[[T], None],
                  on_free: Callable[[], None],
-                 refill: Callable[[str], T | None] | None = None) -> None:
+                 refill: Callable[[str], T | None] | None = None, *,
+                 lookahead: float = 0.0, on_idle: Callable[[], None] = lambda: None) -> None:
+        """See ``WorkerPool`` for ``refill``, ``lookahead`` and ``on_idle``."""
         if not sizes:
             raise ValueError("at least one lane is needed")
         self._pools = {
-            validation.name(lane, "lane name"): WorkerPool(lane, size, run, on_free, refill)
+            validation.name(lane, "lane name"): WorkerPool(lane, size, run, on_free, refill,
+                                                           lookahead=lookahead,
+                                                           on_idle=on_idle)
             for lane, size in sizes.items()
         }
 
@@ -28,7 +32,7 @@ class Lanes(Generic[T]):
         return list(self._pools)
 
     def capacity(self) -> dict[str, int]:
-        """Free workers per lane, right now."""
+        """Free workers per lane, right now (plus each lane's look-ahead, if any)."""
         return {lane: pool.free() for lane, pool in self._pools.items()}
 
     def submit(self, lane: str, item: T) -> None:

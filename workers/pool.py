@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("duetime.workers")
+
+
+MAX_AHEAD = 100  # the most claims a pool holds beyond its workers (look-ahead)
 
 
 class PoolFullError(RuntimeError):
@@ -24,11 +28,20 @@ class WorkerPool(Generic[T]):
 
     def __init__(self, name: str, size: int, run: Callable[[T], None],
                  on_free: Callable[[], None] = lambda: None,
-                 refill: Callable[[str], T | None] | None = None) -> None:
+                 refill: Callable[[str], T | None] | None = None, *,
+                 lookahead: float = 0.0, on_idle: Callable[[], None] = lambda: None) -> None:
         """``on_free`` is called (outside any lock) each time a worker becomes free;
         ``refill(name)``, if given, is asked for the next item by a worker that just
         finished one, before it counts as free: during a burst, workers pull due work
-        themselves instead of waking the dispatcher for every job."""
+        themselves instead of waking the dispatcher for every job.
+
+        ``lookahead`` (seconds, 0 = off): ``free()`` also counts the items the workers
+        will finish within that time at their recent pace (at most MAX_AHEAD), so a
+        dispatcher can claim a whole batch of short jobs in one store call; an item then
+        waits at most about ``lookahead`` before it starts. Long jobs get no look-ahead.
+        ``on_idle`` is called by the worker that finished the pool's last item (nothing
+        queued or running), before ``wait_idle`` can return (e.g. to flush batched
+        acknowledgements)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
         self.name = name
@@ -36,6 +49,10 @@ class WorkerPool(Generic[T]):
         self._run = run
         self._on_free = on_free
         self._refill = refill
+        self._lookahead = lookahead
+        self._on_idle = on_idle
+        self._avg_run = 0.0  # moving average of one item's run time (look-ahead only)
+        self._low_water = 0  # wake the dispatcher when the queue drains to this length
         self._cond = threading.Condition()
         self._queue: deque[T] = deque()
         self._busy = 0  # queued + running
@@ -50,7 +67,17 @@ class WorkerPool(Generic[T]):
 
     def free(self) -> int:
         with self._cond:
-            return 0 if self._closed else self.size - self._busy
+            if self._closed:
+                return 0
+            return max(0, self.size + self._ahead() - self._busy)
+
+    def _ahead(self) -> int:
+        """How many items beyond the workers may wait here (look-ahead; under the lock)."""
+        if self._lookahead <= 0 or self._avg_run <= 0:
+            return 0
+        ahead = min(MAX_AHEAD, int(self.size * self._lookahead / self._avg_run))
+        self._low_water = ahead // 2
+        return ahead
 
     def busy(self) -> int:
         """Items queued or running, plus workers still reporting that they are free."""
@@ -61,7 +88,7 @@ class WorkerPool(Generic[T]):
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"pool {self.name!r} is shut down")
-            if self._busy >= self.size:
+            if self._busy >= self.size + (MAX_AHEAD if self._lookahead > 0 else 0):
                 raise PoolFullError(f"pool {self.name!r} has no free worker")
             self._busy += 1
             self._queue.append(item)
@@ -75,16 +102,34 @@ class WorkerPool(Generic[T]):
                 if not self._queue:
                     return
                 item = self._queue.popleft()
+                drained = self._low_water > 0 and len(self._queue) == self._low_water
+            if drained:
+                self._on_free()  # look-ahead running low: let the dispatcher claim more
             next_item: T | None = item
             while next_item is not None:
+                started = time.perf_counter() if self._lookahead > 0 else 0.0
                 try:
                     self._run(next_item)
                 except BaseException:  # the runner isolates job failures; a last guard
                     log.exception("worker %s: unexpected error outside a job", self.name)
+                if started:
+                    took = time.perf_counter() - started
+                    self._avg_run = took if self._avg_run <= 0 else (
+                        self._avg_run + (took - self._avg_run) * 0.1)
                 next_item = self._next()
             with self._cond:
                 self._busy -= 1
+                idle = self._busy == 0  # exactly one worker sees the pool run dry
+                # with look-ahead, a worker that has queued work to take next is not news
+                # for the dispatcher (it is woken when the queue runs low, see above)
+                if self._lookahead > 0 and self._queue:
+                    continue
                 self._settling += 1  # freed, but the dispatcher has not been told yet
+            if idle:  # before wait_idle() can return (it waits for settling workers)
+                try:
+                    self._on_idle()
+                except Exception:
+                    log.exception("worker %s: on_idle failed", self.name)
             self._on_free()
             with self._cond:
                 self._settling -= 1

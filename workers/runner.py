@@ -17,6 +17,8 @@ from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target
 from scheduler.stores.base import Store
+from workers import commits, failpoints
+from workers.acks import Acks
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -40,8 +42,16 @@ class Runner:
                  heartbeat: Heartbeat | None = None,
                  lane_timeouts: Mapping[str, float | None] | None = None,
                  rng: random.Random | None = None, metrics: Metrics | None = None,
-                 owner: str = "") -> None:
+                 owner: str = "", acks: Acks | None = None,
+                 on_retry: Callable[[float], None] | None = None) -> None:
+        """``acks``: commit successes in batches through it (stores with
+        ``complete_many``); without it each success is one ``complete`` call.
+        ``on_retry(due_in)`` is called (before the worker counts as free) after an
+        invocation was handed back to run again in ``due_in`` seconds, so the engine's own
+        dispatcher learns at once (a shared store's wake-up is asynchronous)."""
         self._store = store
+        self._acks = acks
+        self._on_retry = on_retry
         self._clock = clock
         self._timers = timers
         self._resolve = resolve
@@ -90,6 +100,7 @@ class Runner:
 
     def run(self, work: Work) -> None:
         claim = work.claim
+        failpoints.hit("after_claim")
         if not self._lease_still_held(work):
             log.warning("lease lost before start, not running job %s invocation %s",
                         claim.job_id, claim.invocation_id)
@@ -125,9 +136,16 @@ class Runner:
             _current.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)
+            self._track(claim.job_id, token, False)
+        try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
+            failpoints.hit("after_effect")
+            self._finish(claim, token, timeout, error, result)
+        finally:
             if self._heartbeat is not None:
                 self._heartbeat.drop(claim)
-            self._track(claim.job_id, token, False)
+
+    def _finish(self, claim: Claim, token: CancelToken, timeout: float | None,
+                error: BaseException | None, result: Any) -> None:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
@@ -136,9 +154,17 @@ class Runner:
                 log.info("job %s invocation %s attempt %d succeeded", claim.job_id,
                          claim.invocation_id, claim.attempt,
                          extra=self._fields(claim, "succeeded"))
-            self._commit(claim, lambda: self._store.complete(claim, result))
+            if self._acks is not None:
+                self._acks.add(claim, result)
+            else:
+                self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
+
+    def flush_acks(self) -> None:
+        """Commit the successes still queued for a batched ack (no-op without batching)."""
+        if self._acks is not None:
+            self._acks.flush()
 
     def _unknown_task(self, claim: Claim, reason: str) -> None:
         """A task this process does not know (a rolling deploy, a missing --import): hand
@@ -151,6 +177,7 @@ class Runner:
                   "failed" if retry_in is None else f"handed back for {retry_in:g}s")
         self._metrics.finished(claim.lane, "unknown_task")
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._retrying(retry_in)
 
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
@@ -165,6 +192,11 @@ class Runner:
             "failed" if retry_in is None else "retried")
         self._metrics.finished(claim.lane, outcome)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._retrying(retry_in)
+
+    def _retrying(self, retry_in: float | None) -> None:
+        if retry_in is not None and self._on_retry is not None:
+            self._on_retry(retry_in)
 
     def _fields(self, claim: Claim, event: str) -> dict[str, Any]:
         """The structured fields of a log line about ``claim`` (see scheduler.log)."""
@@ -181,10 +213,9 @@ class Runner:
         return hb.renew_one(work.claim)
 
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
-        try:
-            result = write()
-        except Exception as exc:  # store unreachable: the lease will expire, then re-run
-            log.error("recording the outcome of %s failed: %s", claim.invocation_id, exc)
+        """Record the outcome (retried a few times; see workers.commits)."""
+        result = commits.record(claim.invocation_id, write)
+        if result is None:
             return
         if result is not Commit.OK:
             log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",

@@ -11,6 +11,13 @@ The store, not the dispatcher, judges "due" with its own clock. A dispatcher tha
 too early just gets an empty batch and the time to wait. Every write about a claimed
 invocation (``renew``, ``complete``, ``fail``, ``release``) presents the claim's token
 and is refused with ``Commit.LEASE_LOST`` when that token no longer owns it.
+
+Optional: a store whose calls are costly (Redis) also offers
+``complete_many([(claim, result), ...]) -> list[Commit]``, ``complete`` for a batch in one
+call with one outcome per item; engines then acknowledge successes in batches and claim
+whole batches (``Scheduler(lookahead=...)``). ``claim_due`` may then be asked for more
+than it hands out in one call (the Redis store's cap is 100 per lane): it answers
+``next_due_in == 0`` when a lane filled a whole batch and has room for more.
 """
 from __future__ import annotations
 

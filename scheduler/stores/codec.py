@@ -16,6 +16,7 @@ from scheduler.model import (
     After,
     Ambiguous,
     At,
+    Claim,
     Cron,
     Delivery,
     Event,
@@ -99,10 +100,10 @@ def decode(text: str, job_id: str) -> JobSpec:
         job_id=job_id, target=TaskRef(d["t"], d.get("a", "{}")), schedule=schedule,
         lane=d.get("l", "default"), timeout=d.get("to"),
         retry=RetryPolicy(**d["r"]) if "r" in d else _DEFAULTS.retry,
-        misfire=Misfire(d.get("m", "skip")), misfire_grace=d.get("g"),
-        catch_up_window=d.get("w"),
-        overlap=Overlap(d.get("o", "skip")),
-        delivery=Delivery(d.get("d", "at_least_once")))
+        misfire=Misfire(d["m"]) if "m" in d else _DEFAULTS.misfire,
+        misfire_grace=d.get("g"), catch_up_window=d.get("w"),
+        overlap=Overlap(d["o"]) if "o" in d else _DEFAULTS.overlap,
+        delivery=Delivery(d["d"]) if "d" in d else _DEFAULTS.delivery)
 
 
 def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int]) -> list[Any]:
@@ -137,12 +138,38 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
+RESULT_LIMIT = 64 * 1024  # bytes of a stored result; the commit may write past maxmemory
+
+
+def claim(c: dict[str, Any], spec: JobSpec) -> Claim:
+    """One claim of claim.lua's reply (times in epoch ms) as a ``Claim``."""
+    return Claim(job_id=c["j"], scheduled=c["s"] / 1000, attempt=c["a"], token=c["t"],
+                 fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
+                 generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
+                 lane=spec.lane)
+
+
+def event(f: dict[str, str]) -> Event:
+    """One entry of the namespace's event stream as an ``Event``."""
+    return Event(at=int(f["at"]) / 1000, kind=f["kind"], job_id=f["job"],
+                 scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
+                 attempt=int(f["attempt"]) if f["attempt"] else None, detail=f["detail"])
+
+
 def result_json(value: Any) -> str:
-    """A job's return value as JSON text (its repr, as a JSON string, if not JSON)."""
+    """A job's return value as JSON text (its repr, as a JSON string, if not JSON); a
+    result over RESULT_LIMIT bytes is stored as a note saying so (the commit path may
+    write when Redis is out of memory, so what it writes stays small)."""
+    if value is None:  # the common case, without json.dumps
+        return "null"
     try:
-        return json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        return json.dumps(repr(value))
+        text = json.dumps(repr(value))
+    if len(text) > RESULT_LIMIT:
+        return json.dumps(f"<result of {len(text)} bytes not stored: over the "
+                          f"{RESULT_LIMIT}-byte limit>")
+    return text
 
 
 def job_info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-SCRIPTS = ("add", "claim", "renew", "complete", "fail", "release", "cancel", "pause", "resume",
-           "trigger", "plan", "backfill")
+SCRIPTS = ("add", "claim", "renew", "complete", "complete_many", "fail", "release", "cancel",
+           "pause", "resume", "trigger", "plan", "backfill")
 
 
 def lua_dir() -> pathlib.Path:

@@ -29,22 +29,25 @@ from scheduler.stores import codec, lua, redis_calendar, shards, urls
 from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
 from scheduler.stores.replication import ReplicationWatch, Waiter
+from scheduler.stores.server_checks import StoreConfigError, check_info
+
+__all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
 
 log = logging.getLogger("duetime.redis")
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
+MAX_ACKS = 200   # completions per complete_many call (same bound on one call's Redis time)
 
 
 class StoreUnavailableError(DuetimeError, ConnectionError):
     """Redis could not be reached (or answered with an error we cannot act on)."""
 
 
-class StoreConfigError(DuetimeError, RuntimeError):
-    """The Redis server is configured in a way that breaks duetime's guarantees."""
-
-
-MIN_REDIS = (7, 0)
+class StoreFullError(DuetimeError, RuntimeError):
+    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
+    written. Running jobs can still record their outcomes."""
 
 
 def _ms(seconds: float) -> str:
@@ -67,7 +70,11 @@ class RedisStore:
         self._redis_mod = redis
         self._r: Any  # redis.Redis with decode_responses=True
         if isinstance(redis_url, str):
-            self._r = urls.connect(redis_url, decode_responses=True)
+            # a pooled connection left dead by an outage or a restart is reconnected and
+            # its command resent (scripts are idempotent on resend: claims carry a
+            # request id, commits a token) instead of failing the caller
+            self._r = urls.connect(redis_url, decode_responses=True,
+                                   **urls.resend_policy(RESEND_RETRIES))
         else:
             self._r = redis_url
         self.url = urls.safe(redis_url)
@@ -110,6 +117,11 @@ class RedisStore:
         to check (the URL is shown without its password)."""
         try:
             yield
+        except self._redis_mod.exceptions.OutOfMemoryError as exc:
+            raise StoreFullError(
+                f"Redis at {self.url} is out of memory (maxmemory reached; policy "
+                "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
+                f"and cancel unneeded ones, then retry ({exc})") from exc
         except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
             raise StoreUnavailableError(
                 f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
@@ -150,25 +162,9 @@ class RedisStore:
             info = self._r.info()
         except self._redis_mod.ConnectionError as exc:
             raise StoreUnavailableError(f"cannot reach Redis at {self.url}: {exc}") from exc
-        version = tuple(int(x) for x in str(info.get("redis_version", "0")).split(".")[:2])
-        if version < MIN_REDIS:
-            raise StoreConfigError(
-                f"Redis {info.get('redis_version')} at {self.url} is too old: duetime needs "
-                f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (script shebangs, TIME in scripts)")
-        policy = info.get("maxmemory_policy", "noeviction")
-        if policy != "noeviction":
-            raise StoreConfigError(
-                f"Redis at {self.url} has maxmemory-policy {policy!r}: under memory pressure "
-                "it would evict leases (duplicate runs) or jobs (lost runs). Set "
-                "'maxmemory-policy noeviction' in redis.conf (or CONFIG SET "
-                "maxmemory-policy noeviction)")
+        warnings = check_info(info, self.url)
         if self._checked is not None:
             return self._checked
-        warnings = []
-        if not info.get("aof_enabled"):
-            warnings.append(
-                f"Redis at {self.url} has AOF off: a restart loses recent jobs and claims; "
-                "set 'appendonly yes' (and 'appendfsync always' for the strict contract)")
         shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
         self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
         self._epoch = self._r.get(self.keys.epoch)
@@ -285,20 +281,17 @@ class RedisStore:
             except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
                 self._quarantine(c, exc)
                 continue
-            claims.append(Claim(
-                job_id=c["j"], scheduled=c["s"] / 1000, attempt=c["a"], token=c["t"],
-                fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
-                generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
-                lane=spec.lane))
-        if reply.get("plan"):
-            try:
-                redis_calendar.write_plans(self._r, self.keys.job, self._spec, self._call,
-                                           reply["plan"], now)
-            except Exception:  # noqa: BLE001 - the claims above must still be returned
-                log.warning("calendar plans not written; they are asked for again",
-                            exc_info=True)
+            claims.append(codec.claim(c, spec))
+        if reply.get("plan"):  # never raises: the claims above must still be returned
+            redis_calendar.write_plans(self._r, self.keys.job, self._spec, self._call,
+                                       reply["plan"], now)
         nxt = reply["next"]
-        return ClaimBatch(claims, None if nxt < 0 else max(0.0, (nxt - now) / 1000), now / 1000)
+        due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
+        capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
+        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH
+                          for lane in capped):
+            due_in = 0.0  # a lane took a full batch and has room for more: ask again now
+        return ClaimBatch(claims, due_in, now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
         """A claimed job whose definition cannot be read: record it as failed (it lands
@@ -316,6 +309,16 @@ class RedisStore:
     def complete(self, claim: Claim, result: Any) -> Commit:
         return Commit(self._call("complete", claim.job_id, claim.token,
                                  codec.result_json(result)))
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``complete`` for a batch of (claim, result) in one script call (batched acks):
+        each item is token-checked on its own and gets its own outcome, in order."""
+        out: list[Commit] = []
+        for i in range(0, len(done), MAX_ACKS):
+            args = [x for claim, result in done[i:i + MAX_ACKS]
+                    for x in (claim.job_id, claim.token, codec.result_json(result))]
+            out += [Commit(code) for code in self._call("complete_many", *args)]
+        return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
         return Commit(self._call("fail", claim.job_id, claim.token, error[:4000],
@@ -349,15 +352,9 @@ class RedisStore:
     def events(self, limit: int = 100) -> list[Event]:
         if limit <= 0:
             return []
-        out = []
         with self._reachable():
             rows = self._r.xrevrange(self.keys.events, count=limit)
-        for _, f in reversed(rows):
-            out.append(Event(
-                at=int(f["at"]) / 1000, kind=f["kind"], job_id=f["job"],
-                scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
-                attempt=int(f["attempt"]) if f["attempt"] else None, detail=f["detail"]))
-        return out
+        return [codec.event(f) for _, f in reversed(rows)]
 
     # ---- wake-ups -----------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from typing import Any
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Cron, JobSpec
-from scheduler.stores.series import BACKFILL_LIMIT
 
 log = logging.getLogger("duetime.redis")
 
@@ -67,15 +66,17 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
 
 def write_plans(r: Any, job_key: Callable[[str], str], decode: Callable[[str, str], JobSpec],
                 call: Callable[..., Any], jobs: Iterable[str], now_ms: int) -> None:
-    """Compute and write the plans claim.lua asked for. A job that cannot be planned is
-    logged and left waiting (claim.lua re-announces it); the loop goes on."""
+    """Compute and write the plans claim.lua asked for. Never raises: a job that cannot
+    be planned (or a store error) is logged and left waiting; claim.lua asks again."""
     jobs = list(dict.fromkeys(jobs))
-    if not jobs:
+    try:
+        with r.pipeline(transaction=False) as p:
+            for job in jobs:
+                p.hmget(job_key(job), *FIELDS)
+            rows = p.execute()
+    except Exception:  # noqa: BLE001 - the caller's claims must still be returned
+        log.warning("calendar plans not written; they are asked for again", exc_info=True)
         return
-    with r.pipeline(transaction=False) as p:
-        for job in jobs:
-            p.hmget(job_key(job), *FIELDS)
-        rows = p.execute()
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:
@@ -109,23 +110,8 @@ def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: floa
     """The occurrences (epoch ms) of a stored recurring job in [start, end), for
     backfill.lua; raises ValueError for a one-off job or an oversized window."""
     sched = spec.schedule
-    out: list[int] = []
-    if isinstance(sched, Cron):
-        for x in crons.occurrences(sched, start, end, spec.job_id):
-            out.append(_ms(x))
-            if len(out) > BACKFILL_LIMIT:
-                break
-    elif h.get("anchor") and h.get("interval"):
-        anchor, iv = int(h["anchor"] or 0), int(h["interval"] or 1)
-        k = schedules.first_index_at_or_after(anchor, iv, _ms(start))
-        t = int(schedules.occurrence(anchor, iv, k))
-        while len(out) <= BACKFILL_LIMIT and t < _ms(end):
-            out.append(t)
-            k += 1
-            t = int(schedules.occurrence(anchor, iv, k))
-    else:
-        raise ValueError(f"job {spec.job_id!r} is not recurring: nothing to backfill")
-    if len(out) > BACKFILL_LIMIT:
-        raise ValueError(f"the window holds more than {BACKFILL_LIMIT} occurrences of "
-                         f"{spec.job_id!r}; backfill a narrower window at a time")
-    return out
+    grid = None
+    if h.get("anchor") and h.get("interval"):
+        grid = (int(h["anchor"] or 0) / 1000, int(h["interval"] or 1) / 1000)
+    cron = sched if isinstance(sched, Cron) else None
+    return [_ms(x) for x in schedules.window(spec.job_id, cron, grid, start, end)]

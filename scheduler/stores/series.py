@@ -82,31 +82,14 @@ def _calendar(instant: float | None, now: float, wall: float) -> Pending | None:
     return Pending(due, 1, due, k=0, wall=instant)
 
 
-BACKFILL_LIMIT = 10_000  # occurrences one backfill call may consider
-
-
 def occurrences_between(job: JobRecord, start: float, end: float, now: float,
                         wall: float) -> list[float]:
-    """The series' occurrences with wall time in [start, end), in store time, ascending.
-    Raises ValueError for a one-off job or a window holding more than BACKFILL_LIMIT."""
-    sched = job.spec.schedule
-    to_store = now - wall
+    """The series' occurrences with wall time in [start, end), in store time, ascending
+    (``schedules.window``: ValueError for a one-off job or an oversized window)."""
+    sched, to_store = job.spec.schedule, now - wall
     if isinstance(sched, Cron):
-        out = []
-        for x in crons.occurrences(sched, start, end, job.spec.job_id):
-            out.append(x + to_store)
-            if len(out) > BACKFILL_LIMIT:
-                break
-    elif isinstance(sched, Every) and job.anchor is not None:
-        iv, a, b = sched.interval, start + to_store, end + to_store
-        k = schedules.first_index_at_or_after(job.anchor, iv, a)
-        n = max(0, schedules.first_index_at_or_after(job.anchor, iv, b) - k)
-        if n > BACKFILL_LIMIT:
-            n = BACKFILL_LIMIT + 1
-        out = [schedules.occurrence(job.anchor, iv, k + i) for i in range(n)]
-    else:
-        raise ValueError(f"job {job.spec.job_id!r} is not recurring: nothing to backfill")
-    if len(out) > BACKFILL_LIMIT:
-        raise ValueError(f"the window holds more than {BACKFILL_LIMIT} occurrences of "
-                         f"{job.spec.job_id!r}; backfill a narrower window at a time")
-    return out
+        return [x + to_store for x in schedules.window(job.spec.job_id, sched, None,
+                                                       start, end)]
+    grid = (job.anchor, sched.interval) if (
+        isinstance(sched, Every) and job.anchor is not None) else None
+    return schedules.window(job.spec.job_id, None, grid, start + to_store, end + to_store)

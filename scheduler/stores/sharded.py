@@ -7,7 +7,7 @@ slot and runs unchanged, on whichever cluster node holds that slot. A job lives 
 shard, over one shared client, does the work; this class routes and merges:
 
 * by job id: add, cancel, pause, resume, trigger, backfill, get, and every token-checked
-  write of a claim (complete, fail, release, renew);
+  write of a claim (complete, complete_many, fail, release, renew);
 * merged: jobs (by next run), events (by time), ``data_loss_alarms``;
 * ``next_id`` (``JobScheduler`` int ids): shard 0's counter.
 
@@ -272,6 +272,19 @@ class ShardedStore:
 
     def complete(self, claim: Claim, result: Any) -> Commit:
         return self.shard(claim.job_id).complete(claim, result)
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``RedisStore.complete_many`` per shard (batched acks; base.py); one outcome
+        per item, in order."""
+        groups: dict[int, list[int]] = defaultdict(list)
+        for n, (c, _) in enumerate(done):
+            groups[sharding.shard_of(c.job_id, self.n)].append(n)
+        out: list[Commit] = [Commit.LEASE_LOST] * len(done)
+        for i, members in groups.items():
+            codes = self.shards[i].complete_many([done[n] for n in members])
+            for n, code in zip(members, codes, strict=True):
+                out[n] = code
+        return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
         return self.shard(claim.job_id).fail(claim, error, retry_in)

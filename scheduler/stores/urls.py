@@ -195,6 +195,17 @@ def _host_port(text: str, bad: Any, default_port: int = SENTINEL_PORT) -> tuple[
     return host, int(port_text)
 
 
+def resend_policy(retries: int) -> dict[str, Any]:
+    """redis-py client options: on a connection error, reconnect and resend up to
+    ``retries`` times with a short exponential backoff (capped at 0.5 s)."""
+    import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    return {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
+            "retry_on_error": [redis.ConnectionError]}
+
+
 def connect(url: str, **kwargs: Any) -> Any:
     """A redis-py client for ``url`` (``kwargs`` go to every data-server connection, e.g.
     ``decode_responses=True``). A Sentinel URL gives ``Sentinel.master_for``'s client:

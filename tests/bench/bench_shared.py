@@ -151,6 +151,18 @@ class Fleet:
         self.procs.append((label, p, path))
         return p
 
+    def cpu(self):
+        """CPU seconds (user + system) used so far by the processes started (leaders only)."""
+        tot = 0.0
+        for _label, p, _path in self.procs:
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                tot += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError, ValueError):
+                pass
+        return tot
+
     def died(self):
         return [(label, p.returncode, path) for label, p, path in self.procs if p.poll() is not None]
 
@@ -638,11 +650,21 @@ def sc_burst(ad, w, p, sysr):
     ad.enqueue_many([(due, f"B{i}") for i in range(n)])
     enq = perf() - t
     late = now_ms() > due
+    cpu0, s0, pc0, wc0 = _redis_cpu(sysr), _cmdusec(sysr), ad.fleet.cpu(), _redis_cpu(w.r)
     complete = w.wait_count(n, due + p["burst_timeout"] * 1000)
+    cpu1, s1, pc1, wc1 = _redis_cpu(sysr), _cmdusec(sysr), ad.fleet.cpu(), _redis_cpu(w.r)
     time.sleep(1.0)
     first, dups = first_starts(w.records(), "B")
     res = {"burst_enqueue_s": enq, "burst_enq_late": late, "burst_missed": n - len(first),
-           "burst_dups": dups, "burst_partial": not complete}
+           "burst_dups": dups, "burst_partial": not complete,
+           "burst_redis_us_job": (cpu1 - cpu0) * 1e6 / n,
+           "burst_witness_us_job": (wc1 - wc0) * 1e6 / n}
+    if ad.fleet.procs:  # worker/replica processes (not in-process APScheduler)
+        res["burst_procs_us_job"] = (pc1 - pc0) * 1e6 / n
+    # Redis time per job, by command (EVALSHA's usec includes the commands its script runs)
+    delta = {k: (v[0] - s0.get(k, (0, 0))[0], v[1] - s0.get(k, (0, 0))[1]) for k, v in s1.items()}
+    res["burst_breakdown"] = {k: f"{c / n:.2f} calls {u / n:.1f} us" for k, (c, u) in
+                              sorted(delta.items(), key=lambda kv: -kv[1][1]) if c > 0 and k != "info"}
     if first:
         last = max(s for s, _ in first.values())
         res["burst_jobs_s"] = len(first) / max(1e-3, (last - due) / 1000)
@@ -655,6 +677,18 @@ def _cmdstats(r):
     for k, v in r.info("commandstats").items():
         out[k.replace("cmdstat_", "")] = v["calls"] if isinstance(v, dict) else v
     return out
+
+
+def _cmdusec(r):
+    """command -> (calls, usec) from INFO commandstats."""
+    return {k.replace("cmdstat_", ""): (v["calls"], v["usec"])
+            for k, v in r.info("commandstats").items() if isinstance(v, dict)}
+
+
+def _redis_cpu(r):
+    """The Redis server's CPU seconds so far (user + system, all its threads)."""
+    c = r.info("cpu")
+    return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
 
 
 def sc_idle(ad, w, p, sysr):
@@ -745,6 +779,9 @@ ROWS = [  # key, label, better ("low"/"high"/None), format
     ("burst_missed", "burst: not run within timeout", None, "{:.0f}"),
     ("burst_dups", "burst: duplicate runs", None, "{:.0f}"),
     ("burst_enqueue_s", "burst: time to enqueue all (s)", "low", "{:.1f}"),
+    ("burst_redis_us_job", "burst: Redis CPU per job (us)", "low", "{:.1f}"),
+    ("burst_procs_us_job", "burst: worker processes' CPU per job (us)", "low", "{:.0f}"),
+    ("burst_witness_us_job", "burst: witness Redis CPU per job (us)", None, "{:.1f}"),
     ("idle_cmds_s", "idle Redis cmds/s (all procs)", "low", "{:.1f}"),
     ("idle_cmds_s_proc", "idle Redis cmds/s per process", "low", "{:.1f}"),
     ("rec1", "recurring 1 proc: dup/missed", None, None),
@@ -994,11 +1031,12 @@ def render(info, p, med, avail, issues, extra, args, cfg):
         out.append(f"{n:12s}: {A.note}" + (f"  [n/a: {why}]" if why else ""))
     last = {}
     for r in extra.get("raw", []):
-        for k in ("idle_breakdown", "mem_detail"):
+        for k in ("idle_breakdown", "mem_detail", "burst_breakdown"):
             if r.get(k):
                 last[(r["system"], k)] = r[k]
     for (n, k), d in sorted(last.items()):
-        what = "idle cmds/s by command" if k == "idle_breakdown" else "memory per pending job"
+        what = {"idle_breakdown": "idle cmds/s by command", "mem_detail": "memory per pending job",
+                "burst_breakdown": "burst: Redis time per job by command"}[k]
         out.append(f"{n} {what} (last run): " + ", ".join(f"{a} {b}" for a, b in list(d.items())[:8]))
     out.append(f"process logs: {extra['logdir']}")
     if issues:

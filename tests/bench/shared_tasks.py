@@ -60,8 +60,9 @@ def hit(due_ms: int, tag: str = "") -> None:
 
 @scheduler.task("bench.noop")
 def noop(**_: object) -> None:
-    """Does nothing and records nothing (bench_scale.py: jobs a replica runs only so that
-    its local state is exercised)."""
+    """Does nothing and records nothing: duetime's own cost per job
+    (probe_shared_burst.py --task noop), or jobs a replica runs only so that its local
+    state is exercised (bench_scale.py)."""
 
 
 # ------------------------------------------------------------------ APScheduler 3

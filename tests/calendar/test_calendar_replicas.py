@@ -14,7 +14,7 @@ import pytest
 from scheduler import Client
 from scheduler.model import Ambiguous, Cron
 from scheduler.stores.redis import RedisStore
-from tests.integration.replicas import replicas, wait_until, witness_log
+from tests.faults.fleet import replicas, wait_until, witness_log
 from tests.integration.shifted import OffsetClock
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -3,7 +3,7 @@
 Replica processes (``duetime run --redis redis+sentinel://...``) run ``witness.hit`` jobs
 that a producer thread enqueues as fast as it can (a short pause between enqueues); the
 primary is SIGKILLed mid-run, the sentinels promote the replica, the producer carries on.
-Executions are counted by the witness (tests/integration/witness.py) on a *separate*
+Executions are counted by the witness (tests/faults/witness.py) on a *separate*
 redis-server, so the count survives whatever the failover does to the store.
 
 What is reported (``FailoverReport``), from the producer's acknowledgement log, the new
@@ -37,7 +37,7 @@ from scheduler import Client
 from scheduler.stores import urls
 from scheduler.stores.keys import Keys
 from scheduler.stores.redis import StoreUnavailableError
-from tests.integration.replicas import replicas, wait_until
+from tests.faults.fleet import replicas, wait_until
 from tests.sentinel_fixtures import SentinelCluster
 
 FINAL = {"succeeded", "failed", "cancelled"}

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler import Client
 from scheduler.stores import urls
-from tests.integration.replicas import replicas, wait_until, witness_log
+from tests.faults.fleet import replicas, wait_until, witness_log
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

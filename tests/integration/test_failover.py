@@ -19,9 +19,9 @@ from scheduler import Client
 from scheduler.embedded import EmbeddedRedis
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
+from tests.faults.fleet import wait_until
 from tests.helpers import spec
 from tests.integration.failover import run_failover
-from tests.integration.replicas import wait_until
 from tests.sentinel_fixtures import sentinel_cluster  # noqa: F401
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -9,8 +9,8 @@ import pytest
 
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore, StoreConfigError
+from tests.faults.fleet import ROOT
 from tests.helpers import spec
-from tests.integration.replicas import ROOT
 
 pytestmark = pytest.mark.redis
 

@@ -4,6 +4,7 @@ wake-up costs one shard call, not N)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -180,3 +181,43 @@ def test_a_failing_shard_does_not_lose_the_claims_made_in_others(redis_url, redi
         assert sorted(c.job_id for c in first.claims + rest) == sorted(f"j{i}" for i in range(20))
     finally:
         store.close()
+
+
+def test_complete_many_commits_each_claim_in_its_shard_in_order(redis_url, redis_ns, clock):
+    store = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
+    try:
+        for i in range(12):
+            store.add(spec(f"j{i}", After(0)))
+        claims = store.claim_due(ALL, 30, "o").claims
+        assert len({store.shards.index(store.shard(c.job_id)) for c in claims}) > 1
+        first = claims[0]
+        assert store.complete(first, "early").name == "OK"
+        codes = store.complete_many([(c, None) for c in claims])
+        assert [c.name for c in codes] == ["OK"] * len(claims)  # a repeat answers ok again
+        assert all(store.get(c.job_id).state == "succeeded" for c in claims)
+        assert store.complete_many([]) == []
+    finally:
+        store.close()
+
+
+def test_a_burst_on_shards_is_claimed_in_batches_and_run_once(redis_url, redis_ns):
+    from scheduler import Scheduler
+    from tests.helpers import WAIT
+
+    store = ShardedStore(redis_url, redis_ns, shards=4, resync=30)
+    n = 400
+    store.add_many([spec(f"b{i}", After(0)) for i in range(n)])
+
+    def succeeded() -> int:
+        return sum(int(s.redis.hget(s.keys.stats, "succeeded") or 0) for s in store.shards)
+
+    with Scheduler(2, store=store, lookahead=1.0) as eng:
+        deadline = time.monotonic() + WAIT * 4
+        while succeeded() < n:
+            assert time.monotonic() < deadline, "the burst did not finish"
+            time.sleep(0.01)
+        assert eng.wait_idle(WAIT)
+    claimed = sum(int(s.redis.hget(s.keys.stats, "claimed") or 0) for s in store.shards)
+    assert claimed == n and succeeded() == n
+    assert {store.get(f"b{i}").runs for i in range(0, n, 37)} == {1}
+    store.close()

@@ -1,0 +1,99 @@
+#!lua flags=allow-oom
+-- complete_many.lua: record the success of a batch of claimed invocations (batched acks),
+-- with the guarantee of complete.lua for each one on its own: each is token-checked and
+-- refused when its token no longer owns the invocation or its lease has expired (a stale
+-- owner can never commit); one refusal does not affect the others. A resend of the batch
+-- (or an item committed before) answers "ok" again and counts once.
+--
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
+-- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found"
+
+if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
+  return redis.error_reply('ERR duetime bad-input triples')
+end
+local jobs, tokens, results = {}, {}, {}
+for i = 3, #ARGV, 3 do
+  if ARGV[i] == '' or ARGV[i + 1] == '' then
+    return redis.error_reply('ERR duetime bad-input token')
+  end
+  jobs[#jobs + 1], tokens[#tokens + 1], results[#results + 1] = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+end
+local n = #jobs
+local now = now_ms()
+local datas = redis.call('HMGET', P .. 'running', unpack(tokens))
+-- leases are reaped by claims, so an expired one is rare: look up deadlines only then
+local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
+
+-- The token check of lib.lua's owned(), on the prefetched RUNNING entry and lease.
+local function check(job, token, data)
+  local r = nil
+  if data then
+    local gen, sched, attempt, stalls, fence, rjob =
+      string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+    r = {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
+         stalls = tonumber(stalls), fence = tonumber(fence), job = rjob}
+  end
+  if r and r.job ~= job then return nil, 'lease_lost' end  -- a token of another job
+  if not r then
+    if redis.call('HGET', jkey(job), 'last_token') == token then return nil, 'ok' end
+    if redis.call('EXISTS', jkey(job)) == 1 then return nil, 'lease_lost' end
+    return nil, 'not_found'
+  end
+  if expired then
+    local deadline = redis.call('ZSCORE', P .. 'lease', token)
+    if deadline and tonumber(deadline) <= now then return nil, 'lease_lost' end
+  end
+  return r
+end
+
+-- One success, as complete.lua records it. The common case (a one-off job whose only
+-- invocation this was) is retired with one HSET instead of complete + settle's steps.
+local function succeed(job, token, result, r)
+  local jk = jkey(job)
+  local f = fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
+    'retries')
+  if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
+      and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
+      and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
+    redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
+      'last_result', result, 'last_error', '', 'last_token', token, 'last_run', fmt(now),
+      'state', 'succeeded')
+    redis.call('PEXPIRE', jk, RETENTION_MS)
+    if redis.call('EXISTS', P .. 'skips:' .. job, P .. 'dead:' .. job) > 0 then
+      redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
+      redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
+    end
+    event_tallied(now, 'succeeded', job, r.sched, r.attempt, '')
+    return
+  end
+  redis.call('HINCRBY', jk, 'runs', 1)
+  redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
+    'last_run', fmt(now))
+  event_tallied(now, 'succeeded', job, r.sched, r.attempt, '')
+  settle(now, job, 'succeeded')
+end
+
+local out, taken, seen = {}, {}, {}
+for i = 1, n do
+  local job, token, result = jobs[i], tokens[i], results[i]
+  if seen[token] then
+    out[i] = seen[token]                -- the same item twice in one batch: one commit
+  else
+    local r, code = check(job, token, datas[i])
+    if r then
+      taken[#taken + 1] = token
+      succeed(job, token, result, r)
+      code = 'ok'
+    end
+    out[i] = code
+    seen[token] = code
+  end
+end
+if #taken > 0 then
+  redis.call('HDEL', P .. 'running', unpack(taken))
+  redis.call('ZREM', P .. 'lease', unpack(taken))
+end
+flush_tally()
+return out

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Probe of duetime's own cost per job in a shared-mode burst (not a test, not a peer
+comparison: see bench_shared.py for that).
+
+N jobs due at once in a private redis-server, run by R replica processes (`duetime run`,
+4 workers each); the task does nothing at all (`--task noop`) or writes one record to a
+witness Redis like bench_shared.py's task (`--task witness`). Prints jobs/s and the CPU
+used per job by Redis and by the replicas (from when all replicas are up), and the
+script calls per job. Typical use:
+
+    PYTHONPATH=$PWD python tests/bench/probe_shared_burst.py --replicas 1 --task noop --runs 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [ROOT, HERE]
+
+import redis  # noqa: E402
+
+from scheduler.embedded import EmbeddedRedis  # noqa: E402
+from scheduler.model import At  # noqa: E402
+from scheduler.specs import make_spec  # noqa: E402
+from scheduler.stores.redis import RedisStore  # noqa: E402
+
+NS = "probe"
+
+
+def redis_cpu(r: redis.Redis) -> float:
+    c = r.info("cpu")
+    return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
+
+
+def procs_cpu(procs: list[subprocess.Popen]) -> float:
+    tot = 0.0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tot += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return tot
+
+
+def one(n: int, replicas: int, task: str) -> dict[str, float]:
+    import shared_tasks  # registers bench.hit (the witness task)
+    with EmbeddedRedis(appendonly=False) as srv:
+        r = redis.Redis.from_url(srv.url, decode_responses=True)
+        store = RedisStore(srv.url, NS)
+        due = time.time() + 3 + n / 20000
+        fn = shared_tasks.noop if task == "noop" else shared_tasks.hit
+        for i in range(0, n, 500):
+            store.add_many([make_spec(fn, At(due), kwargs={"due_ms": int(due * 1000),
+                                                            "tag": f"P{j}"})
+                            for j in range(i, min(n, i + 500))])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT]))
+        argv = [sys.executable, "-m", "scheduler", "run", "--redis", srv.url, "--namespace", NS,
+                "--import", "shared_tasks", "--workers", "4", "--lease", "30",
+                "--log-level", "ERROR"]
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for _ in range(replicas)]
+        try:
+            while len(r.keys(f"duetime:{{{NS}}}:replica:*")) < replicas:  # started up
+                if time.time() > due:
+                    raise SystemExit("the replicas were not up before the jobs were due")
+                time.sleep(0.01)
+            p0, c0 = procs_cpu(procs), redis_cpu(r)
+            s0 = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+            while int(r.hget(f"duetime:{{{NS}}}:stats", "succeeded") or 0) < n:
+                if time.time() > due + 120:
+                    raise SystemExit("the burst did not finish within 120 s")
+                time.sleep(0.005)
+            took = time.time() - due
+            p1, c1 = procs_cpu(procs), redis_cpu(r)
+            s1 = r.info("commandstats")["cmdstat_evalsha"]["calls"]
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(30)
+        store.close()
+        return {"jobs_s": n / took, "redis_us": (c1 - c0) * 1e6 / n,
+                "replicas_us": (p1 - p0) * 1e6 / n, "calls": (s1 - s0) / n}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=20000)
+    ap.add_argument("--replicas", type=int, default=1)
+    ap.add_argument("--task", choices=["noop", "witness"], default="noop")
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    witness = None
+    if a.task == "witness":
+        witness = EmbeddedRedis(appendonly=False).start()
+        os.environ["BENCH_WITNESS_URL"] = witness.url
+    try:
+        runs = [one(a.jobs, a.replicas, a.task) for _ in range(a.runs)]
+    finally:
+        if witness is not None:
+            witness.stop()
+    for r in runs:
+        print("  run: " + "  ".join(f"{k} {v:,.2f}" for k, v in r.items()), file=sys.stderr)
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    print(f"{a.jobs} jobs, {a.replicas} replica(s) x 4 workers, task {a.task}, median of "
+          f"{a.runs}: {med['jobs_s']:,.0f} jobs/s; CPU per job: Redis {med['redis_us']:.1f} us, "
+          f"replicas {med['replicas_us']:.0f} us; "
+          f"{med['calls']:.3f} script calls per job")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""More fault cases of RELIABILITY §3.1 (see scenarios.py): F4, F7, F8, F10, F11, F12."""
+from __future__ import annotations
+
+import pathlib
+import random
+import signal
+import time
+
+import redis
+
+from scheduler.errors import DuetimeError
+from scheduler.model import RetryPolicy
+from tests.faults.fleet import wait_until
+from tests.faults.harness import Harness, now_ms
+from tests.faults.scenarios import Outcome, _kill_an_owner, _median, _up
+
+
+def redis_empty(tmp: pathlib.Path, n: int = 60) -> Outcome:
+    """F4a: Redis without persistence restarts empty. Passing means the loss is
+    *detected* (alarm in the replicas' logs and a data_loss event) and reported."""
+    with Harness(tmp, replicas=2, lease=2.0, resync=0.5, appendonly=False) as h:
+        _up(h)
+        h.enqueue_many(n, seconds=0.1, delay=3.0, spread=2.0)   # pending at the restart
+        time.sleep(0.5)
+        at = now_ms()
+        h.store_server.kill()
+        h.store_server.start()
+        h.note("data_loss", at, now_ms())
+        detected = wait_until(lambda: "lost duetime's data" in h.fleet.log_text(), 10)
+        detect_ms = now_ms() - at
+    rep = h.check(drained=False)
+    return Outcome("F4 Redis restarts empty (no persistence)", n, 1, rep, {
+        "detected": detected, "detect_ms": round(detect_ms) if detected else None,
+        "reported_lost": rep.lost,
+        "data_loss_events": sum(1 for e in h.events if e["kind"] == "data_loss")})
+
+
+def _sha(h: Harness, script: str) -> bytes:
+    return str(h.client.store._scripts[script].sha).encode()  # type: ignore[attr-defined]
+
+
+def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Outcome:
+    """F7: every reply delayed ``delay_ms`` ± 50 %, then 400 ms; then one lost reply on
+    each of claim, renew and complete (the command ran, the client saw a reset)."""
+    with Harness(tmp, replicas=3, lease=2.0, resync=0.5, proxy=True) as h:
+        assert h.proxy is not None
+        _up(h)
+        h.proxy.delay(delay_ms, delay_ms / 2)
+        t0 = time.monotonic()
+        h.enqueue_many(n // 3, seconds=0.1)
+        h.wait_done(n // 3, 60)
+        slow_s = time.monotonic() - t0
+        h.proxy.delay(400, 100)      # RTT L/5: a new connection's handshake costs more
+        slow_from = now_ms()
+        h.enqueue_many(n // 3, seconds=0.1)
+        h.wait_done(2 * (n // 3), 90)
+        h.proxy.delay(0)
+        h.note("slow_network", slow_from, now_ms())
+        h.enqueue_many(n - 2 * (n // 3), seconds=1.0, spread=3.0)  # renewals happen
+        for script in ("claim", "renew", "complete"):
+            h.proxy.drop_reply_once(_sha(h, script))
+            wait_until(lambda: h.proxy is not None and h.proxy._drop_match is None, 10)
+        dropped = h.proxy.dropped_replies
+        finished = h.wait_done(n, 60)
+    rep = h.check()
+    return Outcome("F7 slow and lossy network", n, 2 + dropped, rep, {
+        "finished": finished, "dropped_replies": dropped,
+        "throughput_at_delay_jobs_s": round((n // 3) / slow_s, 1)})
+
+
+def scale(tmp: pathlib.Path, n: int = 10_000, replicas: int = 5, kills: int = 10,
+          recurring: int = 20, seed: int = 8) -> Outcome:
+    """F8: ``n`` one-off no-op jobs due at once on ``replicas`` replicas, plus fixed-rate
+    jobs at 1 s, with ``kills`` SIGKILLs of owners spread over the drain."""
+    rng = random.Random(seed)
+    with Harness(tmp, replicas=replicas, workers=4, lease=2.0, resync=0.5, seed=seed) as h:
+        _up(h)
+        for i in range(recurring):
+            h.every(f"rec{i}", 1.0)
+        t0 = time.monotonic()
+        h.enqueue_many(n, seconds=0.0, batch=1000)
+        done = 0
+        while done < kills and time.monotonic() - t0 < 120:
+            time.sleep(0.3 + rng.random() * 0.5)
+            done += _kill_an_owner(h, rng)
+        finished = h.wait_done(n, 240)
+        drain_s = time.monotonic() - t0
+        for i in range(recurring):
+            h.client.cancel(f"rec{i}")
+        slow = h.raw.slowlog_get(128)
+    rep = h.check()
+    return Outcome(f"F8 {n} jobs, {replicas} replicas, {kills} kills", n, done, rep, {
+        "finished": finished, "kills": done, "drain_s": round(drain_s, 1),
+        "jobs_per_s": round(n / drain_s), "slowlog_max_us": max(
+            (int(e["duration"]) for e in slow), default=0),
+        "recovery_ms_max": max(rep.recovery_ms, default=None),
+        "reclaim_ms_max": max(rep.reclaim_ms, default=None),
+        "recovery_ms_median": _median(rep.recovery_ms)})
+
+
+def memory_pressure(tmp: pathlib.Path, n: int = 60) -> Outcome:
+    """F10: ``maxmemory`` with ``noeviction``: a producer filling Redis gets a clear
+    error, nothing half-written, nothing evicted; replicas keep running what is stored."""
+    with Harness(tmp, replicas=2, lease=2.0, resync=0.5,
+                 server_args=["--maxmemory", "4mb"]) as h:
+        _up(h)
+        h.enqueue_many(n, seconds=0.05, spread=2.0)
+        big = {"seconds": 0.0, "pad": "x" * 60_000}
+        refused: Exception | None = None
+        padding: list[str] = []
+        for _ in range(400):
+            before = len(h.raw.keys(h.keys.job("*")))
+            try:
+                padding.append(h.client.enqueue("witness.work", kwargs=big, delay=3600))
+            except (DuetimeError, ValueError, redis.RedisError) as exc:
+                refused = exc
+                break
+        after = len(h.raw.keys(h.keys.job("*")))
+        half_written = after != before
+        finished = h.wait_done(n, 60)
+        info = h.raw.info()
+        try:
+            h.client.cancel(padding[0])
+            cancel_under_oom = "accepted"
+        except redis.RedisError as exc:
+            cancel_under_oom = f"refused: {exc}"[:80]
+        h.raw.config_set("maxmemory", "0")   # the operator's fix: more memory
+        for job in padding:   # due in an hour: not part of this run
+            h.client.cancel(job)
+        still = _probe_after_oom(h)
+    rep = h.check()
+    return Outcome("F10 maxmemory + noeviction", n, 1, rep, {
+        "refused": type(refused).__name__ if refused else None,
+        "message": str(refused)[:160] if refused else None,
+        "half_written": half_written, "evicted_keys": info.get("evicted_keys"),
+        "finished": finished, "runs_after_freeing": still,
+        "cancel_under_oom": cancel_under_oom})
+
+
+def _probe_after_oom(h: Harness) -> bool:
+    """After cancelling the padding, a new job is accepted and runs."""
+    try:
+        job = h.client.enqueue("witness.work", kwargs={"seconds": 0.0})
+    except Exception:
+        return False
+    h.expected.add(job)
+    return wait_until(lambda: h.raw.hget(h.keys.job(job), "state") == "succeeded", 15)
+
+
+def long_jobs(tmp: pathlib.Path, lease: float = 1.0) -> Outcome:
+    """F11: (a) jobs running 5 L with heartbeats: never re-claimed; (b) a job past its
+    ``timeout`` (max runtime) is told through its token and its attempt ends as a
+    failure (retried once, then failed and dead-lettered)."""
+    with Harness(tmp, replicas=2, workers=2, lease=lease, resync=0.5) as h:
+        _up(h)
+        long_ = h.enqueue_many(2, seconds=5 * lease)
+        capped = h.client.enqueue("witness.work", kwargs={"seconds": 30.0}, timeout=lease,
+                                  retry=RetryPolicy(max_attempts=2, backoff=0.1))
+        h.expected.add(capped)
+        finished = h.wait_done(3, 60)
+    rep = h.check()
+    claims = {j: sum(1 for e in h.events if e["job"] == j and e["kind"] == "claimed")
+              for j in long_}
+    return Outcome("F11 long jobs (5 L) and max runtime", 3, 0, rep, {
+        "finished": finished, "long_job_claims": sorted(claims.values()),
+        "capped_job_events": [e["kind"] for e in h.events if e["job"] == capped]})
+
+
+def failing_renewals(tmp: pathlib.Path, lease: float = 1.0) -> Outcome:
+    """F11 (renewal loss): renewals fail on the owner (failpoint ``renew=fail:1-4``, so
+    the lease lapses in Redis); another replica takes the invocation over; the first
+    owner is told (lease lost) at its next renewal and its commit is refused."""
+    with Harness(tmp, replicas=2, workers=1, lease=lease, resync=0.5,
+                 failpoints=["renew=fail:1-4", None]) as h:
+        _up(h)
+        h.fleet.signal(1, signal.SIGSTOP)     # let replica 0 (with the failpoint) claim
+        h.enqueue_many(1, seconds=4 * lease)
+        assert wait_until(lambda: len(h.witness.log()) == 1, 15), "the job never started"
+        h.fleet.signal(1, signal.SIGCONT)
+        finished = h.wait_done(1, 30)
+        told = wait_until(lambda: "lease lost" in h.fleet.log_text(), 10)
+    rep = h.check()
+    return Outcome("F11 renewals failing", 1, 1, rep, {
+        "finished": finished, "owner_told": told, "executions": rep.executions,
+        "stale_commits_rejected": rep.stale_commits_rejected})
+
+
+def script_flush(tmp: pathlib.Path, n: int = 300) -> Outcome:
+    """F12: SCRIPT FLUSH (and a FUNCTION FLUSH) mid-load: NOSCRIPT is handled, nothing
+    fails or is lost."""
+    with Harness(tmp, replicas=3, lease=2.0, resync=0.5) as h:
+        _up(h)
+        h.enqueue_many(n, seconds=0.0, spread=3.0)
+        for _ in range(3):
+            time.sleep(0.7)
+            h.raw.script_flush()
+        h.raw.function_flush()
+        finished = h.wait_done(n, 30)
+        failed = int(h.raw.hget(h.keys.stats, "failed") or 0)
+    rep = h.check()
+    return Outcome("F12 SCRIPT FLUSH under load", n, 3, rep,
+                   {"finished": finished, "failed": failed})

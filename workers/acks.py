@@ -1,0 +1,66 @@
+"""Batched acknowledgements: successes are committed to the store in batches (one
+``complete_many`` call for many invocations) instead of one store call each.
+
+Guarantee: every success handed to ``add`` is committed (or refused, token-checked, per
+item) by a ``flush``: when the batch is full, when a lane's last busy worker finishes (so
+an idle engine has nothing left unacknowledged: ``wait_idle`` implies committed), and at
+the latest ``max_delay`` seconds after the first item of the batch (a timer). A
+delayed ack only delays the bookkeeping: the job has already run, and its lease (seconds)
+is far longer than the delay (milliseconds).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from scheduler.model import Claim, Commit
+from workers import commits
+from workers.timers import Timers
+
+log = logging.getLogger("duetime.workers")
+
+CompleteMany = Callable[[Sequence[tuple[Claim, Any]]], list[Commit]]
+
+
+class Acks:
+    def __init__(self, complete_many: CompleteMany, timers: Timers, *,
+                 max_delay: float = 0.002, max_batch: int = 200) -> None:
+        self._complete_many = complete_many
+        self._timers = timers
+        self._max_delay = max_delay
+        self._max_batch = max_batch
+        self._lock = threading.Lock()
+        self._batch: list[tuple[Claim, Any]] = []
+
+    def add(self, claim: Claim, result: Any) -> None:
+        """Queue the success of ``claim`` for the next flush."""
+        with self._lock:
+            self._batch.append((claim, result))
+            n = len(self._batch)
+        if n >= self._max_batch:
+            self.flush()
+        elif n == 1:
+            self._timers.call_later(self._max_delay, self.flush)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._batch)
+
+    def flush(self) -> None:
+        """Commit every queued success now, in one store call (retried a few times; see
+        workers.commits). If it still fails, those invocations' leases expire and they
+        run again (at-least-once)."""
+        with self._lock:
+            batch, self._batch = self._batch, []
+        if not batch:
+            return
+        results = commits.record(f"{len(batch)} invocation(s)",
+                                 lambda: self._complete_many(batch))
+        if results is None:  # store unreachable: the leases expire, then they re-run
+            return
+        for (claim, _), result in zip(batch, results, strict=True):
+            if result is not Commit.OK:
+                log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
+                            claim.job_id, claim.invocation_id, claim.attempt, result.value)
