@@ -55,10 +55,10 @@ def _ms(seconds: float) -> str:
 
 
 class RedisStore:
-    """A namespace of jobs in one Redis. ``redis_url``: a URL (``redis://``, ``rediss://``,
-    ``redis+sentinel://``: stores/urls.py) or a redis-py client. ``wait_replicas``: after
-    each write, ``WAIT wait_replicas wait_timeout_ms`` (replication.py). ``clock`` is for
-    tests only: given, its time is passed to the scripts instead of Redis ``TIME``."""
+    """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
+    cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
+    ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
+    write (replication.py). ``clock``: tests only, its time replaces Redis ``TIME``."""
 
     def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
                  namespace: str = "default", *, clock: Clock | None = None,
