@@ -119,15 +119,17 @@ class Dispatcher:
         """One claim round. Returns the batch (None if the store failed) and whether a
         lane is now full (due work may be waiting for a free worker)."""
         capacity = dict(self._capacity())
+        # the leases start when the store claims, before the reply arrives: a claim's age
+        # counts from the request, so a slow reply never makes a lease look younger
+        asked = self._clock.now()
         try:
             batch = self._store.claim_due(capacity, self._lease, self._owner)
         except Exception as exc:  # the store is unreachable or broken: keep going
             self._back_off(exc)
             return None, False
         self._backoff = 0.0
-        now = self._clock.now()
         for claim in batch.claims:
-            self._submit(claim, now)
+            self._submit(claim, asked)
             capacity[claim.lane] -= 1
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())

@@ -81,7 +81,9 @@ class Scheduler(Client):
         heartbeat = None if self._lease is None else Heartbeat(self.store, self._timers,
                                                                self._lease, self.metrics)
         complete_many = getattr(self.store, "complete_many", None)
-        acks = None if complete_many is None else Acks(complete_many, self._timers)
+        acks = None if complete_many is None else Acks(
+            complete_many, self._timers,
+            on_recorded=None if heartbeat is None else heartbeat.drop)
         self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
                               heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng,
                               metrics=self.metrics, owner=self.owner, acks=acks,
@@ -110,11 +112,12 @@ class Scheduler(Client):
         can start now). Otherwise the dispatcher is told the worker is free."""
         if self._closed or not self._dispatcher.starved:
             return None
+        asked = self.clock.now()  # the lease starts before the reply arrives
         batch = self.store.claim_due({lane: 1}, self._lease, self.owner)
         if not batch.claims:
             return None
         self._dispatcher.record(batch)
-        return Work(batch.claims[0], self.clock.now())
+        return Work(batch.claims[0], asked)
 
     # ---- scheduling -------------------------------------------------------------------
 

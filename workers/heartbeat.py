@@ -11,7 +11,7 @@ from scheduler.model import Claim, Commit
 from scheduler.stores.base import Store
 from workers import failpoints
 from workers.context import CancelToken
-from workers.timers import Timers
+from workers.timers import Offloaded, Timers
 
 log = logging.getLogger("duetime.workers")
 
@@ -26,6 +26,8 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._held: dict[str, tuple[Claim, CancelToken]] = {}
         self._ticking = False
+        # the renewal is a store call: it runs on its own thread, never the timer thread
+        self._beater = Offloaded(self._beat, "duetime-heartbeat")
 
     @property
     def lease(self) -> float:
@@ -37,7 +39,7 @@ class Heartbeat:
             start = not self._ticking
             self._ticking = True
         if start:
-            self._timers.call_later(self._lease / 3, self._beat)
+            self._timers.call_later(self._lease / 3, self._beater.kick)
 
     def drop(self, claim: Claim) -> None:
         with self._lock:
@@ -74,4 +76,4 @@ class Heartbeat:
                             claim.invocation_id, claim.attempt, result.value)
                 token.cancel("lease lost")
                 self.drop(claim)
-        self._timers.call_later(self._lease / 3, self._beat)
+        self._timers.call_later(self._lease / 3, self._beater.kick)

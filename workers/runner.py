@@ -137,15 +137,17 @@ class Runner:
             if timer is not None:
                 self._timers.cancel(timer)
             self._track(claim.job_id, token, False)
+        queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             failpoints.hit("after_effect")
-            self._finish(claim, token, timeout, error, result)
+            queued = self._finish(claim, token, timeout, error, result)
         finally:
-            if self._heartbeat is not None:
-                self._heartbeat.drop(claim)
+            if self._heartbeat is not None and not queued:
+                self._heartbeat.drop(claim)  # a queued ack drops it once recorded
 
     def _finish(self, claim: Claim, token: CancelToken, timeout: float | None,
-                error: BaseException | None, result: Any) -> None:
+                error: BaseException | None, result: Any) -> bool:
+        """Record the outcome; True if it was queued for a batched ack instead."""
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
@@ -156,10 +158,11 @@ class Runner:
                          extra=self._fields(claim, "succeeded"))
             if self._acks is not None:
                 self._acks.add(claim, result)
-            else:
-                self._commit(claim, lambda: self._store.complete(claim, result))
+                return True
+            self._commit(claim, lambda: self._store.complete(claim, result))
         else:
             self._record_failure(claim, error)
+        return False
 
     def flush_acks(self) -> None:
         """Commit the successes still queued for a batched ack (no-op without batching)."""

@@ -79,3 +79,38 @@ class Timers:
                 fn()
             except Exception:
                 log.exception("timer callback failed")
+
+
+class Offloaded:
+    """Runs ``fn`` on its own thread whenever ``kick()`` is called (kicks that arrive while
+    it runs coalesce into one more run). A timer callback that does I/O kicks one of
+    these instead of blocking the timer thread, whose other timers (job timeouts,
+    heartbeats, ack deadlines) would otherwise wait behind a slow store."""
+
+    def __init__(self, fn: Callable[[], None], name: str) -> None:
+        self._fn = fn
+        self._name = name
+        self._cond = threading.Condition()
+        self._kicked = False
+        self._thread: threading.Thread | None = None
+
+    def kick(self) -> None:
+        """Ask for one run of ``fn`` soon; returns at once."""
+        with self._cond:
+            self._kicked = True
+            self._cond.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name,
+                                                daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._kicked:
+                    self._cond.wait()
+                self._kicked = False
+            try:
+                self._fn()
+            except Exception:
+                log.exception("%s failed", self._name)

@@ -59,9 +59,13 @@ def test_f9_sentinel_failover(sentinel_cluster, redis_url, tmp_path, fault):  # 
     from tests.integration.failover import run_failover
     report = run_failover(sentinel_cluster, redis_url, tmp_path, fault=fault)
     print(f"\nF9 {fault}: {report.line()}\n  " + "\n  ".join(report.details))
-    assert report.stuck == 0 and report.after_not_once == 0, report.line()
+    lost = report.lost_never_ran + report.lost_but_ran
+    assert report.stuck == 0, report.line()
+    # after a kill, every later enqueue runs once; in a split brain the old primary still
+    # acknowledged some, and those are the losses (reported below)
+    assert report.after_not_once <= (lost if fault == "stop" else 0), report.line()
     assert report.failover_events == 2, report.details
-    if report.reruns_same_attempt:          # Redis forgot claims: that is reported
+    if lost or report.reruns_same_attempt:  # Redis forgot writes: that is reported
         assert report.data_loss_events > 0, report.line()
 
 

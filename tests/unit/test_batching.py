@@ -81,6 +81,30 @@ def test_the_timer_flushes_a_batch_nobody_else_flushed():
         timers.close()
 
 
+def test_a_slow_store_does_not_hold_up_the_timer_thread():
+    """The timer only signals; the store call runs elsewhere, so heartbeats and timeouts
+    on the same timer thread keep their times while an ack batch is in flight."""
+    clock = FakeClock()
+    timers = Timers(clock)
+    release, entered, other = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        entered.set()
+        release.wait(WAIT)
+        return [Commit.OK] * len(done)
+    try:
+        acks = Acks(slow, timers, max_delay=0.002)
+        acks.add(claim(1), None)
+        clock.advance(0.002)
+        assert entered.wait(WAIT)               # the flush is blocked in the store ...
+        timers.call_later(0.001, other.set)
+        clock.advance(0.001)
+        assert other.wait(WAIT)                 # ... and another timer still fires
+    finally:
+        release.set()
+        timers.close()
+
+
 def test_refused_items_are_logged_and_a_store_failure_is_survived(timers, caplog,
                                                                     monkeypatch):
     monkeypatch.setattr(commits, "COMMIT_RETRY_PAUSES", (0.0, 0.0))
