@@ -5,7 +5,7 @@
 -- Changed definition: replaced atomically (new generation; the old pending occurrence
 -- is removed, old retries become stale; a running invocation may finish).
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
 -- ARGV[5] lane              ARGV[6] kind: after | at | every | cron

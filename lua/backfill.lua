@@ -6,7 +6,7 @@
 -- was queued by a backfill) runs again. Nothing at or after the pending occurrence is
 -- touched: the series itself runs those.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation the caller read the schedule from
 -- ARGV[5..] candidate occurrences, epoch ms, computed by the caller from that schedule

@@ -3,7 +3,7 @@
 -- cancel/deschedule. After it, no invocation of the job can be claimed (stale retry
 -- entries are dropped by claim.lua). A RUNNING invocation is not touched and may finish.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if that prevented at least one start, else 0

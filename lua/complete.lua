@@ -3,7 +3,7 @@
 -- the token no longer owns the invocation or its lease has expired (a stale owner can
 -- never commit). A resend of a commit that already happened answers "ok" again.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
 -- Returns: "ok" | "lease_lost" | "not_found"

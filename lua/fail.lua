@@ -3,7 +3,7 @@
 -- delay, or record it as failed and dead-lettered. Token-checked like complete.lua; a
 -- resend answers "ok" again. A retry of a replaced or cancelled job is not scheduled.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
 -- Returns: "ok" | "lease_lost" | "not_found"

@@ -2,7 +2,7 @@
 -- pause.lua: stop claiming a job until resume.lua; its pending occurrence is moved out of
 -- the due set into the job hash (retry entries are moved there when claim.lua meets them).
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was active and is now paused, else 0

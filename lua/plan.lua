@@ -6,7 +6,7 @@
 -- (same generation, same due entry, same pending occurrence, not paused), so replicas
 -- racing on one series write it once and a stale plan is dropped.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation read     ARGV[5] due entry seq read (e)
 -- ARGV[6] pending occurrence read (next, epoch ms)

@@ -2,7 +2,7 @@
 -- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
 -- by a shutting-down replica so nobody waits for its lease). Token-checked.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token
 -- Returns: "ok" | "lease_lost" | "not_found"

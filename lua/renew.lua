@@ -2,7 +2,7 @@
 -- renew.lua: extend the leases of a batch of claims to now + lease, for each token that
 -- still owns its invocation with an unexpired lease. Idempotent (safe to resend).
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] lease ms          ARGV[4..] tokens
 -- Returns: one code per token, in order: "ok" | "lease_lost"

@@ -3,7 +3,7 @@
 -- job's misfire policy when claim.lua meets them. Releases a held (queued) occurrence if
 -- nothing of the job runs.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was paused, else 0

@@ -3,7 +3,7 @@
 -- The extra invocation's scheduled time is now; it does not move the job's schedule and
 -- is not subject to its misfire policy.
 --
--- KEYS: none declared; every key is built from ARGV[1] (one hash tag, one slot)
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if a run was added, 0 if the job is unknown, finished or cancelled

@@ -33,8 +33,13 @@ EXIT_REFUSED, EXIT_UNREACHABLE = 1, 3
 redis_option = click.option(
     "--redis", "redis_url", envvar="DUETIME_REDIS_URL", default=None, metavar="URL",
     help="Redis URL (redis://, rediss:// for TLS; user:password@ for AUTH/ACL; "
-         "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB] for Sentinel). "
+         "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB] for Sentinel; "
+         "redis+cluster://host1:7000,host2:7001 for Redis Cluster). "
          "Default: $DUETIME_REDIS_URL, else an embedded local server.")
+shards_option = click.option(
+    "--shards", type=click.IntRange(min=1, max=1024), default=None, envvar="DUETIME_SHARDS",
+    help="The namespace's shard count (default: the URL's ?shards=N, else 1). Fixed per "
+         "namespace: every replica and producer must use the same.")
 wait_options = [
     click.option("--wait-replicas", type=click.IntRange(min=0), default=0, show_default=True,
                  envvar="DUETIME_WAIT_REPLICAS",
@@ -96,10 +101,12 @@ def _redis_url(url: str | None, data_dir: str | None = None) -> Iterator[str]:
 @click.option("--metrics-port", type=int, default=None, envvar="DUETIME_METRICS_PORT",
               help="Serve Prometheus metrics on this port (needs duetime[metrics]).")
 @with_wait_options
+@shards_option
 def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers: int,
         lanes: tuple[str, ...], lease: float, resync: float, shutdown_timeout: float,
         data_dir: str | None, log_level: str, log_format: str,
-        metrics_port: int | None, wait_replicas: int, wait_timeout_ms: int) -> None:
+        metrics_port: int | None, wait_replicas: int, wait_timeout_ms: int,
+        shards: int | None) -> None:
     """Run a replica: claim due jobs of NAMESPACE and run them until SIGTERM/SIGINT
     (then: stop claiming, hand back unstarted claims, let running jobs finish)."""
     from scheduler import log
@@ -111,17 +118,19 @@ def run(redis_url: str | None, namespace: str, imports: tuple[str, ...], workers
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     from scheduler.engine import Scheduler
-    from scheduler.stores.redis import RedisStore, StoreConfigError, StoreUnavailableError
+    from scheduler.stores.redis import StoreConfigError, StoreUnavailableError
+    from scheduler.stores.sharded import open_store
+    from scheduler.stores.shards import ShardCountError
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with _redis_url(redis_url, data_dir) as url:
         try:
-            store = RedisStore(url, namespace, lease=lease, resync=resync,
+            store = open_store(url, namespace, shards=shards, lease=lease, resync=resync,
                                wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
         except ValueError as exc:  # a malformed URL or namespace
             raise click.UsageError(str(exc)) from None
         try:
             store.check_server()   # refuses eviction and old servers; warns if AOF is off
-        except StoreConfigError as exc:
+        except (StoreConfigError, ShardCountError) as exc:
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(EXIT_REFUSED) from None
         except StoreUnavailableError as exc:
@@ -186,14 +195,16 @@ def _lane(text: str) -> tuple[str, int]:
 @click.option("--id", "job_id", default=None, help="Job id (an upsert if it exists).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @with_wait_options
+@shards_option
 def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
             delay: float | None, at: float | None, every: float | None,
             anchor: float | None, cron_expr: str | None, tz: str | None, ambiguous: str,
             missing: str, jitter: float, job_id: str | None, as_json: bool,
-            wait_replicas: int, wait_timeout_ms: int) -> None:
+            wait_replicas: int, wait_timeout_ms: int, shards: int | None) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.stores.redis import StoreUnavailableError
+    from scheduler.stores.shards import ShardCountError
     if not redis_url:
         raise click.UsageError("enqueue needs --redis URL (or DUETIME_REDIS_URL)")
     try:
@@ -206,12 +217,15 @@ def enqueue(redis_url: str | None, namespace: str, task: str, kwargs_json: str,
         cron = None if cron_expr is None else Cron(
             cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), jitter)
         with Client(redis_url, namespace=namespace, wait_replicas=wait_replicas,
-                    wait_timeout_ms=wait_timeout_ms) as client:
+                    wait_timeout_ms=wait_timeout_ms, shards=shards) as client:
             jid = client.enqueue(task, kwargs=kwargs, delay=delay, at=at, every=every,
                                  anchor=anchor, cron=cron, job_id=job_id)
     except StoreUnavailableError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_UNREACHABLE) from None
+    except ShardCountError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(json.dumps({"job_id": jid}) if as_json else jid)

@@ -4,6 +4,7 @@ They are registered on the ``duetime`` group by importing this module."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
@@ -15,6 +16,9 @@ from scheduler.cli import EXIT_REFUSED, EXIT_UNREACHABLE, main, namespace_option
 if TYPE_CHECKING:
     from scheduler.inspect import Entry
     from scheduler.stores.redis import RedisStore
+    from scheduler.stores.sharded import ShardedStore
+
+    AnyStore = RedisStore | ShardedStore
 
 # ---- inspecting and steering a shared namespace ---------------------------------------------
 
@@ -34,22 +38,32 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 @contextmanager
-def _store(command: str, redis_url: str | None, namespace: str) -> Iterator[RedisStore]:
-    """A RedisStore for one command: no URL is a usage error (2); a Redis that cannot be
-    reached, or that answers with an error, ends the command with a message (3)."""
+def _store(command: str, redis_url: str | None, namespace: str) -> Iterator[AnyStore]:
+    """A RedisStore for one command (a ShardedStore if the URL says ``?shards=N`` or
+    $DUETIME_SHARDS is set): no URL is a usage error (2); a
+    Redis that cannot be reached, or that answers with an error, ends the command with a
+    message (3)."""
     if not redis_url:
         raise click.UsageError(f"{command} needs --redis URL (or DUETIME_REDIS_URL)")
     import redis
 
-    from scheduler.stores.redis import RedisStore, StoreUnavailableError
+    from scheduler import inspect
+    from scheduler.stores.redis import StoreUnavailableError
+    from scheduler.stores.sharded import open_store
+    from scheduler.stores.shards import ShardCountError, check_count
+    shards = os.environ.get("DUETIME_SHARDS") or None  # else the URL's ?shards=N, else 1
     try:
-        store = RedisStore(redis_url, namespace)
-    except ValueError as exc:  # a malformed URL or namespace
+        store = open_store(redis_url, namespace,
+                           shards=None if shards is None else int(shards))
+    except ValueError as exc:  # a malformed URL, namespace or shard count
         raise click.UsageError(str(exc)) from None
     try:
+        check_count(store.redis, inspect.parts(store)[0].keys, store.url, record=False)
         yield store
     except StoreUnavailableError as exc:
         _fail(str(exc), EXIT_UNREACHABLE)
+    except ShardCountError as exc:
+        _fail(str(exc), EXIT_REFUSED)
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # AuthenticationError too
         _fail(f"cannot reach Redis at {store.url}: {exc}", EXIT_UNREACHABLE)
     except redis.RedisError as exc:
@@ -349,7 +363,7 @@ def top(redis_url: str | None, namespace: str, interval: float,
 
 
 
-def _top_screen(store: RedisStore, namespace: str) -> str:
+def _top_screen(store: AnyStore, namespace: str) -> str:
     from scheduler import inspect
     st = inspect.stats(store)
     now = st["now"]
@@ -360,7 +374,9 @@ def _top_screen(store: RedisStore, namespace: str) -> str:
            + ("lag: no recent claims" if not lag.get("samples") else
               f"lag p50/p99/max {lag['p50']:.0f}/{lag['p99']:.0f}/{lag['max']:.0f} ms"), ""]
     rows = []
-    for token, data in sorted(store.redis.hgetall(store.keys.running).items()):
+    running = {t: d for part in inspect.parts(store)
+               for t, d in part.redis.hgetall(part.keys.running).items()}
+    for token, data in sorted(running.items()):
         _gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
         owner = token.rsplit(":", 1)[0]
         rows.append([job, inspect.local(int(sched) / 1000), attempt, fence, owner,

@@ -24,17 +24,21 @@ from scheduler.stores.base import Store
 
 class Client:
     """A producer and inspector of one namespace. ``redis_url``: ``redis://``,
-    ``rediss://`` or ``redis+sentinel://host1:26379,host2:26379/service[/db]`` (see
-    stores/urls.py), or any ``Store`` (a ``MemoryStore`` shared with engines in the same
-    process, for tests). ``wait_replicas``/``wait_timeout_ms``: WAIT after each write
-    until that many Redis replicas have it (RedisStore)."""
+    ``rediss://``, ``redis+cluster://host1:7000,host2:7001`` (Redis Cluster) or
+    ``redis+sentinel://host1:26379,host2:26379/service[/db]`` (see stores/urls.py), or any
+    ``Store`` (a ``MemoryStore`` shared with engines in the same process, for tests).
+    ``shards``: the namespace's shard count (stores/sharded.py; also ``?shards=N`` in the
+    URL; default 1; it must be the count the namespace was created with).
+    ``wait_replicas``/``wait_timeout_ms``: WAIT after each write until that many Redis
+    replicas have it (RedisStore)."""
 
     def __init__(self, redis_url: str | Store = "redis://127.0.0.1:6379/0", *,
                  namespace: str = "default", wait_replicas: int = 0,
-                 wait_timeout_ms: int = 100) -> None:
+                 wait_timeout_ms: int = 100, shards: int | None = None) -> None:
         if isinstance(redis_url, str):
-            from scheduler.stores.redis import RedisStore
-            self.store: Store = RedisStore(redis_url, namespace, wait_replicas=wait_replicas,
+            from scheduler.stores.sharded import open_store
+            self.store: Store = open_store(redis_url, namespace, shards=shards,
+                                           wait_replicas=wait_replicas,
                                            wait_timeout_ms=wait_timeout_ms)
         else:
             self.store = redis_url

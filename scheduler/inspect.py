@@ -1,5 +1,8 @@
 """Read-only inspection of a shared (Redis) namespace: the queries behind ``duetime ls``,
 ``show``, ``stats`` and ``events``. Plain functions over a ``RedisStore``; none writes.
+A ``ShardedStore`` (stores/sharded.py) is read shard by shard and merged: ``stats`` sums
+the shards, a job's events come from its shard, recent events are merged by time
+(following the stream, ``follow``, reads one shard's stream: shard 0's).
 
 Times are epoch seconds (floats). "Now" is Redis ``TIME``, the clock that decides what
 is due, so a client whose clock is off still reports the right due-now counts. The
@@ -18,6 +21,9 @@ from scheduler.model import Event, InvocationInfo, JobInfo, Skip
 
 if TYPE_CHECKING:
     from scheduler.stores.redis import RedisStore
+    from scheduler.stores.sharded import ShardedStore
+
+    AnyStore = RedisStore | ShardedStore
 
 SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job's events
 
@@ -55,7 +61,18 @@ class Stats(TypedDict):
 
 # ---- the queue and the fleet ------------------------------------------------------------
 
-def redis_now(store: RedisStore) -> float:
+def parts(store: AnyStore) -> list[RedisStore]:
+    """The shards of a ``ShardedStore``; ``[store]`` for a ``RedisStore``."""
+    return list(getattr(store, "shards", [store]))
+
+
+def of_job(store: AnyStore, job_id: str) -> RedisStore:
+    """The (shard) store that holds ``job_id``."""
+    shard = getattr(store, "shard", None)
+    return shard(job_id) if callable(shard) else store  # type: ignore[return-value]
+
+
+def redis_now(store: AnyStore) -> float:
     """Redis ``TIME`` as epoch seconds."""
     sec, usec = store.redis.time()
     return int(sec) + int(usec) / 1e6
@@ -116,8 +133,12 @@ def replicas(store: RedisStore) -> list[Replica]:
     return out
 
 
-def stats(store: RedisStore) -> Stats:
-    """Everything ``duetime stats`` shows, as plain JSON values."""
+def stats(store: AnyStore) -> Stats:
+    """Everything ``duetime stats`` shows, as plain JSON values (summed over shards)."""
+    shards = parts(store)
+    if len(shards) > 1:
+        return merge_stats([stats(s) for s in shards])
+    store = shards[0]
     now = redis_now(store)
     alive = replicas(store)
     counts = counters(store)
@@ -126,6 +147,37 @@ def stats(store: RedisStore) -> Stats:
             "running": running_count(store), "counters": counts, "replicas": alive,
             "replicas_alive": len(alive), "data_loss_alarms": counts.get("data_loss", 0),
             "lag_ms": claim_lag(store)}
+
+
+def merge_stats(each: list[Stats]) -> Stats:
+    """One namespace's ``Stats`` from its shards' (sums; lag over the union of samples is
+    not recoverable from percentiles, so the worst shard's figures are shown)."""
+    def add(maps: list[dict[str, int]]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for m in maps:
+            for k, v in m.items():
+                out[k] = out.get(k, 0) + v
+        return dict(sorted(out.items()))
+
+    seen: dict[str, Replica] = {}
+    for st in each:
+        for r in st["replicas"]:
+            old = seen.get(r["id"])
+            if old is None or (r["last_claim"] or 0) > (old["last_claim"] or 0):
+                seen[r["id"]] = r
+    lags = [st["lag_ms"] for st in each if st["lag_ms"].get("samples")]
+    lag: dict[str, float] = max(lags, key=lambda m: m["p99"]) if lags else {"samples": 0.0}
+    if lags:
+        lag = {**lag, "samples": float(sum(m["samples"] for m in lags))}
+    counts = add([st["counters"] for st in each])
+    first = each[0]
+    return {"namespace": first["namespace"], "now": first["now"], "now_iso": first["now_iso"],
+            "queue_depths": add([st["queue_depths"] for st in each]),
+            "due_now": add([st["due_now"] for st in each]),
+            "running": sum(st["running"] for st in each), "counters": counts,
+            "replicas": sorted(seen.values(), key=lambda r: r["id"]),
+            "replicas_alive": len(seen), "data_loss_alarms": counts.get("data_loss", 0),
+            "lag_ms": lag}
 
 
 def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
@@ -155,19 +207,26 @@ def parse_event(fields: Mapping[str, str]) -> Event:
                  attempt=int(attempt) if attempt else None, detail=fields.get("detail", ""))
 
 
-def last_event_id(store: RedisStore) -> str:
+def last_event_id(store: AnyStore) -> str:
     """The id of the newest entry of the stream (``0-0`` if it is empty)."""
-    newest = store.redis.xrevrange(store.keys.events, count=1)
+    newest = store.redis.xrevrange(parts(store)[0].keys.events, count=1)
     return str(newest[0][0]) if newest else "0-0"
 
 
-def recent_events(store: RedisStore, count: int = 20, job_id: str | None = None,
+def recent_events(store: AnyStore, count: int = 20, job_id: str | None = None,
                   until: str = "+") -> list[Entry]:
     """The last ``count`` events (of ``job_id`` only, if given) up to stream id ``until``
     (inclusive), oldest first. Filtering reads the stream backwards in chunks, so it
     costs at most one pass over the capped stream (~10,000 entries)."""
     if count <= 0:
         return []
+    if job_id is not None:
+        store = of_job(store, job_id)
+    shards = parts(store)
+    if len(shards) > 1:  # merged by time; stream ids are per shard
+        merged = [e for s in shards for e in recent_events(s, count, None, until)]
+        return sorted(merged, key=lambda e: e.event.at)[-count:]
+    store = shards[0]
     found: list[Entry] = []
     top = until
     while len(found) < count:
@@ -184,7 +243,7 @@ def recent_events(store: RedisStore, count: int = 20, job_id: str | None = None,
     return found[::-1]
 
 
-def follow(store: RedisStore, *, after: str | None = None, job_id: str | None = None,
+def follow(store: AnyStore, *, after: str | None = None, job_id: str | None = None,
            block: float = 5.0, limit: int | None = None,
            timeout: float | None = None) -> Iterator[Entry]:
     """Tail the event stream: yield each event added after stream id ``after`` (default:
@@ -195,7 +254,7 @@ def follow(store: RedisStore, *, after: str | None = None, job_id: str | None = 
     events were yielded or ``timeout`` seconds passed (``None``: forever, until the
     caller stops iterating, e.g. on Ctrl-C)."""
     start = last_event_id(store) if after is None else after
-    return _tail(store, start, job_id, block, limit, timeout)
+    return _tail(parts(store)[0], start, job_id, block, limit, timeout)
 
 
 def _tail(store: RedisStore, last: str, job_id: str | None, block: float,

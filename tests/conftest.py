@@ -10,6 +10,7 @@ from scheduler import JobScheduler, RecurringJobScheduler
 from scheduler.engine import Scheduler
 from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
+from tests.cluster_fixtures import shared_redis_cluster  # noqa: F401  (session: one cluster)
 from tests.redis_fixtures import *  # noqa: F403  (redis_server, redis_url, redis_ns, ...)
 
 START = 1_000.0

@@ -1,7 +1,9 @@
 """Every Redis key name of a namespace, in one place.
 
-All keys share the hash tag ``{namespace}``, so each script touches one cluster slot and
-one ACL pattern (``~duetime:{ns}:*``) covers them.
+All keys of one shard share its hash tag, so each script touches one cluster slot: shard
+0 (the whole namespace when it is not sharded) is ``duetime:{<ns>}:``, shard i of a
+sharded namespace ``duetime:{<ns>#<i>}:`` (sharded.py). One ACL pattern covers a shard
+(``~duetime:{ns}:*``); ``~duetime:{ns}:*`` plus ``~duetime:{ns#*}:*`` cover every shard.
 """
 from __future__ import annotations
 
@@ -16,9 +18,22 @@ def namespace(ns: str) -> str:
     return ns
 
 
+def shard_tag(ns: str, shard: int = 0) -> str:
+    """The hash tag of a shard: ``ns`` for shard 0, ``ns#<i>`` for shard i > 0."""
+    if isinstance(shard, bool) or not isinstance(shard, int) or shard < 0:
+        raise ValueError(f"shard must be an int >= 0, got {shard!r}")
+    return namespace(ns) if shard == 0 else f"{namespace(ns)}#{shard}"
+
+
 class Keys:
-    def __init__(self, ns: str) -> None:
-        self.prefix = f"duetime:{{{namespace(ns)}}}:"
+    """The keys of shard ``shard`` of the ``count`` shards of namespace ``ns`` (shard 0
+    of 1: the namespace's own, unsharded layout)."""
+
+    def __init__(self, ns: str, shard: int = 0, count: int = 1) -> None:
+        if not 0 <= shard < count:
+            raise ValueError(f"shard {shard} is not one of {count} shard(s)")
+        self.shard, self.count = shard, count
+        self.prefix = f"duetime:{{{shard_tag(ns, shard)}}}:"
         p = self.prefix
         self.lanes = p + "lanes"          # set: lanes that ever had a job
         self.lease = p + "lease"          # zset: token -> lease deadline (epoch ms)
@@ -33,6 +48,7 @@ class Keys:
         self.seq = p + "seq"              # counter: FIFO order of due entries
         self.epoch = p + "epoch"          # random id set once: gone = Redis lost our data
         self.layout = p + "layout"        # data layout version of the scripts that wrote it
+        self.shards = p + "shards"        # shard 0 only: the namespace's shard count, fixed
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"      # zset: pending member -> due epoch ms

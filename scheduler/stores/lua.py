@@ -3,6 +3,7 @@ re-loads a script on NOSCRIPT, e.g. after a Redis restart or SCRIPT FLUSH)."""
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -29,6 +30,35 @@ def source(name: str) -> str:
     if not shebang.startswith("#!lua"):
         raise ValueError(f"{name}.lua must start with a #!lua shebang")
     return f"{shebang}\n{(d / 'lib.lua').read_text()}\n{body}"
+
+
+def pipelined(client: Any, script: Any, keys: Sequence[str], argvs: Sequence[Sequence[Any]],
+              wait_replicas: int = 0, wait_timeout_ms: int = 0) -> list[Any]:
+    """Run ``script`` once per argument list in one pipeline (then ``WAIT``, if
+    ``wait_replicas``); the replies. A cluster pipeline refuses redis-py's Script objects,
+    so there the calls go as plain EVALSHA, after the script is loaded on every primary
+    (again after a NOSCRIPT, then the batch is sent again: callers send idempotent
+    scripts, e.g. add.lua, an upsert)."""
+    import redis
+    from redis.cluster import RedisCluster
+
+    cluster = isinstance(client, RedisCluster)
+    for attempt in (0, 1):
+        with client.pipeline(transaction=False) as pipe:
+            for argv in argvs:
+                if cluster:
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
+                else:
+                    script(keys=keys, args=argv, client=pipe)
+            if wait_replicas:  # WAIT covers every write sent before it on this connection
+                pipe.execute_command("WAIT", wait_replicas, wait_timeout_ms)
+            try:
+                return list(pipe.execute())
+            except redis.exceptions.NoScriptError:
+                if not cluster or attempt:
+                    raise
+                client.script_load(script.script)
+    raise AssertionError("unreachable")
 
 
 def register(client: Any) -> dict[str, Any]:

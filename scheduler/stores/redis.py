@@ -25,7 +25,7 @@ from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores import codec, lua, redis_calendar, urls
+from scheduler.stores import codec, lua, redis_calendar, shards, urls
 from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
 from scheduler.stores.replication import ReplicationWatch, Waiter
@@ -55,14 +55,14 @@ def _ms(seconds: float) -> str:
 
 
 class RedisStore:
-    """A namespace of jobs in one Redis. ``redis_url``: a URL (``redis://``, ``rediss://``,
-    ``redis+sentinel://``: stores/urls.py) or a redis-py client. ``wait_replicas``: after
-    each write, ``WAIT wait_replicas wait_timeout_ms`` (replication.py). ``clock`` is for
-    tests only: given, its time is passed to the scripts instead of Redis ``TIME``."""
+    """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
+    cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
+    ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
+    write (replication.py). ``clock``: tests only, its time replaces Redis ``TIME``."""
 
     def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
                  namespace: str = "default", *, clock: Clock | None = None,
-                 lease: float = 30.0, resync: float = 5.0,
+                 lease: float = 30.0, resync: float = 5.0, shard: tuple[int, int] = (0, 1),
                  payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
                  wait_replicas: int = 0, wait_timeout_ms: int = 100) -> None:
         import redis  # the optional dependency: pip install 'duetime[redis]'
@@ -78,7 +78,8 @@ class RedisStore:
         else:
             self._r = redis_url
         self.url = urls.safe(redis_url)
-        self.keys = Keys(namespace)
+        self.keys = Keys(namespace, *shard)  # shard (i, of N): a ShardedStore's (sharded.py)
+        self._route = [self.keys.epoch]      # KEYS[1]: routes every script call in a cluster
         self.namespace = namespace
         self.default_lease: float | None = validation.interval(lease, "lease")
         self.resync = resync
@@ -132,8 +133,8 @@ class RedisStore:
             with self._reachable():
                 self.replication.refresh()
                 if self.waiter.replicas:
-                    return self.waiter.call(self._scripts[name], argv)
-                return self._scripts[name](keys=[], args=argv)
+                    return self.waiter.call(self._scripts[name], argv, self._route)
+                return self._scripts[name](keys=self._route, args=argv)
         except self._redis_mod.ResponseError as exc:
             if "duetime bad-input" in str(exc):
                 raise ValueError(f"the store refused the request: {exc}") from exc
@@ -164,6 +165,7 @@ class RedisStore:
         warnings = check_info(info, self.url)
         if self._checked is not None:
             return self._checked
+        shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
         self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
         self._epoch = self._r.get(self.keys.epoch)
         for w in warnings:
@@ -216,12 +218,10 @@ class RedisStore:
         args = [self._add_args(spec) for spec in specs]
         script, high = self._scripts["add"], self.replication.seq_high
         self.replication.refresh()
-        with self._reachable(), self._r.pipeline(transaction=False) as pipe:
-            for a in args:
-                script(keys=[], args=[self.keys.prefix, self._now_arg(), *a], client=pipe)
-            if self.waiter.replicas:  # WAIT covers every write sent before it on this connection
-                pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
-            replies = pipe.execute()
+        with self._reachable():
+            replies = lua.pipelined(self._r, script, self._route,
+                                    [[self.keys.prefix, self._now_arg(), *a] for a in args],
+                                    self.waiter.replicas, self.waiter.timeout_ms)
         if self.waiter.replicas:
             self.waiter.check(replies.pop(), len(args))
         with self._reachable():

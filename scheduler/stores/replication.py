@@ -49,6 +49,8 @@ class Waiter:
             raise ValueError(f"wait_replicas must be >= 0, not {replicas}")
         if replicas and timeout_ms < 1:
             raise ValueError("wait_timeout_ms must be >= 1 (WAIT with 0 blocks forever)")
+        if replicas and urls.is_cluster_client(client):
+            raise ValueError("wait_replicas is not supported on Redis Cluster yet: pass 0")
         self._r = client
         self.replicas = replicas
         self.timeout_ms = timeout_ms
@@ -56,7 +58,7 @@ class Waiter:
         self._lock = threading.Lock()
         self._warned = 0.0
 
-    def call(self, script: Any, argv: Sequence[Any]) -> Any:
+    def call(self, script: Any, argv: Sequence[Any], keys: Sequence[str] = ()) -> Any:
         """``script`` (a redis-py Script) with ``argv``, then WAIT; the script's reply.
         A script missing from the server's cache is loaded and the pair sent again (it
         had not run: NOSCRIPT means nothing was executed)."""
@@ -64,7 +66,7 @@ class Waiter:
 
         for attempt in (0, 1):
             with self._r.pipeline(transaction=False) as pipe:
-                pipe.evalsha(script.sha, 0, *argv)
+                pipe.evalsha(script.sha, len(keys), *keys, *argv)
                 pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
                 reply, acked = pipe.execute(raise_on_error=False)
             if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:

@@ -1,5 +1,7 @@
 """Redis URLs: a plain server (``redis://``, ``rediss://``, ``unix://``: redis-py's own
-parser) or a primary found through Redis Sentinel:
+parser), a Redis Cluster given by seed nodes, or a primary found through Redis Sentinel:
+
+    redis+cluster://[user:password@]host1[:6379][,host2[:6379]...][/][?shards=N]
 
     redis+sentinel://[user:password@]host1[:26379][,host2[:26379]...]/service[/db]
                      [?sentinel_password=...&sentinel_username=...]
@@ -8,6 +10,11 @@ parser) or a primary found through Redis Sentinel:
 need a password of their own take ``sentinel_password`` (and ``sentinel_username``). The
 service name (the ``sentinel monitor <name>`` of sentinel.conf) is required; ``db`` defaults
 to 0, a sentinel's port to 26379. IPv6 hosts go in brackets: ``[::1]:26379``.
+
+A cluster URL connects through redis-py's ``RedisCluster``: it learns the slot map
+from any seed that answers and follows ``MOVED``/``ASK`` redirections by itself. Any URL
+may carry ``shards=N`` in its query (``split_shards``): the namespace's shard count
+(stores/sharded.py), taken off before the URL reaches redis-py.
 
 A Sentinel URL connects through redis-py's ``Sentinel.master_for``: every new connection
 asks the sentinels for the current primary, and a connection to a demoted primary is
@@ -27,6 +34,9 @@ SENTINEL_OPTIONS = ("sentinel_password", "sentinel_username")
 # How long one sentinel may take to answer "who is the primary?" before the next is asked.
 SENTINEL_TIMEOUT = 1.0
 FORMAT = "redis+sentinel://[user:password@]host1:26379,host2:26379/service_name[/db]"
+CLUSTER_SCHEME = "redis+cluster"
+CLUSTER_PORT = 6379
+CLUSTER_FORMAT = "redis+cluster://[user:password@]host1:7000[,host2:7001...][/?shards=N]"
 
 
 class RedisURLError(ValueError):
@@ -44,6 +54,79 @@ class SentinelURL:
     password: str | None = None
     sentinel_username: str | None = None
     sentinel_password: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterURL:
+    """A parsed ``redis+cluster://`` URL (its ``shards`` option is ``split_shards``')."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+
+
+def is_cluster(url: str) -> bool:
+    """True for a ``redis+cluster://`` URL."""
+    return url.lower().startswith(CLUSTER_SCHEME + "://")
+
+
+def is_cluster_client(client: Any) -> bool:
+    """True when ``client`` is redis-py's ``RedisCluster`` (scripts must name a key to be
+    routed; pipelines take no Script objects)."""
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
+def split_shards(url: str) -> tuple[str, int | None]:
+    """``url`` without its ``shards=N`` query option, and N (None if absent). Raises
+    ``RedisURLError`` for a count that is not an integer from 1 to 1024."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, None
+    items = [item.partition("=") for item in parts.query.split("&") if item]
+    found = [v for k, _, v in items if k == "shards"]
+    if not found:
+        return url, None
+    value = found[-1]
+    if not value.isdigit() or not 1 <= int(value) <= MAX_SHARDS:
+        raise RedisURLError(f"bad shards={value!r} in {safe(url)!r}: the shard count must be "
+                            f"an integer from 1 to {MAX_SHARDS}")
+    query = "&".join(f"{k}{sep}{v}" for k, sep, v in items if k != "shards")
+    return urlunsplit(parts._replace(query=query)), int(value)
+
+
+MAX_SHARDS = 1024
+
+
+def parse_cluster(url: str) -> ClusterURL:
+    """Parse a ``redis+cluster://`` URL, or raise ``RedisURLError`` saying what to fix."""
+    def bad(why: str) -> RedisURLError:
+        return RedisURLError(f"bad cluster URL {safe(url)!r}: {why}; expected "
+                             f"{CLUSTER_FORMAT}")
+
+    url, _ = split_shards(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise bad(f"malformed IPv6 host ({exc})") from None
+    if parts.scheme.lower() != CLUSTER_SCHEME:
+        raise bad(f"the scheme must be {CLUSTER_SCHEME}://")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username = password = None
+    if userinfo:
+        user, sep, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if sep else None
+    nodes = tuple(_host_port(h, bad, CLUSTER_PORT) for h in hosts.split(","))
+    if parts.path.strip("/"):
+        raise bad(f"a cluster has no database number or path ({parts.path!r})")
+    if parts.query:
+        raise bad(f"unknown option(s) {parts.query!r} (known: shards)")
+    if parts.fragment:
+        raise bad("a '#fragment' is not allowed")
+    return ClusterURL(nodes=nodes, username=username, password=password)
 
 
 def is_sentinel(url: str) -> bool:
@@ -91,9 +174,9 @@ def parse_sentinel(url: str) -> SentinelURL:
                        sentinel_password=query.get("sentinel_password", [None])[-1])
 
 
-def _host_port(text: str, bad: Any) -> tuple[str, int]:
+def _host_port(text: str, bad: Any, default_port: int = SENTINEL_PORT) -> tuple[str, int]:
     if not text:
-        raise bad("a sentinel host is missing (empty entry in the host list)")
+        raise bad("a host is missing (empty entry in the host list)")
     if text.startswith("["):
         host, sep, rest = text[1:].partition("]")
         if not sep or (rest and not rest.startswith(":")):
@@ -106,7 +189,7 @@ def _host_port(text: str, bad: Any) -> tuple[str, int]:
     if not host:
         raise bad(f"a host is missing in {text!r}")
     if not port_text:
-        return host, SENTINEL_PORT
+        return host, default_port
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise bad(f"the port in {text!r} is not a number from 1 to 65535")
     return host, int(port_text)
@@ -129,12 +212,21 @@ def connect(url: str, **kwargs: Any) -> Any:
     always the current primary. Raises ``RedisURLError`` for a malformed URL."""
     import redis
 
+    url, _ = split_shards(url)
+    if is_cluster(url):
+        from redis.cluster import ClusterNode, RedisCluster
+
+        c = parse_cluster(url)
+        return RedisCluster(startup_nodes=[ClusterNode(h, p)  # type: ignore[no-untyped-call]
+                                           for h, p in c.nodes],
+                            username=c.username, password=c.password, **kwargs)
     if not is_sentinel(url):
         scheme = url.partition("://")[0].lower() if "://" in url else ""
         if scheme not in PLAIN_SCHEMES:
             raise RedisURLError(
                 f"unsupported Redis URL scheme {scheme + '://' if scheme else '(none)'} in "
-                f"{safe(url)!r}: use redis://, rediss:// (TLS), unix:// or {FORMAT}")
+                f"{safe(url)!r}: use redis://, rediss:// (TLS), unix://, {CLUSTER_FORMAT} "
+                f"or {FORMAT}")
         return redis.Redis.from_url(url, **kwargs)
     from redis.sentinel import Sentinel
 

@@ -75,9 +75,17 @@ def test_header_states_the_guarantee_keys_argv_and_returns(path):
     paragraph = " ".join(header[: header.index("") if "" in header else len(header)])
     assert len(paragraph.split()) >= 6 and "." in paragraph, "no guarantee sentence"
     text = "\n".join(header)
-    assert any(line.startswith("KEYS:") for line in header)
+    assert any(line.startswith("KEYS[1]: any key of the namespace") for line in header)
     assert "ARGV[1]" in text and "ARGV[2]" in text
     assert any(line.startswith("Returns:") for line in header)
+
+
+@scripts
+def test_keys_only_route_the_call(path):
+    """KEYS[1] is passed for Redis Cluster's routing only (RedisStore._call); every key a
+    script touches is built from the prefix ARGV[1], so the body never reads KEYS."""
+    _, _, body = split(path)
+    assert "KEYS" not in body and "KEYS" not in LIB
 
 
 @scripts

@@ -1,0 +1,435 @@
+"""ShardedStore: one namespace split into N shards, for Redis Cluster (or one Redis).
+
+Each shard is exactly a namespace's keyspace under its own hash tag (keys.py: shard 0 is
+``duetime:{ns}:``, shard i ``duetime:{ns#i}:``), so every Lua script still touches one
+slot and runs unchanged, on whichever cluster node holds that slot. A job lives in shard
+``crc32(job_id) mod N`` (shards.py; N is fixed per namespace). One ``RedisStore`` per
+shard, over one shared client, does the work; this class routes and merges:
+
+* by job id: add, cancel, pause, resume, trigger, backfill, get, and every token-checked
+  write of a claim (complete, complete_many, fail, release, renew);
+* merged: jobs (by next run), events (by time), ``data_loss_alarms``;
+* ``next_id`` (``JobScheduler`` int ids): shard 0's counter.
+
+Claiming. A claim visits shards in an order whose start rotates on every call (fairness:
+no shard is always served first) and stops once the asked capacity is used up, so a busy
+replica claiming one job touches one shard. It skips shards with nothing due: each shard
+has a next-due estimate, from its last claim reply (``next``: covers the lanes asked and
+the next lease expiry) and from wake-ups (one subscriber connection on every shard's
+wake channel; the channel says which shard). A shard is visited when its estimate is
+due, when it filled a lane's ask last time (more may wait), when asked for a lane its
+estimate does not cover, or in a resync sweep (every ``resync`` s, jittered, and after
+the subscriber (re)connects: pub/sub drops messages while disconnected). Without a live
+subscription nothing is skipped. So an idle replica makes N claim calls per resync period
+instead of 1 (the cost of N), and a wake-up costs one call, not N: no thundering herd.
+A shard that fails (a node down) ends the round: claims already made in other shards are
+returned (never stranded under this owner's lease), and the shard is tried again next.
+
+Ordering: invocations are claimed in (due, submission) order within a shard; across
+shards only by due time as far as the estimates go (FIFO of equal due times holds per
+shard only).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from scheduler import validation
+from scheduler.clock import Clock, MonotonicClock
+from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+from scheduler.stores import shards as sharding
+from scheduler.stores import urls
+from scheduler.stores.base import WakeListener
+from scheduler.stores.redis import LIVE, MAX_BATCH, RedisStore
+
+log = logging.getLogger("duetime.redis")
+
+
+class ShardedStore:
+    """A namespace of ``shards`` shards (see the module docstring). ``redis_url``: any
+    URL ``RedisStore`` takes (``redis+cluster://`` for a cluster) or a redis-py client;
+    the other arguments are ``RedisStore``'s, for every shard."""
+
+    def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
+                 namespace: str = "default", *, shards: int, clock: Clock | None = None,
+                 lease: float = 30.0, resync: float = 5.0,
+                 payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
+                 wait_replicas: int = 0, wait_timeout_ms: int = 100,
+                 rng: random.Random | None = None) -> None:
+        self.n = sharding.shard_count(shards)
+        if isinstance(redis_url, str):
+            self._r = urls.connect(redis_url, decode_responses=True)
+        else:
+            self._r = redis_url
+        self.url = urls.safe(redis_url)
+        self.namespace = namespace
+        self.clock: Clock = clock or MonotonicClock()
+        self.resync = resync
+        self.shards = [RedisStore(self._r, namespace, clock=clock, lease=lease, resync=resync,
+                                  payload_limit=payload_limit, wait_replicas=wait_replicas,
+                                  wait_timeout_ms=wait_timeout_ms, shard=(i, self.n))
+                       for i in range(self.n)]
+        for s in self.shards:
+            s.url = self.url
+        self.default_lease = self.shards[0].default_lease
+        self.keys = self.shards[0].keys
+        self._rng = rng or random.Random()
+        self._counted = False  # the namespace's shard count was checked
+        self._lock = threading.Lock()
+        self._due = [0.0] * self.n          # clock time a shard may next have work
+        self._covered: list[frozenset[str]] = [frozenset()] * self.n  # lanes _due covers
+        self._hot: list[set[str]] = [set() for _ in range(self.n)]    # lanes it filled
+        self._sweep: set[int] = set(range(self.n))  # shards to visit whatever their estimate
+        self._sweep_at = 0.0
+        self._woken = [0] * self.n          # wake-ups seen per shard (races with claims)
+        self._offset_ms = 0.0               # Redis time minus local time, last measured
+        self._start = 0
+        self._trusted = False               # the wake subscriber is connected
+        self._listeners: list[WakeListener] = []
+        self._sub_lock = threading.Lock()
+        self._sub_thread: threading.Thread | None = None
+        self._sub_stop = threading.Event()
+        self._sub_ready = threading.Event()
+        self._pubsub: Any = None
+
+    @property
+    def redis(self) -> Any:
+        """The shared redis-py client (decode_responses=True)."""
+        return self._r
+
+    @property
+    def data_loss_alarms(self) -> int:
+        return sum(s.data_loss_alarms for s in self.shards)
+
+    def shard(self, job_id: str) -> RedisStore:
+        """The store of the shard that holds ``job_id`` (the first call checks the
+        namespace's shard count: a wrong one would look in the wrong shards)."""
+        self._count()
+        return self.shards[sharding.shard_of(job_id, self.n)]
+
+    def _count(self, record: bool = False) -> None:
+        """Check (until settled) that the namespace has this store's shard count;
+        writers (``record``) record it in a new namespace (shards.py)."""
+        if not self._counted:
+            with self.shards[0]._reachable():
+                self._counted = sharding.check_count(self._r, self.keys, self.url,
+                                                     record=record)
+
+    def check_server(self) -> list[str]:
+        """``RedisStore.check_server`` (shard 0's server checks and the shard count), and
+        every shard's epoch recorded (data-loss detection per shard)."""
+        warnings = self.shards[0].check_server()
+        self._counted = True
+        with self.shards[0]._reachable():
+            for s in self.shards[1:]:
+                self._r.set(s.keys.epoch, uuid.uuid4().hex, nx=True)
+                s._epoch = self._r.get(s.keys.epoch)
+        return warnings
+
+    # ---- producers ------------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        self._count()
+        return self.shards[0].next_id()
+
+    def add(self, spec: JobSpec) -> AddResult:
+        self._count(record=True)
+        i = sharding.shard_of(spec.job_id, self.n)
+        result = self.shards[i].add(spec)
+        self._learn(i, result.due_in)
+        return result
+
+    def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
+        """``RedisStore.add_many`` per shard (one pipeline per shard holding some of the
+        jobs); results in the order of ``specs``."""
+        self._count(record=True)
+        groups: dict[int, list[int]] = defaultdict(list)
+        for n, spec in enumerate(specs):
+            groups[sharding.shard_of(spec.job_id, self.n)].append(n)
+        out: list[AddResult | None] = [None] * len(specs)
+        for i, members in groups.items():
+            for n, result in zip(members, self.shards[i].add_many([specs[n] for n in members]),
+                                 strict=True):
+                out[n] = result
+                self._learn(i, result.due_in)
+        return [r for r in out if r is not None]
+
+    def _learn(self, i: int, due_in: float | None) -> None:
+        if due_in is not None:
+            with self._lock:
+                self._due[i] = min(self._due[i], self.clock.now() + due_in)
+
+    def cancel(self, job_id: str) -> bool:
+        return self.shard(job_id).cancel(job_id)
+
+    def pause(self, job_id: str) -> bool:
+        return self.shard(job_id).pause(job_id)
+
+    def resume(self, job_id: str) -> bool:
+        return self.shard(job_id).resume(job_id)
+
+    def trigger(self, job_id: str) -> bool:
+        return self.shard(job_id).trigger(job_id)
+
+    def backfill(self, job_id: str, start: float, end: float) -> int:
+        return self.shard(job_id).backfill(job_id, start, end)
+
+    # ---- claiming -----------------------------------------------------------------------
+
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None,
+                  owner: str) -> ClaimBatch:
+        """Claim from the shards that may have due work, in rotating order, until the
+        capacity is used (see the module docstring)."""
+        self._count(record=True)
+        left = {lane: max(0, int(n)) for lane, n in capacity.items()}
+        now = self.clock.now()
+        with self._lock:
+            if not self._trusted:
+                self._sweep = set(range(self.n))
+            elif now >= self._sweep_at:
+                self._sweep = set(range(self.n))
+                self._sweep_at = now + self.resync * (0.5 + self._rng.random())
+            start, self._start = self._start, (self._start + 1) % self.n
+            # earliest estimate first (oldest work first); ties in rotating order
+            order = sorted(range(self.n), key=lambda i: (min(self._due[i], now),
+                                                         (i - start) % self.n))
+        claims: list[Claim] = []
+        store_now: float | None = None
+        for i in order:
+            wanted = frozenset(lane for lane, n in left.items() if n > 0)
+            if not wanted:
+                break
+            with self._lock:
+                due = (i in self._sweep or self._due[i] <= now
+                       or bool(wanted - self._covered[i]) or bool(wanted & self._hot[i]))
+                woken = self._woken[i]
+            if not due:
+                continue
+            asked = dict(left)
+            try:
+                batch = self.shards[i].claim_due(asked, lease, owner)
+            except Exception:
+                if not claims:
+                    raise      # nothing claimed yet: the dispatcher backs off and retries
+                log.warning("claiming from shard %d failed; returning the %d claim(s) made "
+                            "in other shards, it is tried again next round", i, len(claims),
+                            exc_info=True)
+                with self._lock:
+                    self._due[i] = now
+                break          # claims already made must reach the dispatcher
+            got = Counter(c.lane for c in batch.claims)
+            for lane, k in got.items():
+                left[lane] = left.get(lane, 0) - k
+            full = {lane for lane in wanted if got[lane] >= min(asked[lane], MAX_BATCH)}
+            with self._lock:
+                t = self.clock.now()
+                self._offset_ms = self.shards[i]._offset_ms
+                nxt = math.inf if batch.next_due_in is None else t + batch.next_due_in
+                if full and batch.now is not None:  # more may wait, due since the last one
+                    last = max(c.scheduled for c in batch.claims if c.lane in full)
+                    nxt = min(nxt, t + last - batch.now)
+                self._due[i] = t if self._woken[i] != woken else nxt  # woken meanwhile
+                self._covered[i] = wanted
+                self._hot[i] = (self._hot[i] - wanted) | full
+                self._sweep.discard(i)
+            claims.extend(batch.claims)
+            store_now = batch.now if batch.now is not None else store_now
+        claims.sort(key=lambda c: c.scheduled)  # stable: FIFO within a shard holds
+        return ClaimBatch(claims, self._next_due_in(left, now), store_now)
+
+    def _next_due_in(self, left: Mapping[str, int], now: float) -> float | None:
+        """When to claim again: the earliest shard estimate (0 for shards still to visit
+        for a lane with capacity left); with no capacity left, only future estimates (a
+        freed worker pokes the dispatcher), so a full replica never spins."""
+        lanes = {lane for lane, n in left.items() if n > 0}
+        with self._lock:
+            times = [self._sweep_at] if self._trusted else []
+            for i in range(self.n):
+                if lanes and (i in self._sweep or lanes & self._hot[i]
+                              or lanes - self._covered[i]):
+                    times.append(now)
+                elif lanes or self._due[i] > now:
+                    times.append(self._due[i])
+        first = min(times, default=math.inf)
+        return None if first == math.inf else max(0.0, first - now)
+
+    def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
+        groups: dict[int, list[int]] = defaultdict(list)
+        for n, c in enumerate(claims):
+            groups[sharding.shard_of(c.job_id, self.n)].append(n)
+        out: list[Commit] = [Commit.LEASE_LOST] * len(claims)
+        for i, members in groups.items():
+            for n, code in zip(members, self.shards[i].renew([claims[n] for n in members],
+                                                             lease), strict=True):
+                out[n] = code
+        return out
+
+    def complete(self, claim: Claim, result: Any) -> Commit:
+        return self.shard(claim.job_id).complete(claim, result)
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``RedisStore.complete_many`` per shard (batched acks; base.py); one outcome
+        per item, in order."""
+        groups: dict[int, list[int]] = defaultdict(list)
+        for n, (c, _) in enumerate(done):
+            groups[sharding.shard_of(c.job_id, self.n)].append(n)
+        out: list[Commit] = [Commit.LEASE_LOST] * len(done)
+        for i, members in groups.items():
+            codes = self.shards[i].complete_many([done[n] for n in members])
+            for n, code in zip(members, codes, strict=True):
+                out[n] = code
+        return out
+
+    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
+        return self.shard(claim.job_id).fail(claim, error, retry_in)
+
+    def release(self, claim: Claim) -> Commit:
+        return self.shard(claim.job_id).release(claim)
+
+    # ---- inspection -------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobInfo | None:
+        return self.shard(job_id).get(job_id)
+
+    def jobs(self) -> list[JobInfo]:
+        """Every live job of every shard (a SCAN per shard: an operator's call)."""
+        self._count()
+        infos = [i for s in self.shards for i in s.jobs() if i.state in LIVE]
+        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+
+    def events(self, limit: int = 100) -> list[Event]:
+        """The most recent ``limit`` events of all shards, oldest first (merged by time;
+        equal times keep shard order)."""
+        self._count()
+        merged = [e for s in self.shards for e in s.events(limit)]
+        return sorted(merged, key=lambda e: e.at)[-limit:] if limit > 0 else []
+
+    # ---- wake-ups -----------------------------------------------------------------------
+
+    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
+        with self._sub_lock:
+            self._listeners.append(listener)
+            if self._sub_thread is None:
+                self._sub_stop.clear()
+                self._sub_thread = threading.Thread(
+                    target=self._subscriber, name=f"duetime-wake-{self.namespace}",
+                    daemon=True)
+                self._sub_thread.start()
+            ready = self._sub_ready
+        if not ready.wait(5):
+            log.warning("wake-up channels not subscribed yet; relying on resync until they are")
+
+        def unsubscribe() -> None:
+            with self._sub_lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+                stop = not self._listeners and self._sub_thread is not None
+                thread, self._sub_thread = self._sub_thread, (None if stop else self._sub_thread)
+            if stop and thread is not None:
+                self._stop_subscriber(thread)
+        return unsubscribe
+
+    def _stop_subscriber(self, thread: threading.Thread) -> None:
+        self._sub_stop.set()
+        pubsub = self._pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            try:  # wake the blocked read at once instead of waiting for its timeout
+                pubsub.connection.disconnect()
+            except Exception:
+                pass
+        thread.join(5)
+        with self._lock:
+            self._trusted = False
+
+    def _notify(self, due_in: float | None) -> None:
+        with self._sub_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(due_in)
+
+    def _woke(self, i: int, due_ms: int) -> None:
+        """A wake-up of shard i: its estimate moves earlier, and the engines are told.
+        (Redis time is converted with the shard's clock offset, or, for a shard not
+        claimed from yet, the offset any shard's last claim measured.)"""
+        shard = self.shards[i]
+        if not shard._offset_ms and not shard._fixed_clock:
+            shard._offset_ms = self._offset_ms
+        due_in = shard._due_in(due_ms)
+        with self._lock:
+            self._due[i] = min(self._due[i], self.clock.now() + due_in)
+            self._woken[i] += 1
+        self._notify(due_in)
+
+    def _subscriber(self) -> None:
+        """One connection subscribed to every shard's wake channel (reconnects with
+        backoff; after each (re)connection every shard is swept once)."""
+        channels = {s.keys.wake: i for i, s in enumerate(self.shards)}
+        backoff = 0.05
+        while not self._sub_stop.is_set():
+            pubsub = self._pubsub = self._r.pubsub()
+            try:
+                pubsub.subscribe(*channels)
+                confirmed = 0
+                while confirmed < len(channels):
+                    msg = pubsub.get_message(timeout=1.0)
+                    if self._sub_stop.is_set():
+                        return
+                    confirmed += msg is not None and msg.get("type") == "subscribe"
+                with self._lock:
+                    self._trusted = True
+                    self._sweep = set(range(self.n))   # we may have missed wake-ups
+                self._sub_ready.set()
+                self._notify(0.0)
+                backoff = 0.05
+                while not self._sub_stop.is_set():
+                    msg = pubsub.get_message(timeout=1.0)
+                    if msg is not None and msg.get("type") == "message":
+                        i = channels.get(msg["channel"])
+                        if i is not None:
+                            self._woke(i, int(msg["data"]))
+                    elif urls.primary_moved(self._r, pubsub.connection):
+                        raise ConnectionError("the primary changed (failover): resubscribing")
+            except Exception as exc:  # connection lost: back off, reconnect, resync
+                with self._lock:
+                    self._trusted = False
+                if self._sub_stop.is_set():
+                    return
+                log.warning("wake-up channels lost (%s); reconnecting in %.2fs", exc, backoff)
+                self._sub_stop.wait(backoff)
+                backoff = min(5.0, backoff * 2)
+            finally:
+                try:
+                    pubsub.close()
+                except Exception:
+                    pass
+
+    def close(self) -> None:
+        with self._sub_lock:
+            thread, self._sub_thread = self._sub_thread, None
+            self._listeners.clear()
+        if thread is not None:
+            self._stop_subscriber(thread)
+        urls.close(self._r)
+
+
+def open_store(redis_url: str | Any, namespace: str = "default", *,
+               shards: int | None = None, **kwargs: Any) -> RedisStore | ShardedStore:
+    """The store for a URL: a ``RedisStore`` for one shard, else a ``ShardedStore``. The
+    shard count is ``shards``, else the URL's ``shards=N``, else 1; both given must agree.
+    ``kwargs`` go to the store (``clock``, ``lease``, ``resync``, ``wait_replicas``...)."""
+    n = shards
+    if isinstance(redis_url, str):
+        _, from_url = urls.split_shards(redis_url)
+        if n is not None and from_url is not None and n != from_url:
+            raise ValueError(f"two shard counts: shards={n} and the URL's shards={from_url}")
+        n = n if n is not None else from_url
+    n = sharding.shard_count(1 if n is None else n)
+    if n == 1:
+        return RedisStore(redis_url, namespace, **kwargs)
+    return ShardedStore(redis_url, namespace, shards=n, **kwargs)

@@ -1,0 +1,64 @@
+"""Which shard a job lives in, and the namespace's fixed shard count.
+
+A sharded namespace (sharded.py) keeps each job in shard ``crc32(job_id) mod N``: a
+stable hash (not Python's per-process ``hash()``), the same in every process and version.
+N must therefore never change for a namespace: jobs would be looked for in the wrong
+shard (cancel, get and upserts would miss them). N is recorded in shard 0's ``shards``
+key by the first sharded store that uses the namespace; a namespace that holds data but
+no record was written unsharded, so it counts as N = 1. Every store checks it
+(``check_count``) and refuses a different N with a ``ShardCountError`` that says which N
+the namespace has.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from scheduler.errors import DuetimeError
+from scheduler.stores.keys import Keys
+from scheduler.stores.urls import MAX_SHARDS
+
+__all__ = ["MAX_SHARDS", "ShardCountError", "shard_of", "shard_count", "check_count"]
+
+
+class ShardCountError(DuetimeError, RuntimeError):
+    """The namespace was created with another shard count than this store's."""
+
+
+def shard_of(job_id: str, shards: int) -> int:
+    """The shard of ``job_id`` among ``shards``: ``crc32(utf-8 id) mod shards``."""
+    return zlib.crc32(job_id.encode("utf-8")) % shards if shards > 1 else 0
+
+
+def shard_count(value: object) -> int:
+    """A shard count: an int from 1 to MAX_SHARDS, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
+        raise ValueError(f"shards must be an integer from 1 to {MAX_SHARDS}, got {value!r}")
+    return value
+
+
+def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> bool:
+    """Given shard 0's keys (other shards: nothing to do), raise ``ShardCountError``
+    unless ``keys.count`` is the namespace's shard count. A namespace with neither a
+    record nor data gets ``keys.count`` recorded if ``record`` (writers; one shard records
+    nothing: the unsharded layout needs no record). True once the count is settled (a
+    reader of an empty, unrecorded namespace gets False: nothing to compare yet)."""
+    if keys.shard != 0:
+        return True
+    shards = keys.count
+    recorded = client.get(keys.shards)
+    if recorded is None:
+        if client.exists(keys.layout):
+            recorded = "1"      # data written before any sharded store: one shard
+        elif shards == 1 or not record:
+            return shards == 1
+        else:
+            client.set(keys.shards, str(shards), nx=True)
+            recorded = client.get(keys.shards)
+    if int(recorded) != shards:
+        raise ShardCountError(
+            f"namespace {keys.prefix!r} at {where} has {int(recorded)} shard(s), but this "
+            f"store was given {shards}: a namespace's shard count never changes (jobs are "
+            f"placed by a hash of their id). Use shards={int(recorded)} (--shards "
+            f"{int(recorded)}), or another namespace")
+    return True
