@@ -27,9 +27,16 @@ HOST = "127.0.0.1"
 
 
 def _rst(sock: socket.socket) -> None:
-    """Close with RST (SO_LINGER 0), not FIN: the peer sees 'connection reset'."""
+    """Close with RST (SO_LINGER 0), not FIN: the peer sees 'connection reset'. The
+    shutdown comes first: a close() alone does not tear the socket down while another
+    thread is blocked in recv() on it (the kernel holds it until that returns), so the
+    peer would see nothing and wait for its reply until its socket timeout (5 s)."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
     try:
