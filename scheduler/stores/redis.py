@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -26,10 +25,10 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores import codec, lua, redis_calendar, shards, urls
-from scheduler.stores.base import WakeListener
 from scheduler.stores.keys import Keys
 from scheduler.stores.replication import ReplicationWatch, Waiter
 from scheduler.stores.server_checks import StoreConfigError, check_info
+from scheduler.stores.wakeups import WakeSubscriptions
 
 __all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
 
@@ -54,7 +53,7 @@ def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
 
 
-class RedisStore:
+class RedisStore(WakeSubscriptions):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
     ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
@@ -92,12 +91,7 @@ class RedisStore:
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
         self.data_loss_alarms = 0
-        self._listeners: list[WakeListener] = []
-        self._sub_lock = threading.Lock()
-        self._sub_thread: threading.Thread | None = None
-        self._sub_stop = threading.Event()
-        self._sub_ready = threading.Event()
-        self._pubsub: Any = None
+        self._init_subscriptions()
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
 
@@ -357,45 +351,6 @@ class RedisStore:
         return [codec.event(f) for _, f in reversed(rows)]
 
     # ---- wake-ups -----------------------------------------------------------------------
-
-    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
-        with self._sub_lock:
-            self._listeners.append(listener)
-            if self._sub_thread is None:
-                self._sub_stop.clear()
-                self._sub_thread = threading.Thread(
-                    target=self._subscriber, name=f"duetime-wake-{self.namespace}",
-                    daemon=True)
-                self._sub_thread.start()
-            ready = self._sub_ready
-        if not ready.wait(5):
-            log.warning("wake-up channel not subscribed yet; relying on resync until it is")
-
-        def unsubscribe() -> None:
-            with self._sub_lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-                stop = not self._listeners and self._sub_thread is not None
-                thread, self._sub_thread = self._sub_thread, (None if stop else self._sub_thread)
-            if stop and thread is not None:
-                self._stop_subscriber(thread)
-        return unsubscribe
-
-    def _stop_subscriber(self, thread: threading.Thread) -> None:
-        self._sub_stop.set()
-        pubsub = self._pubsub
-        if pubsub is not None and pubsub.connection is not None:
-            try:  # wake the blocked read at once instead of waiting for its timeout
-                pubsub.connection.disconnect()
-            except Exception:
-                pass
-        thread.join(5)
-
-    def _notify(self, due_in: float | None) -> None:
-        with self._sub_lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(due_in)
 
     def _due_in(self, due_ms: int) -> float:
         now = (self.clock.now() * 1000 if self._fixed_clock

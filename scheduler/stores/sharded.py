@@ -37,7 +37,7 @@ import random
 import threading
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -45,13 +45,13 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores import shards as sharding
 from scheduler.stores import urls
-from scheduler.stores.base import WakeListener
 from scheduler.stores.redis import LIVE, MAX_BATCH, RedisStore
+from scheduler.stores.wakeups import WakeSubscriptions
 
 log = logging.getLogger("duetime.redis")
 
 
-class ShardedStore:
+class ShardedStore(WakeSubscriptions):
     """A namespace of ``shards`` shards (see the module docstring). ``redis_url``: any
     URL ``RedisStore`` takes (``redis+cluster://`` for a cluster) or a redis-py client;
     the other arguments are ``RedisStore``'s, for every shard."""
@@ -91,12 +91,7 @@ class ShardedStore:
         self._offset_ms = 0.0               # Redis time minus local time, last measured
         self._start = 0
         self._trusted = False               # the wake subscriber is connected
-        self._listeners: list[WakeListener] = []
-        self._sub_lock = threading.Lock()
-        self._sub_thread: threading.Thread | None = None
-        self._sub_stop = threading.Event()
-        self._sub_ready = threading.Event()
-        self._pubsub: Any = None
+        self._init_subscriptions()
 
     @property
     def redis(self) -> Any:
@@ -312,46 +307,10 @@ class ShardedStore:
 
     # ---- wake-ups -----------------------------------------------------------------------
 
-    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
-        with self._sub_lock:
-            self._listeners.append(listener)
-            if self._sub_thread is None:
-                self._sub_stop.clear()
-                self._sub_thread = threading.Thread(
-                    target=self._subscriber, name=f"duetime-wake-{self.namespace}",
-                    daemon=True)
-                self._sub_thread.start()
-            ready = self._sub_ready
-        if not ready.wait(5):
-            log.warning("wake-up channels not subscribed yet; relying on resync until they are")
-
-        def unsubscribe() -> None:
-            with self._sub_lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-                stop = not self._listeners and self._sub_thread is not None
-                thread, self._sub_thread = self._sub_thread, (None if stop else self._sub_thread)
-            if stop and thread is not None:
-                self._stop_subscriber(thread)
-        return unsubscribe
-
     def _stop_subscriber(self, thread: threading.Thread) -> None:
-        self._sub_stop.set()
-        pubsub = self._pubsub
-        if pubsub is not None and pubsub.connection is not None:
-            try:  # wake the blocked read at once instead of waiting for its timeout
-                pubsub.connection.disconnect()
-            except Exception:
-                pass
-        thread.join(5)
+        super()._stop_subscriber(thread)
         with self._lock:
             self._trusted = False
-
-    def _notify(self, due_in: float | None) -> None:
-        with self._sub_lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(due_in)
 
     def _woke(self, i: int, due_ms: int) -> None:
         """A wake-up of shard i: its estimate moves earlier, and the engines are told.
