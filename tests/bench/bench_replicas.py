@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Throughput with many replicas: 1, 3 and 6 ``duetime run`` processes against one Redis.
+"""Throughput with many replicas: 1, 3 and 6 ``duetime run`` processes against one Redis
+and against a local Redis Cluster.
 
-Not part of the test run; see tests/bench/README.md ("Many replicas"). Self-contained:
-it needs only duetime's own dependencies (redis-py, click) and a redis-server binary, and
-starts every server and process it uses (never port 6379). Typical use, from a checkout:
+Not part of the test run; see tests/bench/README.md ("Many replicas"). It needs duetime's
+own dependencies (redis-py, click) and a redis-server binary; the cluster setup also
+redis-cli and pytest (it is tests/cluster_fixtures.py's LocalCluster). It starts every
+server and process it uses (never port 6379). Typical use, from a checkout:
 
     PYTHONPATH=$PWD .venv/bin/python tests/bench/bench_replicas.py --runs 3
 
-Per replica count R and run, a fresh private redis-server (AOF off by default, encoding
-settings of deploy/redis.conf) and R replicas
+Per setup, replica count R and run, a fresh Redis under test -- ``redis``: one private
+redis-server, the namespace unsharded; ``cluster``: a LocalCluster of 3 masters, the
+namespace in ``--shards`` shards (16), the replicas given ``redis+cluster://...?shards=16``
+-- (AOF off by default, encoding settings of deploy/redis.conf) and R replicas
 ``python -m scheduler run --import shared_tasks --workers 4 --lease 30 --resync 5``.
 The task (``bench.hit`` of shared_tasks.py) appends its start time to a separate
 *witness* redis-server, so that traffic is not counted against the Redis under test.
@@ -21,7 +25,8 @@ The task (``bench.hit`` of shared_tasks.py) appends its start time to a separate
   (p50 / p99 / max, ms; the producer's and the replicas' clocks are the same machine's).
 
 CPU per job, for both scenarios, from just before the first due time until the last job
-finished: Redis ``INFO cpu`` (used_cpu_sys + used_cpu_user), the replicas' and the
+finished: Redis ``INFO cpu`` (used_cpu_sys + used_cpu_user, summed over the cluster's
+nodes), the replicas' and the
 witness's utime + stime (/proc), divided by the jobs; "cores" = CPU seconds / wall
 seconds, which names the bottleneck on this 2-core box. "Waiting for a CPU" = the time
 their threads were runnable but not running (/proc/PID/task/*/schedstat) per wall
@@ -56,8 +61,9 @@ import redis  # noqa: E402
 import shared_tasks  # noqa: E402
 
 from scheduler.client import Client  # noqa: E402
-from scheduler.embedded import EmbeddedRedis  # noqa: E402
-from scheduler.stores import lua  # noqa: E402
+from scheduler.embedded import HOST, EmbeddedRedis  # noqa: E402
+from scheduler.stores import lua, urls  # noqa: E402
+from scheduler.stores.keys import Keys  # noqa: E402
 
 NS = "bench"
 WORKERS = 4
@@ -103,30 +109,61 @@ def pct(vals: list[float], p: float) -> float:
 
 
 class Setup:
-    """A fresh Redis under test and R replicas; the shared witness server is given."""
+    """A fresh Redis under test (one server, or with ``shards`` > 0 a fresh 3-master
+    LocalCluster whose namespace has that many shards) and R replicas; the shared witness
+    server is given."""
 
-    def __init__(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str) -> None:
+    def __init__(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str,
+                 shards: int = 0) -> None:
         self.procs: list[subprocess.Popen] = []
         self.client: Client | None = None
+        self.servers: list = []  # what stop() must stop: an EmbeddedRedis or a LocalCluster
         try:
-            self._start(replicas, witness, aof, logdir)
+            self._start(replicas, witness, aof, logdir, shards)
         except BaseException:
             self.stop()  # nothing started here outlives a failed or interrupted start
             raise
 
-    def _start(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str) -> None:
-        self.server = EmbeddedRedis(appendonly=aof != "off",
-                                    appendfsync="everysec" if aof == "off" else aof,
-                                    extra_args=listpack_args()).start()
-        self.r = redis.Redis.from_url(self.server.url, decode_responses=True)
+    def _redis(self, aof: str, shards: int) -> str:
+        """Start the Redis under test; fills self.nodes / self.node_pids; returns the URL."""
+        if shards:
+            from tests.cluster_fixtures import LocalCluster  # needs pytest and redis-cli
+
+            cluster = LocalCluster()
+            self.servers.append(cluster)
+            nodes = cluster.nodes
+            url = f"{cluster.url}/?shards={shards}"
+        else:
+            server = EmbeddedRedis(appendonly=aof != "off",
+                                   appendfsync="everysec" if aof == "off" else aof,
+                                   extra_args=listpack_args()).start()
+            self.servers.append(server)
+            nodes, url = [server], server.url
+        self.nodes = [redis.Redis(host=HOST, port=n.port, decode_responses=True) for n in nodes]
+        self.node_pids = [n.pid or 0 for n in nodes]
+        if shards:  # LocalCluster takes no server arguments: the same settings, set live
+            a = listpack_args()
+            for node in self.nodes:
+                for k, v in zip(a[::2], a[1::2]):
+                    node.config_set(k[2:], v)
+                if aof != "off":
+                    node.config_set("appendfsync", aof)
+                    node.config_set("appendonly", "yes")
+        return url
+
+    def _start(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str,
+               shards: int) -> None:
+        url = self._redis(aof, shards)
+        self.r = urls.connect(url, decode_responses=True)  # routes by slot on a cluster
         self.w = redis.Redis.from_url(witness.url, decode_responses=True)
         self.witness_pid = witness.pid
         self.w.delete(shared_tasks.HITS)
-        self.client = Client(self.server.url, namespace=NS)
-        self.stats_key = self.client.store.keys.stats  # type: ignore[attr-defined]
+        self.client = Client(url, namespace=NS)
+        n = max(1, shards)
+        self.stats_keys = [Keys(NS, i, n).stats for i in range(n)]
         env = dict(os.environ, BENCH_WITNESS_URL=witness.url,
                    PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
-        argv = [sys.executable, "-m", "scheduler", "run", "--redis", self.server.url,
+        argv = [sys.executable, "-m", "scheduler", "run", "--redis", url,
                 "--namespace", NS, "--import", "shared_tasks", "--workers", str(WORKERS),
                 "--lease", "30", "--resync", "5", "--log-level", "WARNING"]
         for i in range(replicas):
@@ -134,8 +171,13 @@ class Setup:
                 self.procs.append(subprocess.Popen(
                     argv, env=env, cwd=HERE, stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, start_new_session=True))
-        pattern = f"duetime:{{{NS}}}:replica:*"
-        self.wait(lambda: len(self.r.keys(pattern)) >= replicas, 60, f"{replicas} replicas")
+        # a replica's key is written by its claims, per shard: count distinct owners
+        pattern = f"duetime:{{{NS}*:replica:*"
+
+        def live() -> int:
+            return len({k.rsplit(":replica:", 1)[1] for node in self.nodes
+                        for k in node.keys(pattern)})
+        self.wait(lambda: live() >= replicas, 60, f"{replicas} replicas")
 
     def wait(self, pred, timeout: float, what: str, poll: float = 0.05) -> bool:
         deadline = time.monotonic() + timeout
@@ -149,15 +191,19 @@ class Setup:
         return False
 
     def succeeded(self) -> int:
-        return int(self.r.hget(self.stats_key, "succeeded") or 0)
+        return sum(int(self.r.hget(k, "succeeded") or 0) for k in self.stats_keys)
 
     def cpu(self) -> dict:
-        info = self.r.info("cpu")
-        calls = self.r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-        return {"t": time.monotonic(), "redis": info["used_cpu_sys"] + info["used_cpu_user"],
+        """CPU counters now; Redis figures are summed over the nodes (one unless a cluster)."""
+        redis_cpu = calls = 0.0
+        for node in self.nodes:
+            info = node.info("cpu")
+            redis_cpu += info["used_cpu_sys"] + info["used_cpu_user"]
+            calls += node.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        return {"t": time.monotonic(), "redis": redis_cpu,
                 "replicas": sum(proc_cpu(p.pid) for p in self.procs),
                 "witness": proc_cpu(self.witness_pid), "evalsha": calls,
-                "redis_wait": proc_wait(self.server.pid or 0),
+                "redis_wait": sum(proc_wait(pid) for pid in self.node_pids),
                 "replicas_wait": sum(proc_wait(p.pid) for p in self.procs),
                 "load": os.getloadavg()[0]}
 
@@ -198,8 +244,8 @@ class Setup:
             p.wait()
         if self.client is not None:
             self.client.close()
-        if hasattr(self, "server"):
-            self.server.stop()
+        for server in self.servers:
+            server.stop() if isinstance(server, EmbeddedRedis) else server.close()
 
 
 def per_job(c0: dict, c1: dict, jobs: int, prefix: str) -> dict:
@@ -275,30 +321,34 @@ def breakdown(s: Setup, n: int, timeout: float) -> dict:
     runs (from just before its due time: the enqueue is not included)."""
     names = {hashlib.sha1(lua.source(name).encode()).hexdigest(): name for name in lua.SCRIPTS}
     cap = 100 * n  # Redis 7 also logs the commands a script runs: ~30 per job
-    s.r.config_set("slowlog-max-len", str(cap))
+    for node in s.nodes:  # every node of a cluster: the figures are summed over them
+        node.config_set("slowlog-max-len", str(cap))
 
     def record() -> None:  # from just before the due time: the enqueue is not counted
-        s.r.slowlog_reset()
-        s.r.config_set("slowlog-log-slower-than", "0")
+        for node in s.nodes:
+            node.slowlog_reset()
+            node.config_set("slowlog-log-slower-than", "0")
     try:
         burst(s, n, timeout, before_due=record)
     finally:
-        s.r.config_set("slowlog-log-slower-than", "10000")
+        for node in s.nodes:
+            node.config_set("slowlog-log-slower-than", "10000")
     usec: dict[str, int] = {}
     calls: dict[str, int] = {}
-    entries = s.r.slowlog_get(cap)
-    if len(entries) >= cap:
-        print("  (slowlog full: the breakdown misses the oldest calls)", file=sys.stderr)
-    for e in entries:
-        cmd = e["command"]
-        cmd = cmd.decode() if isinstance(cmd, bytes) else cmd
-        parts = cmd.split(" ", 2)
-        if parts[0].upper() != "EVALSHA" or len(parts) < 2:
-            continue  # a command run inside a script (its time is in the script's)
-        name = names.get(parts[1], "?")
-        usec[name] = usec.get(name, 0) + e["duration"]
-        calls[name] = calls.get(name, 0) + 1
-    s.r.slowlog_reset()
+    for node in s.nodes:
+        entries = node.slowlog_get(cap)
+        node.slowlog_reset()
+        if len(entries) >= cap:
+            print("  (slowlog full: the breakdown misses the oldest calls)", file=sys.stderr)
+        for e in entries:
+            cmd = e["command"]
+            cmd = cmd.decode() if isinstance(cmd, bytes) else cmd
+            parts = cmd.split(" ", 2)
+            if parts[0].upper() != "EVALSHA" or len(parts) < 2:
+                continue  # a command run inside a script (its time is in the script's)
+            name = names.get(parts[1], "?")
+            usec[name] = usec.get(name, 0) + e["duration"]
+            calls[name] = calls.get(name, 0) + 1
     return {name: {"us_per_job": usec[name] / n, "calls_per_job": calls[name] / n,
                    "us_per_call": usec[name] / calls[name]}
             for name in sorted(usec, key=lambda k: -usec[k]) if usec[name] / n >= 0.5}
@@ -332,15 +382,19 @@ ROWS = [
 ]
 
 
+def label(col: tuple[str, int]) -> str:
+    setup, r = col
+    return f"{'cluster' if setup == 'cluster' else 'one Redis'}, {r} replica{'s' if r > 1 else ''}"
+
+
 def report(results: dict, args: argparse.Namespace, brk: dict) -> str:
-    counts = sorted(results)
+    cols = list(results)
     fmtargs = {"burst": f"{args.burst:,}", "lag_n": f"{args.lag_n:,}", "spread": args.spread}
-    lines = ["| | " + " | ".join(f"{r} replica{'s' if r > 1 else ''}" for r in counts) + " |",
-             "|---|" + "---:|" * len(counts)]
-    for key, label, f in ROWS:
+    lines = ["| | " + " | ".join(label(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for key, text, f in ROWS:
         cells = []
-        for rc in counts:
-            runs = results[rc]
+        for col in cols:
+            runs = results[col]
             if f is None:
                 a, b = key, key.replace("missing", "dups")
                 cells.append(f"{sum(r.get(a, 0) for r in runs)} / {sum(r.get(b, 0) for r in runs)}")
@@ -351,30 +405,36 @@ def report(results: dict, args: argparse.Namespace, brk: dict) -> str:
             if m is not None and len(vals) > 1 and key.endswith(("jobs_s", "p99")):
                 cell += f" ({f.format(min(vals))}–{f.format(max(vals))})"
             cells.append(cell)
-        lines.append(f"| {label.format(**fmtargs)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {text.format(**fmtargs)} | " + " | ".join(cells) + " |")
     out = "\n".join(lines)
     if brk:
         out += "\n\nRedis time per job by script (SLOWLOG over one extra burst of " \
-               f"{args.breakdown_n:,} jobs; µs per job = calls per job × µs per call):\n\n"
-        out += "| script | " + " | ".join(f"{r} replica(s)" for r in sorted(brk)) + " |\n"
+               f"{args.breakdown_n:,} jobs, summed over the nodes; µs per job = calls per " \
+               "job × µs per call):\n\n"
+        out += "| script | " + " | ".join(label(c) for c in brk) + " |\n"
         out += "|---|" + "---:|" * len(brk) + "\n"
         names = sorted({n for b in brk.values() for n in b},
                        key=lambda n: -max(b.get(n, {}).get("us_per_job", 0) for b in brk.values()))
         for name in names:
             cells = []
-            for rc in sorted(brk):
-                e = brk[rc].get(name)
+            for col in brk:
+                e = brk[col].get(name)
                 cells.append("–" if e is None else
                              f"{e['us_per_job']:.0f} ({e['calls_per_job']:.2f} × {e['us_per_call']:.0f})")
             out += f"| {name} | " + " | ".join(cells) + " |\n"
         out += "| total | " + " | ".join(
-            f"{sum(e['us_per_job'] for e in brk[rc].values()):.0f}" for rc in sorted(brk)) + " |"
+            f"{sum(e['us_per_job'] for e in brk[c].values()):.0f}" for c in brk) + " |"
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 3, 6])
+    ap.add_argument("--setups", nargs="+", choices=("redis", "cluster"),
+                    default=["redis", "cluster"],
+                    help="redis: one private redis-server, one shard; cluster: a fresh local "
+                         "3-master Redis Cluster per count and run, --shards shards")
+    ap.add_argument("--shards", type=int, default=16, help="shards of the namespace on the cluster")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--burst", type=int, default=20_000, help="jobs in the burst")
     ap.add_argument("--lag-n", type=int, default=2000, help="jobs in the steady-rate run")
@@ -396,34 +456,40 @@ def main() -> None:
         args.burst, args.lag_n, args.spread, args.breakdown_n = 2000, 400, 2.0, 500
     logdir = tempfile.mkdtemp(prefix="bench-replicas-")
     witness = EmbeddedRedis(appendonly=False).start()
-    results: dict[int, list[dict]] = {rc: [] for rc in args.replicas}
-    brk: dict[int, dict] = {}
+    cols = [(setup, rc) for setup in args.setups for rc in args.replicas]
+    results: dict[tuple[str, int], list[dict]] = {c: [] for c in cols}
+    brk: dict[tuple[str, int], dict] = {}
     t0 = time.monotonic()
     try:
         for run in range(args.runs):
-            for rc in args.replicas:
-                print(f"run {run + 1}/{args.runs}: {rc} replica(s)", file=sys.stderr, flush=True)
-                s = Setup(rc, witness, args.aof, logdir)
+            for setup, rc in cols:
+                print(f"run {run + 1}/{args.runs}: {setup}, {rc} replica(s), load "
+                      f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+                s = Setup(rc, witness, args.aof, logdir,
+                          shards=args.shards if setup == "cluster" else 0)
                 try:
                     res = burst(s, args.burst, args.timeout)
                     res.update(lag(s, args.lag_n, args.spread, args.timeout))
                     if args.breakdown and run == args.runs - 1:
-                        brk[rc] = breakdown(s, args.breakdown_n, args.timeout)
+                        brk[(setup, rc)] = breakdown(s, args.breakdown_n, args.timeout)
                 finally:
                     s.stop()
                 print("  " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                        for k, v in res.items()), file=sys.stderr, flush=True)
-                results[rc].append(res)
+                results[(setup, rc)].append(res)
     finally:
         witness.stop()
     print(f"# bench_replicas: {platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} cores, Redis under test AOF {args.aof}, {WORKERS} workers per "
-          f"replica, medians of {args.runs} run(s) (range in brackets), "
+          f"replica, cluster: 3 masters, {args.shards} shards; medians of {args.runs} run(s) "
+          f"(range in brackets), "
           f"{time.monotonic() - t0:.0f} s; replica logs: {logdir}\n")
     print(report(results, args, brk))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": results, "breakdown": brk, "args": vars(args)}, f, indent=1)
+            json.dump({"runs": {label(c): r for c, r in results.items()},
+                       "breakdown": {label(c): b for c, b in brk.items()}, "args": vars(args)},
+                      f, indent=1)
 
 
 if __name__ == "__main__":
