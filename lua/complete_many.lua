@@ -28,19 +28,9 @@ local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
 
 -- The token check of lib.lua's owned(), on the prefetched RUNNING entry and lease.
 local function check(job, token, data)
-  local r = nil
-  if data then
-    local gen, sched, attempt, stalls, fence, rjob =
-      string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
-    r = {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
-         stalls = tonumber(stalls), fence = tonumber(fence), job = rjob}
-  end
-  if r and r.job ~= job then return nil, 'lease_lost' end  -- a token of another job
-  if not r then
-    if redis.call('HGET', jkey(job), 'last_token') == token then return nil, 'ok' end
-    if redis.call('EXISTS', jkey(job)) == 1 then return nil, 'lease_lost' end
-    return nil, 'not_found'
-  end
+  local r = parse_running(data)
+  local code = not_owned(job, token, r)
+  if code then return nil, code end
   if expired then
     local deadline = redis.call('ZSCORE', P .. 'lease', token)
     if deadline and tonumber(deadline) <= now then return nil, 'lease_lost' end

@@ -215,9 +215,8 @@ local function record_skip(now, job, anchor, iv, first_k, last_k, reason)
     last_k - first_k + 1, reason)
 end
 
--- The running invocation held under `token`, parsed; nil if none.
-local function running_of(token)
-  local data = redis.call('HGET', P .. 'running', token)
+-- A RUNNING entry ("gen|sched|attempt|stalls|fence|job"), parsed; nil for none.
+local function parse_running(data)
   if not data then return nil end
   local gen, sched, attempt, stalls, fence, job =
     string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
@@ -225,16 +224,28 @@ local function running_of(token)
           stalls = tonumber(stalls), fence = tonumber(fence), job = job}
 end
 
+-- The running invocation held under `token`, parsed; nil if none.
+local function running_of(token)
+  return parse_running(redis.call('HGET', P .. 'running', token))
+end
+
+-- Why `token` may not commit for `job`, given its running invocation `r` (nil if none):
+-- nil when it owns one (its lease is checked by the caller), else the code to answer
+-- ('ok' for a resend of a commit that already happened).
+local function not_owned(job, token, r)
+  if r and r.job ~= job then return 'lease_lost' end  -- a token of another job
+  if r then return nil end
+  if redis.call('HGET', jkey(job), 'last_token') == token then return 'ok' end
+  if redis.call('EXISTS', jkey(job)) == 1 then return 'lease_lost' end
+  return 'not_found'
+end
+
 -- Token check shared by complete / fail / release: returns the running invocation, or
 -- an error code ('ok' for a resend of a commit that already happened).
 local function owned(now, job, token)
   local r = running_of(token)
-  if r and r.job ~= job then return nil, 'lease_lost' end  -- a token of another job
-  if not r then
-    if redis.call('HGET', jkey(job), 'last_token') == token then return nil, 'ok' end
-    if redis.call('EXISTS', jkey(job)) == 1 then return nil, 'lease_lost' end
-    return nil, 'not_found'
-  end
+  local code = not_owned(job, token, r)
+  if code then return nil, code end
   local deadline = redis.call('ZSCORE', P .. 'lease', token)
   if deadline and tonumber(deadline) <= now then return nil, 'lease_lost' end
   return r

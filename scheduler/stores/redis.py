@@ -388,11 +388,7 @@ class RedisStore(WakeSubscriptions):
                     pass
 
     def close(self) -> None:
-        with self._sub_lock:
-            thread, self._sub_thread = self._sub_thread, None
-            self._listeners.clear()
-        if thread is not None:
-            self._stop_subscriber(thread)
+        self._close_subscriptions()
         urls.close(self._r)
 
 

@@ -65,6 +65,14 @@ class WakeSubscriptions:
                 pass
         thread.join(5)
 
+    def _close_subscriptions(self) -> None:
+        """Forget every listener and stop the subscriber thread (the store is closing)."""
+        with self._sub_lock:
+            thread, self._sub_thread = self._sub_thread, None
+            self._listeners.clear()
+        if thread is not None:
+            self._stop_subscriber(thread)
+
     def _notify(self, due_in: float | None) -> None:
         """Tell every listener (outside the lock: a listener may subscribe or leave)."""
         with self._sub_lock:
