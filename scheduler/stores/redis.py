@@ -357,35 +357,11 @@ class RedisStore(WakeSubscriptions):
                else time.monotonic() * 1000 + self._offset_ms)
         return max(0.0, (due_ms - now) / 1000)
 
-    def _subscriber(self) -> None:
-        backoff = 0.05
-        while not self._sub_stop.is_set():
-            pubsub = self._pubsub = self._r.pubsub()
-            try:
-                pubsub.subscribe(self.keys.wake)
-                while pubsub.get_message(timeout=1.0) is None:  # the subscribe confirmation
-                    if self._sub_stop.is_set():
-                        return
-                self._sub_ready.set()
-                self._notify(0.0)  # we may have missed wake-ups while (re)connecting
-                backoff = 0.05
-                while not self._sub_stop.is_set():
-                    msg = pubsub.get_message(timeout=1.0)
-                    if msg is not None and msg.get("type") == "message":
-                        self._notify(self._due_in(int(msg["data"])))
-                    elif urls.primary_moved(self._r, pubsub.connection):
-                        raise ConnectionError("the primary changed (failover): resubscribing")
-            except Exception as exc:  # connection lost: back off, reconnect, resync
-                if self._sub_stop.is_set():
-                    return
-                log.warning("wake-up channel lost (%s); reconnecting in %.2fs", exc, backoff)
-                self._sub_stop.wait(backoff)
-                backoff = min(5.0, backoff * 2)
-            finally:
-                try:
-                    pubsub.close()
-                except Exception:
-                    pass
+    def _wake_channels(self) -> list[str]:
+        return [self.keys.wake]
+
+    def _on_wake(self, channel: str, due_ms: int) -> None:
+        self._notify(self._due_in(due_ms))
 
     def close(self) -> None:
         self._close_subscriptions()

@@ -92,6 +92,7 @@ class ShardedStore(WakeSubscriptions):
         self._start = 0
         self._trusted = False               # the wake subscriber is connected
         self._init_subscriptions()
+        self._channel_shard = {s.keys.wake: i for i, s in enumerate(self.shards)}
 
     @property
     def redis(self) -> Any:
@@ -325,48 +326,25 @@ class ShardedStore(WakeSubscriptions):
             self._woken[i] += 1
         self._notify(due_in)
 
-    def _subscriber(self) -> None:
-        """One connection subscribed to every shard's wake channel (reconnects with
-        backoff; after each (re)connection every shard is swept once)."""
-        channels = {s.keys.wake: i for i, s in enumerate(self.shards)}
-        backoff = 0.05
-        while not self._sub_stop.is_set():
-            pubsub = self._pubsub = self._r.pubsub()
-            try:
-                pubsub.subscribe(*channels)
-                confirmed = 0
-                while confirmed < len(channels):
-                    msg = pubsub.get_message(timeout=1.0)
-                    if self._sub_stop.is_set():
-                        return
-                    confirmed += msg is not None and msg.get("type") == "subscribe"
-                with self._lock:
-                    self._trusted = True
-                    self._sweep = set(range(self.n))   # we may have missed wake-ups
-                self._sub_ready.set()
-                self._notify(0.0)
-                backoff = 0.05
-                while not self._sub_stop.is_set():
-                    msg = pubsub.get_message(timeout=1.0)
-                    if msg is not None and msg.get("type") == "message":
-                        i = channels.get(msg["channel"])
-                        if i is not None:
-                            self._woke(i, int(msg["data"]))
-                    elif urls.primary_moved(self._r, pubsub.connection):
-                        raise ConnectionError("the primary changed (failover): resubscribing")
-            except Exception as exc:  # connection lost: back off, reconnect, resync
-                with self._lock:
-                    self._trusted = False
-                if self._sub_stop.is_set():
-                    return
-                log.warning("wake-up channels lost (%s); reconnecting in %.2fs", exc, backoff)
-                self._sub_stop.wait(backoff)
-                backoff = min(5.0, backoff * 2)
-            finally:
-                try:
-                    pubsub.close()
-                except Exception:
-                    pass
+    # one connection subscribed to every shard's wake channel (wakeups.py); after each
+    # (re)connection every shard is swept once
+
+    def _wake_channels(self) -> list[str]:
+        return list(self._channel_shard)
+
+    def _on_wake(self, channel: str, due_ms: int) -> None:
+        i = self._channel_shard.get(channel)
+        if i is not None:
+            self._woke(i, due_ms)
+
+    def _on_subscribed(self) -> None:
+        with self._lock:
+            self._trusted = True
+            self._sweep = set(range(self.n))   # we may have missed wake-ups
+
+    def _on_lost(self) -> None:
+        with self._lock:
+            self._trusted = False
 
     def close(self) -> None:
         self._close_subscriptions()

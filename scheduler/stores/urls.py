@@ -113,12 +113,7 @@ def parse_cluster(url: str) -> ClusterURL:
         raise bad(f"malformed IPv6 host ({exc})") from None
     if parts.scheme.lower() != CLUSTER_SCHEME:
         raise bad(f"the scheme must be {CLUSTER_SCHEME}://")
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    username = password = None
-    if userinfo:
-        user, sep, pw = userinfo.partition(":")
-        username = unquote(user) or None
-        password = unquote(pw) if sep else None
+    username, password, hosts = _userinfo(parts.netloc)
     nodes = tuple(_host_port(h, bad, CLUSTER_PORT) for h in hosts.split(","))
     if parts.path.strip("/"):
         raise bad(f"a cluster has no database number or path ({parts.path!r})")
@@ -127,6 +122,15 @@ def parse_cluster(url: str) -> ClusterURL:
     if parts.fragment:
         raise bad("a '#fragment' is not allowed")
     return ClusterURL(nodes=nodes, username=username, password=password)
+
+
+def _userinfo(netloc: str) -> tuple[str | None, str | None, str]:
+    """``user:password@hosts`` -> (username, password, hosts), percent-decoded."""
+    userinfo, _, hosts = netloc.rpartition("@")
+    if not userinfo:
+        return None, None, hosts
+    user, sep, pw = userinfo.partition(":")
+    return unquote(user) or None, unquote(pw) if sep else None, hosts
 
 
 def is_sentinel(url: str) -> bool:
@@ -145,12 +149,7 @@ def parse_sentinel(url: str) -> SentinelURL:
         raise bad(f"malformed IPv6 host ({exc})") from None
     if parts.scheme.lower() != SENTINEL_SCHEME:
         raise bad(f"the scheme must be {SENTINEL_SCHEME}://")
-    userinfo, _, hosts = parts.netloc.rpartition("@")
-    username = password = None
-    if userinfo:
-        user, sep, pw = userinfo.partition(":")
-        username = unquote(user) or None
-        password = unquote(pw) if sep else None
+    username, password, hosts = _userinfo(parts.netloc)
     sentinels = tuple(_host_port(h, bad) for h in hosts.split(","))
     path = [p for p in parts.path.split("/") if p]
     if not path:
