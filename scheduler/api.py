@@ -4,6 +4,7 @@ Both are context managers (exit = ``shutdown()``) and thread-safe; their methods
 called from inside running jobs. ``.engine`` reaches the richer API (lanes, timeouts,
 retries, pause/resume, inspection).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,8 +18,9 @@ from scheduler.stores.base import Store
 
 
 class _Facade:
-    def __init__(self, num_workers: int, *, store: Store | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self, num_workers: int, *, store: Store | None = None, clock: Clock | None = None
+    ) -> None:
         self.engine = Scheduler(num_workers, store=store, clock=clock)
 
     def shutdown(self, wait: bool = True) -> None:
@@ -74,8 +76,9 @@ class RecurringJobScheduler(_Facade):
         validation.callable_job(fn, "fn")
         self.engine.every(fn, validation.interval(interval_seconds), job_id=job_id)
 
-    def schedule_cron(self, job_id: str, fn: Callable[[], None], cron: str | Cron,
-                      tz: str | None = None) -> None:
+    def schedule_cron(
+        self, job_id: str, fn: Callable[[], None], cron: str | Cron, tz: str | None = None
+    ) -> None:
         """Schedule ``fn`` by the calendar: a cron expression (5 fields, or 6 with seconds
         first) read in the IANA zone ``tz`` (default UTC), or a ``Cron`` with its
         daylight-saving policy and jitter. Upsert, overlap and drift as for ``schedule``."""

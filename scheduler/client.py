@@ -9,6 +9,7 @@ process, without running a dispatcher or any job.
 Task names need not be registered in the producer: only the replicas run them (and a
 replica that does not know a name records the failure with a clear reason).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,22 +33,42 @@ class Client:
     ``wait_replicas``/``wait_timeout_ms``: WAIT after each write until that many Redis
     replicas have it (RedisStore)."""
 
-    def __init__(self, redis_url: str | Store = "redis://127.0.0.1:6379/0", *,
-                 namespace: str = "default", wait_replicas: int = 0,
-                 wait_timeout_ms: int = 100, shards: int | None = None) -> None:
+    def __init__(
+        self,
+        redis_url: str | Store = "redis://127.0.0.1:6379/0",
+        *,
+        namespace: str = "default",
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
+        shards: int | None = None,
+    ) -> None:
         if isinstance(redis_url, str):
             from scheduler.stores.sharded import open_store
-            self.store: Store = open_store(redis_url, namespace, shards=shards,
-                                           wait_replicas=wait_replicas,
-                                           wait_timeout_ms=wait_timeout_ms)
+
+            self.store: Store = open_store(
+                redis_url,
+                namespace,
+                shards=shards,
+                wait_replicas=wait_replicas,
+                wait_timeout_ms=wait_timeout_ms,
+            )
         else:
             self.store = redis_url
 
-    def enqueue(self, task: str | Callable[..., Any], *,
-                kwargs: Mapping[str, Any] | None = None, delay: float | None = None,
-                at: dt.datetime | float | None = None, every: float | None = None,
-                anchor: dt.datetime | float | None = None, cron: str | Cron | None = None,
-                tz: str | None = None, job_id: str | None = None, **options: Any) -> str:
+    def enqueue(
+        self,
+        task: str | Callable[..., Any],
+        *,
+        kwargs: Mapping[str, Any] | None = None,
+        delay: float | None = None,
+        at: dt.datetime | float | None = None,
+        every: float | None = None,
+        anchor: dt.datetime | float | None = None,
+        cron: str | Cron | None = None,
+        tz: str | None = None,
+        job_id: str | None = None,
+        **options: Any,
+    ) -> str:
         """Store a job; returns its id. Give exactly one of ``delay`` (seconds), ``at``
         (aware datetime or epoch seconds), ``every`` (seconds, fixed rate from
         ``anchor``, default now) or ``cron`` (an expression read in ``tz``, default UTC,
@@ -59,10 +80,8 @@ class Client:
         earliest; on error nothing was written."""
         if delay is None and at is None and every is None and cron is None:
             delay = 0.0
-        schedule = schedule_of(delay=delay, at=at, every=every, anchor=anchor, cron=cron,
-                               tz=tz)
-        spec = make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False,
-                         **options)
+        schedule = schedule_of(delay=delay, at=at, every=every, anchor=anchor, cron=cron, tz=tz)
+        spec = make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False, **options)
         self.store.add(spec)
         return spec.job_id
 
@@ -75,8 +94,7 @@ class Client:
         for item in jobs:
             item = dict(item)
             task = item.pop("task")
-            when = {k: item.pop(k, None) for k in ("delay", "at", "every", "anchor", "cron",
-                                                   "tz")}
+            when = {k: item.pop(k, None) for k in ("delay", "at", "every", "anchor", "cron", "tz")}
             if all(when[k] is None for k in ("delay", "at", "every", "cron")):
                 when["delay"] = 0.0
             schedule = schedule_of(**when)
@@ -107,8 +125,7 @@ class Client:
         is recorded as "triggered"). False if the job is unknown, finished or cancelled."""
         return self.store.trigger(validation.job_id(job_id))
 
-    def backfill(self, job_id: str, start: dt.datetime | float,
-                 end: dt.datetime | float) -> int:
+    def backfill(self, job_id: str, start: dt.datetime | float, end: dt.datetime | float) -> int:
         """Run the occurrences of a past window [start, end) that never ran (before the
         job existed, or skipped by its misfire or overlap policy), each once, as soon as
         workers are free; occurrences that ran, or that an earlier backfill queued, are

@@ -3,6 +3,7 @@
 A clock both *reads* time and *waits* on a condition variable, so a fake clock can
 control the waits too (see :class:`scheduler.testing.FakeClock`).
 """
+
 from __future__ import annotations
 
 import threading

@@ -21,6 +21,7 @@ Not supported (``validate`` says so): 7 fields (a year column), croniter's hashe
 equal range such as ``5-5`` (croniter reads it as the whole field, ``*``). Day-of-month and
 day-of-week are OR-ed when both are restricted (croniter's default, as in Vixie cron).
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,10 @@ __all__ = ["validate", "next_after", "occurrences"]
 _ONE_S = dt.timedelta(seconds=1)
 _HASHED = re.compile(r"^[hr](\(|/|$)", re.IGNORECASE)
 _EQUAL_RANGE = re.compile(r"^(\w+)-\1(/|$)", re.IGNORECASE)
-_FORMS = ("5 fields 'minute hour day-of-month month day-of-week' (e.g. '30 2 * * *'), or 6 "
-          "with seconds first (e.g. '*/10 * * * * *' = every 10 s), or an alias like '@daily'")
+_FORMS = (
+    "5 fields 'minute hour day-of-month month day-of-week' (e.g. '30 2 * * *'), or 6 "
+    "with seconds first (e.g. '*/10 * * * * *' = every 10 s), or an alias like '@daily'"
+)
 _NEVER_YEARS = 10  # an expression with no occurrence in this many years is rejected
 _VALIDATE_FROM = dt.datetime(2000, 1, 1)
 # Offset changes are looked for this far around an instant (sampled every 15 min): all
@@ -51,8 +54,10 @@ _VALIDATE_FROM = dt.datetime(2000, 1, 1)
 # clock back to a reading near the instant's.
 _SPAN = 27 * 3600
 _STEP = 900
-_RANGE = (dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc).timestamp(),
-          dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc).timestamp())
+_RANGE = (
+    dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc).timestamp(),
+    dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc).timestamp(),
+)
 
 
 class _Naive:
@@ -160,8 +165,9 @@ def _transition(z: ZoneInfo, lo: int, hi: int, wall: dt.datetime) -> int:
     return hi
 
 
-def _instants(z: ZoneInfo, wall: dt.datetime, amb: Ambiguous,
-              miss: Missing) -> tuple[list[int], int, int, int | None]:
+def _instants(
+    z: ZoneInfo, wall: dt.datetime, amb: Ambiguous, miss: Missing
+) -> tuple[list[int], int, int, int | None]:
     """The instants of one wall time under the policies; bounds (lo, hi) such that every
     instant this wall time could denote lies in [lo, hi] (``lo`` and ``hi`` never decrease
     as ``wall`` grows, which is what lets the scans below stop early); and, for a wall time
@@ -219,8 +225,7 @@ def _scan_up(c: Cron, z: ZoneInfo, start: dt.datetime, t: int, after: int) -> It
             pending.extend(x for x in got if x > last)
             pending.sort()
             if wall > here:
-                lb = min((p for p in ((lb, hi) if jump is None else (jump,)) if p > t),
-                         default=lb)
+                lb = min((p for p in ((lb, hi) if jump is None else (jump,)) if p > t), default=lb)
             if jump is not None:  # the rest of the gap maps to the same instant
                 it.move(_local(z, jump) - _ONE_S)
         while pending and pending[0] <= lb:
@@ -264,8 +269,7 @@ def _scan_down(c: Cron, z: ZoneInfo, start: dt.datetime, t: int, floor: float) -
             if floor < x <= t and (best is None or x > best):
                 best = x
         if wall < here:
-            ub = max((p for p in ((lo, ub) if jump is None else (jump,)) if p <= t),
-                     default=ub)
+            ub = max((p for p in ((lo, ub) if jump is None else (jump,)) if p <= t), default=ub)
         if jump is not None:  # the rest of the gap maps to the same instant
             it.move(_local(z, jump - 1) + _ONE_S)
         if ub <= floor or (best is not None and ub <= best):
@@ -284,8 +288,11 @@ def _jittered(c: Cron, base: int, following: int | None, job_id: str) -> float:
     milliseconds, strictly before ``following``."""
     if c.jitter <= 0:
         return float(base)
-    cap = c.jitter * 1000.0 if following is None else min(c.jitter * 1000.0,
-                                                           (following - base) * 1000.0)
+    cap = (
+        c.jitter * 1000.0
+        if following is None
+        else min(c.jitter * 1000.0, (following - base) * 1000.0)
+    )
     return (base * 1000 + math.floor(_fraction(job_id) * cap)) / 1000.0
 
 
@@ -354,34 +361,44 @@ def validate(c: Cron) -> Cron:
     fields = expr.split(" ")
     if not expr.startswith("@"):
         if len(fields) == 7:
-            raise ValueError(f"cron expression {expr!r} has 7 fields: a year column is not "
-                             f"supported; use {_FORMS}")
+            raise ValueError(
+                f"cron expression {expr!r} has 7 fields: a year column is not "
+                f"supported; use {_FORMS}"
+            )
         if len(fields) not in (5, 6):
             raise ValueError(f"cron expression {expr!r} has {len(fields)} fields; use {_FORMS}")
         for f in fields:
             if any(_HASHED.match(part) for part in f.split(",")):
-                raise ValueError(f"cron expression {expr!r}: hashed/random fields ('H', 'R') "
-                                 "are not supported (replicas would disagree); write the "
-                                 "value and use jitter= to spread runs")
+                raise ValueError(
+                    f"cron expression {expr!r}: hashed/random fields ('H', 'R') "
+                    "are not supported (replicas would disagree); write the "
+                    "value and use jitter= to spread runs"
+                )
             if any(_EQUAL_RANGE.match(part) for part in f.split(",")):
-                raise ValueError(f"cron expression {expr!r}: croniter reads an equal range "
-                                 f"like '5-5' as the whole field ('*'); write the single "
-                                 "value (e.g. '5') or '*'")
+                raise ValueError(
+                    f"cron expression {expr!r}: croniter reads an equal range "
+                    f"like '5-5' as the whole field ('*'); write the single "
+                    "value (e.g. '5') or '*'"
+                )
     try:
         it = _Naive(_prototype(expr), _VALIDATE_FROM)
     except (CroniterError, ValueError) as e:
         raise ValueError(f"invalid cron expression {expr!r} ({e}); use {_FORMS}") from None
     first = it.next()
     if first is None or first.year - _VALIDATE_FROM.year >= _NEVER_YEARS:
-        raise ValueError(f"cron expression {expr!r} never fires (no date matches within "
-                         f"{_NEVER_YEARS} years): check the day-of-month and month fields")
+        raise ValueError(
+            f"cron expression {expr!r} never fires (no date matches within "
+            f"{_NEVER_YEARS} years): check the day-of-month and month fields"
+        )
     if not isinstance(c.tz, str):
         raise ValueError(f"Cron.tz is an IANA zone name like 'Europe/Paris', got {c.tz!r}")
     try:
         _zone(c.tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(f"unknown IANA time zone {c.tz!r}: use a name like 'Europe/Paris', "
-                         "'America/New_York' or 'UTC'") from None
+        raise ValueError(
+            f"unknown IANA time zone {c.tz!r}: use a name like 'Europe/Paris', "
+            "'America/New_York' or 'UTC'"
+        ) from None
     return _normalised(c, expr, c.tz)
 
 
@@ -389,13 +406,15 @@ def _normalised(c: Cron, expr: str, tz: str) -> Cron:
     try:
         amb = Ambiguous(c.ambiguous)
     except ValueError:
-        raise ValueError(f"Cron.ambiguous must be one of {[a.value for a in Ambiguous]}, "
-                         f"got {c.ambiguous!r}") from None
+        raise ValueError(
+            f"Cron.ambiguous must be one of {[a.value for a in Ambiguous]}, got {c.ambiguous!r}"
+        ) from None
     try:
         miss = Missing(c.missing)
     except ValueError:
-        raise ValueError(f"Cron.missing must be one of {[m.value for m in Missing]}, "
-                         f"got {c.missing!r}") from None
+        raise ValueError(
+            f"Cron.missing must be one of {[m.value for m in Missing]}, got {c.missing!r}"
+        ) from None
     j = c.jitter
     if isinstance(j, bool) or not isinstance(j, (int, float)) or not 0 <= j < math.inf:
         raise ValueError(f"Cron.jitter must be a finite number of seconds >= 0, got {j!r}")

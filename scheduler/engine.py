@@ -4,6 +4,7 @@
 It is also the composition root: the only place (with the CLI) where ``scheduler`` meets
 ``workers``.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -51,13 +52,21 @@ class Scheduler(Client):
     ``lookahead=0`` claims only for free workers.
     """
 
-    def __init__(self, num_workers: int = 4, *, store: Store | None = None,
-                 clock: Clock | None = None, lanes: Mapping[str, int] | None = None,
-                 lane_timeouts: Mapping[str, float] | None = None,
-                 lease: float | None | Literal["store"] = "store",
-                 rng: random.Random | None = None,
-                 resync: float | None = None, owner: str | None = None,
-                 metrics: Metrics | None = None, lookahead: float = LOOKAHEAD) -> None:
+    def __init__(
+        self,
+        num_workers: int = 4,
+        *,
+        store: Store | None = None,
+        clock: Clock | None = None,
+        lanes: Mapping[str, int] | None = None,
+        lane_timeouts: Mapping[str, float] | None = None,
+        lease: float | None | Literal["store"] = "store",
+        rng: random.Random | None = None,
+        resync: float | None = None,
+        owner: str | None = None,
+        metrics: Metrics | None = None,
+        lookahead: float = LOOKAHEAD,
+    ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
@@ -72,34 +81,65 @@ class Scheduler(Client):
         if self._lease is not None:
             validation.interval(self._lease, "lease")
         sizes = {"default": num_workers, **dict(lanes or {})}
-        timeouts = {k: validation.interval(v, f"timeout of lane {k!r}")
-                    for k, v in (lane_timeouts or {}).items()}
+        timeouts = {
+            k: validation.interval(v, f"timeout of lane {k!r}")
+            for k, v in (lane_timeouts or {}).items()
+        }
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
         self.metrics = metrics or Metrics()
-        heartbeat = None if self._lease is None else Heartbeat(self.store, self._timers,
-                                                               self._lease, self.metrics)
+        heartbeat = (
+            None
+            if self._lease is None
+            else Heartbeat(self.store, self._timers, self._lease, self.metrics)
+        )
         complete_many = getattr(self.store, "complete_many", None)
-        acks = None if complete_many is None else Acks(
-            complete_many, self._timers,
-            on_recorded=None if heartbeat is None else heartbeat.drop)
-        self._runner = Runner(self.store, self.clock, self._timers, tasks.resolve,
-                              heartbeat=heartbeat, lane_timeouts=timeouts, rng=rng,
-                              metrics=self.metrics, owner=self.owner, acks=acks,
-                              on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in))
+        acks = (
+            None
+            if complete_many is None
+            else Acks(
+                complete_many,
+                self._timers,
+                on_recorded=None if heartbeat is None else heartbeat.drop,
+            )
+        )
+        self._runner = Runner(
+            self.store,
+            self.clock,
+            self._timers,
+            tasks.resolve,
+            heartbeat=heartbeat,
+            lane_timeouts=timeouts,
+            rng=rng,
+            metrics=self.metrics,
+            owner=self.owner,
+            acks=acks,
+            on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in),
+        )
         self._dispatcher = Dispatcher(
-            self.store, self.clock, capacity=lambda: self._lanes.capacity(),
-            submit=self._submit, lease=self._lease, owner=self.owner,
+            self.store,
+            self.clock,
+            capacity=lambda: self._lanes.capacity(),
+            submit=self._submit,
+            lease=self._lease,
+            owner=self.owner,
             resync=resync if resync is not None else getattr(self.store, "resync", None),
-            rng=rng, metrics=self.metrics)
+            rng=rng,
+            metrics=self.metrics,
+        )
         if acks is None:  # in-process: claims are cheap; a free worker refills itself
-            self._lanes: Lanes[Work] = Lanes(sizes, self._runner.run,
-                                             self._dispatcher.poke_capacity, self._refill)
-        else:             # batched: the dispatcher claims whole batches (look-ahead)
-            self._lanes = Lanes(sizes, self._runner.run, self._dispatcher.poke_capacity,
-                                lookahead=validation.delay(lookahead, "lookahead"),
-                                on_idle=acks.flush)
+            self._lanes: Lanes[Work] = Lanes(
+                sizes, self._runner.run, self._dispatcher.poke_capacity, self._refill
+            )
+        else:  # batched: the dispatcher claims whole batches (look-ahead)
+            self._lanes = Lanes(
+                sizes,
+                self._runner.run,
+                self._dispatcher.poke_capacity,
+                lookahead=validation.delay(lookahead, "lookahead"),
+                on_idle=acks.flush,
+            )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._dispatcher.start()
 
@@ -133,8 +173,14 @@ class Scheduler(Client):
         past runs as soon as possible."""
         return self._add(fn, At(epoch(when, "when")), **options)
 
-    def every(self, fn: JobTarget, interval: float, *,
-              anchor: dt.datetime | float | None = None, **options: Any) -> str:
+    def every(
+        self,
+        fn: JobTarget,
+        interval: float,
+        *,
+        anchor: dt.datetime | float | None = None,
+        **options: Any,
+    ) -> str:
         """Run ``fn`` at every grid point ``anchor + k*interval`` (k >= 0) that lies after
         this call; ``anchor`` defaults to now, so the first run is one interval away.
         With an existing ``job_id`` this is an upsert: an equal definition is a no-op that
@@ -143,19 +189,23 @@ class Scheduler(Client):
         a = None if anchor is None else epoch(anchor, "anchor")
         return self._add(fn, Every(iv, a), **options)
 
-    def cron(self, fn: JobTarget, cron: str | Cron, *, tz: str | None = None,
-             **options: Any) -> str:
+    def cron(
+        self, fn: JobTarget, cron: str | Cron, *, tz: str | None = None, **options: Any
+    ) -> str:
         """Run ``fn`` at every occurrence of a calendar schedule after this call: a cron
         expression read in the IANA zone ``tz`` (default UTC), or a ``Cron`` carrying its
         daylight-saving policy and jitter. Upsert semantics as for ``every``."""
         return self._add(fn, cron_schedule(cron, tz), **options)
 
-    def _add(self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
-             **options: Any) -> str:
+    def _add(
+        self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None, **options: Any
+    ) -> str:
         spec = make_spec(fn, schedule, job_id=job_id, check_task=True, **options)
         if spec.lane not in self._lanes:
-            raise ValueError(f"unknown lane {spec.lane!r}; this scheduler has lanes "
-                             f"{self._lanes.names()} (pass lanes={{...}} to create one)")
+            raise ValueError(
+                f"unknown lane {spec.lane!r}; this scheduler has lanes "
+                f"{self._lanes.names()} (pass lanes={{...}} to create one)"
+            )
         if self._closed:
             raise SchedulerClosedError()
         added = self.store.add(spec)
@@ -168,8 +218,14 @@ class Scheduler(Client):
 
     # ---- control ----------------------------------------------------------------------
 
-    def cancel(self, job_id: str, *, wait: bool = False, timeout: float | None = None,
-               interrupt: bool = False) -> bool:
+    def cancel(
+        self,
+        job_id: str,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        interrupt: bool = False,
+    ) -> bool:
         """Remove the job: no invocation of it starts after this returns (linearization
         point: the store's ``cancel``). True iff that prevented at least one start. A
         running invocation is not stopped; ``interrupt=True`` asks it to stop
@@ -193,8 +249,7 @@ class Scheduler(Client):
             self._dispatcher.poke()
         return triggered
 
-    def backfill(self, job_id: str, start: dt.datetime | float,
-                 end: dt.datetime | float) -> int:
+    def backfill(self, job_id: str, start: dt.datetime | float, end: dt.datetime | float) -> int:
         queued = super().backfill(job_id, start, end)
         if queued:
             self._dispatcher.poke()
@@ -210,8 +265,11 @@ class Scheduler(Client):
         tests, with a ``FakeClock``: advance, then ``wait_idle``). False on timeout."""
         for _ in range(1000):
             rounds = self._dispatcher.rounds
-            if not (self._dispatcher.wait_quiet(timeout) and self._lanes.wait_idle(timeout)
-                    and self._dispatcher.wait_quiet(timeout)):
+            if not (
+                self._dispatcher.wait_quiet(timeout)
+                and self._lanes.wait_idle(timeout)
+                and self._dispatcher.wait_quiet(timeout)
+            ):
                 return False
             if rounds == self._dispatcher.rounds and self._lanes.busy() == 0:
                 return True

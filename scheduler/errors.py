@@ -1,4 +1,5 @@
 """Errors duetime raises. Each message says what happened and what to do about it."""
+
 from __future__ import annotations
 
 

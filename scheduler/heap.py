@@ -6,6 +6,7 @@ paused or already claimed. Nothing searches the heap for stale entries: the owne
 dropped in O(1). When stale entries outnumber live ones the heap is rebuilt (O(n),
 amortised O(1) per cancel).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -15,7 +16,7 @@ from typing import NamedTuple
 
 class DueEntry(NamedTuple):
     due: float
-    seq: int         # global submission order: FIFO among equal due times, and identity
+    seq: int  # global submission order: FIFO among equal due times, and identity
     job_id: str
     generation: int  # the job definition this entry belongs to
 
@@ -59,8 +60,9 @@ class DueHeap:
             self._stale = 0
 
 
-def earliest(heaps: Mapping[str, DueHeap], lanes: Iterable[str],
-             is_live: Callable[[DueEntry], bool]) -> tuple[str, DueEntry | None]:
+def earliest(
+    heaps: Mapping[str, DueHeap], lanes: Iterable[str], is_live: Callable[[DueEntry], bool]
+) -> tuple[str, DueEntry | None]:
     """Among ``lanes``, the one whose live head is earliest by (due, seq), and that head."""
     best_lane, best = "", None
     for lane in lanes:

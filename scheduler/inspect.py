@@ -10,6 +10,7 @@ is due, so a client whose clock is off still reports the right due-now counts. T
 as an ISO 8601 string in UTC (``*_iso``); the text helpers at the end render them for
 people (local time).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -47,19 +48,20 @@ class Stats(TypedDict):
     """What ``stats`` returns (plain JSON values)."""
 
     namespace: str
-    now: float                    # Redis TIME, epoch seconds
+    now: float  # Redis TIME, epoch seconds
     now_iso: str
     queue_depths: dict[str, int]  # lane -> pending invocations (ZCARD due:<lane>)
-    due_now: dict[str, int]       # lane -> pending invocations already due
-    running: int                  # invocations claimed and not yet ended (HLEN running)
-    counters: dict[str, int]      # event kind -> count since the namespace began
+    due_now: dict[str, int]  # lane -> pending invocations already due
+    running: int  # invocations claimed and not yet ended (HLEN running)
+    counters: dict[str, int]  # event kind -> count since the namespace began
     replicas: list[Replica]
     replicas_alive: int
-    data_loss_alarms: int         # times a replica found the namespace's data gone
-    lag_ms: dict[str, float]      # dispatch lag of recent claims: p50, p90, p99, max, samples
+    data_loss_alarms: int  # times a replica found the namespace's data gone
+    lag_ms: dict[str, float]  # dispatch lag of recent claims: p50, p90, p99, max, samples
 
 
 # ---- the queue and the fleet ------------------------------------------------------------
+
 
 def parts(store: AnyStore) -> list[RedisStore]:
     """The shards of a ``ShardedStore``; ``[store]`` for a ``RedisStore``."""
@@ -129,7 +131,7 @@ def replicas(store: RedisStore) -> list[Replica]:
         if value is None:  # expired between SCAN and MGET
             continue
         at = int(value) / 1000 if str(value).isdigit() else None
-        out.append({"id": str(key)[len(prefix):], "last_claim": at, "last_claim_iso": iso(at)})
+        out.append({"id": str(key)[len(prefix) :], "last_claim": at, "last_claim_iso": iso(at)})
     return out
 
 
@@ -142,16 +144,25 @@ def stats(store: AnyStore) -> Stats:
     now = redis_now(store)
     alive = replicas(store)
     counts = counters(store)
-    return {"namespace": store.namespace, "now": now, "now_iso": iso(now) or "",
-            "queue_depths": queue_depths(store), "due_now": due_now(store, now),
-            "running": running_count(store), "counters": counts, "replicas": alive,
-            "replicas_alive": len(alive), "data_loss_alarms": counts.get("data_loss", 0),
-            "lag_ms": claim_lag(store)}
+    return {
+        "namespace": store.namespace,
+        "now": now,
+        "now_iso": iso(now) or "",
+        "queue_depths": queue_depths(store),
+        "due_now": due_now(store, now),
+        "running": running_count(store),
+        "counters": counts,
+        "replicas": alive,
+        "replicas_alive": len(alive),
+        "data_loss_alarms": counts.get("data_loss", 0),
+        "lag_ms": claim_lag(store),
+    }
 
 
 def merge_stats(each: list[Stats]) -> Stats:
     """One namespace's ``Stats`` from its shards' (sums; lag over the union of samples is
     not recoverable from percentiles, so the worst shard's figures are shown)."""
+
     def add(maps: list[dict[str, int]]) -> dict[str, int]:
         out: dict[str, int] = {}
         for m in maps:
@@ -171,40 +182,59 @@ def merge_stats(each: list[Stats]) -> Stats:
         lag = {**lag, "samples": float(sum(m["samples"] for m in lags))}
     counts = add([st["counters"] for st in each])
     first = each[0]
-    return {"namespace": first["namespace"], "now": first["now"], "now_iso": first["now_iso"],
-            "queue_depths": add([st["queue_depths"] for st in each]),
-            "due_now": add([st["due_now"] for st in each]),
-            "running": sum(st["running"] for st in each), "counters": counts,
-            "replicas": sorted(seen.values(), key=lambda r: r["id"]),
-            "replicas_alive": len(seen), "data_loss_alarms": counts.get("data_loss", 0),
-            "lag_ms": lag}
+    return {
+        "namespace": first["namespace"],
+        "now": first["now"],
+        "now_iso": first["now_iso"],
+        "queue_depths": add([st["queue_depths"] for st in each]),
+        "due_now": add([st["due_now"] for st in each]),
+        "running": sum(st["running"] for st in each),
+        "counters": counts,
+        "replicas": sorted(seen.values(), key=lambda r: r["id"]),
+        "replicas_alive": len(seen),
+        "data_loss_alarms": counts.get("data_loss", 0),
+        "lag_ms": lag,
+    }
 
 
 def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
     """Dispatch lag (claim time minus scheduled time, both Redis time) of the claims among
     the last ``window`` events: p50, p90, p99 and max in ms, and the sample count."""
     rows = store.redis.xrevrange(store.keys.events, count=window)
-    lags = sorted(int(f["at"]) - int(f["sched"]) for _, f in rows
-                  if f.get("kind") == "claimed" and f.get("sched"))
+    lags = sorted(
+        int(f["at"]) - int(f["sched"])
+        for _, f in rows
+        if f.get("kind") == "claimed" and f.get("sched")
+    )
     if not lags:
         return {"samples": 0}
 
     def pct(p: float) -> float:
         return float(lags[min(len(lags) - 1, int(p * len(lags)))])
 
-    return {"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": float(lags[-1]),
-            "samples": float(len(lags))}
+    return {
+        "p50": pct(0.50),
+        "p90": pct(0.90),
+        "p99": pct(0.99),
+        "max": float(lags[-1]),
+        "samples": float(len(lags)),
+    }
 
 
 # ---- events -----------------------------------------------------------------------------
 
+
 def parse_event(fields: Mapping[str, str]) -> Event:
     """An ``Event`` from the fields of one stream entry."""
     sched, attempt = fields.get("sched", ""), fields.get("attempt", "")
-    return Event(at=int(fields.get("at") or 0) / 1000, kind=fields.get("kind", "?"),
-                 job_id=fields.get("job", ""),
-                 scheduled=int(sched) / 1000 if sched else None,
-                 attempt=int(attempt) if attempt else None, detail=fields.get("detail", ""))
+    return Event(
+        at=int(fields.get("at") or 0) / 1000,
+        kind=fields.get("kind", "?"),
+        job_id=fields.get("job", ""),
+        scheduled=int(sched) / 1000 if sched else None,
+        attempt=int(attempt) if attempt else None,
+        detail=fields.get("detail", ""),
+    )
 
 
 def last_event_id(store: AnyStore) -> str:
@@ -213,8 +243,9 @@ def last_event_id(store: AnyStore) -> str:
     return str(newest[0][0]) if newest else "0-0"
 
 
-def recent_events(store: AnyStore, count: int = 20, job_id: str | None = None,
-                  until: str = "+") -> list[Entry]:
+def recent_events(
+    store: AnyStore, count: int = 20, job_id: str | None = None, until: str = "+"
+) -> list[Entry]:
     """The last ``count`` events (of ``job_id`` only, if given) up to stream id ``until``
     (inclusive), oldest first. Filtering reads the stream backwards in chunks, so it
     costs at most one pass over the capped stream (~10,000 entries)."""
@@ -243,9 +274,15 @@ def recent_events(store: AnyStore, count: int = 20, job_id: str | None = None,
     return found[::-1]
 
 
-def follow(store: AnyStore, *, after: str | None = None, job_id: str | None = None,
-           block: float = 5.0, limit: int | None = None,
-           timeout: float | None = None) -> Iterator[Entry]:
+def follow(
+    store: AnyStore,
+    *,
+    after: str | None = None,
+    job_id: str | None = None,
+    block: float = 5.0,
+    limit: int | None = None,
+    timeout: float | None = None,
+) -> Iterator[Entry]:
     """Tail the event stream: yield each event added after stream id ``after`` (default:
     the newest entry at the time of this call, so an event added once ``follow`` has
     returned is never missed), oldest first, ``job_id``'s only if given.
@@ -257,8 +294,14 @@ def follow(store: AnyStore, *, after: str | None = None, job_id: str | None = No
     return _tail(parts(store)[0], start, job_id, block, limit, timeout)
 
 
-def _tail(store: RedisStore, last: str, job_id: str | None, block: float,
-          limit: int | None, timeout: float | None) -> Iterator[Entry]:
+def _tail(
+    store: RedisStore,
+    last: str,
+    job_id: str | None,
+    block: float,
+    limit: int | None,
+    timeout: float | None,
+) -> Iterator[Entry]:
     deadline = None if timeout is None else time.monotonic() + timeout
     block_ms = max(1, round(block * 1000))
     yielded = 0
@@ -291,6 +334,7 @@ def _stream_rows(reply: Any) -> list[tuple[str, dict[str, str]]]:
 
 # ---- plain JSON ---------------------------------------------------------------------------
 
+
 def iso(t: float | None) -> str | None:
     """Epoch seconds as ISO 8601 in UTC with milliseconds (``None`` stays ``None``)."""
     if t is None:
@@ -301,45 +345,79 @@ def iso(t: float | None) -> str | None:
 def event_json(event: Event, entry_id: str | None = None) -> dict[str, Any]:
     """An event as a plain JSON object (with its stream id when known)."""
     out: dict[str, Any] = {} if entry_id is None else {"id": entry_id}
-    out.update(at=event.at, at_iso=iso(event.at), kind=event.kind, job_id=event.job_id,
-               scheduled=event.scheduled, scheduled_iso=iso(event.scheduled),
-               attempt=event.attempt, detail=event.detail)
+    out.update(
+        at=event.at,
+        at_iso=iso(event.at),
+        kind=event.kind,
+        job_id=event.job_id,
+        scheduled=event.scheduled,
+        scheduled_iso=iso(event.scheduled),
+        attempt=event.attempt,
+        detail=event.detail,
+    )
     return out
 
 
 def invocation_json(inv: InvocationInfo) -> dict[str, Any]:
     """A running invocation as a plain JSON object."""
-    return {"job_id": inv.job_id, "scheduled": inv.scheduled, "scheduled_iso": iso(inv.scheduled),
-            "attempt": inv.attempt, "fence": inv.fence, "lease_until": inv.lease_until,
-            "lease_until_iso": iso(inv.lease_until)}
+    return {
+        "job_id": inv.job_id,
+        "scheduled": inv.scheduled,
+        "scheduled_iso": iso(inv.scheduled),
+        "attempt": inv.attempt,
+        "fence": inv.fence,
+        "lease_until": inv.lease_until,
+        "lease_until_iso": iso(inv.lease_until),
+    }
 
 
 def skip_json(skip: Skip) -> dict[str, Any]:
     """A range of skipped occurrences as a plain JSON object."""
-    return {"first": skip.first, "first_iso": iso(skip.first), "last": skip.last,
-            "last_iso": iso(skip.last), "count": skip.count, "reason": skip.reason}
+    return {
+        "first": skip.first,
+        "first_iso": iso(skip.first),
+        "last": skip.last,
+        "last_iso": iso(skip.last),
+        "count": skip.count,
+        "reason": skip.reason,
+    }
 
 
 def job_json(info: JobInfo) -> dict[str, Any]:
     """Every ``JobInfo`` field as a plain JSON object (``last_result`` is already JSON)."""
-    return {"job_id": info.job_id, "schedule": info.schedule, "lane": info.lane,
-            "state": info.state, "next_run": info.next_run, "next_run_iso": iso(info.next_run),
-            "runs": info.runs, "failures": info.failures, "attempts": info.attempts,
-            "last_result": info.last_result, "last_error": info.last_error,
-            "running": [invocation_json(i) for i in info.running],
-            "skipped": [skip_json(s) for s in info.skipped],
-            "dead_letters": [event_json(e) for e in info.dead_letters]}
+    return {
+        "job_id": info.job_id,
+        "schedule": info.schedule,
+        "lane": info.lane,
+        "state": info.state,
+        "next_run": info.next_run,
+        "next_run_iso": iso(info.next_run),
+        "runs": info.runs,
+        "failures": info.failures,
+        "attempts": info.attempts,
+        "last_result": info.last_result,
+        "last_error": info.last_error,
+        "running": [invocation_json(i) for i in info.running],
+        "skipped": [skip_json(s) for s in info.skipped],
+        "dead_letters": [event_json(e) for e in info.dead_letters],
+    }
 
 
 # ---- text for people (what the CLI prints) ------------------------------------------------
 
-def table(headers: list[str], rows: list[list[str]], right: frozenset[int] = frozenset()
-          ) -> list[str]:
+
+def table(
+    headers: list[str], rows: list[list[str]], right: frozenset[int] = frozenset()
+) -> list[str]:
     """Rows as aligned columns (right-aligned where asked), trailing blanks trimmed."""
     widths = [max(len(row[c]) for row in [headers, *rows]) for c in range(len(headers))]
-    return ["  ".join(cell.rjust(w) if c in right else cell.ljust(w)
-                      for c, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-            for row in [headers, *rows]]
+    return [
+        "  ".join(
+            cell.rjust(w) if c in right else cell.ljust(w)
+            for c, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [headers, *rows]
+    ]
 
 
 def local(t: float | None) -> str:
@@ -373,7 +451,7 @@ def clip(text: str | None, width: int) -> str:
     """The first line of ``text``, cut to ``width`` characters."""
     lines = (text or "").strip().splitlines()
     line = lines[0] if lines else ""
-    return line if len(line) <= width else line[:width - 3] + "..."
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def event_line(entry: Entry) -> str:

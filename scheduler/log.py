@@ -1,5 +1,6 @@
 """Structured logs: one line per state change, with job id, invocation, attempt, lane and
 replica as fields (``--log-format json`` prints them as one JSON object per line)."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,10 @@ class JsonFormatter(logging.Formatter):
         out: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
-            "level": record.levelname, "logger": record.name, "msg": record.getMessage()}
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         for name in FIELDS:
             if hasattr(record, name):
                 out[name] = getattr(record, name)
@@ -30,8 +34,7 @@ def setup(level: str = "INFO", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

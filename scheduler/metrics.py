@@ -9,13 +9,30 @@ renewals and losses. Per namespace (read from the store on each scrape): queue d
 lane, running invocations, live replicas, and the store's counter of every event kind
 (skipped occurrences, retries, dead letters, data-loss alarms, ...).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-LAG_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-               5.0, 10.0, 30.0, 60.0)
+LAG_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 
 
 class Metrics:
@@ -38,27 +55,41 @@ class PrometheusMetrics(Metrics):
     """Prometheus series for one replica; ``namespace_source`` (optional) is read on each
     scrape for namespace-wide gauges (see ``scheduler.inspect``)."""
 
-    def __init__(self, *, registry: Any = None,
-                 namespace_source: Callable[[], Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        registry: Any = None,
+        namespace_source: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
         try:
             import prometheus_client as prom
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError("metrics need prometheus-client: pip install "
-                              "'duetime[metrics]'") from exc
+            raise ImportError(
+                "metrics need prometheus-client: pip install 'duetime[metrics]'"
+            ) from exc
         self._prom = prom
         self.registry = registry if registry is not None else prom.CollectorRegistry()
         r = self.registry
-        self._lag = prom.Histogram("duetime_dispatch_lag_seconds",
-                                   "Claim time minus scheduled time, in the store's clock",
-                                   ["lane"], buckets=LAG_BUCKETS, registry=r)
-        self._claims = prom.Counter("duetime_claims_total", "Invocations claimed here",
-                                    ["lane"], registry=r)
-        self._runs = prom.Counter("duetime_runs_total", "Invocations finished here, by outcome",
-                                  ["lane", "outcome"], registry=r)
-        self._renewals = prom.Counter("duetime_lease_renewals_total", "Leases renewed",
-                                      registry=r)
-        self._losses = prom.Counter("duetime_lease_losses_total",
-                                    "Running invocations that lost their lease", registry=r)
+        self._lag = prom.Histogram(
+            "duetime_dispatch_lag_seconds",
+            "Claim time minus scheduled time, in the store's clock",
+            ["lane"],
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self._claims = prom.Counter(
+            "duetime_claims_total", "Invocations claimed here", ["lane"], registry=r
+        )
+        self._runs = prom.Counter(
+            "duetime_runs_total",
+            "Invocations finished here, by outcome",
+            ["lane", "outcome"],
+            registry=r,
+        )
+        self._renewals = prom.Counter("duetime_lease_renewals_total", "Leases renewed", registry=r)
+        self._losses = prom.Counter(
+            "duetime_lease_losses_total", "Running invocations that lost their lease", registry=r
+        )
         if namespace_source is not None:
             r.register(_NamespaceCollector(prom, namespace_source))
 
@@ -91,17 +122,23 @@ class _NamespaceCollector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         data = self._source()
-        depth = GaugeMetricFamily("duetime_queue_depth", "Pending invocations per lane",
-                                  labels=["lane"])
+        depth = GaugeMetricFamily(
+            "duetime_queue_depth", "Pending invocations per lane", labels=["lane"]
+        )
         for lane, n in data.get("queue_depth", {}).items():
             depth.add_metric([lane], n)
         yield depth
-        yield GaugeMetricFamily("duetime_running", "Invocations running in the namespace",
-                                value=data.get("running", 0))
-        yield GaugeMetricFamily("duetime_replicas_alive", "Replicas with a live heartbeat key",
-                                value=data.get("replicas", 0))
-        events = CounterMetricFamily("duetime_events", "State changes recorded by the store",
-                                     labels=["kind"])
+        yield GaugeMetricFamily(
+            "duetime_running", "Invocations running in the namespace", value=data.get("running", 0)
+        )
+        yield GaugeMetricFamily(
+            "duetime_replicas_alive",
+            "Replicas with a live heartbeat key",
+            value=data.get("replicas", 0),
+        )
+        events = CounterMetricFamily(
+            "duetime_events", "State changes recorded by the store", labels=["kind"]
+        )
         for kind, n in data.get("events", {}).items():
             events.add_metric([kind], n)
         yield events

@@ -3,6 +3,7 @@
 Times named ``*_at``/``scheduled``/``due`` are in the *store's* clock (monotonic seconds
 for ``MemoryStore``, epoch seconds for ``RedisStore``); durations are seconds.
 """
+
 from __future__ import annotations
 
 import enum
@@ -15,7 +16,7 @@ class Misfire(str, enum.Enum):
     """What to do with occurrences of a recurring job that were missed (claimed more than
     ``misfire_grace`` after their due time: downtime, pause, saturated workers)."""
 
-    SKIP = "skip"          # record them as skipped; next run is the first grid point after now
+    SKIP = "skip"  # record them as skipped; next run is the first grid point after now
     RUN_ONCE = "run_once"  # coalesce them into one run now (the latest one), record the rest
     CATCH_UP = "catch_up"  # run each of them, in order
 
@@ -23,7 +24,7 @@ class Misfire(str, enum.Enum):
 class Overlap(str, enum.Enum):
     """What to do when an occurrence is due while an earlier invocation still runs."""
 
-    SKIP = "skip"    # record the occurrence as skipped (reason "overlap")
+    SKIP = "skip"  # record the occurrence as skipped (reason "overlap")
     ALLOW = "allow"  # run it concurrently
     QUEUE = "queue"  # hold one occurrence until the running one ends; more are skipped
 
@@ -32,7 +33,7 @@ class Delivery(str, enum.Enum):
     """What happens to an invocation whose owner lost its lease (died, stalled)."""
 
     AT_LEAST_ONCE = "at_least_once"  # claimed again with attempt+1 and a higher fence
-    AT_MOST_ONCE = "at_most_once"    # recorded as abandoned, never run again
+    AT_MOST_ONCE = "at_most_once"  # recorded as abandoned, never run again
 
 
 class Commit(str, enum.Enum):
@@ -40,7 +41,7 @@ class Commit(str, enum.Enum):
 
     OK = "ok"
     LEASE_LOST = "lease_lost"  # the token is no longer the invocation's owner
-    NOT_FOUND = "not_found"    # the store knows no such job
+    NOT_FOUND = "not_found"  # the store knows no such job
 
 
 @dataclass(frozen=True)
@@ -91,15 +92,15 @@ class Ambiguous(str, enum.Enum):
     """A local time that occurs twice (clocks go back): which of the two instants run."""
 
     FIRST = "first"  # the earlier instant (the offset before the change)
-    LAST = "last"    # the later instant (the offset after the change)
-    BOTH = "both"    # both: two invocations, with two different scheduled instants
+    LAST = "last"  # the later instant (the offset after the change)
+    BOTH = "both"  # both: two invocations, with two different scheduled instants
 
 
 class Missing(str, enum.Enum):
     """A local time that does not exist (clocks go forward): what runs instead."""
 
     SHIFT = "shift"  # the first instant after the gap (the moment the clocks changed)
-    SKIP = "skip"    # nothing; the occurrence is not part of the schedule
+    SKIP = "skip"  # nothing; the occurrence is not part of the schedule
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class RetryPolicy:
     max_backoff: float = 300.0
     jitter: float = 0.1  # +/- fraction of the delay
     max_stalls: int = 3  # owners that may lose their lease on one invocation before it is
-                         # dead-lettered as poison (at-least-once delivery only)
+    # dead-lettered as poison (at-least-once delivery only)
 
     def __post_init__(self) -> None:
         for name in ("max_attempts", "max_stalls"):

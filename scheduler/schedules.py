@@ -3,6 +3,7 @@
 No clocks, no state: the stores call these with their own "now", and hypothesis tests
 compare them with a brute-force model (tests/unit/test_schedules.py).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -63,7 +64,12 @@ class Plan:
 
 
 def plan(
-    anchor: float, interval: float, k: int, now: float, policy: Misfire, grace: float,
+    anchor: float,
+    interval: float,
+    k: int,
+    now: float,
+    policy: Misfire,
+    grace: float,
     window: float | None = None,
 ) -> Plan:
     """Decide about occurrence k, which is due (occurrence(k) <= now).
@@ -119,9 +125,17 @@ def calendar_grace(cron: Cron, job_id: str, t: float, grace: float | None) -> fl
     return DEFAULT_GRACE_CAP if nxt is None else min(nxt - t, DEFAULT_GRACE_CAP)
 
 
-def plan_calendar(cron: Cron, job_id: str, t: float, now: float, policy: Misfire,
-                  grace: float, window: float | None = None) -> CalendarPlan:
+def plan_calendar(
+    cron: Cron,
+    job_id: str,
+    t: float,
+    now: float,
+    policy: Misfire,
+    grace: float,
+    window: float | None = None,
+) -> CalendarPlan:
     """Decide about calendar occurrence ``t`` (due: t <= now) by the rules of ``plan``."""
+
     def after(x: float) -> float | None:
         return crons.next_after(cron, x, job_id)
 
@@ -135,14 +149,18 @@ def plan_calendar(cron: Cron, job_id: str, t: float, now: float, policy: Misfire
     if policy is Misfire.RUN_ONCE:
         latest = _latest_at_or_before(cron, job_id, t, now)
         skipped = _skipped(cron, job_id, t, latest) if latest > t else None
-        return CalendarPlan(run=latest, pending=after(latest), skipped=skipped,
-                            reason="coalesced")
+        return CalendarPlan(run=latest, pending=after(latest), skipped=skipped, reason="coalesced")
     on_time = after(now - grace - 0.001)  # the first occurrence >= now - grace
     if on_time is not None and on_time <= now:
-        return CalendarPlan(run=on_time, pending=after(on_time),
-                            skipped=_skipped(cron, job_id, t, on_time), reason=reason)
-    return CalendarPlan(run=None, pending=on_time,
-                        skipped=_skipped(cron, job_id, t, now + 0.0005), reason=reason)
+        return CalendarPlan(
+            run=on_time,
+            pending=after(on_time),
+            skipped=_skipped(cron, job_id, t, on_time),
+            reason=reason,
+        )
+    return CalendarPlan(
+        run=None, pending=on_time, skipped=_skipped(cron, job_id, t, now + 0.0005), reason=reason
+    )
 
 
 def _latest_at_or_before(cron: Cron, job_id: str, t: float, now: float) -> float:
@@ -174,14 +192,16 @@ def _skipped(cron: Cron, job_id: str, first: float, end: float) -> tuple[float, 
 BACKFILL_LIMIT = 10_000  # occurrences one backfill call may consider
 
 
-def window(job_id: str, cron: Cron | None, grid: tuple[float, float] | None, start: float,
-           end: float) -> list[float]:
+def window(
+    job_id: str, cron: Cron | None, grid: tuple[float, float] | None, start: float, end: float
+) -> list[float]:
     """The occurrences in [start, end), ascending: of ``cron`` (wall epoch seconds), or
     of the fixed-rate ``grid`` (anchor, interval; k >= 0) in the same clock as start/end.
     Raises ValueError for neither (a one-off job) or more than BACKFILL_LIMIT."""
     if cron is not None:
-        out = list(itertools.islice(crons.occurrences(cron, start, end, job_id),
-                                    BACKFILL_LIMIT + 1))
+        out = list(
+            itertools.islice(crons.occurrences(cron, start, end, job_id), BACKFILL_LIMIT + 1)
+        )
     elif grid is not None:
         anchor, iv = grid
         k = first_index_at_or_after(anchor, iv, start)
@@ -190,6 +210,8 @@ def window(job_id: str, cron: Cron | None, grid: tuple[float, float] | None, sta
     else:
         raise ValueError(f"job {job_id!r} is not recurring: nothing to backfill")
     if len(out) > BACKFILL_LIMIT:
-        raise ValueError(f"the window holds more than {BACKFILL_LIMIT} occurrences of "
-                         f"{job_id!r}; backfill a narrower window at a time")
+        raise ValueError(
+            f"the window holds more than {BACKFILL_LIMIT} occurrences of "
+            f"{job_id!r}; backfill a narrower window at a time"
+        )
     return out

@@ -2,6 +2,7 @@
 
 Everything here raises before anything is written (SPEC §5).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -30,39 +31,66 @@ from scheduler.model import (
 JobTarget = Callable[[], Any] | str
 
 
-def make_spec(fn: JobTarget, schedule: Schedule, *, job_id: str | None = None,
-              kwargs: Mapping[str, Any] | None = None, lane: str = "default",
-              timeout: float | None = None, retry: RetryPolicy | None = None,
-              misfire: Misfire | str = Misfire.SKIP, misfire_grace: float | None = None,
-              catch_up_window: float | None = None, overlap: Overlap | str = Overlap.SKIP,
-              delivery: Delivery | str = Delivery.AT_LEAST_ONCE,
-              check_task: bool = True) -> JobSpec:
+def make_spec(
+    fn: JobTarget,
+    schedule: Schedule,
+    *,
+    job_id: str | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    lane: str = "default",
+    timeout: float | None = None,
+    retry: RetryPolicy | None = None,
+    misfire: Misfire | str = Misfire.SKIP,
+    misfire_grace: float | None = None,
+    catch_up_window: float | None = None,
+    overlap: Overlap | str = Overlap.SKIP,
+    delivery: Delivery | str = Delivery.AT_LEAST_ONCE,
+    check_task: bool = True,
+) -> JobSpec:
     """A validated job definition. ``fn`` is a callable or a registered task name (with
     JSON ``kwargs``); ``check_task=False`` accepts names this process has not registered
     (a producer that only enqueues)."""
     return JobSpec(
         job_id=uuid.uuid4().hex if job_id is None else validation.job_id(job_id),
-        target=target(fn, kwargs, check_task), schedule=schedule,
+        target=target(fn, kwargs, check_task),
+        schedule=schedule,
         lane=validation.name(lane, "lane name"),
         timeout=validation.optional_positive(timeout, "timeout"),
-        retry=_retry(retry), misfire=Misfire(misfire),
-        misfire_grace=(None if misfire_grace is None
-                       else validation.delay(misfire_grace, "misfire_grace")),
-        catch_up_window=(None if catch_up_window is None
-                         else validation.delay(catch_up_window, "catch_up_window")),
-        overlap=Overlap(overlap), delivery=Delivery(delivery))
+        retry=_retry(retry),
+        misfire=Misfire(misfire),
+        misfire_grace=(
+            None if misfire_grace is None else validation.delay(misfire_grace, "misfire_grace")
+        ),
+        catch_up_window=(
+            None
+            if catch_up_window is None
+            else validation.delay(catch_up_window, "catch_up_window")
+        ),
+        overlap=Overlap(overlap),
+        delivery=Delivery(delivery),
+    )
 
 
-def schedule_of(*, delay: float | None = None, at: dt.datetime | float | None = None,
-                every: float | None = None, anchor: dt.datetime | float | None = None,
-                cron: str | Cron | None = None, tz: str | None = None) -> Schedule:
+def schedule_of(
+    *,
+    delay: float | None = None,
+    at: dt.datetime | float | None = None,
+    every: float | None = None,
+    anchor: dt.datetime | float | None = None,
+    cron: str | Cron | None = None,
+    tz: str | None = None,
+) -> Schedule:
     """Exactly one of ``delay``, ``at``, ``every`` (with an optional ``anchor``) or
     ``cron`` (an expression with an optional ``tz``, or a ``Cron`` with its policies)."""
-    given = [name for name, v in (("delay", delay), ("at", at), ("every", every),
-                                  ("cron", cron)) if v is not None]
+    given = [
+        name
+        for name, v in (("delay", delay), ("at", at), ("every", every), ("cron", cron))
+        if v is not None
+    ]
     if len(given) != 1:
-        raise ValueError("give exactly one of delay=, at=, every= or cron= "
-                         f"(got {given or 'none'})")
+        raise ValueError(
+            f"give exactly one of delay=, at=, every= or cron= (got {given or 'none'})"
+        )
     if anchor is not None and every is None:
         raise ValueError("anchor= only applies to every=")
     if tz is not None and cron is None:
@@ -74,8 +102,9 @@ def schedule_of(*, delay: float | None = None, at: dt.datetime | float | None = 
     if at is not None:
         return At(epoch(at, "at"))
     assert every is not None
-    return Every(validation.interval(every, "every"),
-                 None if anchor is None else epoch(anchor, "anchor"))
+    return Every(
+        validation.interval(every, "every"), None if anchor is None else epoch(anchor, "anchor")
+    )
 
 
 def cron_schedule(cron: str | Cron, tz: str | None = None) -> Cron:
@@ -99,8 +128,10 @@ def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) ->
     if kwargs is not None:
         registered = tasks.name_of(fn)
         if registered is None:
-            raise TypeError("kwargs= is for registered tasks; bind arguments of a plain "
-                            "callable with functools.partial")
+            raise TypeError(
+                "kwargs= is for registered tasks; bind arguments of a plain "
+                "callable with functools.partial"
+            )
         return TaskRef(registered, validation.json_args(dict(kwargs)))
     return fn
 
@@ -117,7 +148,9 @@ def epoch(when: dt.datetime | float, name: str) -> float:
     """Epoch seconds from an aware datetime or a number."""
     if isinstance(when, dt.datetime):
         if when.tzinfo is None:
-            raise ValueError(f"{name} must be a timezone-aware datetime (naive times are "
-                             "ambiguous); use datetime.now(timezone.utc) or zoneinfo")
+            raise ValueError(
+                f"{name} must be a timezone-aware datetime (naive times are "
+                "ambiguous); use datetime.now(timezone.utc) or zoneinfo"
+            )
         return when.timestamp()
     return validation.timestamp(when, name)

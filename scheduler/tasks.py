@@ -4,6 +4,7 @@ plus JSON arguments (never pickled code).
     @task("billing.send_invoice")      # @task() alone uses "module.qualname"
     def send_invoice(customer: str) -> None: ...
 """
+
 from __future__ import annotations
 
 import json
@@ -23,17 +24,21 @@ _tasks: dict[str, Callable[..., Any]] = {}
 
 def task(name: str | None = None) -> Callable[[F], F]:
     """Register a function under ``name`` (default ``module.qualname``)."""
+
     def register(fn: F) -> F:
         validation.callable_job(fn, "a task")
         key = validation.name(name or default_name(fn), "task name")
         with _lock:
             old = _tasks.get(key)
             if old is not None and old is not fn and default_name(old) != default_name(fn):
-                raise ValueError(f"task name {key!r} is already registered to "
-                                 f"{default_name(old)}; pick another name")
+                raise ValueError(
+                    f"task name {key!r} is already registered to "
+                    f"{default_name(old)}; pick another name"
+                )
             _tasks[key] = fn
         fn.__duetime_task__ = key  # type: ignore[attr-defined]
         return fn
+
     return register
 
 
@@ -54,7 +59,8 @@ def lookup(name: str) -> Callable[..., Any]:
     if fn is None:
         raise TaskNotRegisteredError(
             f"no task named {name!r} is registered in this process; decorate the function "
-            "with @scheduler.task(...) and import its module in every replica (--import)")
+            "with @scheduler.task(...) and import its module in every replica (--import)"
+        )
     return fn
 
 

@@ -8,6 +8,7 @@
 Every due decision and every wait of a scheduler built with a ``FakeClock`` follows it:
 a dispatcher sleeping until t=5 wakes exactly when ``advance`` reaches 5, not before.
 """
+
 from __future__ import annotations
 
 import threading

@@ -8,6 +8,7 @@ joined by ``redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes``.
 
 Every process runs in its own process group and is stopped at ``close()``.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -36,14 +37,34 @@ class LocalCluster:
         try:
             for _ in range(masters):
                 bus = _free_port()
-                node = EmbeddedRedis(appendonly=False, extra_args=[
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "5000", "--cluster-port", str(bus)])
+                node = EmbeddedRedis(
+                    appendonly=False,
+                    extra_args=[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "5000",
+                        "--cluster-port",
+                        str(bus),
+                    ],
+                )
                 self.nodes.append(node.start())
-            subprocess.run([cli, "--cluster", "create",
-                            *[f"{HOST}:{n.port}" for n in self.nodes],
-                            "--cluster-replicas", "0", "--cluster-yes"],
-                           check=True, capture_output=True, timeout=start_timeout)
+            subprocess.run(
+                [
+                    cli,
+                    "--cluster",
+                    "create",
+                    *[f"{HOST}:{n.port}" for n in self.nodes],
+                    "--cluster-replicas",
+                    "0",
+                    "--cluster-yes",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=start_timeout,
+            )
             self._wait_ok(start_timeout)
         except BaseException:
             self.close()

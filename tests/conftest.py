@@ -1,5 +1,6 @@
 """Shared fixtures: a fake clock, stores (parametrised: the contract suite runs on each),
 and engines built on the fake clock."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ def store(request: pytest.FixtureRequest, clock: FakeClock):
     if request.param == "memory":
         return MemoryStore(clock)
     from scheduler.stores.redis import RedisStore
+
     url = request.getfixturevalue("redis_url")
     ns = request.getfixturevalue("redis_ns")
     s = RedisStore(url, ns, clock=clock)
@@ -68,4 +70,3 @@ def make_engine(clock: FakeClock) -> Iterator[Callable[..., Scheduler]]:
     yield make
     for engine in made:
         engine.shutdown(wait=True, timeout=5)
-

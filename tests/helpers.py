@@ -1,4 +1,5 @@
 """Small test helpers: recorders and job builders (signals, never sleeps)."""
+
 from __future__ import annotations
 
 import threading
@@ -39,6 +40,7 @@ class Recorder:
                 self.starts.append((label, self.clock.now() if self.clock else 0.0))
                 self.changed.notify_all()
             return body() if body else None
+
         return run
 
     def labels(self) -> list[str]:

@@ -12,6 +12,7 @@ With no server binary to be had, these skip the test, except under CI (``$CI`` s
 where they fail: CI must never pass by silently skipping every Redis test. A server that
 is found but will not start (or a wrong ``$DUETIME_REDIS_SERVER``) is an error, not a skip.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,7 +76,8 @@ class _ContainerRedis:
         from testcontainers.redis import RedisContainer
 
         self._container: Any = RedisContainer("redis:7").with_command(
-            "redis-server --save '' --appendonly yes --maxmemory-policy noeviction")
+            "redis-server --save '' --appendonly yes --maxmemory-policy noeviction"
+        )
         self._container.start()
         host = self._container.get_container_host_ip()
         self.port = int(self._container.get_exposed_port(6379))

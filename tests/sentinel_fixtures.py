@@ -10,6 +10,7 @@ port with its own directory and config. Failure detection is fast (``down-after-
 
 Every process runs in its own process group and is stopped at ``close()``.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,25 +45,36 @@ class Sentinel:
         self.conf = os.path.join(self.dir, "sentinel.conf")
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, binary: str, primary_port: int, replica_port: int,
-              peers: list[Sentinel]) -> None:
+    def start(
+        self, binary: str, primary_port: int, replica_port: int, peers: list[Sentinel]
+    ) -> None:
         """Write the config (knowing its peers and the replica up front, so no discovery
         round of several seconds is needed) and start the process."""
-        known = "".join(f"sentinel known-sentinel {SERVICE} {HOST} {p.port} {p.myid}\n"
-                        for p in peers if p is not self)
-        with open(self.conf, "w") as fh:   # sentinel rewrites this file: one per process
-            fh.write(f"port {self.port}\nbind {HOST}\ndir {self.dir}\ndaemonize no\n"
-                     f"logfile {os.path.join(self.dir, 'sentinel.log')}\n"
-                     f"sentinel monitor {SERVICE} {HOST} {primary_port} 2\n"
-                     f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
-                     f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
-                     f"sentinel parallel-syncs {SERVICE} 1\n"
-                     f"sentinel myid {self.myid}\n{known}"
-                     f"sentinel known-replica {SERVICE} {HOST} {replica_port}\n")
+        known = "".join(
+            f"sentinel known-sentinel {SERVICE} {HOST} {p.port} {p.myid}\n"
+            for p in peers
+            if p is not self
+        )
+        with open(self.conf, "w") as fh:  # sentinel rewrites this file: one per process
+            fh.write(
+                f"port {self.port}\nbind {HOST}\ndir {self.dir}\ndaemonize no\n"
+                f"logfile {os.path.join(self.dir, 'sentinel.log')}\n"
+                f"sentinel monitor {SERVICE} {HOST} {primary_port} 2\n"
+                f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+                f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+                f"sentinel parallel-syncs {SERVICE} 1\n"
+                f"sentinel myid {self.myid}\n{known}"
+                f"sentinel known-replica {SERVICE} {HOST} {replica_port}\n"
+            )
         with open(os.path.join(self.dir, "stdout"), "ab") as out:
-            self.proc = subprocess.Popen([binary, self.conf, "--sentinel"], cwd=self.dir,
-                                         stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [binary, self.conf, "--sentinel"],
+                cwd=self.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -82,12 +94,17 @@ class SentinelCluster:
         try:
             # no 5 s wait before a full sync (either server may be the primary later)
             quick = ["--repl-diskless-sync-delay", "0"]
-            primary = EmbeddedRedis(data_dir=os.path.join(self.root, "primary"),
-                                    appendfsync=appendfsync, extra_args=quick).start()
+            primary = EmbeddedRedis(
+                data_dir=os.path.join(self.root, "primary"),
+                appendfsync=appendfsync,
+                extra_args=quick,
+            ).start()
             self.servers.append(primary)
             replica = EmbeddedRedis(
-                data_dir=os.path.join(self.root, "replica"), appendfsync=appendfsync,
-                extra_args=[*quick, "--replicaof", HOST, str(primary.port)]).start()
+                data_dir=os.path.join(self.root, "replica"),
+                appendfsync=appendfsync,
+                extra_args=[*quick, "--replicaof", HOST, str(primary.port)],
+            ).start()
             self.servers.append(replica)
             self.sentinels = [Sentinel(self.root, i) for i in range(3)]
             for s in self.sentinels:
@@ -104,12 +121,14 @@ class SentinelCluster:
 
     def _sentinel_client(self, s: Sentinel):  # type: ignore[no-untyped-def]
         import redis
+
         return redis.Redis(HOST, s.port, decode_responses=True, socket_timeout=1)
 
     def _wait_ready(self, timeout: float) -> None:
         """Until the replica is in sync and every sentinel knows the other two and the
         replica (a failover needs both)."""
         import redis
+
         deadline = time.monotonic() + timeout
         replica = redis.Redis(HOST, self.servers[1].port, decode_responses=True)
         try:
@@ -121,8 +140,7 @@ class SentinelCluster:
                             break
                         with self._sentinel_client(s) as c:
                             m = c.sentinel_master(SERVICE)
-                            ok = (int(m["num-other-sentinels"]) == 2
-                                  and int(m["num-slaves"]) == 1)
+                            ok = int(m["num-other-sentinels"]) == 2 and int(m["num-slaves"]) == 1
                     else:
                         if ok:
                             return
@@ -138,6 +156,7 @@ class SentinelCluster:
     def primary_address(self) -> tuple[str, int] | None:
         """The primary as a majority of the live sentinels report it."""
         import redis
+
         votes: dict[tuple[str, int], int] = {}
         for s in self.sentinels:
             try:
@@ -177,6 +196,7 @@ class SentinelCluster:
     def wait_demoted(self, address: tuple[str, int], timeout: float = 30.0) -> float:
         """Until the server at ``address`` reports itself a replica; the seconds it took."""
         import redis
+
         start = time.monotonic()
         with redis.Redis(*address, decode_responses=True, socket_timeout=1) as c:
             while time.monotonic() - start < timeout:
@@ -191,6 +211,7 @@ class SentinelCluster:
     def wait_failover(self, old: tuple[str, int], timeout: float = 20.0) -> tuple[str, int]:
         """Until the sentinels name a new primary that answers as a master; its address."""
         import redis
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             address = self.primary_address()
@@ -205,7 +226,7 @@ class SentinelCluster:
         raise AssertionError(f"no failover within {timeout}s (logs in {self.root})")
 
     def close(self) -> None:
-        for server in self.servers:   # a stopped server would ignore SIGTERM until SIGKILL
+        for server in self.servers:  # a stopped server would ignore SIGTERM until SIGKILL
             if server.pid is not None:
                 os.kill(server.pid, signal.SIGCONT)
         for s in self.sentinels:

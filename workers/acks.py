@@ -12,6 +12,7 @@ The timer only *signals*: the store call runs on the acks' own flusher thread, n
 the shared timer thread, whose heartbeats and job timeouts a slow store (a high round
 trip) would otherwise starve (measured: leases lapsed and jobs ran twice at 100 ms RTT).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,9 +30,15 @@ CompleteMany = Callable[[Sequence[tuple[Claim, Any]]], list[Commit]]
 
 
 class Acks:
-    def __init__(self, complete_many: CompleteMany, timers: Timers, *,
-                 max_delay: float = 0.002, max_batch: int = 200,
-                 on_recorded: Callable[[Claim], None] | None = None) -> None:
+    def __init__(
+        self,
+        complete_many: CompleteMany,
+        timers: Timers,
+        *,
+        max_delay: float = 0.002,
+        max_batch: int = 200,
+        on_recorded: Callable[[Claim], None] | None = None,
+    ) -> None:
         """``on_recorded(claim)`` runs once the claim's outcome was sent (committed,
         refused or given up): the heartbeat keeps its lease until then."""
         self._on_recorded = on_recorded
@@ -66,8 +73,9 @@ class Acks:
         if not batch:
             return
         try:
-            results = commits.record(f"{len(batch)} invocation(s)",
-                                     lambda: self._complete_many(batch))
+            results = commits.record(
+                f"{len(batch)} invocation(s)", lambda: self._complete_many(batch)
+            )
         finally:
             if self._on_recorded is not None:
                 for claim, _ in batch:
@@ -76,5 +84,10 @@ class Acks:
             return
         for (claim, _), result in zip(batch, results, strict=True):
             if result is not Commit.OK:
-                log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
-                            claim.job_id, claim.invocation_id, claim.attempt, result.value)
+                log.warning(
+                    "stale commit rejected for job %s invocation %s attempt %d (%s)",
+                    claim.job_id,
+                    claim.invocation_id,
+                    claim.attempt,
+                    result.value,
+                )

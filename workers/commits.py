@@ -5,6 +5,7 @@ A store error is retried (a pooled connection that an outage left dead fails onc
 reconnects; a resent commit is idempotent by token). If it still fails, the write is
 given up: the invocation's lease expires and it runs again (at-least-once).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,10 +30,15 @@ def record(what: str, write: Callable[[], T]) -> T | None:
             return write()
         except Exception as exc:
             if pause is None:
-                log.error("recording the outcome of %s failed: %s; it will run again once "
-                          "its lease expires", what, exc)
+                log.error(
+                    "recording the outcome of %s failed: %s; it will run again once "
+                    "its lease expires",
+                    what,
+                    exc,
+                )
                 return None
-            log.warning("recording the outcome of %s failed (%s); retrying in %gs",
-                        what, exc, pause)
+            log.warning(
+                "recording the outcome of %s failed (%s); retrying in %gs", what, exc, pause
+            )
             time.sleep(pause)  # real seconds: a store blip, not scheduled time
     return None

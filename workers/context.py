@@ -1,4 +1,5 @@
 """What a running job can learn about itself: ``current_invocation()``."""
+
 from __future__ import annotations
 
 import contextvars
@@ -69,7 +70,8 @@ class InvocationContext(NamedTuple):
 
 
 _current: contextvars.ContextVar[InvocationContext | None] = contextvars.ContextVar(
-    "duetime_invocation", default=None)
+    "duetime_invocation", default=None
+)
 
 
 def current_invocation() -> InvocationContext:

@@ -19,6 +19,7 @@ Guarantee: with the variable unset (production), ``hit`` is one truthiness test 
 empty dict and does nothing else. A malformed value raises ``ValueError`` at import:
 a fault test must never run with its fault silently off.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,10 @@ def parse(text: str) -> dict[str, _Point]:
         name, sep, spec = item.partition("=")
         action, _, when = spec.partition(":")
         if not sep or name not in POINTS or action not in ACTIONS:
-            raise ValueError(f"${ENV_VAR}: bad item {item!r}; expected POINT=ACTION[:N[-M]] "
-                             f"with POINT in {POINTS} and ACTION in {ACTIONS}")
+            raise ValueError(
+                f"${ENV_VAR}: bad item {item!r}; expected POINT=ACTION[:N[-M]] "
+                f"with POINT in {POINTS} and ACTION in {ACTIONS}"
+            )
         first, last = 1, None
         if when:
             lo, dash, hi = when.partition("-")
@@ -82,8 +85,9 @@ def _fire(name: str) -> None:
         n = point.hits
     if n < point.first or (point.last is not None and n > point.last):
         return
-    sys.stderr.write(f"FAILPOINT {name}={point.action} hit {n} pid {os.getpid()} "
-                     f"at {time.time() * 1000:.0f}\n")
+    sys.stderr.write(
+        f"FAILPOINT {name}={point.action} hit {n} pid {os.getpid()} at {time.time() * 1000:.0f}\n"
+    )
     sys.stderr.flush()
     if point.action == "crash":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -1,6 +1,7 @@
 """Lease heartbeats: renew every running claim in one batch, every lease/3, off the jobs'
 threads. A claim whose renewal is refused has lost its lease: its job is told to stop
 (cancel token, reason "lease lost") and its completion will be refused by the store."""
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,9 @@ log = logging.getLogger("duetime.workers")
 
 
 class Heartbeat:
-    def __init__(self, store: Store, timers: Timers, lease: float,
-                 metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, store: Store, timers: Timers, lease: float, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
         self._metrics = metrics or Metrics()
         self._timers = timers
@@ -72,8 +74,13 @@ class Heartbeat:
             self._metrics.lease_lost(lost)
         for (claim, token), result in zip(held, results, strict=True):
             if result is not Commit.OK:
-                log.warning("lease lost: job %s invocation %s attempt %d (%s)", claim.job_id,
-                            claim.invocation_id, claim.attempt, result.value)
+                log.warning(
+                    "lease lost: job %s invocation %s attempt %d (%s)",
+                    claim.job_id,
+                    claim.invocation_id,
+                    claim.attempt,
+                    result.value,
+                )
                 token.cancel("lease lost")
                 self.drop(claim)
         self._timers.call_later(self._lease / 3, self._beater.kick)

@@ -1,4 +1,5 @@
 """Lanes: named, separately bounded pools, so long jobs in one lane cannot starve another."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -11,17 +12,23 @@ T = TypeVar("T")
 
 
 class Lanes(Generic[T]):
-    def __init__(self, sizes: Mapping[str, int], run: Callable[[T], None],
-                 on_free: Callable[[], None],
-                 refill: Callable[[str], T | None] | None = None, *,
-                 lookahead: float = 0.0, on_idle: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        sizes: Mapping[str, int],
+        run: Callable[[T], None],
+        on_free: Callable[[], None],
+        refill: Callable[[str], T | None] | None = None,
+        *,
+        lookahead: float = 0.0,
+        on_idle: Callable[[], None] = lambda: None,
+    ) -> None:
         """See ``WorkerPool`` for ``refill``, ``lookahead`` and ``on_idle``."""
         if not sizes:
             raise ValueError("at least one lane is needed")
         self._pools = {
-            validation.name(lane, "lane name"): WorkerPool(lane, size, run, on_free, refill,
-                                                           lookahead=lookahead,
-                                                           on_idle=on_idle)
+            validation.name(lane, "lane name"): WorkerPool(
+                lane, size, run, on_free, refill, lookahead=lookahead, on_idle=on_idle
+            )
             for lane, size in sizes.items()
         }
 

@@ -3,6 +3,7 @@
 The dispatcher asks ``free()`` and submits at most that many items, so an item never
 waits inside the pool for long: "claimed" and "started" are moments apart.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,10 +27,17 @@ class PoolFullError(RuntimeError):
 class WorkerPool(Generic[T]):
     """``size`` threads running ``run(item)`` for each submitted item, in FIFO order."""
 
-    def __init__(self, name: str, size: int, run: Callable[[T], None],
-                 on_free: Callable[[], None] = lambda: None,
-                 refill: Callable[[str], T | None] | None = None, *,
-                 lookahead: float = 0.0, on_idle: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        name: str,
+        size: int,
+        run: Callable[[T], None],
+        on_free: Callable[[], None] = lambda: None,
+        refill: Callable[[str], T | None] | None = None,
+        *,
+        lookahead: float = 0.0,
+        on_idle: Callable[[], None] = lambda: None,
+    ) -> None:
         """``on_free`` is called (outside any lock) each time a worker becomes free;
         ``refill(name)``, if given, is asked for the next item by a worker that just
         finished one, before it counts as free: during a burst, workers pull due work
@@ -114,8 +122,11 @@ class WorkerPool(Generic[T]):
                     log.exception("worker %s: unexpected error outside a job", self.name)
                 if started:
                     took = time.perf_counter() - started
-                    self._avg_run = took if self._avg_run <= 0 else (
-                        self._avg_run + (took - self._avg_run) * 0.1)
+                    self._avg_run = (
+                        took
+                        if self._avg_run <= 0
+                        else (self._avg_run + (took - self._avg_run) * 0.1)
+                    )
                 next_item = self._next()
             with self._cond:
                 self._busy -= 1

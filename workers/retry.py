@@ -1,4 +1,5 @@
 """Retry decisions: exponential backoff with jitter, then dead-letter."""
+
 from __future__ import annotations
 
 import random

@@ -3,6 +3,7 @@
 Failure isolation: whatever the job raises is caught, logged with job id, invocation and
 traceback, and recorded through the store (retry or dead-letter); the worker goes on.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,13 +38,21 @@ class Work(NamedTuple):
 
 
 class Runner:
-    def __init__(self, store: Store, clock: Clock, timers: Timers,
-                 resolve: Callable[[Target], Callable[[], Any]], *,
-                 heartbeat: Heartbeat | None = None,
-                 lane_timeouts: Mapping[str, float | None] | None = None,
-                 rng: random.Random | None = None, metrics: Metrics | None = None,
-                 owner: str = "", acks: Acks | None = None,
-                 on_retry: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        timers: Timers,
+        resolve: Callable[[Target], Callable[[], Any]],
+        *,
+        heartbeat: Heartbeat | None = None,
+        lane_timeouts: Mapping[str, float | None] | None = None,
+        rng: random.Random | None = None,
+        metrics: Metrics | None = None,
+        owner: str = "",
+        acks: Acks | None = None,
+        on_retry: Callable[[float], None] | None = None,
+    ) -> None:
         """``acks``: commit successes in batches through it (stores with
         ``complete_many``); without it each success is one ``complete`` call.
         ``on_retry(due_in)`` is called (before the worker counts as free) after an
@@ -102,8 +111,11 @@ class Runner:
         claim = work.claim
         failpoints.hit("after_claim")
         if not self._lease_still_held(work):
-            log.warning("lease lost before start, not running job %s invocation %s",
-                        claim.job_id, claim.invocation_id)
+            log.warning(
+                "lease lost before start, not running job %s invocation %s",
+                claim.job_id,
+                claim.invocation_id,
+            )
             self._metrics.finished(claim.lane, "lease_lost")
             return
         try:
@@ -115,14 +127,23 @@ class Runner:
         timeout = claim.spec.timeout
         if timeout is None:
             timeout = self._lane_timeouts.get(claim.lane)
-        timer = None if timeout is None else self._timers.call_later(
-            timeout, lambda: token.cancel("timeout"))
-        ctx = InvocationContext(claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence,
-                                claim.lane, token)
+        timer = (
+            None
+            if timeout is None
+            else self._timers.call_later(timeout, lambda: token.cancel("timeout"))
+        )
+        ctx = InvocationContext(
+            claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token
+        )
         self._track(claim.job_id, token, True)
         if log.isEnabledFor(logging.INFO):
-            log.info("job %s invocation %s attempt %d started", claim.job_id,
-                     claim.invocation_id, claim.attempt, extra=self._fields(claim, "started"))
+            log.info(
+                "job %s invocation %s attempt %d started",
+                claim.job_id,
+                claim.invocation_id,
+                claim.attempt,
+                extra=self._fields(claim, "started"),
+            )
         if self._heartbeat is not None and claim.lease_until is not None:
             self._heartbeat.hold(claim, token)
         error: BaseException | None = None
@@ -145,17 +166,27 @@ class Runner:
             if self._heartbeat is not None and not queued:
                 self._heartbeat.drop(claim)  # a queued ack drops it once recorded
 
-    def _finish(self, claim: Claim, token: CancelToken, timeout: float | None,
-                error: BaseException | None, result: Any) -> bool:
+    def _finish(
+        self,
+        claim: Claim,
+        token: CancelToken,
+        timeout: float | None,
+        error: BaseException | None,
+        result: Any,
+    ) -> bool:
         """Record the outcome; True if it was queued for a batched ack instead."""
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
             self._metrics.finished(claim.lane, "succeeded")
             if log.isEnabledFor(logging.INFO):
-                log.info("job %s invocation %s attempt %d succeeded", claim.job_id,
-                         claim.invocation_id, claim.attempt,
-                         extra=self._fields(claim, "succeeded"))
+                log.info(
+                    "job %s invocation %s attempt %d succeeded",
+                    claim.job_id,
+                    claim.invocation_id,
+                    claim.attempt,
+                    extra=self._fields(claim, "succeeded"),
+                )
             if self._acks is not None:
                 self._acks.add(claim, result)
                 return True
@@ -173,11 +204,19 @@ class Runner:
         """A task this process does not know (a rolling deploy, a missing --import): hand
         the invocation back for a replica that knows it, with a growing delay, and fail it
         for good after UNKNOWN_TASK_ATTEMPTS attempts (never retried forever)."""
-        retry_in = None if claim.attempt >= UNKNOWN_TASK_ATTEMPTS else min(
-            60.0, 0.5 * 2 ** (claim.attempt - 1))
-        log.error("job %s invocation %s attempt %d: %s (%s)", claim.job_id,
-                  claim.invocation_id, claim.attempt, reason,
-                  "failed" if retry_in is None else f"handed back for {retry_in:g}s")
+        retry_in = (
+            None
+            if claim.attempt >= UNKNOWN_TASK_ATTEMPTS
+            else min(60.0, 0.5 * 2 ** (claim.attempt - 1))
+        )
+        log.error(
+            "job %s invocation %s attempt %d: %s (%s)",
+            claim.job_id,
+            claim.invocation_id,
+            claim.attempt,
+            reason,
+            "failed" if retry_in is None else f"handed back for {retry_in:g}s",
+        )
         self._metrics.finished(claim.lane, "unknown_task")
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
         self._retrying(retry_in)
@@ -185,14 +224,22 @@ class Runner:
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        log.error("job %s invocation %s attempt %d failed (%s): %s\n%s", claim.job_id,
-                  claim.invocation_id, claim.attempt,
-                  "dead-lettered" if retry_in is None else f"retry in {retry_in:.3g}s",
-                  error, tb.rstrip(),
-                  extra=self._fields(claim, "failed" if retry_in is None else "retried"))
+        log.error(
+            "job %s invocation %s attempt %d failed (%s): %s\n%s",
+            claim.job_id,
+            claim.invocation_id,
+            claim.attempt,
+            "dead-lettered" if retry_in is None else f"retry in {retry_in:.3g}s",
+            error,
+            tb.rstrip(),
+            extra=self._fields(claim, "failed" if retry_in is None else "retried"),
+        )
         reason = f"{type(error).__name__}: {error}"
-        outcome = "timeout" if isinstance(error, InvocationTimeout) else (
-            "failed" if retry_in is None else "retried")
+        outcome = (
+            "timeout"
+            if isinstance(error, InvocationTimeout)
+            else ("failed" if retry_in is None else "retried")
+        )
         self._metrics.finished(claim.lane, outcome)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
         self._retrying(retry_in)
@@ -203,8 +250,14 @@ class Runner:
 
     def _fields(self, claim: Claim, event: str) -> dict[str, Any]:
         """The structured fields of a log line about ``claim`` (see scheduler.log)."""
-        return {"event": event, "job_id": claim.job_id, "invocation": claim.invocation_id,
-                "attempt": claim.attempt, "lane": claim.lane, "replica": self._owner}
+        return {
+            "event": event,
+            "job_id": claim.job_id,
+            "invocation": claim.invocation_id,
+            "attempt": claim.attempt,
+            "lane": claim.lane,
+            "replica": self._owner,
+        }
 
     def _lease_still_held(self, work: Work) -> bool:
         """Do not start a job whose lease may be gone: renew first if it waited long."""
@@ -221,5 +274,10 @@ class Runner:
         if result is None:
             return
         if result is not Commit.OK:
-            log.warning("stale commit rejected for job %s invocation %s attempt %d (%s)",
-                        claim.job_id, claim.invocation_id, claim.attempt, result.value)
+            log.warning(
+                "stale commit rejected for job %s invocation %s attempt %d (%s)",
+                claim.job_id,
+                claim.invocation_id,
+                claim.attempt,
+                result.value,
+            )

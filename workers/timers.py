@@ -2,6 +2,7 @@
 
 Started on first use, so an engine with no timeouts and no leases has no timer thread.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -100,8 +101,7 @@ class Offloaded:
             self._kicked = True
             self._cond.notify()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=self._name,
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
 
     def _loop(self) -> None:

@@ -19,6 +19,7 @@ whole batches (``Scheduler(lookahead=...)``). ``claim_due`` may then be asked fo
 than it hands out in one call (the Redis store's cap is 100 per lane): it answers
 ``next_due_in == 0`` when a lane filled a whole batch and has room for more.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -71,9 +72,7 @@ class Store(Protocol):
         ValueError for a one-off job or a window of more than 10,000 occurrences."""
         ...
 
-    def claim_due(
-        self, capacity: Mapping[str, int], lease: float | None, owner: str
-    ) -> ClaimBatch:
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
         """Claim, in (due, submission) order, up to ``capacity[lane]`` due invocations per
         lane; lanes not in ``capacity`` are not served. Also reaps expired leases.
         ``next_due_in`` covers lanes with capacity left, and the next lease expiry."""

@@ -3,6 +3,7 @@
 JSON only: a shared store holds registered task names with JSON arguments, never code.
 Two equal definitions encode to the same text, which is how an upsert recognises them.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,8 @@ def task_ref(target: Any) -> TaskRef:
             f"{target!r} cannot be stored in a shared store: jobs there are registered tasks "
             "referenced by name (lambdas, closures and unregistered functions cannot be sent "
             "to other processes). Define a module-level function, decorate it with "
-            "@scheduler.task('name'), and import its module in every replica (--import)")
+            "@scheduler.task('name'), and import its module in every replica (--import)"
+        )
     return TaskRef(name, "{}")
 
 
@@ -70,15 +72,20 @@ def encode(spec: JobSpec) -> str:
     d: dict[str, Any] = {"t": ref.name, "s": _schedule(spec.schedule)}
     if ref.args_json != "{}":
         d["a"] = ref.args_json
-    for key, name in (("l", "lane"), ("to", "timeout"), ("m", "misfire"),
-                      ("g", "misfire_grace"), ("w", "catch_up_window"), ("o", "overlap"),
-                      ("d", "delivery")):
+    for key, name in (
+        ("l", "lane"),
+        ("to", "timeout"),
+        ("m", "misfire"),
+        ("g", "misfire_grace"),
+        ("w", "catch_up_window"),
+        ("o", "overlap"),
+        ("d", "delivery"),
+    ):
         value = getattr(spec, name)
         if value != getattr(_DEFAULTS, name):
             d[key] = getattr(value, "value", value)
     if spec.retry != _DEFAULTS.retry:
-        d["r"] = {k: v for k, v in asdict(spec.retry).items()
-                  if v != getattr(_DEFAULTS.retry, k)}
+        d["r"] = {k: v for k, v in asdict(spec.retry).items() if v != getattr(_DEFAULTS.retry, k)}
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
@@ -97,13 +104,18 @@ def decode(text: str, job_id: str) -> JobSpec:
     else:
         raise ValueError(f"unknown schedule kind {kind!r}")
     return JobSpec(
-        job_id=job_id, target=TaskRef(d["t"], d.get("a", "{}")), schedule=schedule,
-        lane=d.get("l", "default"), timeout=d.get("to"),
+        job_id=job_id,
+        target=TaskRef(d["t"], d.get("a", "{}")),
+        schedule=schedule,
+        lane=d.get("l", "default"),
+        timeout=d.get("to"),
         retry=RetryPolicy(**d["r"]) if "r" in d else _DEFAULTS.retry,
         misfire=Misfire(d["m"]) if "m" in d else _DEFAULTS.misfire,
-        misfire_grace=d.get("g"), catch_up_window=d.get("w"),
+        misfire_grace=d.get("g"),
+        catch_up_window=d.get("w"),
         overlap=Overlap(d["o"]) if "o" in d else _DEFAULTS.overlap,
-        delivery=Delivery(d["d"]) if "d" in d else _DEFAULTS.delivery)
+        delivery=Delivery(d["d"]) if "d" in d else _DEFAULTS.delivery,
+    )
 
 
 def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int]) -> list[Any]:
@@ -113,9 +125,11 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
     text = encode(spec)  # refuses callables that are not registered tasks
     size = len(task_ref(spec.target).args_json.encode())
     if size > payload_limit:
-        raise PayloadError(f"job arguments are {size} bytes of JSON, over the "
-                           f"{payload_limit}-byte limit; store large data elsewhere and "
-                           "pass a reference")
+        raise PayloadError(
+            f"job arguments are {size} bytes of JSON, over the "
+            f"{payload_limit}-byte limit; store large data elsewhere and "
+            "pass a reference"
+        )
     s = spec.schedule
     anchor: int | str = ""
     if isinstance(s, After):
@@ -130,8 +144,20 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
         anchor = "" if s.anchor is None else _ms(s.anchor)
         grace = _ms(grace_for(s.interval, spec.misfire_grace))
     window = "" if spec.catch_up_window is None else _ms(spec.catch_up_window)
-    return [spec.job_id, text, spec.lane, kind, num, anchor, grace, spec.misfire.value,
-            spec.overlap.value, spec.delivery.value, spec.retry.max_stalls, window]
+    return [
+        spec.job_id,
+        text,
+        spec.lane,
+        kind,
+        num,
+        anchor,
+        grace,
+        spec.misfire.value,
+        spec.overlap.value,
+        spec.delivery.value,
+        spec.retry.max_stalls,
+        window,
+    ]
 
 
 def _ms(seconds: float) -> int:
@@ -143,17 +169,29 @@ RESULT_LIMIT = 64 * 1024  # bytes of a stored result; the commit may write past 
 
 def claim(c: dict[str, Any], spec: JobSpec) -> Claim:
     """One claim of claim.lua's reply (times in epoch ms) as a ``Claim``."""
-    return Claim(job_id=c["j"], scheduled=c["s"] / 1000, attempt=c["a"], token=c["t"],
-                 fence=c["f"], lease_until=None if c["l"] < 0 else c["l"] / 1000, spec=spec,
-                 generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
-                 lane=spec.lane)
+    return Claim(
+        job_id=c["j"],
+        scheduled=c["s"] / 1000,
+        attempt=c["a"],
+        token=c["t"],
+        fence=c["f"],
+        lease_until=None if c["l"] < 0 else c["l"] / 1000,
+        spec=spec,
+        generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
+        lane=spec.lane,
+    )
 
 
 def event(f: dict[str, str]) -> Event:
     """One entry of the namespace's event stream as an ``Event``."""
-    return Event(at=int(f["at"]) / 1000, kind=f["kind"], job_id=f["job"],
-                 scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
-                 attempt=int(f["attempt"]) if f["attempt"] else None, detail=f["detail"])
+    return Event(
+        at=int(f["at"]) / 1000,
+        kind=f["kind"],
+        job_id=f["job"],
+        scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
+        attempt=int(f["attempt"]) if f["attempt"] else None,
+        detail=f["detail"],
+    )
 
 
 def result_json(value: Any) -> str:
@@ -167,13 +205,15 @@ def result_json(value: Any) -> str:
     except (TypeError, ValueError):
         text = json.dumps(repr(value))
     if len(text) > RESULT_LIMIT:
-        return json.dumps(f"<result of {len(text)} bytes not stored: over the "
-                          f"{RESULT_LIMIT}-byte limit>")
+        return json.dumps(
+            f"<result of {len(text)} bytes not stored: over the {RESULT_LIMIT}-byte limit>"
+        )
     return text
 
 
-def job_info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
-          running: dict[str, str]) -> JobInfo:
+def job_info(
+    job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
+) -> JobInfo:
     """A job hash (with its skip and dead-letter lists and the running hash) as a JobInfo.
     A definition that cannot be read still gives a snapshot (it was quarantined)."""
     try:
@@ -203,14 +243,29 @@ def job_info(job_id: str, h: dict[str, str], skips: list[str], dead: list[str],
     dead_letters = []
     for d in reversed(dead):
         e = json.loads(d)
-        dead_letters.append(Event(e["at"] / 1000, "dead_lettered", job_id, e["sched"] / 1000,
-                                  e["attempt"], e["reason"]))
+        dead_letters.append(
+            Event(
+                e["at"] / 1000,
+                "dead_lettered",
+                job_id,
+                e["sched"] / 1000,
+                e["attempt"],
+                e["reason"],
+            )
+        )
     result = h.get("last_result")
     return JobInfo(
-        job_id=job_id, schedule=spec.schedule.describe() if spec else "(unreadable)",
-        lane=h.get("lane", "default"), state=state,
-        next_run=int(h["next"]) / 1000 if entry else None, runs=int(h.get("runs", 0)),
-        failures=int(h.get("failures", 0)), attempts=int(h.get("attempts", 0)),
+        job_id=job_id,
+        schedule=spec.schedule.describe() if spec else "(unreadable)",
+        lane=h.get("lane", "default"),
+        state=state,
+        next_run=int(h["next"]) / 1000 if entry else None,
+        runs=int(h.get("runs", 0)),
+        failures=int(h.get("failures", 0)),
+        attempts=int(h.get("attempts", 0)),
         last_result=json.loads(result) if result else None,
-        last_error=h.get("last_error") or None, running=tuple(invs), skipped=tuple(skipped),
-        dead_letters=tuple(dead_letters))
+        last_error=h.get("last_error") or None,
+        running=tuple(invs),
+        skipped=tuple(skipped),
+        dead_letters=tuple(dead_letters),
+    )

@@ -5,6 +5,7 @@ All keys of one shard share its hash tag, so each script touches one cluster slo
 sharded namespace ``duetime:{<ns>#<i>}:`` (sharded.py). One ACL pattern covers a shard
 (``~duetime:{ns}:*``); ``~duetime:{ns}:*`` plus ``~duetime:{ns#*}:*`` cover every shard.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,35 +36,35 @@ class Keys:
         self.shard, self.count = shard, count
         self.prefix = f"duetime:{{{shard_tag(ns, shard)}}}:"
         p = self.prefix
-        self.lanes = p + "lanes"          # set: lanes that ever had a job
-        self.lease = p + "lease"          # zset: token -> lease deadline (epoch ms)
-        self.running = p + "running"      # hash: token -> gen|sched|attempt|stalls|fence|job
-        self.events = p + "events"        # stream, capped at ~10,000
-        self.stats = p + "stats"          # hash: counters per event kind
-        self.ids = p + "ids"              # counter: JobScheduler int ids
-        self.wake = p + "wake"            # pub/sub channel: due ms of a new earliest job
+        self.lanes = p + "lanes"  # set: lanes that ever had a job
+        self.lease = p + "lease"  # zset: token -> lease deadline (epoch ms)
+        self.running = p + "running"  # hash: token -> gen|sched|attempt|stalls|fence|job
+        self.events = p + "events"  # stream, capped at ~10,000
+        self.stats = p + "stats"  # hash: counters per event kind
+        self.ids = p + "ids"  # counter: JobScheduler int ids
+        self.wake = p + "wake"  # pub/sub channel: due ms of a new earliest job
         self.quarantine = p + "quarantine"  # list: malformed entries moved aside
-        self.fence = p + "fence"          # counter: fencing numbers
-        self.gen = p + "gen"              # counter: job definition generations
-        self.seq = p + "seq"              # counter: FIFO order of due entries
-        self.epoch = p + "epoch"          # random id set once: gone = Redis lost our data
-        self.layout = p + "layout"        # data layout version of the scripts that wrote it
-        self.shards = p + "shards"        # shard 0 only: the namespace's shard count, fixed
+        self.fence = p + "fence"  # counter: fencing numbers
+        self.gen = p + "gen"  # counter: job definition generations
+        self.seq = p + "seq"  # counter: FIFO order of due entries
+        self.epoch = p + "epoch"  # random id set once: gone = Redis lost our data
+        self.layout = p + "layout"  # data layout version of the scripts that wrote it
+        self.shards = p + "shards"  # shard 0 only: the namespace's shard count, fixed
 
     def due(self, lane: str) -> str:
-        return f"{self.prefix}due:{lane}"      # zset: pending member -> due epoch ms
+        return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
 
     def job(self, job_id: str) -> str:
-        return f"{self.prefix}job:{job_id}"    # hash: definition and state of one job
+        return f"{self.prefix}job:{job_id}"  # hash: definition and state of one job
 
     def skips(self, job_id: str) -> str:
         return f"{self.prefix}skips:{job_id}"  # list: recent skipped ranges
 
     def dead(self, job_id: str) -> str:
-        return f"{self.prefix}dead:{job_id}"   # list: recent dead letters (JSON)
+        return f"{self.prefix}dead:{job_id}"  # list: recent dead letters (JSON)
 
     def backfilled(self, job_id: str) -> str:
-        return f"{self.prefix}bf:{job_id}"     # zset: occurrences a backfill has queued
+        return f"{self.prefix}bf:{job_id}"  # zset: occurrences a backfill has queued
 
     def claimed(self, owner: str) -> str:
         return f"{self.prefix}claimed:{owner}"  # string, 60 s TTL: last claim request + reply

@@ -1,5 +1,6 @@
 """Load the Lua scripts once: shebang + lib.lua + body, registered with redis-py (which
 re-loads a script on NOSCRIPT, e.g. after a Redis restart or SCRIPT FLUSH)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -7,8 +8,21 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-SCRIPTS = ("add", "claim", "renew", "complete", "complete_many", "fail", "release", "cancel",
-           "pause", "resume", "trigger", "plan", "backfill")
+SCRIPTS = (
+    "add",
+    "claim",
+    "renew",
+    "complete",
+    "complete_many",
+    "fail",
+    "release",
+    "cancel",
+    "pause",
+    "resume",
+    "trigger",
+    "plan",
+    "backfill",
+)
 
 
 def lua_dir() -> pathlib.Path:
@@ -17,8 +31,10 @@ def lua_dir() -> pathlib.Path:
     for candidate in (here / "_lua", here.parent / "lua"):
         if (candidate / "lib.lua").is_file():
             return candidate
-    raise FileNotFoundError("duetime's Lua scripts are missing (looked in scheduler/_lua and "
-                            "lua/); reinstall the package")
+    raise FileNotFoundError(
+        "duetime's Lua scripts are missing (looked in scheduler/_lua and "
+        "lua/); reinstall the package"
+    )
 
 
 @cache
@@ -32,8 +48,14 @@ def source(name: str) -> str:
     return f"{shebang}\n{(d / 'lib.lua').read_text()}\n{body}"
 
 
-def pipelined(client: Any, script: Any, keys: Sequence[str], argvs: Sequence[Sequence[Any]],
-              wait_replicas: int = 0, wait_timeout_ms: int = 0) -> list[Any]:
+def pipelined(
+    client: Any,
+    script: Any,
+    keys: Sequence[str],
+    argvs: Sequence[Sequence[Any]],
+    wait_replicas: int = 0,
+    wait_timeout_ms: int = 0,
+) -> list[Any]:
     """Run ``script`` once per argument list in one pipeline (then ``WAIT``, if
     ``wait_replicas``); the replies. A cluster pipeline refuses redis-py's Script objects,
     so there the calls go as plain EVALSHA, after the script is loaded on every primary

@@ -9,6 +9,7 @@ Costs (n = pending invocations): add O(log n); cancel O(p) for the job's own p p
 entries (usually 1); claim O(log n) per invocation, plus O(log n) per stale entry it
 drops; complete/fail O(1) (+O(log n) when it makes something pending).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -43,15 +44,16 @@ class MemoryStore:
 
     default_lease: float | None = None
 
-    def __init__(self, clock: Clock | None = None, *, history: int = 1000,
-                 event_log: int = 10_000) -> None:
+    def __init__(
+        self, clock: Clock | None = None, *, history: int = 1000, event_log: int = 10_000
+    ) -> None:
         self.clock: Clock = clock or MonotonicClock()
         self._lock = threading.Lock()
         self._jobs: dict[str, JobRecord] = {}
         self._heaps: dict[str, DueHeap] = {}
-        self._running: dict[str, Running] = {}      # token -> running invocation
+        self._running: dict[str, Running] = {}  # token -> running invocation
         self._running_per_job: Counter[str] = Counter()
-        self._leases: list[tuple[float, str]] = []   # (lease_until, token), lazily validated
+        self._leases: list[tuple[float, str]] = []  # (lease_until, token), lazily validated
         self._seq = itertools.count()
         self._generations = itertools.count(1)
         self._fence = 0
@@ -77,8 +79,10 @@ class MemoryStore:
             job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
             first = series.first(job, now, self.clock.wall())
             if first is None:
-                raise ValueError(f"the schedule of {spec.job_id!r} has no occurrence after "
-                                 "now; nothing was stored")
+                raise ValueError(
+                    f"the schedule of {spec.job_id!r} has no occurrence after "
+                    "now; nothing was stored"
+                )
             if old is not None:
                 self._drop_pending_locked(old)
             if spec.recurring:
@@ -151,10 +155,14 @@ class MemoryStore:
             if job is None or job.cancelled:
                 return 0
             now, wall = self.clock.now(), self.clock.wall()
-            pending = min((p.scheduled for p in job.pending.values() if p.k is not None),
-                          default=now)
-            runs = [t for t in series.occurrences_between(job, start, end, now, wall)
-                    if t < pending and job.never_ran(t)]
+            pending = min(
+                (p.scheduled for p in job.pending.values() if p.k is not None), default=now
+            )
+            runs = [
+                t
+                for t in series.occurrences_between(job, start, end, now, wall)
+                if t < pending and job.never_ran(t)
+            ]
             for t in runs:
                 self._push_locked(job, Pending(t, 1, now))
                 self._event_locked(now, "backfilled", job_id, t, 1)
@@ -166,8 +174,7 @@ class MemoryStore:
 
     # ---- the dispatcher's side ---------------------------------------------------------
 
-    def claim_due(self, capacity: Mapping[str, int], lease: float | None,
-                  owner: str) -> ClaimBatch:
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
         with self._lock:
             now = self.clock.now()
             woke = self._reap_locked(now)
@@ -193,8 +200,9 @@ class MemoryStore:
             self._wake(0.0)
         return ClaimBatch(claims, next_due_in, now)
 
-    def _admit_locked(self, job: JobRecord, p: Pending, now: float, lease: float | None,
-                      owner: str) -> Claim | None:
+    def _admit_locked(
+        self, job: JobRecord, p: Pending, now: float, lease: float | None, owner: str
+    ) -> Claim | None:
         """Turn a due pending invocation into a claim, or record why it does not run."""
         spec = job.spec
         scheduled, attempt, stalls = p.scheduled, p.attempt, p.stalls
@@ -221,15 +229,25 @@ class MemoryStore:
         self._fence += 1
         token = f"{owner}:{self._fence}"
         lease_until = None if lease is None else now + lease
-        self._running[token] = Running(spec.job_id, job.generation, scheduled, attempt,
-                                        self._fence, lease_until, spec, stalls)
+        self._running[token] = Running(
+            spec.job_id, job.generation, scheduled, attempt, self._fence, lease_until, spec, stalls
+        )
         self._running_per_job[spec.job_id] += 1
         if lease_until is not None:
             heapq.heappush(self._leases, (lease_until, token))
         job.attempts = attempt
         self._event_locked(now, "claimed", spec.job_id, scheduled, attempt, owner)
-        return Claim(spec.job_id, scheduled, attempt, token, self._fence, lease_until, spec,
-                     job.generation, spec.lane)
+        return Claim(
+            spec.job_id,
+            scheduled,
+            attempt,
+            token,
+            self._fence,
+            lease_until,
+            spec,
+            job.generation,
+            spec.lane,
+        )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         with self._lock:
@@ -254,8 +272,15 @@ class MemoryStore:
     def release(self, claim: Claim) -> Commit:
         return self._finish(claim, "released")
 
-    def _finish(self, claim: Claim, how: str, *, result: Any = None, error: str = "",
-                retry_in: float | None = None) -> Commit:
+    def _finish(
+        self,
+        claim: Claim,
+        how: str,
+        *,
+        result: Any = None,
+        error: str = "",
+        retry_in: float | None = None,
+    ) -> Commit:
         with self._lock:
             now = self.clock.now()
             r = self._owned_locked(claim, now)
@@ -283,14 +308,16 @@ class MemoryStore:
                 job.last_error = error
                 self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
                 woke = self._push_locked(
-                    job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls))
+                    job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls)
+                )
             else:
                 self._event_locked(now, "failed", r.job_id, r.scheduled, r.attempt, error)
                 if job is not None:
                     job.failures += 1
                     job.last_error = error
                     job.note_dead_letter(
-                        Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error))
+                        Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error)
+                    )
             if job is not None:
                 woke = self._settle_locked(job, now, how) or woke
         if woke is not None:
@@ -343,8 +370,9 @@ class MemoryStore:
                 self._event_locked(now, "abandoned", r.job_id, r.scheduled, r.attempt)
             elif live and r.stalls + 1 < r.spec.retry.max_stalls:
                 assert job is not None
-                self._push_locked(job, Pending(r.scheduled, r.attempt + 1, now,
-                                                stalls=r.stalls + 1))
+                self._push_locked(
+                    job, Pending(r.scheduled, r.attempt + 1, now, stalls=r.stalls + 1)
+                )
                 woke = True
             elif job is not None:
                 ev = Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, "lease lost")
@@ -382,6 +410,7 @@ class MemoryStore:
             with self._lock:
                 if listener in self._listeners:
                     self._listeners.remove(listener)
+
         return unsubscribe
 
     # ---- internals ---------------------------------------------------------------------
@@ -418,11 +447,24 @@ class MemoryStore:
 
     def _skip_locked(self, job: JobRecord, now: float, skip: Skip) -> None:
         job.note_skip(skip)
-        self._event_locked(now, "skipped", job.spec.job_id, skip.first, None,
-                           f"{skip.count} occurrence(s): {skip.reason}")
+        self._event_locked(
+            now,
+            "skipped",
+            job.spec.job_id,
+            skip.first,
+            None,
+            f"{skip.count} occurrence(s): {skip.reason}",
+        )
 
-    def _event_locked(self, now: float, kind: str, job_id: str, scheduled: float | None = None,
-                      attempt: int | None = None, detail: str = "") -> None:
+    def _event_locked(
+        self,
+        now: float,
+        kind: str,
+        job_id: str,
+        scheduled: float | None = None,
+        attempt: int | None = None,
+        detail: str = "",
+    ) -> None:
         self._events.append(Event(now, kind, job_id, scheduled, attempt, detail))
 
     def _retire_locked(self, job: JobRecord) -> None:
@@ -433,8 +475,11 @@ class MemoryStore:
 
     def _info_locked(self, job: JobRecord, now: float) -> JobInfo:
         jid = job.spec.job_id
-        running = [r for r in self._running.values() if r.job_id == jid] \
-            if self._running_per_job[jid] else []
+        running = (
+            [r for r in self._running.values() if r.job_id == jid]
+            if self._running_per_job[jid]
+            else []
+        )
         return job_info(job, running)
 
     def _wake(self, due_in: float | None) -> None:

@@ -1,5 +1,6 @@
 """MemoryStore's records: what it keeps per job, per pending and per running invocation,
 and how a job record reads as a ``JobInfo`` snapshot."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -16,9 +17,9 @@ RECENT = 20  # skipped ranges and dead letters kept per job
 class Pending:
     scheduled: float
     attempt: int
-    due: float               # scheduled, or a retry time
-    k: int | None = None     # series index of a recurring occurrence (None: retry / one-off)
-    stalls: int = 0          # how many owners lost their lease on this invocation
+    due: float  # scheduled, or a retry time
+    k: int | None = None  # series index of a recurring occurrence (None: retry / one-off)
+    stalls: int = 0  # how many owners lost their lease on this invocation
     wall: float | None = None  # a calendar occurrence's epoch instant
 
 
@@ -41,18 +42,18 @@ class JobRecord:
     anchor: float | None
     pending: dict[int, Pending] = field(default_factory=dict)  # seq -> pending
     paused: list[Pending] | None = None
-    queued: Pending | None = None   # overlap=queue: one occurrence held while another runs
+    queued: Pending | None = None  # overlap=queue: one occurrence held while another runs
     cancelled: bool = False
-    outcome: str = ""                # final state of a finished one-off job
+    outcome: str = ""  # final state of a finished one-off job
     runs: int = 0
     failures: int = 0
     attempts: int = 0
     last_result: Any = None
     last_error: str | None = None
-    last_token: str = ""            # token of the last commit: a resend answers OK again
-    since: float | None = None      # the series' first occurrence (lowered by backfill)
-    backfilled: set[float] | None = None      # occurrences a backfill has queued
-    skipped: deque[Skip] | None = None        # created on first use: most jobs never skip
+    last_token: str = ""  # token of the last commit: a resend answers OK again
+    since: float | None = None  # the series' first occurrence (lowered by backfill)
+    backfilled: set[float] | None = None  # occurrences a backfill has queued
+    skipped: deque[Skip] | None = None  # created on first use: most jobs never skip
     dead_letters: deque[Event] | None = None
 
     def due_in(self, now: float) -> float | None:
@@ -94,11 +95,20 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         state = job.outcome or "failed"
     dues = [p.due for p in job.pending.values()]
     return JobInfo(
-        job_id=job.spec.job_id, schedule=job.spec.schedule.describe(), lane=job.spec.lane,
-        state=state, next_run=min(dues) if dues else None, runs=job.runs,
-        failures=job.failures, attempts=job.attempts, last_result=job.last_result,
+        job_id=job.spec.job_id,
+        schedule=job.spec.schedule.describe(),
+        lane=job.spec.lane,
+        state=state,
+        next_run=min(dues) if dues else None,
+        runs=job.runs,
+        failures=job.failures,
+        attempts=job.attempts,
+        last_result=job.last_result,
         last_error=job.last_error,
-        running=tuple(InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
-                      for r in running),
-        skipped=tuple(job.skipped or ()), dead_letters=tuple(job.dead_letters or ()),
+        running=tuple(
+            InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
+            for r in running
+        ),
+        skipped=tuple(job.skipped or ()),
+        dead_letters=tuple(job.dead_letters or ()),
     )

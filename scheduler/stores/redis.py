@@ -9,6 +9,7 @@ every ``resync`` seconds (jittered), and a reconnected subscriber pokes at once.
 
 Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss detection.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +38,7 @@ log = logging.getLogger("duetime.redis")
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
-MAX_ACKS = 200   # completions per complete_many call (same bound on one call's Redis time)
+MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
 
 
 class StoreUnavailableError(DuetimeError, ConnectionError):
@@ -59,11 +60,19 @@ class RedisStore(WakeSubscriptions):
     ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
     write (replication.py). ``clock``: tests only, its time replaces Redis ``TIME``."""
 
-    def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
-                 namespace: str = "default", *, clock: Clock | None = None,
-                 lease: float = 30.0, resync: float = 5.0, shard: tuple[int, int] = (0, 1),
-                 payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
-                 wait_replicas: int = 0, wait_timeout_ms: int = 100) -> None:
+    def __init__(
+        self,
+        redis_url: str | Any = "redis://127.0.0.1:6379/0",
+        namespace: str = "default",
+        *,
+        clock: Clock | None = None,
+        lease: float = 30.0,
+        resync: float = 5.0,
+        shard: tuple[int, int] = (0, 1),
+        payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
+    ) -> None:
         import redis  # the optional dependency: pip install 'duetime[redis]'
 
         self._redis_mod = redis
@@ -72,13 +81,14 @@ class RedisStore(WakeSubscriptions):
             # a pooled connection left dead by an outage or a restart is reconnected and
             # its command resent (scripts are idempotent on resend: claims carry a
             # request id, commits a token) instead of failing the caller
-            self._r = urls.connect(redis_url, decode_responses=True,
-                                   **urls.resend_policy(RESEND_RETRIES))
+            self._r = urls.connect(
+                redis_url, decode_responses=True, **urls.resend_policy(RESEND_RETRIES)
+            )
         else:
             self._r = redis_url
         self.url = urls.safe(redis_url)
         self.keys = Keys(namespace, *shard)  # shard (i, of N): a ShardedStore's (sharded.py)
-        self._route = [self.keys.epoch]      # KEYS[1]: routes every script call in a cluster
+        self._route = [self.keys.epoch]  # KEYS[1]: routes every script call in a cluster
         self.namespace = namespace
         self.default_lease: float | None = validation.interval(lease, "lease")
         self.resync = resync
@@ -87,7 +97,7 @@ class RedisStore(WakeSubscriptions):
         self._fixed_clock = clock is not None
         self._scripts = lua.register(self._r)
         self._specs: OrderedDict[tuple[str, str], JobSpec] = OrderedDict()
-        self._offset_ms = 0.0          # Redis time minus local monotonic time, in ms
+        self._offset_ms = 0.0  # Redis time minus local monotonic time, in ms
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
         self.data_loss_alarms = 0
@@ -115,11 +125,13 @@ class RedisStore(WakeSubscriptions):
             raise StoreFullError(
                 f"Redis at {self.url} is out of memory (maxmemory reached; policy "
                 "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
-                f"and cancel unneeded ones, then retry ({exc})") from exc
+                f"and cancel unneeded ones, then retry ({exc})"
+            ) from exc
         except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
             raise StoreUnavailableError(
                 f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
-                "(DUETIME_REDIS_URL) right?") from exc
+                "(DUETIME_REDIS_URL) right?"
+            ) from exc
 
     def _call(self, name: str, *args: Any) -> Any:
         argv = [self.keys.prefix, self._now_arg(), *args]
@@ -175,9 +187,15 @@ class RedisStore(WakeSubscriptions):
             return
         if epoch == self._epoch:
             return
-        log.error("Redis at %s lost duetime's data for namespace %r (epoch %s -> %s): "
-                  "jobs enqueued or claimed before may be gone; check persistence (AOF) "
-                  "and failovers", self.url, self.namespace, self._epoch, epoch or "missing")
+        log.error(
+            "Redis at %s lost duetime's data for namespace %r (epoch %s -> %s): "
+            "jobs enqueued or claimed before may be gone; check persistence (AOF) "
+            "and failovers",
+            self.url,
+            self.namespace,
+            self._epoch,
+            epoch or "missing",
+        )
         self._record("data_loss", f"epoch {self._epoch} -> {epoch or 'missing'}")
         self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
         self._epoch = self._r.get(self.keys.epoch)
@@ -187,9 +205,19 @@ class RedisStore(WakeSubscriptions):
         if kind == "data_loss":
             self.data_loss_alarms += 1
         with self._r.pipeline(transaction=False) as p:
-            p.xadd(self.keys.events, {"kind": kind, "job": "", "sched": "", "attempt": "",
-                                      "detail": detail, "at": str(int(time.time() * 1000))},
-                   maxlen=10_000, approximate=True)
+            p.xadd(
+                self.keys.events,
+                {
+                    "kind": kind,
+                    "job": "",
+                    "sched": "",
+                    "attempt": "",
+                    "detail": detail,
+                    "at": str(int(time.time() * 1000)),
+                },
+                maxlen=10_000,
+                approximate=True,
+            )
             p.hincrby(self.keys.stats, kind, 1)
             p.execute()
 
@@ -213,9 +241,14 @@ class RedisStore(WakeSubscriptions):
         script, high = self._scripts["add"], self.replication.seq_high
         self.replication.refresh()
         with self._reachable():
-            replies = lua.pipelined(self._r, script, self._route,
-                                    [[self.keys.prefix, self._now_arg(), *a] for a in args],
-                                    self.waiter.replicas, self.waiter.timeout_ms)
+            replies = lua.pipelined(
+                self._r,
+                script,
+                self._route,
+                [[self.keys.prefix, self._now_arg(), *a] for a in args],
+                self.waiter.replicas,
+                self.waiter.timeout_ms,
+            )
         if self.waiter.replicas:
             self.waiter.check(replies.pop(), len(args))
         with self._reachable():
@@ -247,27 +280,32 @@ class RedisStore(WakeSubscriptions):
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         with self._reachable():
-            return redis_calendar.backfill(self._r, self.keys.job(job_id), self._spec,
-                                           self._call, job_id, start, end)
+            return redis_calendar.backfill(
+                self._r, self.keys.job(job_id), self._spec, self._call, job_id, start, end
+            )
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
-    def claim_due(self, capacity: Mapping[str, int], lease: float | None,
-                  owner: str) -> ClaimBatch:
-        pairs = [str(x) for lane, n in capacity.items() if n > 0
-                 for x in (lane, min(n, MAX_BATCH))]
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
+        pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
         sent = time.monotonic()
         high = self.replication.fence_high
-        reply = json.loads(self._call("claim", owner, uuid.uuid4().hex,
-                                      "" if lease is None else _ms(lease), *pairs))
+        reply = json.loads(
+            self._call(
+                "claim", owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs
+            )
+        )
         now = reply["now"]
         self._offset_ms = now - sent * 1000
         alarms = self.data_loss_alarms
         self._watch_epoch(reply.get("epoch", ""))
         with self._reachable():
-            self.replication.after_claim(high, reply.get("fence"),
-                                         [c["f"] for c in reply["claims"] or []],
-                                         reported=self.data_loss_alarms > alarms)
+            self.replication.after_claim(
+                high,
+                reply.get("fence"),
+                [c["f"] for c in reply["claims"] or []],
+                reported=self.data_loss_alarms > alarms,
+            )
         claims = []
         for c in reply["claims"] or []:
             try:
@@ -277,13 +315,13 @@ class RedisStore(WakeSubscriptions):
                 continue
             claims.append(codec.claim(c, spec))
         if reply.get("plan"):  # never raises: the claims above must still be returned
-            redis_calendar.write_plans(self._r, self.keys.job, self._spec, self._call,
-                                       reply["plan"], now)
+            redis_calendar.write_plans(
+                self._r, self.keys.job, self._spec, self._call, reply["plan"], now
+            )
         nxt = reply["next"]
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
-        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH
-                          for lane in capped):
+        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH for lane in capped):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         return ClaimBatch(claims, due_in, now / 1000)
 
@@ -301,22 +339,31 @@ class RedisStore(WakeSubscriptions):
         return [Commit(code) for code in codes]
 
     def complete(self, claim: Claim, result: Any) -> Commit:
-        return Commit(self._call("complete", claim.job_id, claim.token,
-                                 codec.result_json(result)))
+        return Commit(self._call("complete", claim.job_id, claim.token, codec.result_json(result)))
 
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
         """``complete`` for a batch of (claim, result) in one script call (batched acks):
         each item is token-checked on its own and gets its own outcome, in order."""
         out: list[Commit] = []
         for i in range(0, len(done), MAX_ACKS):
-            args = [x for claim, result in done[i:i + MAX_ACKS]
-                    for x in (claim.job_id, claim.token, codec.result_json(result))]
+            args = [
+                x
+                for claim, result in done[i : i + MAX_ACKS]
+                for x in (claim.job_id, claim.token, codec.result_json(result))
+            ]
             out += [Commit(code) for code in self._call("complete_many", *args)]
         return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
-        return Commit(self._call("fail", claim.job_id, claim.token, error[:4000],
-                                 "" if retry_in is None else _ms(retry_in)))
+        return Commit(
+            self._call(
+                "fail",
+                claim.job_id,
+                claim.token,
+                error[:4000],
+                "" if retry_in is None else _ms(retry_in),
+            )
+        )
 
     def release(self, claim: Claim) -> Commit:
         return Commit(self._call("release", claim.job_id, claim.token))
@@ -338,8 +385,7 @@ class RedisStore(WakeSubscriptions):
         hot path)."""
         start = len(self.keys.job(""))
         with self._reachable():
-            ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"),
-                                                              count=1000))
+            ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"), count=1000))
         infos = [i for i in (self.get(j) for j in ids) if i is not None and i.state in LIVE]
         return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
 
@@ -353,8 +399,11 @@ class RedisStore(WakeSubscriptions):
     # ---- wake-ups -----------------------------------------------------------------------
 
     def _due_in(self, due_ms: int) -> float:
-        now = (self.clock.now() * 1000 if self._fixed_clock
-               else time.monotonic() * 1000 + self._offset_ms)
+        now = (
+            self.clock.now() * 1000
+            if self._fixed_clock
+            else time.monotonic() * 1000 + self._offset_ms
+        )
         return max(0.0, (due_ms - now) / 1000)
 
     def _wake_channels(self) -> list[str]:
@@ -371,4 +420,3 @@ class RedisStore(WakeSubscriptions):
 def _add_result(reply: list[Any]) -> AddResult:
     outcome, due_in = reply[:2]
     return AddResult(outcome, None if int(due_in) < 0 else int(due_in) / 1000)
-

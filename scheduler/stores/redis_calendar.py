@@ -4,6 +4,7 @@ Lua cannot evaluate a cron expression in a time zone, so replicas compute occurr
 in Python and write them with plan.lua (compare-and-set; see claim.lua's header for the
 protocol). Everything here is idempotent: replicas racing on one series write it once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,9 @@ def first_two(spec: JobSpec, now_ms: int) -> tuple[int, int]:
     first = crons.next_after(spec.schedule, now_ms / 1000, spec.job_id)
     second = None if first is None else crons.next_after(spec.schedule, first, spec.job_id)
     if first is None or second is None:
-        raise ValueError(f"the cron schedule of {spec.job_id!r} has no occurrences after "
-                         "now; nothing was stored")
+        raise ValueError(
+            f"the cron schedule of {spec.job_id!r} has no occurrences after now; nothing was stored"
+        )
     return _ms(first), _ms(second)
 
 
@@ -49,8 +51,9 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
         nxt = crons.next_after(sched, t, spec.job_id)
         return None if nxt is None else [*head, "after", str(_ms(nxt))]
     grace = schedules.calendar_grace(sched, spec.job_id, t, spec.misfire_grace)
-    p = schedules.plan_calendar(sched, spec.job_id, t, now_ms / 1000, spec.misfire, grace,
-                                spec.catch_up_window)
+    p = schedules.plan_calendar(
+        sched, spec.job_id, t, now_ms / 1000, spec.misfire, grace, spec.catch_up_window
+    )
     keep, go = (p.run, "1") if p.run is not None else (p.pending, "0")
     if keep is None:
         return None
@@ -64,8 +67,14 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
     return [*head, "replan", str(_ms(keep)), go, str(_ms(after)), *skip]
 
 
-def write_plans(r: Any, job_key: Callable[[str], str], decode: Callable[[str, str], JobSpec],
-                call: Callable[..., Any], jobs: Iterable[str], now_ms: int) -> None:
+def write_plans(
+    r: Any,
+    job_key: Callable[[str], str],
+    decode: Callable[[str, str], JobSpec],
+    call: Callable[..., Any],
+    jobs: Iterable[str],
+    now_ms: int,
+) -> None:
     """Compute and write the plans claim.lua asked for. Never raises: a job that cannot
     be planned (or a store error) is logged and left waiting; claim.lua asks again."""
     jobs = list(dict.fromkeys(jobs))
@@ -90,8 +99,15 @@ def write_plans(r: Any, job_key: Callable[[str], str], decode: Callable[[str, st
 BACKFILL_FIELDS = ("def", "gen", "anchor", "interval")
 
 
-def backfill(r: Any, key: str, decode: Callable[[str, str], JobSpec],
-             call: Callable[..., Any], job_id: str, start: float, end: float) -> int:
+def backfill(
+    r: Any,
+    key: str,
+    decode: Callable[[str, str], JobSpec],
+    call: Callable[..., Any],
+    job_id: str,
+    start: float,
+    end: float,
+) -> int:
     """``RedisStore.backfill``: read the job's schedule, compute the occurrences of the
     window, and let backfill.lua queue those that never ran (see its header)."""
     h = dict(zip(BACKFILL_FIELDS, r.hmget(key, *BACKFILL_FIELDS), strict=True))
@@ -100,13 +116,14 @@ def backfill(r: Any, key: str, decode: Callable[[str, str], JobSpec],
     spec = decode(job_id, h["def"])
     queued = int(call("backfill", job_id, h["gen"], *occurrences(spec, h, start, end)))
     if queued < 0:
-        raise ValueError(f"job {job_id!r} changed while the backfill was computed (it was "
-                         "replaced, cancelled or finished); nothing was queued")
+        raise ValueError(
+            f"job {job_id!r} changed while the backfill was computed (it was "
+            "replaced, cancelled or finished); nothing was queued"
+        )
     return queued
 
 
-def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: float
-                ) -> list[int]:
+def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: float) -> list[int]:
     """The occurrences (epoch ms) of a stored recurring job in [start, end), for
     backfill.lua; raises ValueError for a one-off job or an oversized window."""
     sched = spec.schedule

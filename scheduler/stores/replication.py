@@ -16,6 +16,7 @@ stronger, SPEC §8); it offers two things:
   before were lost; recorded as a ``data_loss`` event, and the counter is raised back so
   later claims get fences above every one handed out to this store.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,7 +30,7 @@ from scheduler.stores import urls
 log = logging.getLogger("duetime.redis")
 
 WARN_EVERY = 10.0  # seconds between two "WAIT timed out" warnings
-REFRESH = 1.0      # seconds between two "who is the primary?" questions to the sentinels
+REFRESH = 1.0  # seconds between two "who is the primary?" questions to the sentinels
 # Raise the fence counter to at least ARGV[1] (one key: fine on a cluster); the old value.
 RAISE_FENCE = """
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -91,9 +92,14 @@ class Waiter:
             if now - self._warned < WARN_EVERY:
                 return
             self._warned = now
-        log.warning("WAIT %d %d: only %s replica(s) confirmed a write (%d so far); a failover "
-                    "now could lose it. Is a replica down or lagging?", self.replicas,
-                    self.timeout_ms, acked, self.unreplicated_writes)
+        log.warning(
+            "WAIT %d %d: only %s replica(s) confirmed a write (%d so far); a failover "
+            "now could lose it. Is a replica down or lagging?",
+            self.replicas,
+            self.timeout_ms,
+            acked,
+            self.unreplicated_writes,
+        )
 
 
 class ReplicationWatch:
@@ -113,14 +119,15 @@ class ReplicationWatch:
         self._lock = threading.Lock()
         self.primary = urls.primary_address(client)
         self._refreshed = 0.0
-        self.fence_high = 0       # the highest fence this store was handed
-        self.seq_high = 0         # the highest seq an add of this store returned
+        self.fence_high = 0  # the highest fence this store was handed
+        self.seq_high = 0  # the highest seq an add of this store returned
         self.failovers = 0
         self.lost_claims = 0
         self.lost_writes = 0
 
-    def after_claim(self, high: int, fence_before: int | None, fences: Sequence[int],
-                    reported: bool = False) -> None:
+    def after_claim(
+        self, high: int, fence_before: int | None, fences: Sequence[int], reported: bool = False
+    ) -> None:
         """Called after a claim with ``fence_high`` as it was when the claim was sent (every
         fence handed out before then was issued before the script ran, so the counter the
         script read, ``fence_before``, must be at least that), and the claimed fences.
@@ -137,10 +144,12 @@ class ReplicationWatch:
         old = self._raise(keys=[self._prefix + "fence"], args=[max(high, *fences, 0)])
         if reported:
             return
-        self._alarm(f"fence counter was {fence_before}, below fence {high} already handed "
-                    f"to this replica: at least {lost} acknowledged claim(s) lost"
-                    f"{f'; {reissued} fence(s) reissued before the repair' if reissued else ''}"
-                    f"; counter raised from {old}; the affected invocations run again")
+        self._alarm(
+            f"fence counter was {fence_before}, below fence {high} already handed "
+            f"to this replica: at least {lost} acknowledged claim(s) lost"
+            f"{f'; {reissued} fence(s) reissued before the repair' if reissued else ''}"
+            f"; counter raised from {old}; the affected invocations run again"
+        )
 
     def after_add(self, high: int, replies: Sequence[Sequence[Any]]) -> None:
         """Called after adds with ``seq_high`` as it was when they were sent and their
@@ -158,14 +167,19 @@ class ReplicationWatch:
         with self._lock:
             self.lost_writes += lost
         old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
-        self._alarm(f"seq counter was {before}, below {high} already acknowledged to this "
-                    f"client: at least {lost} acknowledged enqueue(s) or reschedule(s) lost "
-                    f"(jobs enqueued just before may be gone: enqueue them again with the "
-                    f"same job_id, an upsert); counter raised from {old}")
+        self._alarm(
+            f"seq counter was {before}, below {high} already acknowledged to this "
+            f"client: at least {lost} acknowledged enqueue(s) or reschedule(s) lost "
+            f"(jobs enqueued just before may be gone: enqueue them again with the "
+            f"same job_id, an upsert); counter raised from {old}"
+        )
 
     def _alarm(self, detail: str) -> None:
-        log.error("Redis at %s lacks writes it acknowledged (a failover or a restart "
-                  "without fsync): %s", self._url, detail)
+        log.error(
+            "Redis at %s lacks writes it acknowledged (a failover or a restart without fsync): %s",
+            self._url,
+            detail,
+        )
         self._record("data_loss", detail)
 
     def refresh(self) -> None:
@@ -186,7 +200,7 @@ class ReplicationWatch:
         try:
             pool.get_master_address()  # type: ignore[union-attr]
         except (redis.ConnectionError, redis.TimeoutError):
-            pass   # no sentinel answered, or no primary: the next command will say so
+            pass  # no sentinel answered, or no primary: the next command will say so
 
     def _watch_primary(self) -> None:
         address = urls.primary_address(self._r)
@@ -198,7 +212,11 @@ class ReplicationWatch:
                 return
             self.failovers += 1
         detail = f"primary {old[0]}:{old[1]} -> {address[0]}:{address[1]}"
-        log.error("Redis failover at %s: %s; writes acknowledged by the old primary shortly "
-                  "before it failed may be lost (replication is asynchronous); lost claims "
-                  "are detected and their invocations run again", self._url, detail)
+        log.error(
+            "Redis failover at %s: %s; writes acknowledged by the old primary shortly "
+            "before it failed may be lost (replication is asynchronous); lost claims "
+            "are detected and their invocations run again",
+            self._url,
+            detail,
+        )
         self._record("failover", detail)

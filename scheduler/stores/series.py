@@ -5,6 +5,7 @@ Fixed-rate series live on the store's clock (an anchor plus k intervals); calend
 series live on the wall clock (each ``Pending`` carries its epoch instant in ``wall``)
 and are converted to the store's clock when pushed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,24 +53,35 @@ def step(job: JobRecord, p: Pending, now: float, wall: float) -> Step:
         assert p.wall is not None
         to_wall = wall - now  # store time + to_wall = wall time
         grace = schedules.calendar_grace(sched, spec.job_id, p.wall, spec.misfire_grace)
-        cp = schedules.plan_calendar(sched, spec.job_id, p.wall, wall, spec.misfire, grace,
-                                     spec.catch_up_window)
+        cp = schedules.plan_calendar(
+            sched, spec.job_id, p.wall, wall, spec.misfire, grace, spec.catch_up_window
+        )
         skip = None
         if cp.skipped is not None:
             first_w, last_w, count = cp.skipped
             skip = Skip(first_w - to_wall, last_w - to_wall, count, cp.reason)
-        run = None if cp.run is None else (p.scheduled if cp.run == p.wall
-                                           else cp.run - to_wall)
+        run = None if cp.run is None else (p.scheduled if cp.run == p.wall else cp.run - to_wall)
         return Step(run, _calendar(cp.pending, now, wall), skip)
     assert isinstance(sched, Every) and job.anchor is not None and p.k is not None
     iv = sched.interval
-    plan = schedules.plan(job.anchor, iv, p.k, now, spec.misfire,
-                          schedules.grace_for(iv, spec.misfire_grace), spec.catch_up_window)
+    plan = schedules.plan(
+        job.anchor,
+        iv,
+        p.k,
+        now,
+        spec.misfire,
+        schedules.grace_for(iv, spec.misfire_grace),
+        spec.catch_up_window,
+    )
     skip = None
     if plan.skipped is not None:
         a, b = plan.skipped
-        skip = Skip(schedules.occurrence(job.anchor, iv, a),
-                    schedules.occurrence(job.anchor, iv, b), b - a + 1, plan.reason)
+        skip = Skip(
+            schedules.occurrence(job.anchor, iv, a),
+            schedules.occurrence(job.anchor, iv, b),
+            b - a + 1,
+            plan.reason,
+        )
     nxt = schedules.occurrence(job.anchor, iv, plan.next_k)
     run = None if plan.run is None else schedules.occurrence(job.anchor, iv, plan.run)
     return Step(run, Pending(nxt, 1, nxt, plan.next_k), skip)
@@ -82,14 +94,17 @@ def _calendar(instant: float | None, now: float, wall: float) -> Pending | None:
     return Pending(due, 1, due, k=0, wall=instant)
 
 
-def occurrences_between(job: JobRecord, start: float, end: float, now: float,
-                        wall: float) -> list[float]:
+def occurrences_between(
+    job: JobRecord, start: float, end: float, now: float, wall: float
+) -> list[float]:
     """The series' occurrences with wall time in [start, end), in store time, ascending
     (``schedules.window``: ValueError for a one-off job or an oversized window)."""
     sched, to_store = job.spec.schedule, now - wall
     if isinstance(sched, Cron):
-        return [x + to_store for x in schedules.window(job.spec.job_id, sched, None,
-                                                       start, end)]
-    grid = (job.anchor, sched.interval) if (
-        isinstance(sched, Every) and job.anchor is not None) else None
+        return [x + to_store for x in schedules.window(job.spec.job_id, sched, None, start, end)]
+    grid = (
+        (job.anchor, sched.interval)
+        if (isinstance(sched, Every) and job.anchor is not None)
+        else None
+    )
     return schedules.window(job.spec.job_id, None, grid, start + to_store, end + to_store)

@@ -29,6 +29,7 @@ Ordering: invocations are claimed in (due, submission) order within a shard; acr
 shards only by due time as far as the estimates go (FIFO of equal due times holds per
 shard only).
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,12 +57,20 @@ class ShardedStore(WakeSubscriptions):
     URL ``RedisStore`` takes (``redis+cluster://`` for a cluster) or a redis-py client;
     the other arguments are ``RedisStore``'s, for every shard."""
 
-    def __init__(self, redis_url: str | Any = "redis://127.0.0.1:6379/0",
-                 namespace: str = "default", *, shards: int, clock: Clock | None = None,
-                 lease: float = 30.0, resync: float = 5.0,
-                 payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
-                 wait_replicas: int = 0, wait_timeout_ms: int = 100,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        redis_url: str | Any = "redis://127.0.0.1:6379/0",
+        namespace: str = "default",
+        *,
+        shards: int,
+        clock: Clock | None = None,
+        lease: float = 30.0,
+        resync: float = 5.0,
+        payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
+        rng: random.Random | None = None,
+    ) -> None:
         self.n = sharding.shard_count(shards)
         if isinstance(redis_url, str):
             self._r = urls.connect(redis_url, decode_responses=True)
@@ -71,10 +80,20 @@ class ShardedStore(WakeSubscriptions):
         self.namespace = namespace
         self.clock: Clock = clock or MonotonicClock()
         self.resync = resync
-        self.shards = [RedisStore(self._r, namespace, clock=clock, lease=lease, resync=resync,
-                                  payload_limit=payload_limit, wait_replicas=wait_replicas,
-                                  wait_timeout_ms=wait_timeout_ms, shard=(i, self.n))
-                       for i in range(self.n)]
+        self.shards = [
+            RedisStore(
+                self._r,
+                namespace,
+                clock=clock,
+                lease=lease,
+                resync=resync,
+                payload_limit=payload_limit,
+                wait_replicas=wait_replicas,
+                wait_timeout_ms=wait_timeout_ms,
+                shard=(i, self.n),
+            )
+            for i in range(self.n)
+        ]
         for s in self.shards:
             s.url = self.url
         self.default_lease = self.shards[0].default_lease
@@ -82,15 +101,15 @@ class ShardedStore(WakeSubscriptions):
         self._rng = rng or random.Random()
         self._counted = False  # the namespace's shard count was checked
         self._lock = threading.Lock()
-        self._due = [0.0] * self.n          # clock time a shard may next have work
+        self._due = [0.0] * self.n  # clock time a shard may next have work
         self._covered: list[frozenset[str]] = [frozenset()] * self.n  # lanes _due covers
-        self._hot: list[set[str]] = [set() for _ in range(self.n)]    # lanes it filled
+        self._hot: list[set[str]] = [set() for _ in range(self.n)]  # lanes it filled
         self._sweep: set[int] = set(range(self.n))  # shards to visit whatever their estimate
         self._sweep_at = 0.0
-        self._woken = [0] * self.n          # wake-ups seen per shard (races with claims)
-        self._offset_ms = 0.0               # Redis time minus local time, last measured
+        self._woken = [0] * self.n  # wake-ups seen per shard (races with claims)
+        self._offset_ms = 0.0  # Redis time minus local time, last measured
         self._start = 0
-        self._trusted = False               # the wake subscriber is connected
+        self._trusted = False  # the wake subscriber is connected
         self._init_subscriptions()
         self._channel_shard = {s.keys.wake: i for i, s in enumerate(self.shards)}
 
@@ -114,8 +133,7 @@ class ShardedStore(WakeSubscriptions):
         writers (``record``) record it in a new namespace (shards.py)."""
         if not self._counted:
             with self.shards[0]._reachable():
-                self._counted = sharding.check_count(self._r, self.keys, self.url,
-                                                     record=record)
+                self._counted = sharding.check_count(self._r, self.keys, self.url, record=record)
 
     def check_server(self) -> list[str]:
         """``RedisStore.check_server`` (shard 0's server checks and the shard count), and
@@ -150,8 +168,9 @@ class ShardedStore(WakeSubscriptions):
             groups[sharding.shard_of(spec.job_id, self.n)].append(n)
         out: list[AddResult | None] = [None] * len(specs)
         for i, members in groups.items():
-            for n, result in zip(members, self.shards[i].add_many([specs[n] for n in members]),
-                                 strict=True):
+            for n, result in zip(
+                members, self.shards[i].add_many([specs[n] for n in members]), strict=True
+            ):
                 out[n] = result
                 self._learn(i, result.due_in)
         return [r for r in out if r is not None]
@@ -178,8 +197,7 @@ class ShardedStore(WakeSubscriptions):
 
     # ---- claiming -----------------------------------------------------------------------
 
-    def claim_due(self, capacity: Mapping[str, int], lease: float | None,
-                  owner: str) -> ClaimBatch:
+    def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
         """Claim from the shards that may have due work, in rotating order, until the
         capacity is used (see the module docstring)."""
         self._count(record=True)
@@ -193,8 +211,9 @@ class ShardedStore(WakeSubscriptions):
                 self._sweep_at = now + self.resync * (0.5 + self._rng.random())
             start, self._start = self._start, (self._start + 1) % self.n
             # earliest estimate first (oldest work first); ties in rotating order
-            order = sorted(range(self.n), key=lambda i: (min(self._due[i], now),
-                                                         (i - start) % self.n))
+            order = sorted(
+                range(self.n), key=lambda i: (min(self._due[i], now), (i - start) % self.n)
+            )
         claims: list[Claim] = []
         store_now: float | None = None
         for i in order:
@@ -202,8 +221,12 @@ class ShardedStore(WakeSubscriptions):
             if not wanted:
                 break
             with self._lock:
-                due = (i in self._sweep or self._due[i] <= now
-                       or bool(wanted - self._covered[i]) or bool(wanted & self._hot[i]))
+                due = (
+                    i in self._sweep
+                    or self._due[i] <= now
+                    or bool(wanted - self._covered[i])
+                    or bool(wanted & self._hot[i])
+                )
                 woken = self._woken[i]
             if not due:
                 continue
@@ -212,13 +235,17 @@ class ShardedStore(WakeSubscriptions):
                 batch = self.shards[i].claim_due(asked, lease, owner)
             except Exception:
                 if not claims:
-                    raise      # nothing claimed yet: the dispatcher backs off and retries
-                log.warning("claiming from shard %d failed; returning the %d claim(s) made "
-                            "in other shards, it is tried again next round", i, len(claims),
-                            exc_info=True)
+                    raise  # nothing claimed yet: the dispatcher backs off and retries
+                log.warning(
+                    "claiming from shard %d failed; returning the %d claim(s) made "
+                    "in other shards, it is tried again next round",
+                    i,
+                    len(claims),
+                    exc_info=True,
+                )
                 with self._lock:
                     self._due[i] = now
-                break          # claims already made must reach the dispatcher
+                break  # claims already made must reach the dispatcher
             got = Counter(c.lane for c in batch.claims)
             for lane, k in got.items():
                 left[lane] = left.get(lane, 0) - k
@@ -247,8 +274,7 @@ class ShardedStore(WakeSubscriptions):
         with self._lock:
             times = [self._sweep_at] if self._trusted else []
             for i in range(self.n):
-                if lanes and (i in self._sweep or lanes & self._hot[i]
-                              or lanes - self._covered[i]):
+                if lanes and (i in self._sweep or lanes & self._hot[i] or lanes - self._covered[i]):
                     times.append(now)
                 elif lanes or self._due[i] > now:
                     times.append(self._due[i])
@@ -261,8 +287,9 @@ class ShardedStore(WakeSubscriptions):
             groups[sharding.shard_of(c.job_id, self.n)].append(n)
         out: list[Commit] = [Commit.LEASE_LOST] * len(claims)
         for i, members in groups.items():
-            for n, code in zip(members, self.shards[i].renew([claims[n] for n in members],
-                                                             lease), strict=True):
+            for n, code in zip(
+                members, self.shards[i].renew([claims[n] for n in members], lease), strict=True
+            ):
                 out[n] = code
         return out
 
@@ -340,7 +367,7 @@ class ShardedStore(WakeSubscriptions):
     def _on_subscribed(self) -> None:
         with self._lock:
             self._trusted = True
-            self._sweep = set(range(self.n))   # we may have missed wake-ups
+            self._sweep = set(range(self.n))  # we may have missed wake-ups
 
     def _on_lost(self) -> None:
         with self._lock:
@@ -351,8 +378,9 @@ class ShardedStore(WakeSubscriptions):
         urls.close(self._r)
 
 
-def open_store(redis_url: str | Any, namespace: str = "default", *,
-               shards: int | None = None, **kwargs: Any) -> RedisStore | ShardedStore:
+def open_store(
+    redis_url: str | Any, namespace: str = "default", *, shards: int | None = None, **kwargs: Any
+) -> RedisStore | ShardedStore:
     """The store for a URL: a ``RedisStore`` for one shard, else a ``ShardedStore``. The
     shard count is ``shards``, else the URL's ``shards=N``, else 1; both given must agree.
     ``kwargs`` go to the store (``clock``, ``lease``, ``resync``, ``wait_replicas``...)."""

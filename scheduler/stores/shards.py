@@ -9,6 +9,7 @@ no record was written unsharded, so it counts as N = 1. Every store checks it
 (``check_count``) and refuses a different N with a ``ShardCountError`` that says which N
 the namespace has.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -49,7 +50,7 @@ def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> 
     recorded = client.get(keys.shards)
     if recorded is None:
         if client.exists(keys.layout):
-            recorded = "1"      # data written before any sharded store: one shard
+            recorded = "1"  # data written before any sharded store: one shard
         elif shards == 1 or not record:
             return shards == 1
         else:
@@ -60,5 +61,6 @@ def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> 
             f"namespace {keys.prefix!r} at {where} has {int(recorded)} shard(s), but this "
             f"store was given {shards}: a namespace's shard count never changes (jobs are "
             f"placed by a hash of their id). Use shards={int(recorded)} (--shards "
-            f"{int(recorded)}), or another namespace")
+            f"{int(recorded)}), or another namespace"
+        )
     return True

@@ -21,6 +21,7 @@ asks the sentinels for the current primary, and a connection to a demoted primar
 dropped, so after a failover the client follows the new primary by itself. duetime adds
 no failover logic of its own.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -91,8 +92,10 @@ def split_shards(url: str) -> tuple[str, int | None]:
         return url, None
     value = found[-1]
     if not value.isdigit() or not 1 <= int(value) <= MAX_SHARDS:
-        raise RedisURLError(f"bad shards={value!r} in {safe(url)!r}: the shard count must be "
-                            f"an integer from 1 to {MAX_SHARDS}")
+        raise RedisURLError(
+            f"bad shards={value!r} in {safe(url)!r}: the shard count must be "
+            f"an integer from 1 to {MAX_SHARDS}"
+        )
     query = "&".join(f"{k}{sep}{v}" for k, sep, v in items if k != "shards")
     return urlunsplit(parts._replace(query=query)), int(value)
 
@@ -102,9 +105,9 @@ MAX_SHARDS = 1024
 
 def parse_cluster(url: str) -> ClusterURL:
     """Parse a ``redis+cluster://`` URL, or raise ``RedisURLError`` saying what to fix."""
+
     def bad(why: str) -> RedisURLError:
-        return RedisURLError(f"bad cluster URL {safe(url)!r}: {why}; expected "
-                             f"{CLUSTER_FORMAT}")
+        return RedisURLError(f"bad cluster URL {safe(url)!r}: {why}; expected {CLUSTER_FORMAT}")
 
     url, _ = split_shards(url)
     try:
@@ -140,6 +143,7 @@ def is_sentinel(url: str) -> bool:
 
 def parse_sentinel(url: str) -> SentinelURL:
     """Parse a ``redis+sentinel://`` URL, or raise ``RedisURLError`` saying what to fix."""
+
     def bad(why: str) -> RedisURLError:
         return RedisURLError(f"bad Sentinel URL {safe(url)!r}: {why}; expected {FORMAT}")
 
@@ -167,10 +171,15 @@ def parse_sentinel(url: str) -> SentinelURL:
         raise bad(f"unknown option(s) {', '.join(unknown)} (known: {', '.join(SENTINEL_OPTIONS)})")
     if parts.fragment:
         raise bad("a '#fragment' is not allowed")
-    return SentinelURL(sentinels=sentinels, service=unquote(path[0]), db=db,
-                       username=username, password=password,
-                       sentinel_username=query.get("sentinel_username", [None])[-1],
-                       sentinel_password=query.get("sentinel_password", [None])[-1])
+    return SentinelURL(
+        sentinels=sentinels,
+        service=unquote(path[0]),
+        db=db,
+        username=username,
+        password=password,
+        sentinel_username=query.get("sentinel_username", [None])[-1],
+        sentinel_password=query.get("sentinel_password", [None])[-1],
+    )
 
 
 def _host_port(text: str, bad: Any, default_port: int = SENTINEL_PORT) -> tuple[str, int]:
@@ -201,8 +210,10 @@ def resend_policy(retries: int) -> dict[str, Any]:
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    return {"retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
-            "retry_on_error": [redis.ConnectionError]}
+    return {
+        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
+        "retry_on_error": [redis.ConnectionError],
+    }
 
 
 def connect(url: str, **kwargs: Any) -> Any:
@@ -216,30 +227,41 @@ def connect(url: str, **kwargs: Any) -> Any:
         from redis.cluster import ClusterNode, RedisCluster
 
         c = parse_cluster(url)
-        return RedisCluster(startup_nodes=[ClusterNode(h, p)  # type: ignore[no-untyped-call]
-                                           for h, p in c.nodes],
-                            username=c.username, password=c.password, **kwargs)
+        return RedisCluster(
+            startup_nodes=[
+                ClusterNode(h, p)  # type: ignore[no-untyped-call]
+                for h, p in c.nodes
+            ],
+            username=c.username,
+            password=c.password,
+            **kwargs,
+        )
     if not is_sentinel(url):
         scheme = url.partition("://")[0].lower() if "://" in url else ""
         if scheme not in PLAIN_SCHEMES:
             raise RedisURLError(
                 f"unsupported Redis URL scheme {scheme + '://' if scheme else '(none)'} in "
                 f"{safe(url)!r}: use redis://, rediss:// (TLS), unix://, {CLUSTER_FORMAT} "
-                f"or {FORMAT}")
+                f"or {FORMAT}"
+            )
         return redis.Redis.from_url(url, **kwargs)
     from redis.sentinel import Sentinel
 
     s = parse_sentinel(url)
-    sentinel_kwargs: dict[str, Any] = {"socket_timeout": SENTINEL_TIMEOUT,
-                                       "socket_connect_timeout": SENTINEL_TIMEOUT}
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": SENTINEL_TIMEOUT,
+        "socket_connect_timeout": SENTINEL_TIMEOUT,
+    }
     if s.sentinel_password is not None:
         sentinel_kwargs["password"] = s.sentinel_password
     if s.sentinel_username is not None:
         sentinel_kwargs["username"] = s.sentinel_username
     manager = Sentinel(  # type: ignore[no-untyped-call]
-        list(s.sentinels), sentinel_kwargs=sentinel_kwargs)
+        list(s.sentinels), sentinel_kwargs=sentinel_kwargs
+    )
     return manager.master_for(  # type: ignore[no-untyped-call]
-        s.service, db=s.db, username=s.username, password=s.password, **kwargs)
+        s.service, db=s.db, username=s.username, password=s.password, **kwargs
+    )
 
 
 def close(client: Any) -> None:
@@ -281,6 +303,8 @@ def safe(url: Any) -> str:
         netloc = f"{user}:***@{hosts}" if sep else netloc
     query = parts.query
     if "password=" in query:
-        query = "&".join(f"{k}=***" if k.endswith("password") else f"{k}={v}" for k, _, v in
-                         (item.partition("=") for item in query.split("&")))
+        query = "&".join(
+            f"{k}=***" if k.endswith("password") else f"{k}={v}"
+            for k, _, v in (item.partition("=") for item in query.split("&"))
+        )
     return urlunsplit(parts._replace(netloc=netloc, query=query))

@@ -7,6 +7,7 @@ in ``_r`` and provides ``_wake_channels`` and ``_on_wake`` (plus, optionally,
 subscribed to every channel: after each (re)connection the listeners are told to look
 (wake-ups may have been missed meanwhile); a lost connection or a failover (the primary
 moved) is retried with a capped exponential backoff."""
+
 from __future__ import annotations
 
 import logging
@@ -89,8 +90,8 @@ class WakeSubscriptions:
             if self._sub_thread is None:
                 self._sub_stop.clear()
                 self._sub_thread = threading.Thread(
-                    target=self._subscriber, name=f"duetime-wake-{self.namespace}",
-                    daemon=True)
+                    target=self._subscriber, name=f"duetime-wake-{self.namespace}", daemon=True
+                )
                 self._sub_thread.start()
             ready = self._sub_ready
         if not ready.wait(5):
@@ -104,6 +105,7 @@ class WakeSubscriptions:
                 thread, self._sub_thread = self._sub_thread, (None if stop else self._sub_thread)
             if stop and thread is not None:
                 self._stop_subscriber(thread)
+
         return unsubscribe
 
     def _stop_subscriber(self, thread: threading.Thread) -> None:

@@ -28,6 +28,7 @@ spread (e.g. 7/5/4 or 9/4/3 for 16 shards) varies from run to run. The box is a 
 claimers, the processes compete for two cores, so read the cluster figures as "on one
 small machine", not as what three machines would do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,7 @@ from scheduler.stores.sharded import open_store  # noqa: E402
 BATCH = 100
 
 
-def claimer(url: str, ns: str, shards: int, index: int, mode: str, go: Any,
-            out: Any) -> None:
+def claimer(url: str, ns: str, shards: int, index: int, mode: str, go: Any, out: Any) -> None:
     """One claiming process: claims until every shard is empty; reports (claims, end)."""
     owner = f"bench-{index}-{uuid.uuid4().hex[:6]}"
     count = 0
@@ -71,8 +71,18 @@ def claimer(url: str, ns: str, shards: int, index: int, mode: str, go: Any,
             k += 1
             if s not in live:
                 continue
-            reply = r.evalsha(sha, 1, keys[s].epoch, keys[s].prefix, "", owner,
-                              uuid.uuid4().hex, "300000", "default", str(BATCH))
+            reply = r.evalsha(
+                sha,
+                1,
+                keys[s].epoch,
+                keys[s].prefix,
+                "",
+                owner,
+                uuid.uuid4().hex,
+                "300000",
+                "default",
+                str(BATCH),
+            )
             n = reply.count(b'"j":')
             if n == 0:
                 live.discard(s)
@@ -96,8 +106,9 @@ def redis_cpu(clients: list[Any]) -> float:
     return total
 
 
-def one_run(setup: str, url: str, nodes: list[Any], shards: int, jobs: int, procs: int,
-            mode: str) -> dict[str, Any]:
+def one_run(
+    setup: str, url: str, nodes: list[Any], shards: int, jobs: int, procs: int, mode: str
+) -> dict[str, Any]:
     for c in nodes:
         c.flushall()
     ns = f"b{uuid.uuid4().hex[:6]}"
@@ -108,8 +119,9 @@ def one_run(setup: str, url: str, nodes: list[Any], shards: int, jobs: int, proc
     time.sleep(0.05)  # every job due (they were due "now" when stored)
     ctx = mp.get_context("fork")
     go, out = ctx.Event(), ctx.Queue()
-    ps = [ctx.Process(target=claimer, args=(surl, ns, shards, i, mode, go, out))
-          for i in range(procs)]
+    ps = [
+        ctx.Process(target=claimer, args=(surl, ns, shards, i, mode, go, out)) for i in range(procs)
+    ]
     for p in ps:
         p.start()
     time.sleep(1.0)  # connections made and scripts loaded before the start
@@ -128,21 +140,29 @@ def one_run(setup: str, url: str, nodes: list[Any], shards: int, jobs: int, proc
     if setup == "cluster":  # how many shards each node holds (the tags' slots are random)
         rc = urls.connect(url)
         per = [rc.get_node_from_key(Keys(ns, i, shards).epoch).port for i in range(shards)]
-        spread = "/".join(str(n) for n in sorted(
-            (per.count(p) for p in {n.port for n in rc.get_primaries()}), reverse=True))
+        spread = "/".join(
+            str(n)
+            for n in sorted(
+                (per.count(p) for p in {n.port for n in rc.get_primaries()}), reverse=True
+            )
+        )
         rc.close()
-    return {"claims_per_s": jobs / wall, "wall_s": wall,
-            "redis_cpu_ms_per_1k": cpu * 1000 / (jobs / 1000), "spread": spread}
+    return {
+        "claims_per_s": jobs / wall,
+        "wall_s": wall,
+        "redis_cpu_ms_per_1k": cpu * 1000 / (jobs / 1000),
+        "spread": spread,
+    }
 
 
-def idle_cost(url: str, nodes: list[Any], shards: int, seconds: float,
-              resync: float) -> float:
+def idle_cost(url: str, nodes: list[Any], shards: int, seconds: float, resync: float) -> float:
     """Script calls per second of one idle replica (an engine with nothing due)."""
     from scheduler.engine import Scheduler
 
     def calls() -> int:
-        return sum(int(c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
-                   for c in nodes)
+        return sum(
+            int(c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)) for c in nodes
+        )
 
     ns = f"i{uuid.uuid4().hex[:6]}"
     store = open_store(f"{url}?shards={shards}", ns, resync=resync)
@@ -164,9 +184,14 @@ def main() -> None:
     ap.add_argument("--setups", nargs="+", default=["redis", "cluster"])
     ap.add_argument("--mode", choices=["raw", "store"], default="raw")
     ap.add_argument("--json", default=None, help="also write every run's figures here")
-    ap.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
-                    help="instead: script calls/s of one idle replica (--resync 5) over "
-                         "SECONDS, per shard count, on one Redis")
+    ap.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="instead: script calls/s of one idle replica (--resync 5) over "
+        "SECONDS, per shard count, on one Redis",
+    )
     args = ap.parse_args()
     import redis
 
@@ -193,11 +218,13 @@ def main() -> None:
                 for shards in args.shards:
                     fig = one_run(setup, url, nodes, shards, args.jobs, args.procs, args.mode)
                     rows.setdefault((setup, shards), []).append(fig)
-                    print(f"{setup:8} shards={shards:<3} run {run + 1}: "
-                          f"{fig['claims_per_s']:>9,.0f} claims/s  "
-                          f"redis cpu {fig['redis_cpu_ms_per_1k']:.1f} ms/1k"
-                          f"{'  shards per node ' + str(fig['spread']) if fig['spread'] else ''}",
-                          file=sys.stderr)
+                    print(
+                        f"{setup:8} shards={shards:<3} run {run + 1}: "
+                        f"{fig['claims_per_s']:>9,.0f} claims/s  "
+                        f"redis cpu {fig['redis_cpu_ms_per_1k']:.1f} ms/1k"
+                        f"{'  shards per node ' + str(fig['spread']) if fig['spread'] else ''}",
+                        file=sys.stderr,
+                    )
         finally:
             for c in nodes:
                 c.close()
@@ -205,19 +232,26 @@ def main() -> None:
                 server.stop()
             else:
                 server.close()
-    print(f"\nmode {args.mode}, {args.jobs:,} jobs, {args.procs} claimer processes, batches "
-          f"of {BATCH}, medians of {args.runs} run(s) (min-max)\n")
+    print(
+        f"\nmode {args.mode}, {args.jobs:,} jobs, {args.procs} claimer processes, batches "
+        f"of {BATCH}, medians of {args.runs} run(s) (min-max)\n"
+    )
     print("| setup | shards | claims/s | Redis CPU ms per 1k claims |")
     print("| --- | ---: | ---: | ---: |")
     for (setup, shards), figs in rows.items():
         rates = [f["claims_per_s"] for f in figs]
         cpu = statistics.median(f["redis_cpu_ms_per_1k"] for f in figs)
-        print(f"| {setup} | {shards} | {statistics.median(rates):,.0f} "
-              f"({min(rates):,.0f}-{max(rates):,.0f}) | {cpu:.1f} |")
+        print(
+            f"| {setup} | {shards} | {statistics.median(rates):,.0f} "
+            f"({min(rates):,.0f}-{max(rates):,.0f}) | {cpu:.1f} |"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "runs": {f"{s}/{n}": v for (s, n), v in rows.items()}},
-                      f, indent=2)
+            json.dump(
+                {"args": vars(args), "runs": {f"{s}/{n}": v for (s, n), v in rows.items()}},
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

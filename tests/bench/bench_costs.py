@@ -5,6 +5,7 @@
 schedule (add), cancel, and claim + complete, single-threaded against MemoryStore on a
 fake clock, so only the store's own work is timed (no threads, no waiting).
 """
+
 from __future__ import annotations
 
 import gc

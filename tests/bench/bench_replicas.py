@@ -36,6 +36,7 @@ pace, not Redis or duetime's design. EVALSHA calls per job come from
 Redis's SLOWLOG recording every call, to split Redis time by script; that burst is not
 part of the other figures (the slowlog costs Redis time of its own).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -113,8 +114,9 @@ class Setup:
     LocalCluster whose namespace has that many shards) and R replicas; the shared witness
     server is given."""
 
-    def __init__(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str,
-                 shards: int = 0) -> None:
+    def __init__(
+        self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str, shards: int = 0
+    ) -> None:
         self.procs: list[subprocess.Popen] = []
         self.client: Client | None = None
         self.servers: list = []  # what stop() must stop: an EmbeddedRedis or a LocalCluster
@@ -134,9 +136,11 @@ class Setup:
             nodes = cluster.nodes
             url = f"{cluster.url}/?shards={shards}"
         else:
-            server = EmbeddedRedis(appendonly=aof != "off",
-                                   appendfsync="everysec" if aof == "off" else aof,
-                                   extra_args=listpack_args()).start()
+            server = EmbeddedRedis(
+                appendonly=aof != "off",
+                appendfsync="everysec" if aof == "off" else aof,
+                extra_args=listpack_args(),
+            ).start()
             self.servers.append(server)
             nodes, url = [server], server.url
         self.nodes = [redis.Redis(host=HOST, port=n.port, decode_responses=True) for n in nodes]
@@ -151,8 +155,9 @@ class Setup:
                     node.config_set("appendonly", "yes")
         return url
 
-    def _start(self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str,
-               shards: int) -> None:
+    def _start(
+        self, replicas: int, witness: EmbeddedRedis, aof: str, logdir: str, shards: int
+    ) -> None:
         url = self._redis(aof, shards)
         self.r = urls.connect(url, decode_responses=True)  # routes by slot on a cluster
         self.w = redis.Redis.from_url(witness.url, decode_responses=True)
@@ -161,22 +166,52 @@ class Setup:
         self.client = Client(url, namespace=NS)
         n = max(1, shards)
         self.stats_keys = [Keys(NS, i, n).stats for i in range(n)]
-        env = dict(os.environ, BENCH_WITNESS_URL=witness.url,
-                   PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
-        argv = [sys.executable, "-m", "scheduler", "run", "--redis", url,
-                "--namespace", NS, "--import", "shared_tasks", "--workers", str(WORKERS),
-                "--lease", "30", "--resync", "5", "--log-level", "WARNING"]
+        env = dict(
+            os.environ,
+            BENCH_WITNESS_URL=witness.url,
+            PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]),
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--redis",
+            url,
+            "--namespace",
+            NS,
+            "--import",
+            "shared_tasks",
+            "--workers",
+            str(WORKERS),
+            "--lease",
+            "30",
+            "--resync",
+            "5",
+            "--log-level",
+            "WARNING",
+        ]
         for i in range(replicas):
             with open(os.path.join(logdir, f"replica-{replicas}-{i}.log"), "ab") as out:
-                self.procs.append(subprocess.Popen(
-                    argv, env=env, cwd=HERE, stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, start_new_session=True))
+                self.procs.append(
+                    subprocess.Popen(
+                        argv,
+                        env=env,
+                        cwd=HERE,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
         # a replica's key is written by its claims, per shard: count distinct owners
         pattern = f"duetime:{{{NS}*:replica:*"
 
         def live() -> int:
-            return len({k.rsplit(":replica:", 1)[1] for node in self.nodes
-                        for k in node.keys(pattern)})
+            return len(
+                {k.rsplit(":replica:", 1)[1] for node in self.nodes for k in node.keys(pattern)}
+            )
+
         self.wait(lambda: live() >= replicas, 60, f"{replicas} replicas")
 
     def wait(self, pred, timeout: float, what: str, poll: float = 0.05) -> bool:
@@ -200,20 +235,25 @@ class Setup:
             info = node.info("cpu")
             redis_cpu += info["used_cpu_sys"] + info["used_cpu_user"]
             calls += node.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-        return {"t": time.monotonic(), "redis": redis_cpu,
-                "replicas": sum(proc_cpu(p.pid) for p in self.procs),
-                "witness": proc_cpu(self.witness_pid), "evalsha": calls,
-                "redis_wait": sum(proc_wait(pid) for pid in self.node_pids),
-                "replicas_wait": sum(proc_wait(p.pid) for p in self.procs),
-                "load": os.getloadavg()[0]}
+        return {
+            "t": time.monotonic(),
+            "redis": redis_cpu,
+            "replicas": sum(proc_cpu(p.pid) for p in self.procs),
+            "witness": proc_cpu(self.witness_pid),
+            "evalsha": calls,
+            "redis_wait": sum(proc_wait(pid) for pid in self.node_pids),
+            "replicas_wait": sum(proc_wait(p.pid) for p in self.procs),
+            "load": os.getloadavg()[0],
+        }
 
     def enqueue(self, items: list[tuple[float, str]]) -> float:
         """Enqueue (due_ms, tag) jobs, pipelined in chunks; returns seconds taken."""
         t = time.perf_counter()
         for i in range(0, len(items), 2000):
             self.client.enqueue_many(
-                {"task": "bench.hit", "at": due / 1000,
-                 "kwargs": {"due_ms": int(due), "tag": tag}} for due, tag in items[i:i + 2000])
+                {"task": "bench.hit", "at": due / 1000, "kwargs": {"due_ms": int(due), "tag": tag}}
+                for due, tag in items[i : i + 2000]
+            )
         return time.perf_counter() - t
 
     def starts(self, prefix: str) -> dict[str, tuple[float, float]]:
@@ -281,8 +321,13 @@ def burst(s: Setup, n: int, timeout: float, before_due=None) -> dict:
     t_done = now_ms()
     c1 = s.cpu()
     first = s.starts("B")
-    res = {"burst_enqueue_s": enq, "burst_late": late, "burst_missing": n - len(first),
-           "burst_dups": s.dups, "burst_partial": not finished}
+    res = {
+        "burst_enqueue_s": enq,
+        "burst_late": late,
+        "burst_missing": n - len(first),
+        "burst_dups": s.dups,
+        "burst_partial": not finished,
+    }
     if first:
         last = max(st for st, _ in first.values())
         res["burst_started_jobs_s"] = len(first) / max(1e-3, (last - due) / 1000)
@@ -310,8 +355,7 @@ def lag(s: Setup, n: int, spread: float, timeout: float) -> dict:
     lags = sorted(st - d for st, d in first.values())
     res = {"lag_missing": n - len(first), "lag_dups": s.dups, "lag_late_enqueue": late}
     if lags:
-        res.update(lag_p50=pct(lags, 50), lag_p99=pct(lags, 99), lag_max=lags[-1],
-                   lag_min=lags[0])
+        res.update(lag_p50=pct(lags, 50), lag_p99=pct(lags, 99), lag_max=lags[-1], lag_min=lags[0])
     res.update(per_job(c0, c1, n, "lag"))
     return res
 
@@ -328,6 +372,7 @@ def breakdown(s: Setup, n: int, timeout: float) -> dict:
         for node in s.nodes:
             node.slowlog_reset()
             node.config_set("slowlog-log-slower-than", "0")
+
     try:
         burst(s, n, timeout, before_due=record)
     finally:
@@ -349,14 +394,23 @@ def breakdown(s: Setup, n: int, timeout: float) -> dict:
             name = names.get(parts[1], "?")
             usec[name] = usec.get(name, 0) + e["duration"]
             calls[name] = calls.get(name, 0) + 1
-    return {name: {"us_per_job": usec[name] / n, "calls_per_job": calls[name] / n,
-                   "us_per_call": usec[name] / calls[name]}
-            for name in sorted(usec, key=lambda k: -usec[k]) if usec[name] / n >= 0.5}
+    return {
+        name: {
+            "us_per_job": usec[name] / n,
+            "calls_per_job": calls[name] / n,
+            "us_per_call": usec[name] / calls[name],
+        }
+        for name in sorted(usec, key=lambda k: -usec[k])
+        if usec[name] / n >= 0.5
+    }
 
 
 def med(runs: list[dict], key: str) -> float | None:
-    vals = [r[key] for r in runs if isinstance(r.get(key), (int, float))
-            and not isinstance(r.get(key), bool)]
+    vals = [
+        r[key]
+        for r in runs
+        if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
+    ]
     return statistics.median(vals) if vals else None
 
 
@@ -408,41 +462,63 @@ def report(results: dict, args: argparse.Namespace, brk: dict) -> str:
         lines.append(f"| {text.format(**fmtargs)} | " + " | ".join(cells) + " |")
     out = "\n".join(lines)
     if brk:
-        out += "\n\nRedis time per job by script (SLOWLOG over one extra burst of " \
-               f"{args.breakdown_n:,} jobs, summed over the nodes; µs per job = calls per " \
-               "job × µs per call):\n\n"
+        out += (
+            "\n\nRedis time per job by script (SLOWLOG over one extra burst of "
+            f"{args.breakdown_n:,} jobs, summed over the nodes; µs per job = calls per "
+            "job × µs per call):\n\n"
+        )
         out += "| script | " + " | ".join(label(c) for c in brk) + " |\n"
         out += "|---|" + "---:|" * len(brk) + "\n"
-        names = sorted({n for b in brk.values() for n in b},
-                       key=lambda n: -max(b.get(n, {}).get("us_per_job", 0) for b in brk.values()))
+        names = sorted(
+            {n for b in brk.values() for n in b},
+            key=lambda n: -max(b.get(n, {}).get("us_per_job", 0) for b in brk.values()),
+        )
         for name in names:
             cells = []
             for col in brk:
                 e = brk[col].get(name)
-                cells.append("–" if e is None else
-                             f"{e['us_per_job']:.0f} ({e['calls_per_job']:.2f} × {e['us_per_call']:.0f})")
+                cells.append(
+                    "–"
+                    if e is None
+                    else f"{e['us_per_job']:.0f} ({e['calls_per_job']:.2f} × {e['us_per_call']:.0f})"
+                )
             out += f"| {name} | " + " | ".join(cells) + " |\n"
-        out += "| total | " + " | ".join(
-            f"{sum(e['us_per_job'] for e in brk[c].values()):.0f}" for c in brk) + " |"
+        out += (
+            "| total | "
+            + " | ".join(f"{sum(e['us_per_job'] for e in brk[c].values()):.0f}" for c in brk)
+            + " |"
+        )
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 3, 6])
-    ap.add_argument("--setups", nargs="+", choices=("redis", "cluster"),
-                    default=["redis", "cluster"],
-                    help="redis: one private redis-server, one shard; cluster: a fresh local "
-                         "3-master Redis Cluster per count and run, --shards shards")
+    ap.add_argument(
+        "--setups",
+        nargs="+",
+        choices=("redis", "cluster"),
+        default=["redis", "cluster"],
+        help="redis: one private redis-server, one shard; cluster: a fresh local "
+        "3-master Redis Cluster per count and run, --shards shards",
+    )
     ap.add_argument("--shards", type=int, default=16, help="shards of the namespace on the cluster")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--burst", type=int, default=20_000, help="jobs in the burst")
     ap.add_argument("--lag-n", type=int, default=2000, help="jobs in the steady-rate run")
     ap.add_argument("--spread", type=float, default=5.0, help="seconds the lag jobs span")
-    ap.add_argument("--aof", choices=("off", "everysec", "always"), default="off",
-                    help="persistence of the Redis under test (default off, as bench_shared.py)")
-    ap.add_argument("--no-breakdown", dest="breakdown", action="store_false",
-                    help="skip the extra SLOWLOG burst that splits Redis time by script")
+    ap.add_argument(
+        "--aof",
+        choices=("off", "everysec", "always"),
+        default="off",
+        help="persistence of the Redis under test (default off, as bench_shared.py)",
+    )
+    ap.add_argument(
+        "--no-breakdown",
+        dest="breakdown",
+        action="store_false",
+        help="skip the extra SLOWLOG burst that splits Redis time by script",
+    )
     ap.add_argument("--breakdown-n", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=180.0, help="per scenario, seconds")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2,000-job burst, 400 lag jobs")
@@ -463,10 +539,15 @@ def main() -> None:
     try:
         for run in range(args.runs):
             for setup, rc in cols:
-                print(f"run {run + 1}/{args.runs}: {setup}, {rc} replica(s), load "
-                      f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
-                s = Setup(rc, witness, args.aof, logdir,
-                          shards=args.shards if setup == "cluster" else 0)
+                print(
+                    f"run {run + 1}/{args.runs}: {setup}, {rc} replica(s), load "
+                    f"{os.getloadavg()[0]:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                s = Setup(
+                    rc, witness, args.aof, logdir, shards=args.shards if setup == "cluster" else 0
+                )
                 try:
                     res = burst(s, args.burst, args.timeout)
                     res.update(lag(s, args.lag_n, args.spread, args.timeout))
@@ -474,22 +555,37 @@ def main() -> None:
                         brk[(setup, rc)] = breakdown(s, args.breakdown_n, args.timeout)
                 finally:
                     s.stop()
-                print("  " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                       for k, v in res.items()), file=sys.stderr, flush=True)
+                print(
+                    "  "
+                    + ", ".join(
+                        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in res.items()
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 results[(setup, rc)].append(res)
     finally:
         witness.stop()
-    print(f"# bench_replicas: {platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} cores, Redis under test AOF {args.aof}, {WORKERS} workers per "
-          f"replica, cluster: 3 masters, {args.shards} shards; medians of {args.runs} run(s) "
-          f"(range in brackets), "
-          f"{time.monotonic() - t0:.0f} s; replica logs: {logdir}\n")
+    print(
+        f"# bench_replicas: {platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} cores, Redis under test AOF {args.aof}, {WORKERS} workers per "
+        f"replica, cluster: 3 masters, {args.shards} shards; medians of {args.runs} run(s) "
+        f"(range in brackets), "
+        f"{time.monotonic() - t0:.0f} s; replica logs: {logdir}\n"
+    )
     print(report(results, args, brk))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": {label(c): r for c, r in results.items()},
-                       "breakdown": {label(c): b for c, b in brk.items()}, "args": vars(args)},
-                      f, indent=1)
+            json.dump(
+                {
+                    "runs": {label(c): r for c, r in results.items()},
+                    "breakdown": {label(c): b for c, b in brk.items()},
+                    "args": vars(args),
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ loading each size and again after it has run ``--replica-jobs`` due-now jobs; it
 already full and any further growth would come from n. It is stopped (SIGSTOP) while the
 operations are timed, so it cannot claim the sampled jobs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,9 +107,15 @@ def inprocess_run(sizes: list[int], k: int, seed: int) -> dict:
     for n in sizes:
         while have < n:
             m = min(10_000, n - have)
-            client.enqueue_many({"task": TASK, "delay": 3600 + 3600 * rng.random(),
-                                 "job_id": f"j{have + i}", "kwargs": kwargs_for(have + i)}
-                                for i in range(m))
+            client.enqueue_many(
+                {
+                    "task": TASK,
+                    "delay": 3600 + 3600 * rng.random(),
+                    "job_id": f"j{have + i}",
+                    "kwargs": kwargs_for(have + i),
+                }
+                for i in range(m)
+            )
             have += m
         gc.collect()
         res = {"rss_per_job": (rss_bytes() - base) / n, "rss_mb": rss_bytes() / 2**20}
@@ -125,8 +132,10 @@ def inprocess_run(sizes: list[int], k: int, seed: int) -> dict:
             t = perf_ns()
             client.cancel(jid)
             times["cancel"].append(perf_ns() - t)
-        client.enqueue_many({"task": TASK, "delay": 0, "job_id": f"c{n}-{i}",
-                             "kwargs": kwargs_for(i)} for i in range(kk))
+        client.enqueue_many(
+            {"task": TASK, "delay": 0, "job_id": f"c{n}-{i}", "kwargs": kwargs_for(i)}
+            for i in range(kk)
+        )
         claims = []
         for _ in range(kk):
             t = perf_ns()
@@ -147,8 +156,17 @@ def inprocess_run(sizes: list[int], k: int, seed: int) -> dict:
 
 def inprocess_child(sizes: list[int], k: int, seed: int) -> dict:
     """Run ``inprocess_run`` in a fresh interpreter (clean RSS baseline)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child-inprocess", "--samples", str(k),
-           "--seed", str(seed), "--sizes", *map(str, sizes)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child-inprocess",
+        "--samples",
+        str(k),
+        "--seed",
+        str(seed),
+        "--sizes",
+        *map(str, sizes),
+    ]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"in-process child exited with status {proc.returncode}")
@@ -162,9 +180,15 @@ def listpack_settings() -> list[tuple[str, str]]:
     with open(os.path.join(ROOT, "deploy", "redis.conf")) as f:
         for line in f:
             parts = line.split()
-            if len(parts) == 2 and parts[0].endswith(("-listpack-entries", "-listpack-value",
-                                                      "-listpack-size", "-max-bytes",
-                                                      "-max-entries")):
+            if len(parts) == 2 and parts[0].endswith(
+                (
+                    "-listpack-entries",
+                    "-listpack-value",
+                    "-listpack-size",
+                    "-max-bytes",
+                    "-max-entries",
+                )
+            ):
                 out.append((parts[0], parts[1]))
     return out
 
@@ -197,10 +221,33 @@ class Replica:
         self.log = os.path.join(logdir, "replica.log")
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", NS,
-                 "--import", "shared_tasks", "--workers", "4", "--lease", "30", "--resync", "5",
-                 "--log-level", "WARNING"], env=env, cwd=HERE, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler",
+                    "run",
+                    "--redis",
+                    url,
+                    "--namespace",
+                    NS,
+                    "--import",
+                    "shared_tasks",
+                    "--workers",
+                    "4",
+                    "--lease",
+                    "30",
+                    "--resync",
+                    "5",
+                    "--log-level",
+                    "WARNING",
+                ],
+                env=env,
+                cwd=HERE,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def rss(self) -> int:
         return rss_bytes(self.proc.pid)
@@ -249,9 +296,10 @@ def redis_run(sizes: list[int], k: int, replica_jobs: int, seed: int) -> tuple[d
             goal = done() + count
             ids = [f"{tag}-{i}" for i in range(count)]
             for i in range(0, count, 5000):
-                client.enqueue_many({"task": TASK, "delay": 0, "job_id": j,
-                                     "kwargs": kwargs_for(i + x)}
-                                    for x, j in enumerate(ids[i:i + 5000]))
+                client.enqueue_many(
+                    {"task": TASK, "delay": 0, "job_id": j, "kwargs": kwargs_for(i + x)}
+                    for x, j in enumerate(ids[i : i + 5000])
+                )
             wait_for(lambda: done() >= goal, 300, f"the replica to run {count} jobs", 0.1)
             drop(ids)
 
@@ -272,23 +320,34 @@ def redis_run(sizes: list[int], k: int, replica_jobs: int, seed: int) -> tuple[d
         wait_for(lambda: bool(r.keys(keys.replica("*"))), 60, "the replica's key")
         run_due(12_000, "pre")  # fills the replica's spec cache (10,000) before n grows
         time.sleep(0.5)
-        info = {"settings": dict(listpack_settings()), "redis_version":
-                r.info("server")["redis_version"], "replica_rss_idle_mb": replica.rss() / 2**20}
+        info = {
+            "settings": dict(listpack_settings()),
+            "redis_version": r.info("server")["redis_version"],
+            "replica_rss_idle_mb": replica.rss() / 2**20,
+        }
         m0 = r.info("memory")["used_memory"]
         have, out = 0, {}
         for n in sizes:
             now = time.time()
             while have < n:
                 m = min(5000, n - have)
-                client.enqueue_many({"task": TASK, "at": now + 3600 + 3600 * rng.random(),
-                                     "job_id": f"j{have + i}", "kwargs": kwargs_for(have + i)}
-                                    for i in range(m))
+                client.enqueue_many(
+                    {
+                        "task": TASK,
+                        "at": now + 3600 + 3600 * rng.random(),
+                        "job_id": f"j{have + i}",
+                        "kwargs": kwargs_for(have + i),
+                    }
+                    for i in range(m)
+                )
                 have += m
             time.sleep(0.3)
             mem = r.info("memory")
-            res = {"mem_per_job": (mem["used_memory"] - m0) / n,
-                   "used_memory_mb": mem["used_memory"] / 2**20,
-                   "replica_rss_loaded_mb": replica.rss() / 2**20}
+            res = {
+                "mem_per_job": (mem["used_memory"] - m0) / n,
+                "used_memory_mb": mem["used_memory"] / 2**20,
+                "replica_rss_loaded_mb": replica.rss() / 2**20,
+            }
             run_due(replica_jobs, f"r{n}")
             time.sleep(0.3)
             res["replica_rss_mb"] = replica.rss() / 2**20
@@ -317,8 +376,11 @@ def redis_ops(n: int, k: int, client: Client, store, r, rng: random.Random) -> d
     def server(op: str) -> None:
         calls, usec = script_usec(r)
         res[f"{op}_redis_mean"] = usec / max(1, calls)
-        durations = [e["duration"] for e in r.slowlog_get(SLOWLOG_LEN)
-                     if _text(e["command"]).upper().startswith("EVALSHA")]
+        durations = [
+            e["duration"]
+            for e in r.slowlog_get(SLOWLOG_LEN)
+            if _text(e["command"]).upper().startswith("EVALSHA")
+        ]
         res[f"{op}_redis"] = statistics.median(durations) if durations else float("nan")
         res[f"{op}_logged"] = len(durations)  # == samples, unless a call took <= 10 us
 
@@ -348,8 +410,10 @@ def redis_ops(n: int, k: int, client: Client, store, r, rng: random.Random) -> d
         times["cancel"].append(perf_ns() - t)
     server("cancel")
     due = [f"c{n}-{i}" for i in range(kk)]
-    client.enqueue_many({"task": TASK, "at": now - 1, "job_id": j, "kwargs": kwargs_for(i)}
-                        for i, j in enumerate(due))
+    client.enqueue_many(
+        {"task": TASK, "at": now - 1, "job_id": j, "kwargs": kwargs_for(i)}
+        for i, j in enumerate(due)
+    )
     claims = []
     reset()
     for _ in range(kk):
@@ -395,8 +459,7 @@ def breakdown(r, keys, n: int) -> dict:
 
 # --------------------------------------------------------------------------- report
 def fmt_res(res: dict) -> str:
-    return "  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in res.items())
+    return "  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in res.items())
 
 
 def medians(runs: list[dict]) -> dict:
@@ -440,18 +503,26 @@ def table(title: str, med: dict, cols: list[tuple[str, str, str]]) -> str:
 def plot(inproc: dict | None, red: dict | None, outdir: str) -> list[str]:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib not installed: no plots (pip install matplotlib in the bench venv)",
-              file=sys.stderr)
+        print(
+            "matplotlib not installed: no plots (pip install matplotlib in the bench venv)",
+            file=sys.stderr,
+        )
         return []
     os.makedirs(outdir, exist_ok=True)
     paths = []
-    panels = [(m, t, suffix) for m, t, suffix in (
-        (inproc, "in-process (MemoryStore): the call", ""),
-        (red, "Redis: the script's time inside Redis", "_redis"),
-        (red, "Redis: the client's round trip (loopback)", "")) if m]
+    panels = [
+        (m, t, suffix)
+        for m, t, suffix in (
+            (inproc, "in-process (MemoryStore): the call", ""),
+            (red, "Redis: the script's time inside Redis", "_redis"),
+            (red, "Redis: the client's round trip (loopback)", ""),
+        )
+        if m
+    ]
     if panels:
         fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.5), squeeze=False)
         for ax, (m, title, suffix) in zip(axes[0], panels):
@@ -465,16 +536,20 @@ def plot(inproc: dict | None, red: dict | None, outdir: str) -> list[str]:
             ax.set_title(title, fontsize=10)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-        fig.suptitle("duetime: cost per operation vs pending jobs (O(log n) = straight line on log x)",
-                     fontsize=10)
+        fig.suptitle(
+            "duetime: cost per operation vs pending jobs (O(log n) = straight line on log x)",
+            fontsize=10,
+        )
         fig.tight_layout()
         paths.append(os.path.join(outdir, "scale_costs.png"))
         fig.savefig(paths[-1], dpi=110)
         plt.close(fig)
     if inproc or red:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.5))
-        for m, key, label in ((red, "mem_per_job", "Redis used_memory / n"),
-                              (inproc, "rss_per_job", "in-process RSS / n")):
+        for m, key, label in (
+            (red, "mem_per_job", "Redis used_memory / n"),
+            (inproc, "rss_per_job", "in-process RSS / n"),
+        ):
             if m:
                 ns = sorted(m)
                 a1.plot(ns, [m[n][key] for n in ns], "o-", label=label)
@@ -488,17 +563,32 @@ def plot(inproc: dict | None, red: dict | None, outdir: str) -> list[str]:
         a1.legend(fontsize=8)
         if red:
             ns = sorted(red)
-            a2.plot(ns, [red[n]["replica_rss_loaded_mb"] for n in ns], "o-",
-                    label="replica RSS after loading n")
-            a2.plot(ns, [red[n]["replica_rss_mb"] for n in ns], "s-",
-                    label="replica RSS after running more jobs")
-            a2.plot(ns, [red[n]["used_memory_mb"] for n in ns], "^--", color="grey",
-                    label="Redis used_memory (for scale)")
+            a2.plot(
+                ns,
+                [red[n]["replica_rss_loaded_mb"] for n in ns],
+                "o-",
+                label="replica RSS after loading n",
+            )
+            a2.plot(
+                ns,
+                [red[n]["replica_rss_mb"] for n in ns],
+                "s-",
+                label="replica RSS after running more jobs",
+            )
+            a2.plot(
+                ns,
+                [red[n]["used_memory_mb"] for n in ns],
+                "^--",
+                color="grey",
+                label="Redis used_memory (for scale)",
+            )
             a2.set_xscale("log")
             a2.set_yscale("log")
             a2.set_xlabel("pending jobs n")
             a2.set_ylabel("MB")
-            a2.set_title("a replica's own memory stays flat while Redis holds the jobs", fontsize=10)
+            a2.set_title(
+                "a replica's own memory stays flat while Redis holds the jobs", fontsize=10
+            )
             a2.grid(True, alpha=0.3)
             a2.legend(fontsize=8)
         fig.tight_layout()
@@ -513,10 +603,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=1000, help="timed operations per kind and size")
-    ap.add_argument("--replica-jobs", type=int, default=2000,
-                    help="due jobs the replica runs at each size")
-    ap.add_argument("--only", nargs="+", choices=("inprocess", "redis"),
-                    default=["inprocess", "redis"])
+    ap.add_argument(
+        "--replica-jobs", type=int, default=2000, help="due jobs the replica runs at each size"
+    )
+    ap.add_argument(
+        "--only", nargs="+", choices=("inprocess", "redis"), default=["inprocess", "redis"]
+    )
     ap.add_argument("--plots", default=PLOTS, help="directory for the PNGs ('' = none)")
     ap.add_argument("--json", help="also write raw runs and medians here")
     ap.add_argument("--seed", type=int, default=1)
@@ -543,43 +635,82 @@ def main() -> None:
             raw["redis_info"].append(info)
     inproc = medians(raw["inprocess"]) if raw["inprocess"] else None
     red = medians(raw["redis"]) if raw["redis"] else None
-    print(f"# bench_scale: {platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} cores, medians of {args.runs} run(s), "
-          f"{time.monotonic() - t0:.0f} s; samples per operation and size: "
-          f"min({args.samples}, n/2)\n")
+    print(
+        f"# bench_scale: {platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} cores, medians of {args.runs} run(s), "
+        f"{time.monotonic() - t0:.0f} s; samples per operation and size: "
+        f"min({args.samples}, n/2)\n"
+    )
     if inproc:
-        print(table("in-process (MemoryStore), µs per operation, median; (×r) = ratio to the "
-                    "previous decade", inproc,
-                    [("schedule", "schedule µs", ".1fr"), ("cancel", "cancel µs", ".1fr"),
-                     ("claim", "claim µs", ".1fr"), ("complete", "complete µs", ".1fr"),
-                     ("rss_per_job", "RSS B/job", ",.0f")]))
+        print(
+            table(
+                "in-process (MemoryStore), µs per operation, median; (×r) = ratio to the "
+                "previous decade",
+                inproc,
+                [
+                    ("schedule", "schedule µs", ".1fr"),
+                    ("cancel", "cancel µs", ".1fr"),
+                    ("claim", "claim µs", ".1fr"),
+                    ("complete", "complete µs", ".1fr"),
+                    ("rss_per_job", "RSS B/job", ",.0f"),
+                ],
+            )
+        )
         print()
     if red:
         info = raw["redis_info"][-1]
-        print(table("Redis: script time in Redis, µs per call (median of the K calls, from "
-                    "SLOWLOG; medians over runs); (×r) = ratio to the previous decade", red,
-                    [("schedule_redis", "schedule", ".1fr"), ("cancel_redis", "cancel", ".1fr"),
-                     ("claim_redis", "claim", ".1fr"), ("complete_redis", "complete", ".1fr"),
-                     ("mem_per_job", "Redis B/job", ",.0f"),
-                     ("replica_rss_loaded_mb", "replica RSS MB", ".1f"),
-                     ("replica_rss_mb", "after running jobs", ".1f")]))
+        print(
+            table(
+                "Redis: script time in Redis, µs per call (median of the K calls, from "
+                "SLOWLOG; medians over runs); (×r) = ratio to the previous decade",
+                red,
+                [
+                    ("schedule_redis", "schedule", ".1fr"),
+                    ("cancel_redis", "cancel", ".1fr"),
+                    ("claim_redis", "claim", ".1fr"),
+                    ("complete_redis", "complete", ".1fr"),
+                    ("mem_per_job", "Redis B/job", ",.0f"),
+                    ("replica_rss_loaded_mb", "replica RSS MB", ".1f"),
+                    ("replica_rss_mb", "after running jobs", ".1f"),
+                ],
+            )
+        )
         print()
-        print(table("Redis: client round trip, µs per call (median)", red,
-                    [("schedule", "schedule", ".0fr"), ("cancel", "cancel", ".0fr"),
-                     ("claim", "claim", ".0fr"), ("complete", "complete", ".0fr")]))
-        print(f"\nRedis {info['redis_version']}, AOF off; encoding settings (deploy/redis.conf): "
-              + ", ".join(f"{k} {v}" for k, v in info["settings"].items()))
+        print(
+            table(
+                "Redis: client round trip, µs per call (median)",
+                red,
+                [
+                    ("schedule", "schedule", ".0fr"),
+                    ("cancel", "cancel", ".0fr"),
+                    ("claim", "claim", ".0fr"),
+                    ("complete", "complete", ".0fr"),
+                ],
+            )
+        )
+        print(
+            f"\nRedis {info['redis_version']}, AOF off; encoding settings (deploy/redis.conf): "
+            + ", ".join(f"{k} {v}" for k, v in info["settings"].items())
+        )
         print(f"replica RSS when idle before the first size: {info['replica_rss_idle_mb']:.1f} MB")
-        print("at the largest size: " + ", ".join(
-            f"{k} = {v:.1f}" if isinstance(v, float) else f"{k} = {v}"
-            for k, v in info.get("breakdown", {}).items()))
+        print(
+            "at the largest size: "
+            + ", ".join(
+                f"{k} = {v:.1f}" if isinstance(v, float) else f"{k} = {v}"
+                for k, v in info.get("breakdown", {}).items()
+            )
+        )
     if args.plots:
         for p in plot(inproc, red, args.plots):
             print(f"plot: {os.path.relpath(p, ROOT)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"raw": raw, "inprocess": inproc, "redis": red, "args": vars(args)}, f,
-                      indent=1, default=str)
+            json.dump(
+                {"raw": raw, "inprocess": inproc, "redis": red, "args": vars(args)},
+                f,
+                indent=1,
+                default=str,
+            )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 Not part of the test run. See tests/bench/README.md. Typical use:
     PYTHONPATH=/work/main /work/benchvenv/bin/python tests/bench/bench_shared.py --runs 3
 """
+
 import argparse
 import asyncio
 import atexit
@@ -35,8 +36,9 @@ SNAPSHOT = {"dir": None, "head": "?", "dirty": False}
 
 def _git(*args):
     try:
-        return subprocess.run(["git", "-C", CHECKOUT, *args], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", CHECKOUT, *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except Exception:
         return "?"
 
@@ -45,13 +47,20 @@ def _take_snapshot():
     """Copy duetime's code (scheduler/, workers/, lua/) aside once, so every replica and
     the producer of this run use the same code even if the checkout changes meanwhile."""
     import shutil
+
     snap = tempfile.mkdtemp(prefix="bench-shared-duetime-")
     for d in ("scheduler", "workers", "lua"):
         if os.path.isdir(os.path.join(CHECKOUT, d)):
-            shutil.copytree(os.path.join(CHECKOUT, d), os.path.join(snap, d),
-                            ignore=shutil.ignore_patterns("__pycache__"))
-    SNAPSHOT.update(dir=snap, head=_git("rev-parse", "--short", "HEAD"),
-                    dirty=bool(_git("status", "--porcelain", "--", "scheduler", "workers", "lua")))
+            shutil.copytree(
+                os.path.join(CHECKOUT, d),
+                os.path.join(snap, d),
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+    SNAPSHOT.update(
+        dir=snap,
+        head=_git("rev-parse", "--short", "HEAD"),
+        dirty=bool(_git("status", "--porcelain", "--", "scheduler", "workers", "lua")),
+    )
     return snap
 
 
@@ -69,13 +78,13 @@ import shared_tasks  # noqa: E402  (registers duetime's "bench.hit")
 
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 
-WORKERS = 4                 # worker threads / jobs at a time of every system
-NS = "bench"                # duetime namespace
+WORKERS = 4  # worker threads / jobs at a time of every system
+NS = "bench"  # duetime namespace
 RUNNER = "import shared_tasks; shared_tasks.main()"
 perf = time.perf_counter
 now_ms = lambda: time.time() * 1000
 _UTC = timezone.utc
-_LIVE_PROCS: set = set()    # every child we started, for the emergency cleanup
+_LIVE_PROCS: set = set()  # every child we started, for the emergency cleanup
 _LIVE_SERVERS: set = set()  # every redis-server we started
 
 
@@ -125,7 +134,11 @@ class Watchdog:
             time.sleep(1)
             d = self._deadline
             if d is not None and time.monotonic() > d:
-                print(f"\nWATCHDOG: {self._label} exceeded its time budget; aborting", file=sys.stderr, flush=True)
+                print(
+                    f"\nWATCHDOG: {self._label} exceeded its time budget; aborting",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 faulthandler.dump_traceback(all_threads=True)
                 emergency_cleanup()
                 os._exit(3)
@@ -141,12 +154,21 @@ class Fleet:
 
     def spawn(self, label, argv, env_extra):
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([HERE, ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [HERE, ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         env.update(env_extra)
         path = os.path.join(self.logdir, f"{self.name}{self.tag}-{label}-{len(self.procs)}.log")
         with open(path, "ab") as out:
-            p = subprocess.Popen(argv, env=env, cwd=HERE, stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=HERE,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         _LIVE_PROCS.add(p)
         self.procs.append((label, p, path))
         return p
@@ -164,7 +186,9 @@ class Fleet:
         return tot
 
     def died(self):
-        return [(label, p.returncode, path) for label, p, path in self.procs if p.poll() is not None]
+        return [
+            (label, p.returncode, path) for label, p, path in self.procs if p.poll() is not None
+        ]
 
     def stop(self, timeout=20.0, sig=signal.SIGTERM):
         """Signal every leader, wait up to ``timeout`` s, then SIGKILL every process group.
@@ -181,8 +205,10 @@ class Fleet:
             try:
                 p.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                problems.append(f"{self.name} {label} (pid {p.pid}) did not exit within {timeout:.0f}s of "
-                                f"{signal.Signals(sig).name}; killed")
+                problems.append(
+                    f"{self.name} {label} (pid {p.pid}) did not exit within {timeout:.0f}s of "
+                    f"{signal.Signals(sig).name}; killed"
+                )
         for _, p, _ in self.procs:
             _killpg(p)
             try:
@@ -197,7 +223,9 @@ class Fleet:
 
 
 LOG_BAD = re.compile(r"Traceback|Exception|Error\b|ERROR|WARNING|CRITICAL|lost|exceeded", re.I)
-LOG_EXPECTED = re.compile(r"has AOF off")  # duetime's startup warning: we run Redis with appendonly=False on purpose
+LOG_EXPECTED = re.compile(
+    r"has AOF off"
+)  # duetime's startup warning: we run Redis with appendonly=False on purpose
 
 
 def scan_logs(paths, limit=4):
@@ -271,7 +299,9 @@ def wait_until(pred, timeout, what, fleet=None, poll=0.1):
             return
         if fleet is not None and fleet.died():
             label, rc, path = fleet.died()[0]
-            raise RuntimeError(f"{label} exited with status {rc} while waiting for {what}: {tail(path)}")
+            raise RuntimeError(
+                f"{label} exited with status {rc} while waiting for {what}: {tail(path)}"
+            )
         time.sleep(poll)
     raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
 
@@ -282,11 +312,12 @@ class Adapter:
     private Redis (0 = producer only, for the memory row); ``enqueue_at(due_ms, tag)``
     stores a one-off job; ``enqueue_every(interval, anchor)`` a recurring one (cron-style
     peers configure it at start when ``cron`` is set); ``stop()`` returns problems."""
+
     name = note = ""
     modules: tuple = ()
-    multi = False        # several scheduler processes may share one Redis without doubling
-    every = True         # supports a 1 s recurring job
-    in_process = False   # runs inside the benchmark process
+    multi = False  # several scheduler processes may share one Redis without doubling
+    every = True  # supports a 1 s recurring job
+    in_process = False  # runs inside the benchmark process
 
     def __init__(self, logdir, witness):
         self.logdir, self.w, self.fleet = logdir, witness, Fleet(self.key(), logdir)
@@ -313,7 +344,11 @@ class Adapter:
         pass
 
     def env(self, url, cron):
-        return {"BENCH_REDIS_URL": url, "BENCH_CRON": "1" if cron else "0", "BENCH_WORKERS": str(WORKERS)}
+        return {
+            "BENCH_REDIS_URL": url,
+            "BENCH_CRON": "1" if cron else "0",
+            "BENCH_WORKERS": str(WORKERS),
+        }
 
     def logs(self):
         return self.fleet.logs()
@@ -329,41 +364,79 @@ class DuetimeAdapter(Adapter):
 
     def start(self, url, procs=None, cron=False):
         from scheduler import Client
+
         self.url, self.recurring = url, False
         self.client = Client(url, namespace=NS)
         self.nprocs = self.replicas if procs is None else procs
-        argv = [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", NS,
-                "--import", "shared_tasks", "--workers", str(WORKERS), "--lease", "30",
-                "--resync", "5", "--log-level", "WARNING"]
+        argv = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--redis",
+            url,
+            "--namespace",
+            NS,
+            "--import",
+            "shared_tasks",
+            "--workers",
+            str(WORKERS),
+            "--lease",
+            "30",
+            "--resync",
+            "5",
+            "--log-level",
+            "WARNING",
+        ]
         for _ in range(self.nprocs):
             self.fleet.spawn("replica", argv, self.env(url, cron))
         if self.nprocs:
             r = redis.Redis.from_url(url)
             pattern = f"duetime:{{{NS}}}:replica:*"
-            wait_until(lambda: len(r.keys(pattern)) >= self.nprocs, 30,
-                       f"{self.nprocs} duetime replica key(s)", self.fleet)
+            wait_until(
+                lambda: len(r.keys(pattern)) >= self.nprocs,
+                30,
+                f"{self.nprocs} duetime replica key(s)",
+                self.fleet,
+            )
             r.close()
 
     def enqueue_at(self, due_ms, tag):
-        self.client.enqueue("bench.hit", kwargs={"due_ms": int(due_ms), "tag": tag}, at=due_ms / 1000)
+        self.client.enqueue(
+            "bench.hit", kwargs={"due_ms": int(due_ms), "tag": tag}, at=due_ms / 1000
+        )
 
     def enqueue_every(self, interval, anchor_s):
         self.recurring = True
-        self.client.enqueue("bench.hit", every=interval, anchor=anchor_s, job_id="tick",
-                            kwargs={"due_ms": 0, "tag": "tick"})
+        self.client.enqueue(
+            "bench.hit",
+            every=interval,
+            anchor=anchor_s,
+            job_id="tick",
+            kwargs={"due_ms": 0, "tag": "tick"},
+        )
 
     def diagnose(self):
         """The tick job's state, recent events and the replicas' keys, for the report."""
         try:
             info = self.client.get("tick")
-            ev = [(round(e.at % 1000, 3), e.kind, e.scheduled and round(e.scheduled % 1000, 3), e.detail[:40])
-                  for e in self.client.events(12)]
+            ev = [
+                (
+                    round(e.at % 1000, 3),
+                    e.kind,
+                    e.scheduled and round(e.scheduled % 1000, 3),
+                    e.detail[:40],
+                )
+                for e in self.client.events(12)
+            ]
             r = redis.Redis.from_url(self.url, decode_responses=True)
             reps = {k: r.pttl(k) for k in r.keys(f"duetime:{{{NS}}}:replica:*")}
             due = r.zrange(f"duetime:{{{NS}}}:due:default", 0, 3, withscores=True)
             r.close()
-            return (f"now%1000={time.time() % 1000:.3f} next_run%1000={info.next_run and info.next_run % 1000} "
-                    f"runs={info.runs} state={info.state} due-head={due} replicas(pttl)={reps} events={ev}")
+            return (
+                f"now%1000={time.time() % 1000:.3f} next_run%1000={info.next_run and info.next_run % 1000} "
+                f"runs={info.runs} state={info.state} due-head={due} replicas(pttl)={reps} events={ev}"
+            )
         except Exception as e:
             return f"(diagnosis failed: {type(e).__name__}: {e})"
 
@@ -397,13 +470,16 @@ class Duetime3(DuetimeAdapter):
 
 class APSAdapter(Adapter):
     name, modules, in_process = "APScheduler", ("apscheduler", "redis"), True
-    note = ("3.x BackgroundScheduler + RedisJobStore + ThreadPoolExecutor(4), misfire_grace_time=None, "
-            "in the benchmark process (add_job wakes only its own scheduler)")
+    note = (
+        "3.x BackgroundScheduler + RedisJobStore + ThreadPoolExecutor(4), misfire_grace_time=None, "
+        "in the benchmark process (add_job wakes only its own scheduler)"
+    )
 
     def start(self, url, procs=1, cron=False):
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.jobstores.redis import RedisJobStore
         from apscheduler.schedulers.background import BackgroundScheduler
+
         self.messages = []
         log = logging.getLogger("apscheduler")
         log.setLevel(logging.WARNING)
@@ -415,7 +491,8 @@ class APSAdapter(Adapter):
             jobstores={"default": RedisJobStore(host=u.hostname, port=u.port, db=0)},
             executors={"default": ThreadPoolExecutor(WORKERS)},
             job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
-            timezone=_UTC)
+            timezone=_UTC,
+        )
         self.nprocs = 1 if procs else 0
         self.s.start(paused=not procs)
 
@@ -424,8 +501,14 @@ class APSAdapter(Adapter):
 
     def enqueue_every(self, interval, anchor_s):
         first = anchor_s + interval * math.ceil((time.time() + 0.5 - anchor_s) / interval)
-        self.s.add_job(shared_tasks.aps_hit, "interval", seconds=interval, start_date=_dt(first * 1000),
-                       args=[0, "tick"], id="tick")
+        self.s.add_job(
+            shared_tasks.aps_hit,
+            "interval",
+            seconds=interval,
+            start_date=_dt(first * 1000),
+            args=[0, "tick"],
+            id="tick",
+        )
 
     def stop(self):
         problems = [f"APScheduler log: {m}" for m in self.messages[:3]]
@@ -448,22 +531,45 @@ class _ListHandler(logging.Handler):
 class RQAdapter(Adapter):
     name, modules = "RQ", ("rq", "redis")
     every = True
-    note = ("rq worker-pool -n 4 -w rq.SimpleWorker (no fork per job; the default forking Worker ran ~30 "
-            "jobs/s here), built-in scheduler polls every 1 s; Queue.enqueue_at; "
-            "recurring: one `rq cron` process (cron '* * * * * *'; rq cron has no cross-process dedup)")
+    note = (
+        "rq worker-pool -n 4 -w rq.SimpleWorker (no fork per job; the default forking Worker ran ~30 "
+        "jobs/s here), built-in scheduler polls every 1 s; Queue.enqueue_at; "
+        "recurring: one `rq cron` process (cron '* * * * * *'; rq cron has no cross-process dedup)"
+    )
 
     def start(self, url, procs=1, cron=False):
         from rq import Queue
+
         self.conn = redis.Redis.from_url(url)
         self.q = Queue("default", connection=self.conn)
         self.nprocs = WORKERS if procs else 0
         if procs:
-            self.fleet.spawn("pool", [sys.executable, "-m", "rq.cli", "worker-pool", "-u", url, "-n",
-                                      str(WORKERS), "-w", "rq.SimpleWorker", "-l", "WARNING", "default"],
-                             self.env(url, cron))
-            wait_until(lambda: self.conn.scard("rq:workers") >= WORKERS, 30, "rq workers", self.fleet)
+            self.fleet.spawn(
+                "pool",
+                [
+                    sys.executable,
+                    "-m",
+                    "rq.cli",
+                    "worker-pool",
+                    "-u",
+                    url,
+                    "-n",
+                    str(WORKERS),
+                    "-w",
+                    "rq.SimpleWorker",
+                    "-l",
+                    "WARNING",
+                    "default",
+                ],
+                self.env(url, cron),
+            )
+            wait_until(
+                lambda: self.conn.scard("rq:workers") >= WORKERS, 30, "rq workers", self.fleet
+            )
             if cron:
-                self.fleet.spawn("cron", [sys.executable, "-c", RUNNER, "rq-cron"], self.env(url, cron))
+                self.fleet.spawn(
+                    "cron", [sys.executable, "-c", RUNNER, "rq-cron"], self.env(url, cron)
+                )
                 wait_until(lambda: self.w.ready("rq-cron") >= 1, 30, "rq cron", self.fleet)
 
     def enqueue_at(self, due_ms, tag):
@@ -485,6 +591,7 @@ class _AsyncAdapter(Adapter):
         async def go():
             for due, tag in items:
                 await self._enqueue(due, tag)
+
         self.loop.run_until_complete(go())
 
     def _spawn_workers(self, url, procs, cron, system):
@@ -492,17 +599,22 @@ class _AsyncAdapter(Adapter):
         for _ in range(procs):
             self.fleet.spawn("worker", [sys.executable, "-c", RUNNER, system], self.env(url, cron))
         if procs:
-            wait_until(lambda: self.w.ready(system + ":") >= procs, 30, f"{system} workers", self.fleet)
+            wait_until(
+                lambda: self.w.ready(system + ":") >= procs, 30, f"{system} workers", self.fleet
+            )
 
 
 class ArqAdapter(_AsyncAdapter):
     name, modules, multi = "arq", ("arq", "redis"), True
-    note = ("arq worker, max_jobs=4, default poll_delay 0.5 s; enqueue_job(_defer_until=); recurring: "
-            "cron(second=every, microsecond=0, unique=True) in every worker (job id per tick)")
+    note = (
+        "arq worker, max_jobs=4, default poll_delay 0.5 s; enqueue_job(_defer_until=); recurring: "
+        "cron(second=every, microsecond=0, unique=True) in every worker (job id per tick)"
+    )
 
     def start(self, url, procs=1, cron=False):
         from arq import create_pool
         from arq.connections import RedisSettings
+
         self.loop = asyncio.new_event_loop()
         self.pool = self.loop.run_until_complete(create_pool(RedisSettings.from_dsn(url)))
         self._spawn_workers(url, procs, cron, "arq")
@@ -521,14 +633,18 @@ class ArqAdapter(_AsyncAdapter):
 
 class HueyAdapter(Adapter):
     name, modules, every = "huey", ("huey", "redis"), False
-    note = ("RedisHuey, consumer -w 4 -k thread (scheduler checks every 1 s); task.schedule(eta=); "
-            "no recurring row: periodic tasks have 1-minute resolution")
+    note = (
+        "RedisHuey, consumer -w 4 -k thread (scheduler checks every 1 s); task.schedule(eta=); "
+        "no recurring row: periodic tasks have 1-minute resolution"
+    )
 
     def start(self, url, procs=1, cron=False):
         self.h, self.task = shared_tasks.make_huey(url)
         self.nprocs = procs
         for _ in range(procs):
-            self.fleet.spawn("consumer", [sys.executable, "-c", RUNNER, "huey"], self.env(url, cron))
+            self.fleet.spawn(
+                "consumer", [sys.executable, "-c", RUNNER, "huey"], self.env(url, cron)
+            )
         if procs:
             wait_until(lambda: self.w.ready("huey") >= procs, 30, "huey consumer", self.fleet)
             time.sleep(0.5)  # the marker is written just before consumer.run()
@@ -547,11 +663,14 @@ class HueyAdapter(Adapter):
 
 class SaqAdapter(_AsyncAdapter):
     name, modules, multi = "saq", ("saq", "redis"), True
-    note = ("saq Worker(concurrency=4), schedule timer 1 s; Queue.enqueue(scheduled=epoch s); recurring: "
-            "CronJob('* * * * * *') in every worker (unique key)")
+    note = (
+        "saq Worker(concurrency=4), schedule timer 1 s; Queue.enqueue(scheduled=epoch s); recurring: "
+        "CronJob('* * * * * *') in every worker (unique key)"
+    )
 
     def start(self, url, procs=1, cron=False):
         from saq import Queue
+
         self.loop = asyncio.new_event_loop()
         self.q = Queue.from_url(url)
         self.loop.run_until_complete(self.q.connect())
@@ -570,7 +689,11 @@ class SaqAdapter(_AsyncAdapter):
 
 
 ADAPTERS = [Duetime1, Duetime3, APSAdapter, RQAdapter, ArqAdapter, HueyAdapter, SaqAdapter]
-ALIASES = {"duetime": ["duetime1", "duetime3"], "aps": ["apscheduler"], "apscheduler3": ["apscheduler"]}
+ALIASES = {
+    "duetime": ["duetime1", "duetime3"],
+    "aps": ["apscheduler"],
+    "apscheduler3": ["apscheduler"],
+}
 
 
 def run_bounded(fn, timeout):
@@ -582,6 +705,7 @@ def run_bounded(fn, timeout):
             fn()
         except BaseException as e:
             err.append(f"{type(e).__name__}: {e}")
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     t.join(timeout)
@@ -635,7 +759,12 @@ def sc_lag(ad, w, p, sysr):
     time.sleep(1.0)  # late duplicates
     first, dups = first_starts(w.records(), "L")
     lags = sorted(s - d for s, d in first.values())
-    res = {"lag_missed": n - len(first), "lag_dups": dups, "enq_us": enq / n * 1e6, "lag_enq_late": late}
+    res = {
+        "lag_missed": n - len(first),
+        "lag_dups": dups,
+        "enq_us": enq / n * 1e6,
+        "lag_enq_late": late,
+    }
     if lags:
         res.update(lag_p50=pct(lags, 50), lag_p99=pct(lags, 99), lag_max=lags[-1], lag_min=lags[0])
     return res
@@ -655,16 +784,24 @@ def sc_burst(ad, w, p, sysr):
     cpu1, s1, pc1, wc1 = _redis_cpu(sysr), _cmdusec(sysr), ad.fleet.cpu(), _redis_cpu(w.r)
     time.sleep(1.0)
     first, dups = first_starts(w.records(), "B")
-    res = {"burst_enqueue_s": enq, "burst_enq_late": late, "burst_missed": n - len(first),
-           "burst_dups": dups, "burst_partial": not complete,
-           "burst_redis_us_job": (cpu1 - cpu0) * 1e6 / n,
-           "burst_witness_us_job": (wc1 - wc0) * 1e6 / n}
+    res = {
+        "burst_enqueue_s": enq,
+        "burst_enq_late": late,
+        "burst_missed": n - len(first),
+        "burst_dups": dups,
+        "burst_partial": not complete,
+        "burst_redis_us_job": (cpu1 - cpu0) * 1e6 / n,
+        "burst_witness_us_job": (wc1 - wc0) * 1e6 / n,
+    }
     if ad.fleet.procs:  # worker/replica processes (not in-process APScheduler)
         res["burst_procs_us_job"] = (pc1 - pc0) * 1e6 / n
     # Redis time per job, by command (EVALSHA's usec includes the commands its script runs)
     delta = {k: (v[0] - s0.get(k, (0, 0))[0], v[1] - s0.get(k, (0, 0))[1]) for k, v in s1.items()}
-    res["burst_breakdown"] = {k: f"{c / n:.2f} calls {u / n:.1f} us" for k, (c, u) in
-                              sorted(delta.items(), key=lambda kv: -kv[1][1]) if c > 0 and k != "info"}
+    res["burst_breakdown"] = {
+        k: f"{c / n:.2f} calls {u / n:.1f} us"
+        for k, (c, u) in sorted(delta.items(), key=lambda kv: -kv[1][1])
+        if c > 0 and k != "info"
+    }
     if first:
         last = max(s for s, _ in first.values())
         res["burst_jobs_s"] = len(first) / max(1e-3, (last - due) / 1000)
@@ -681,8 +818,11 @@ def _cmdstats(r):
 
 def _cmdusec(r):
     """command -> (calls, usec) from INFO commandstats."""
-    return {k.replace("cmdstat_", ""): (v["calls"], v["usec"])
-            for k, v in r.info("commandstats").items() if isinstance(v, dict)}
+    return {
+        k.replace("cmdstat_", ""): (v["calls"], v["usec"])
+        for k, v in r.info("commandstats").items()
+        if isinstance(v, dict)
+    }
 
 
 def _redis_cpu(r):
@@ -696,7 +836,7 @@ def sc_idle(ad, w, p, sysr):
     ad.enqueue_many([(base + i * 3, "I") for i in range(p["idle_n"])])
     time.sleep(p["idle_settle"])
     c0 = sysr.info("stats")["total_commands_processed"]  # A (not counted in itself)
-    s0 = _cmdstats(sysr)                                  # B
+    s0 = _cmdstats(sysr)  # B
     t = perf()
     time.sleep(p["idle_window"])
     c1 = sysr.info("stats")["total_commands_processed"]  # C: counts A and B
@@ -706,7 +846,11 @@ def sc_idle(ad, w, p, sysr):
     delta = {k: v - s0.get(k, 0) for k, v in s1.items() if v - s0.get(k, 0) > 0}
     delta["info"] = delta.get("info", 0) - 2  # B..C window: B and C are ours
     delta = {k: round(v / el, 2) for k, v in sorted(delta.items(), key=lambda kv: -kv[1]) if v > 0}
-    return {"idle_cmds_s": total, "idle_cmds_s_proc": total / max(1, ad.nprocs), "idle_breakdown": delta}
+    return {
+        "idle_cmds_s": total,
+        "idle_cmds_s_proc": total / max(1, ad.nprocs),
+        "idle_breakdown": delta,
+    }
 
 
 def sc_recurring(ad, w, p, sysr, procs):
@@ -728,9 +872,11 @@ def sc_recurring(ad, w, p, sysr, procs):
     grid = [w0 + k * 1000 for k in range(ticks)]
     lags = sorted(first[g] - g for g in grid if g in first)
     k = f"rec{procs}"
-    res = {f"{k}_dup": sum(c - 1 for c in counts.values()),
-           f"{k}_missed": sum(1 for g in grid if g not in counts),
-           f"{k}_offgrid": sum(1 for t in counts if t not in set(grid))}
+    res = {
+        f"{k}_dup": sum(c - 1 for c in counts.values()),
+        f"{k}_missed": sum(1 for g in grid if g not in counts),
+        f"{k}_offgrid": sum(1 for t in counts if t not in set(grid)),
+    }
     if lags:
         res[f"{k}_lag_p50"], res[f"{k}_lag_max"] = pct(lags, 50), lags[-1]
     return res
@@ -757,11 +903,15 @@ def sc_mem(ad, w, p, sysr):
             if kind == "job":
                 sample = sample or k
                 continue
-            detail[kind] = f"{sysr.memory_usage(k, samples=0) / n:.0f} B/job ({sysr.object('encoding', k)})"
+            detail[kind] = (
+                f"{sysr.memory_usage(k, samples=0) / n:.0f} B/job ({sysr.object('encoding', k)})"
+            )
         if sample:
             h = sysr.hgetall(sample)
-            detail["job hash"] = (f"{sysr.memory_usage(sample, samples=0)} B ({sysr.object('encoding', sample)}, "
-                                  f"{len(h)} fields, longest value {max(map(len, h.values()))} B)")
+            detail["job hash"] = (
+                f"{sysr.memory_usage(sample, samples=0)} B ({sysr.object('encoding', sample)}, "
+                f"{len(h)} fields, longest value {max(map(len, h.values()))} B)"
+            )
         res["mem_detail"] = detail
     return res
 
@@ -796,11 +946,19 @@ SCENARIOS = ["lag", "burst", "idle", "recurring", "mem"]
 
 
 def params(quick):
-    return {"lag_n": 400 if quick else 2000, "lag_spread": 2.0 if quick else 5.0, "lag_wait": 15 if quick else 30,
-            "burst_n": 2000 if quick else 20000, "burst_lead": 2.0 if quick else 3.0,
-            "burst_timeout": 30 if quick else 120,
-            "idle_n": 1000, "idle_settle": 3.0, "idle_window": 5.0 if quick else 20.0,
-            "rec_ticks": 6 if quick else 20, "mem_n": 20000 if quick else 100000}
+    return {
+        "lag_n": 400 if quick else 2000,
+        "lag_spread": 2.0 if quick else 5.0,
+        "lag_wait": 15 if quick else 30,
+        "burst_n": 2000 if quick else 20000,
+        "burst_lead": 2.0 if quick else 3.0,
+        "burst_timeout": 30 if quick else 120,
+        "idle_n": 1000,
+        "idle_settle": 3.0,
+        "idle_window": 5.0 if quick else 20.0,
+        "rec_ticks": 6 if quick else 20,
+        "mem_n": 20000 if quick else 100000,
+    }
 
 
 def plan(A, scenario):
@@ -818,7 +976,11 @@ def plan(A, scenario):
 
 def one(A, scenario, procs, run, p, w, logdir, issues, raw, extra):
     fns = {"lag": sc_lag, "burst": sc_burst, "idle": sc_idle, "mem": sc_mem}
-    label = f"{A.name} {scenario}" + (f" {procs} procs" if scenario == "recurring" else "") + f" run {run}"
+    label = (
+        f"{A.name} {scenario}"
+        + (f" {procs} procs" if scenario == "recurring" else "")
+        + f" run {run}"
+    )
     print(f"  {label} ...", file=sys.stderr, flush=True)
     wd.arm(900, label)
     w.reset()
@@ -836,14 +998,20 @@ def one(A, scenario, procs, run, p, w, logdir, issues, raw, extra):
             res = fns[scenario](ad, w, p, sysr)
         for plabel, rc, path in ad.fleet.died():
             issues.append(f"{label}: {plabel} exited early with status {rc}: {tail(path, 4)}")
-        if isinstance(ad, DuetimeAdapter) and scenario == "recurring" and res.get(f"rec{procs}_missed"):
+        if (
+            isinstance(ad, DuetimeAdapter)
+            and scenario == "recurring"
+            and res.get(f"rec{procs}_missed")
+        ):
             issues.append(f"{label}: missed ticks; {ad.diagnose()}")
         if isinstance(ad, DuetimeAdapter) and procs:
             st = ad.store_stats()
             res["duetime_stats"] = st
             odd = {k: v for k, v in st.items() if k not in ("scheduled", "claimed", "succeeded")}
             if odd:
-                issues.append(f"{label}: duetime store events besides scheduled/claimed/succeeded: {odd}")
+                issues.append(
+                    f"{label}: duetime store events besides scheduled/claimed/succeeded: {odd}"
+                )
     except Exception as e:
         issues.append(f"{label}: {type(e).__name__}: {str(e)[:300]}")
         res["error"] = f"{type(e).__name__}: {str(e)[:200]}"
@@ -858,7 +1026,9 @@ def one(A, scenario, procs, run, p, w, logdir, issues, raw, extra):
     server.stop()
     _LIVE_SERVERS.discard(server)
     wd.disarm()
-    res.update(system=A.name, scenario=scenario, procs=procs, run=run, seconds=round(perf() - t0, 1))
+    res.update(
+        system=A.name, scenario=scenario, procs=procs, run=run, seconds=round(perf() - t0, 1)
+    )
     raw.append(res)
     return res
 
@@ -889,9 +1059,18 @@ def medians(raw):
         by[r["system"]].append(r)
     out = {}
     for name, runs in by.items():
-        keys = {k for r in runs for k, v in r.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("run", "procs", "seconds")}
-        out[name] = {k: statistics.median([r[k] for r in runs if isinstance(r.get(k), (int, float))]) for k in keys}
+        keys = {
+            k
+            for r in runs
+            for k, v in r.items()
+            if isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and k not in ("run", "procs", "seconds")
+        }
+        out[name] = {
+            k: statistics.median([r[k] for r in runs if isinstance(r.get(k), (int, float))])
+            for k in keys
+        }
         for flag in ("lag_enq_late", "burst_enq_late", "burst_partial"):
             out[name][flag] = any(r.get(flag) for r in runs)
     return out
@@ -948,31 +1127,47 @@ def machine_info():
         except importlib.metadata.PackageNotFoundError:
             vers[dist] = "not installed"
     import scheduler
+
     vers["duetime"] = getattr(scheduler, "__version__", "?")
     if not scheduler.__file__.startswith(ROOT):
         raise SystemExit(f"duetime was imported from {scheduler.__file__}, not from {ROOT}")
     server = EmbeddedRedis(appendonly=False)
     try:
-        rs = subprocess.run([server.binary, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        rs = subprocess.run(
+            [server.binary, "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except Exception as e:
         rs = f"? ({e})"
     head = SNAPSHOT["head"] + ("+local changes" if SNAPSHOT["dirty"] else "")
     if SNAPSHOT["dir"]:
         head += f" (snapshot {SNAPSHOT['dir']})"
-    env = f"PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])} " if "PYTHONPATH" in os.environ else ""
-    return {"command": env + shlex.join([sys.executable] + sys.argv),
-            "python": f"{platform.python_implementation()} {platform.python_version()}",
-            "platform": platform.platform(), "cpu": f"{cpu} x {os.cpu_count()} logical",
-            "redis_server": rs, "versions": vers, "git_head": head,
-            "date": datetime.now(_UTC).isoformat(timespec="seconds")}
+    env = (
+        f"PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])} " if "PYTHONPATH" in os.environ else ""
+    )
+    return {
+        "command": env + shlex.join([sys.executable] + sys.argv),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "cpu": f"{cpu} x {os.cpu_count()} logical",
+        "redis_server": rs,
+        "versions": vers,
+        "git_head": head,
+        "date": datetime.now(_UTC).isoformat(timespec="seconds"),
+    }
 
 
 def redis_settings():
     with EmbeddedRedis(appendonly=False) as s:
         r = redis.Redis.from_url(s.url, decode_responses=True)
         cfg = {}
-        for pat in ("hash-max-listpack-*", "zset-max-listpack-*", "list-max-listpack-size", "appendonly",
-                    "maxmemory-policy", "save"):
+        for pat in (
+            "hash-max-listpack-*",
+            "zset-max-listpack-*",
+            "list-max-listpack-size",
+            "appendonly",
+            "maxmemory-policy",
+            "save",
+        ):
             cfg.update(r.config_get(pat))
         r.close()
     return cfg
@@ -983,14 +1178,20 @@ def render(info, p, med, avail, issues, extra, args, cfg):
     adapters = {A.name: A for A in ADAPTERS}
     peers = [n for n in names if not issubclass(adapters[n], DuetimeAdapter)]
     v = info["versions"]
-    out = ["duetime shared-mode (Redis) benchmark",
-           f"command : {info['command']}",
-           f"python  : {info['python']}   platform: {info['platform']}   duetime {v['duetime']} @ {info['git_head']}",
-           f"cpu     : {info['cpu']}   {info['date']}",
-           f"redis   : {info['redis_server']}",
-           "peers   : " + ", ".join(f"{k} {v[k]}" for k in ("APScheduler", "rq", "arq", "huey", "saq", "redis", "hiredis")),
-           "settings: " + " ".join(f"{k}={v!r}" for k, v in sorted(cfg.items())),
-           f"params  : runs={args.runs} (median shown) " + " ".join(f"{k}={x}" for k, x in p.items()), ""]
+    out = [
+        "duetime shared-mode (Redis) benchmark",
+        f"command : {info['command']}",
+        f"python  : {info['python']}   platform: {info['platform']}   duetime {v['duetime']} @ {info['git_head']}",
+        f"cpu     : {info['cpu']}   {info['date']}",
+        f"redis   : {info['redis_server']}",
+        "peers   : "
+        + ", ".join(
+            f"{k} {v[k]}" for k in ("APScheduler", "rq", "arq", "huey", "saq", "redis", "hiredis")
+        ),
+        "settings: " + " ".join(f"{k}={v!r}" for k, v in sorted(cfg.items())),
+        f"params  : runs={args.runs} (median shown) " + " ".join(f"{k}={x}" for k, x in p.items()),
+        "",
+    ]
     header = ["figure"] + names + ["best peer", "d(1) vs best", "d(3) vs best"]
     rows = [header]
     for key, label, better, fmt in ROWS:
@@ -1014,17 +1215,24 @@ def render(info, p, med, avail, issues, extra, args, cfg):
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, r in enumerate(rows):
-        out.append("  ".join(c.ljust(wd_) if j == 0 else c.rjust(wd_) for j, (c, wd_) in enumerate(zip(r, widths))))
+        out.append(
+            "  ".join(
+                c.ljust(wd_) if j == 0 else c.rjust(wd_)
+                for j, (c, wd_) in enumerate(zip(r, widths))
+            )
+        )
         if i == 0:
             out.append("  ".join("-" * x for x in widths))
-    out += ["",
-            "'vs best' = how many times better duetime is than the best peer on that row (>1: duetime better):",
-            "  best/duetime for lower-is-better rows, duetime/best for throughput. Peers run 1 scheduler process.",
-            "recurring rows: dup/missed ticks out of the window, lag p50/max in ms; the 2- and 3-proc duetime figures",
-            "  are in the duetime(3) column. 'n/a (1 proc)': the peer has no multi-process dedup for recurring jobs.",
-            "~ = not every burst job ran within the timeout (rate over those that did); * = enqueueing all took",
-            "  longer than the lead, so jobs were due while still being enqueued.",
-            ""]
+    out += [
+        "",
+        "'vs best' = how many times better duetime is than the best peer on that row (>1: duetime better):",
+        "  best/duetime for lower-is-better rows, duetime/best for throughput. Peers run 1 scheduler process.",
+        "recurring rows: dup/missed ticks out of the window, lag p50/max in ms; the 2- and 3-proc duetime figures",
+        "  are in the duetime(3) column. 'n/a (1 proc)': the peer has no multi-process dedup for recurring jobs.",
+        "~ = not every burst job ran within the timeout (rate over those that did); * = enqueueing all took",
+        "  longer than the lead, so jobs were due while still being enqueued.",
+        "",
+    ]
     for n in names:
         A = adapters[n]
         why = avail[n] or extra["start_failed"].get(n)
@@ -1035,9 +1243,14 @@ def render(info, p, med, avail, issues, extra, args, cfg):
             if r.get(k):
                 last[(r["system"], k)] = r[k]
     for (n, k), d in sorted(last.items()):
-        what = {"idle_breakdown": "idle cmds/s by command", "mem_detail": "memory per pending job",
-                "burst_breakdown": "burst: Redis time per job by command"}[k]
-        out.append(f"{n} {what} (last run): " + ", ".join(f"{a} {b}" for a, b in list(d.items())[:8]))
+        what = {
+            "idle_breakdown": "idle cmds/s by command",
+            "mem_detail": "memory per pending job",
+            "burst_breakdown": "burst: Redis time per job by command",
+        }[k]
+        out.append(
+            f"{n} {what} (last run): " + ", ".join(f"{a} {b}" for a, b in list(d.items())[:8])
+        )
     out.append(f"process logs: {extra['logdir']}")
     if issues:
         out += ["", "ISSUES:"] + [f"  - {i}" for i in issues]
@@ -1045,22 +1258,44 @@ def render(info, p, med, avail, issues, extra, args, cfg):
 
 
 def _scenario_keys(only):
-    keys = {"lag": ["lag", "enq"], "burst": ["burst"], "idle": ["idle"], "recurring": ["rec"], "mem": ["mem"]}
+    keys = {
+        "lag": ["lag", "enq"],
+        "burst": ["burst"],
+        "idle": ["idle"],
+        "recurring": ["rec"],
+        "mem": ["mem"],
+    }
     return [k for sc in only for k in keys[sc]]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller N / shorter windows (smoke run)")
-    ap.add_argument("--runs", type=int, default=3, help="repeat each scenario K times, report the median")
+    ap.add_argument(
+        "--runs", type=int, default=3, help="repeat each scenario K times, report the median"
+    )
     ap.add_argument("--json", metavar="PATH", help="dump raw and median results as JSON")
-    ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=SCENARIOS, metavar="SCENARIO",
-                    help=f"run only these scenarios: {' '.join(SCENARIOS)}")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=SCENARIOS,
+        default=SCENARIOS,
+        metavar="SCENARIO",
+        help=f"run only these scenarios: {' '.join(SCENARIOS)}",
+    )
     keys = [A.key() for A in ADAPTERS]
-    ap.add_argument("--no-snapshot", action="store_true",
-                    help="import duetime from the live checkout instead of a copy taken at start")
-    ap.add_argument("--systems", nargs="+", metavar="NAME", default=keys,
-                    help=f"run only these systems: {' '.join(keys)} (or duetime = both duetime columns)")
+    ap.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="import duetime from the live checkout instead of a copy taken at start",
+    )
+    ap.add_argument(
+        "--systems",
+        nargs="+",
+        metavar="NAME",
+        default=keys,
+        help=f"run only these systems: {' '.join(keys)} (or duetime = both duetime columns)",
+    )
     args = ap.parse_args()
     chosen = []
     for s in args.systems:
@@ -1081,9 +1316,21 @@ def main():
     print(text, flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"info": info, "params": p, "redis_settings": cfg, "availability": avail, "raw": raw,
-                       "median": med, "issues": issues,
-                       "extra": {k: v for k, v in extra.items() if k != "raw"}}, f, indent=2, default=str)
+            json.dump(
+                {
+                    "info": info,
+                    "params": p,
+                    "redis_settings": cfg,
+                    "availability": avail,
+                    "raw": raw,
+                    "median": med,
+                    "issues": issues,
+                    "extra": {k: v for k, v in extra.items() if k != "raw"},
+                },
+                f,
+                indent=2,
+                default=str,
+            )
 
 
 wd = Watchdog()

@@ -10,6 +10,7 @@ script calls per job. Typical use:
 
     PYTHONPATH=$PWD python tests/bench/probe_shared_burst.py --replicas 1 --task noop --runs 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,21 +50,42 @@ def procs_cpu(procs: list[subprocess.Popen]) -> float:
 
 def one(n: int, replicas: int, task: str) -> dict[str, float]:
     import shared_tasks  # registers bench.hit (the witness task)
+
     with EmbeddedRedis(appendonly=False) as srv:
         r = redis.Redis.from_url(srv.url, decode_responses=True)
         store = RedisStore(srv.url, NS)
         due = time.time() + 3 + n / 20000
         fn = shared_tasks.noop if task == "noop" else shared_tasks.hit
         for i in range(0, n, 500):
-            store.add_many([make_spec(fn, At(due), kwargs={"due_ms": int(due * 1000),
-                                                            "tag": f"P{j}"})
-                            for j in range(i, min(n, i + 500))])
+            store.add_many(
+                [
+                    make_spec(fn, At(due), kwargs={"due_ms": int(due * 1000), "tag": f"P{j}"})
+                    for j in range(i, min(n, i + 500))
+                ]
+            )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT]))
-        argv = [sys.executable, "-m", "scheduler", "run", "--redis", srv.url, "--namespace", NS,
-                "--import", "shared_tasks", "--workers", "4", "--lease", "30",
-                "--log-level", "ERROR"]
-        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) for _ in range(replicas)]
+        argv = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--redis",
+            srv.url,
+            "--namespace",
+            NS,
+            "--import",
+            "shared_tasks",
+            "--workers",
+            "4",
+            "--lease",
+            "30",
+            "--log-level",
+            "ERROR",
+        ]
+        procs = [
+            subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(replicas)
+        ]
         try:
             while len(r.keys(f"duetime:{{{NS}}}:replica:*")) < replicas:  # started up
                 if time.time() > due:
@@ -84,8 +106,12 @@ def one(n: int, replicas: int, task: str) -> dict[str, float]:
             for p in procs:
                 p.wait(30)
         store.close()
-        return {"jobs_s": n / took, "redis_us": (c1 - c0) * 1e6 / n,
-                "replicas_us": (p1 - p0) * 1e6 / n, "calls": (s1 - s0) / n}
+        return {
+            "jobs_s": n / took,
+            "redis_us": (c1 - c0) * 1e6 / n,
+            "replicas_us": (p1 - p0) * 1e6 / n,
+            "calls": (s1 - s0) / n,
+        }
 
 
 def main() -> None:
@@ -107,10 +133,12 @@ def main() -> None:
     for r in runs:
         print("  run: " + "  ".join(f"{k} {v:,.2f}" for k, v in r.items()), file=sys.stderr)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print(f"{a.jobs} jobs, {a.replicas} replica(s) x 4 workers, task {a.task}, median of "
-          f"{a.runs}: {med['jobs_s']:,.0f} jobs/s; CPU per job: Redis {med['redis_us']:.1f} us, "
-          f"replicas {med['replicas_us']:.0f} us; "
-          f"{med['calls']:.3f} script calls per job")
+    print(
+        f"{a.jobs} jobs, {a.replicas} replica(s) x 4 workers, task {a.task}, median of "
+        f"{a.runs}: {med['jobs_s']:,.0f} jobs/s; CPU per job: Redis {med['redis_us']:.1f} us, "
+        f"replicas {med['replicas_us']:.0f} us; "
+        f"{med['calls']:.3f} script calls per job"
+    )
 
 
 if __name__ == "__main__":

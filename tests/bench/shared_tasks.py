@@ -12,6 +12,7 @@ processes are started by the benchmark as
 ``python -c "import shared_tasks; shared_tasks.main()" SYSTEM [cron]`` with
 ``$BENCH_REDIS_URL`` set; their libraries are imported only there.
 """
+
 from __future__ import annotations
 
 import os
@@ -81,6 +82,7 @@ def rq_tick() -> None:
 
 def _rq_cron(url: str) -> None:
     from rq.cron import CronScheduler
+
     cron = CronScheduler(connection=redis.Redis.from_url(url), logging_level="WARNING")
     cron.register(rq_tick, "default", cron="* * * * * *")  # 6 fields: every second
     ready("rq-cron")
@@ -93,6 +95,7 @@ _aconn: dict[int, object] = {}
 
 def _awitness():  # type: ignore[no-untyped-def]
     import redis.asyncio as aredis
+
     if os.getpid() not in _aconn:
         _aconn[os.getpid()] = aredis.Redis.from_url(os.environ["BENCH_WITNESS_URL"])
     return _aconn[os.getpid()]
@@ -125,8 +128,10 @@ def _arq(url: str, cron_on: bool, workers: int) -> None:
         redis_settings = RedisSettings.from_dsn(url)
         max_jobs = workers
         on_startup = _arq_startup
-        cron_jobs = ([cron(arq_tick, second=set(range(60)), microsecond=0, unique=True)]
-                     if cron_on else [])
+        cron_jobs = (
+            [cron(arq_tick, second=set(range(60)), microsecond=0, unique=True)] if cron_on else []
+        )
+
     run_worker(Settings)
 
 
@@ -138,11 +143,13 @@ def make_huey(url: str) -> tuple:
     """(huey, hit task) for ``url``; the producer and the consumer build the same."""
     if url not in _hueys:
         from huey import RedisHuey
+
         h = RedisHuey("bench", url=url)
 
         @h.task(name="huey_hit")
         def huey_hit(due_ms: int, tag: str = "") -> None:
             record(tag, due_ms, time.time() * 1000)
+
         _hueys[url] = (h, huey_hit)
     return _hueys[url]
 
@@ -172,12 +179,15 @@ async def _saq_startup(ctx: dict) -> None:
 
 def saq_settings() -> dict:
     from saq import CronJob, Queue
+
     cron_on = os.environ.get("BENCH_CRON") == "1"
-    return {"queue": Queue.from_url(os.environ["BENCH_REDIS_URL"]),
-            "functions": [saq_hit, saq_tick],
-            "concurrency": int(os.environ.get("BENCH_WORKERS", "4")),
-            "startup": _saq_startup,
-            "cron_jobs": [CronJob(saq_tick, cron="* * * * * *")] if cron_on else []}
+    return {
+        "queue": Queue.from_url(os.environ["BENCH_REDIS_URL"]),
+        "functions": [saq_hit, saq_tick],
+        "concurrency": int(os.environ.get("BENCH_WORKERS", "4")),
+        "startup": _saq_startup,
+        "cron_jobs": [CronJob(saq_tick, cron="* * * * * *")] if cron_on else [],
+    }
 
 
 # ---------------------------------------------------------------------- entry point
@@ -196,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         _huey(url, workers)
     elif system == "saq":
         from saq.worker import start
+
         start("shared_tasks.saq_settings")
     else:
         raise SystemExit(f"unknown system {system!r}")

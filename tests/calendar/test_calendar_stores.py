@@ -4,6 +4,7 @@ daylight-saving changes. Expected instants are written out in UTC by hand.
 Europe/Paris, 2026: clocks go forward on 29 March at 01:00 UTC (02:00 CET -> 03:00 CEST)
 and back on 25 October at 01:00 UTC (03:00 CEST -> 02:00 CET).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -60,7 +61,7 @@ def paris(expr, **kw):
 
 
 def test_runs_at_each_occurrence_and_never_before(store, clock):
-    store.add(spec("c", paris("0 14 * * *")))           # 14:00 CEST = 12:00 UTC
+    store.add(spec("c", paris("0 14 * * *")))  # 14:00 CEST = 12:00 UTC
     assert drain(store) == []
     clock.advance(utc(2026, 10, 25, 13, 0) - clock.now() - 0.001)  # CET now: 14:00 = 13:00 UTC
     assert drain(store) == []
@@ -70,11 +71,14 @@ def test_runs_at_each_occurrence_and_never_before(store, clock):
     assert info.state == "scheduled" and info.next_run == utc(2026, 10, 26, 13, 0)
 
 
-@pytest.mark.parametrize("policy, expected", [
-    (Ambiguous.FIRST, [utc(2026, 10, 25, 0, 30)]),
-    (Ambiguous.LAST, [utc(2026, 10, 25, 1, 30)]),
-    (Ambiguous.BOTH, [utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 1, 30)]),
-])
+@pytest.mark.parametrize(
+    "policy, expected",
+    [
+        (Ambiguous.FIRST, [utc(2026, 10, 25, 0, 30)]),
+        (Ambiguous.LAST, [utc(2026, 10, 25, 1, 30)]),
+        (Ambiguous.BOTH, [utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 1, 30)]),
+    ],
+)
 def test_a_local_time_that_occurs_twice_follows_the_policy(store, clock, policy, expected):
     store.add(spec("c", paris("30 2 * * *", ambiguous=policy)))
     ran = run_until(store, clock, utc(2026, 10, 25, 4, 0))
@@ -82,10 +86,13 @@ def test_a_local_time_that_occurs_twice_follows_the_policy(store, clock, policy,
 
 
 @pytest.mark.parametrize("clock", [SPRING_EVE], indirect=True)
-@pytest.mark.parametrize("policy, expected", [
-    (Missing.SHIFT, [utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 30)]),  # 03:00 CEST
-    (Missing.SKIP, [utc(2026, 3, 30, 0, 30)]),
-])
+@pytest.mark.parametrize(
+    "policy, expected",
+    [
+        (Missing.SHIFT, [utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 30)]),  # 03:00 CEST
+        (Missing.SKIP, [utc(2026, 3, 30, 0, 30)]),
+    ],
+)
 def test_a_local_time_that_does_not_exist_follows_the_policy(store, clock, policy, expected):
     store.add(spec("c", paris("30 2 * * *", missing=policy)))
     ran = run_until(store, clock, utc(2026, 3, 30, 1, 0), step=900)
@@ -94,25 +101,33 @@ def test_a_local_time_that_does_not_exist_follows_the_policy(store, clock, polic
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_misfire_skip_runs_the_first_on_time_occurrence(store, clock):
-    store.add(spec("c", Cron("* * * * *")))              # every minute, on the minute
-    clock.advance(10 * 60 + 30)                         # 12:10:30; 12:01 .. 12:10 were due
+    store.add(spec("c", Cron("* * * * *")))  # every minute, on the minute
+    clock.advance(10 * 60 + 30)  # 12:10:30; 12:01 .. 12:10 were due
     assert [c.scheduled for c in drain(store)] == [utc(2026, 6, 1, 12, 10)]  # in its grace
     (skip,) = store.get("c").skipped
     assert (skip.first, skip.last, skip.count, skip.reason) == (
-        utc(2026, 6, 1, 12, 1), utc(2026, 6, 1, 12, 9), 9, "misfire")
+        utc(2026, 6, 1, 12, 1),
+        utc(2026, 6, 1, 12, 9),
+        9,
+        "misfire",
+    )
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_misfire_skip_records_the_missed_and_waits_for_the_next(store, clock):
     store.add(spec("c", Cron("* * * * *"), misfire_grace=10))
-    clock.advance(10 * 60 + 30)                         # 12:10:30; 12:01 .. 12:10 were due
+    clock.advance(10 * 60 + 30)  # 12:10:30; 12:01 .. 12:10 were due
     ran = [c.scheduled for c in drain(store)]
-    assert ran == []                                     # none is within the 10 s grace
+    assert ran == []  # none is within the 10 s grace
     info = store.get("c")
     assert info.next_run == utc(2026, 6, 1, 12, 11)
     (skip,) = info.skipped
     assert (skip.first, skip.last, skip.count, skip.reason) == (
-        utc(2026, 6, 1, 12, 1), utc(2026, 6, 1, 12, 10), 10, "misfire")
+        utc(2026, 6, 1, 12, 1),
+        utc(2026, 6, 1, 12, 10),
+        10,
+        "misfire",
+    )
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
@@ -122,26 +137,32 @@ def test_misfire_run_once_coalesces_into_the_latest(store, clock):
     assert [c.scheduled for c in drain(store)] == [utc(2026, 6, 1, 12, 10)]
     (skip,) = store.get("c").skipped
     assert (skip.first, skip.last, skip.count, skip.reason) == (
-        utc(2026, 6, 1, 12, 1), utc(2026, 6, 1, 12, 9), 9, "coalesced")
+        utc(2026, 6, 1, 12, 1),
+        utc(2026, 6, 1, 12, 9),
+        9,
+        "coalesced",
+    )
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_catch_up_runs_each_missed_one_inside_its_window(store, clock):
     store.add(spec("c", Cron("* * * * *"), misfire=Misfire.CATCH_UP, catch_up_window=200))
-    clock.advance(10 * 60 + 30)                          # window reaches back to 12:07:10
-    assert [c.scheduled for c in drain(store)] == [
-        utc(2026, 6, 1, 12, m) for m in (8, 9, 10)]
+    clock.advance(10 * 60 + 30)  # window reaches back to 12:07:10
+    assert [c.scheduled for c in drain(store)] == [utc(2026, 6, 1, 12, m) for m in (8, 9, 10)]
     (skip,) = store.get("c").skipped
     assert (skip.first, skip.last, skip.count, skip.reason) == (
-        utc(2026, 6, 1, 12, 1), utc(2026, 6, 1, 12, 7), 7, "catch-up-window")
+        utc(2026, 6, 1, 12, 1),
+        utc(2026, 6, 1, 12, 7),
+        7,
+        "catch-up-window",
+    )
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_catch_up_without_a_window_runs_every_missed_one(store, clock):
     store.add(spec("c", Cron("* * * * *"), misfire=Misfire.CATCH_UP))
     clock.advance(5 * 60 + 30)
-    assert [c.scheduled for c in drain(store)] == [
-        utc(2026, 6, 1, 12, m) for m in range(1, 6)]
+    assert [c.scheduled for c in drain(store)] == [utc(2026, 6, 1, 12, m) for m in range(1, 6)]
     assert store.get("c").skipped == ()
 
 
@@ -155,15 +176,17 @@ def test_pause_and_resume_apply_the_misfire_policy(store, clock):
     assert ran == [utc(2026, 6, 1, 12, 35)]
     (skip,) = store.get("c").skipped
     assert (skip.first, skip.last, skip.count) == (
-        utc(2026, 6, 1, 12, 5), utc(2026, 6, 1, 12, 30), 6)
+        utc(2026, 6, 1, 12, 5),
+        utc(2026, 6, 1, 12, 30),
+        6,
+    )
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_six_fields_have_seconds_first_and_upsert_keeps_the_series(store, clock):
     s = spec("c", Cron("*/20 * * * * *"))
     assert store.add(s).outcome == "created"
-    assert run_until(store, clock, MINUTE + 61, step=1) == [
-        MINUTE + x for x in (20, 40, 60)]
+    assert run_until(store, clock, MINUTE + 61, step=1) == [MINUTE + x for x in (20, 40, 60)]
     assert store.add(s).outcome == "unchanged"
     assert store.get("c").next_run == MINUTE + 80
 
@@ -173,19 +196,19 @@ def test_jitter_is_deterministic_and_stays_before_the_next_occurrence(store, clo
     store.add(spec("j1", Cron("* * * * *", jitter=50)))
     store.add(spec("j2", Cron("* * * * *", jitter=50)))
     ran = run_until(store, clock, MINUTE + 5 * 60 + 59, step=1)
-    assert len(ran) == 12   # 12:00 .. 12:05 for each job (12:00 + jitter is still ahead)
+    assert len(ran) == 12  # 12:00 .. 12:05 for each job (12:00 + jitter is still ahead)
     offsets = {round(x - MINUTE) % 60 for x in ran}
     assert all(0 <= o < 50 for o in offsets)
-    assert len(offsets) == 2                             # one offset per job, not per run
+    assert len(offsets) == 2  # one offset per job, not per run
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_a_running_occurrence_follows_the_overlap_policy(store, clock):
-    store.add(spec("c", Cron("* * * * *")))             # overlap=skip by default
+    store.add(spec("c", Cron("* * * * *")))  # overlap=skip by default
     clock.advance(60)
     (first,) = store.claim_due(ALL, None, "owner-1").claims
     clock.advance(60)
-    assert drain(store) == []                           # 12:02 is skipped: 12:01 still runs
+    assert drain(store) == []  # 12:02 is skipped: 12:01 still runs
     store.complete(first, None)
     (skip,) = store.get("c").skipped
     assert (skip.first, skip.count, skip.reason) == (utc(2026, 6, 1, 12, 2), 1, "overlap")
@@ -194,31 +217,35 @@ def test_a_running_occurrence_follows_the_overlap_policy(store, clock):
 
 # ---- backfill and trigger -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_backfill_runs_what_never_ran_and_nothing_twice(store, clock):
     store.add(spec("c", Cron("*/10 * * * *"), misfire_grace=5))
-    ran = run_until(store, clock, MINUTE + 21 * 60)          # 12:10, 12:20 ran
+    ran = run_until(store, clock, MINUTE + 21 * 60)  # 12:10, 12:20 ran
     assert ran == [utc(2026, 6, 1, 12, 10), utc(2026, 6, 1, 12, 20)]
     assert store.pause("c")
     run_until(store, clock, MINUTE + 51 * 60)
     assert store.resume("c")
-    assert drain(store) == []                                 # 12:30 .. 12:50 skipped
+    assert drain(store) == []  # 12:30 .. 12:50 skipped
     window = (utc(2026, 6, 1, 11, 30), utc(2026, 6, 1, 13, 0))
     # before the series (11:30 .. 12:00) and skipped (12:30 .. 12:50); not 12:10, 12:20
     # (they ran) and not 13:00 (outside the window, and the series' own pending one)
     assert store.backfill("c", *window) == 7
-    expected = [utc(2026, 6, 1, h, m) for h, m in
-                ((11, 30), (11, 40), (11, 50), (12, 0), (12, 30), (12, 40), (12, 50))]
+    expected = [
+        utc(2026, 6, 1, h, m)
+        for h, m in ((11, 30), (11, 40), (11, 50), (12, 0), (12, 30), (12, 40), (12, 50))
+    ]
     claims = drain(store)
     assert sorted(c.scheduled for c in claims) == expected
     assert {c.attempt for c in claims} == {1}
-    assert store.backfill("c", *window) == 0                  # each was queued once
+    assert store.backfill("c", *window) == 0  # each was queued once
     assert store.get("c").next_run == utc(2026, 6, 1, 13, 0)
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_backfill_refuses_one_off_jobs_and_huge_windows(store, clock):
     from scheduler.model import After
+
     store.add(spec("once", After(60)))
     with pytest.raises(ValueError, match="not recurring"):
         store.backfill("once", MINUTE - 3600, MINUTE)
@@ -232,6 +259,7 @@ def test_backfill_refuses_one_off_jobs_and_huge_windows(store, clock):
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
 def test_backfill_of_a_fixed_rate_job_uses_its_grid(store, clock):
     from scheduler.model import Every
+
     store.add(spec("e", Every(60, anchor=MINUTE - 150)))  # k >= 0: from 11:57:30, each minute
     assert store.backfill("e", MINUTE - 200, MINUTE + 10) == 3
     assert sorted(c.scheduled for c in drain(store)) == [MINUTE - 150, MINUTE - 90, MINUTE - 30]

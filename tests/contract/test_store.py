@@ -3,6 +3,7 @@
 Driven directly (no dispatcher, no threads) with a fake clock, so every instant is exact:
 the due instant itself, one tick before it, the lease deadline itself.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,6 +26,7 @@ def ids(batch):
 
 
 # ---- due time ------------------------------------------------------------------------
+
 
 def test_not_claimable_before_due_and_claimable_at_the_exact_instant(store, clock):
     store.add(spec("a", After(5)))
@@ -93,9 +95,9 @@ def test_add_wakes_subscribers_with_due_in(store, clock):
             seen.append(due_in)
             cond.notify_all()
 
-    unsubscribe = store.subscribe(listener)   # returns once wake-ups are being delivered
+    unsubscribe = store.subscribe(listener)  # returns once wake-ups are being delivered
     store.add(spec("a", After(2.5)))
-    with cond:   # a shared store delivers wake-ups from another thread
+    with cond:  # a shared store delivers wake-ups from another thread
         assert cond.wait_for(lambda: any(x == pytest.approx(2.5) for x in seen), 5)
     unsubscribe()
     count = len(seen)
@@ -105,6 +107,7 @@ def test_add_wakes_subscribers_with_due_in(store, clock):
 
 
 # ---- cancel ----------------------------------------------------------------------------
+
 
 def test_cancel_pending_prevents_the_start(store, clock):
     store.add(spec("a", After(1)))
@@ -139,6 +142,7 @@ def test_cancel_of_recurring_job_while_running_stops_the_series(store, clock):
 
 
 # ---- recurring ------------------------------------------------------------------------
+
 
 def test_fixed_rate_grid_ignores_dispatch_lateness(store, clock):
     store.add(every("r", 10, misfire=Misfire.CATCH_UP))
@@ -200,6 +204,7 @@ def test_replaced_job_old_running_invocation_may_finish(store, clock):
 
 # ---- misfire -------------------------------------------------------------------------
 
+
 def _run_all(store, clock, steps):
     out = []
     for _ in range(steps):
@@ -243,6 +248,7 @@ def test_misfire_catch_up_runs_each(store, clock):
 
 # ---- overlap ---------------------------------------------------------------------------
 
+
 def test_overlap_skip_is_default_and_recorded(store, clock):
     store.add(every("r", 1))
     clock.advance(1)
@@ -268,22 +274,24 @@ def test_overlap_queue_holds_one_until_the_running_one_ends(store, clock):
     clock.advance(1)
     (c1,) = claim(store).claims
     clock.advance(1)
-    assert claim(store).claims == []          # 2 is queued
+    assert claim(store).claims == []  # 2 is queued
     clock.advance(1)
-    assert claim(store).claims == []          # 3: queue full, skipped
+    assert claim(store).claims == []  # 3: queue full, skipped
     store.complete(c1, None)
     assert [c.scheduled - START for c in claim(store).claims] == [2]
     assert [(s.first - START, s.reason) for s in store.get("r").skipped] == [
-        (3, "overlap-queue-full")]
+        (3, "overlap-queue-full")
+    ]
 
 
 # ---- leases, tokens, retries ---------------------------------------------------------
+
 
 def test_lease_renew_before_deadline_and_lost_at_the_exact_deadline(store, clock):
     store.add(spec("a", After(0)))
     (c,) = claim(store, lease=10).claims
     clock.advance(9.999)
-    assert store.renew([c], 10) == [Commit.OK]      # now deadline = +19.999
+    assert store.renew([c], 10) == [Commit.OK]  # now deadline = +19.999
     clock.advance(10)
     assert store.complete(c, None) is Commit.LEASE_LOST  # exactly at the deadline
 
@@ -297,7 +305,7 @@ def test_expired_lease_is_reclaimed_with_attempt_2_and_higher_fence(store, clock
     (c2,) = claim(store, lease=5).claims
     assert (c2.job_id, c2.scheduled, c2.attempt) == ("a", c1.scheduled, 2)
     assert c2.fence > c1.fence and c2.token != c1.token
-    assert store.complete(c1, None) is Commit.LEASE_LOST   # the stale owner
+    assert store.complete(c1, None) is Commit.LEASE_LOST  # the stale owner
     assert store.complete(c2, None) is Commit.OK
     assert store.get("a").runs == 1
 
@@ -315,7 +323,9 @@ def test_at_most_once_lease_loss_is_abandoned_not_rerun(store, clock):
     assert claim(store, lease=1).claims == []
     assert store.get("a").state == "abandoned"
     assert [e.kind for e in store.events() if e.kind in ("lease_lost", "abandoned")] == [
-        "lease_lost", "abandoned"]
+        "lease_lost",
+        "abandoned",
+    ]
 
 
 def test_poison_invocation_is_dead_lettered_after_max_stalls(store, clock):
@@ -338,8 +348,8 @@ def test_wrong_token_cannot_write(store, clock):
     assert store.release(forged) is Commit.LEASE_LOST
     assert store.renew([forged], 10) == [Commit.LEASE_LOST]
     assert store.complete(c, None) is Commit.OK
-    assert store.complete(c, None) is Commit.OK   # a resend answers the same...
-    assert store.get("a").runs == 1               # ...and records nothing twice
+    assert store.complete(c, None) is Commit.OK  # a resend answers the same...
+    assert store.get("a").runs == 1  # ...and records nothing twice
 
 
 def test_unknown_job_is_not_found(store, clock):
@@ -388,6 +398,7 @@ def test_release_returns_the_invocation_at_once_with_the_same_attempt(store, clo
 
 # ---- pause / resume / inspection -------------------------------------------------------
 
+
 def test_pause_hides_and_resume_restores(store, clock):
     store.add(spec("a", After(1)))
     assert store.pause("a") is True
@@ -415,15 +426,14 @@ def test_inspection_reports_running_and_next_run(store, clock):
     info = store.get("r")
     assert info.state == "running"
     assert info.next_run == START + 4
-    assert [(r.scheduled, r.attempt, r.fence) for r in info.running] == [
-        (c.scheduled, 1, c.fence)]
+    assert [(r.scheduled, r.attempt, r.fence) for r in info.running] == [(c.scheduled, 1, c.fence)]
     assert [j.job_id for j in store.jobs()] == ["r"]
 
 
 def test_catch_up_never_skips_it_runs_missed_occurrences_one_after_another(store, clock):
     store.add(every("r", 1, misfire=Misfire.CATCH_UP))
     clock.advance(3.5)
-    (c1,) = claim(store).claims            # 1 runs; 2 is parked behind it
+    (c1,) = claim(store).claims  # 1 runs; 2 is parked behind it
     assert claim(store).claims == []
     store.complete(c1, None)
     assert _run_all(store, clock, 3) == [2, 3]
@@ -437,7 +447,7 @@ def test_trigger_runs_a_live_job_now_without_moving_its_schedule(store, clock):
     (c,) = claim(store).claims
     assert (c.scheduled, c.attempt) == (START + 3, 1)
     store.complete(c, None)
-    assert store.get("r").next_run == START + 10          # the grid is unchanged
+    assert store.get("r").next_run == START + 10  # the grid is unchanged
     assert [e.kind for e in store.events() if e.kind == "triggered"] == ["triggered"]
     assert store.trigger("unknown") is False
     store.cancel("r")
@@ -446,17 +456,24 @@ def test_trigger_runs_a_live_job_now_without_moving_its_schedule(store, clock):
 
 def test_enqueue_many_stores_all_or_refuses_before_writing(store, clock):
     from scheduler import Client
+
     client = Client(store)
-    ids = client.enqueue_many([
-        {"task": "tests.noop", "delay": 1},
-        {"task": "tests.noop", "every": 5, "job_id": "rec"},
-        {"task": "tests.noop", "at": START + 2, "kwargs": {"x": 1}},
-    ])
+    ids = client.enqueue_many(
+        [
+            {"task": "tests.noop", "delay": 1},
+            {"task": "tests.noop", "every": 5, "job_id": "rec"},
+            {"task": "tests.noop", "at": START + 2, "kwargs": {"x": 1}},
+        ]
+    )
     assert ids[1] == "rec" and len(set(ids)) == 3
     assert sorted(j.job_id for j in store.jobs()) == sorted(ids)
     with pytest.raises(ValueError):
-        client.enqueue_many([{"task": "tests.noop", "delay": 1, "job_id": "fresh"},
-                             {"task": "tests.noop", "delay": -1}])
-    assert store.get("fresh") is None              # validated before anything was written
+        client.enqueue_many(
+            [
+                {"task": "tests.noop", "delay": 1, "job_id": "fresh"},
+                {"task": "tests.noop", "delay": -1},
+            ]
+        )
+    assert store.get("fresh") is None  # validated before anything was written
     clock.advance(2)
     assert sorted(c.job_id for c in claim(store).claims) == sorted([ids[0], ids[2]])

@@ -17,6 +17,7 @@ shutdown) re-issues the *same* attempt with a new token. I1 is therefore checked
 "every claim of an invocation follows the end of the previous claim, and attempt 1 is
 claimed again only after a release".
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -49,7 +50,7 @@ class History:
     recurring: dict[str, int] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     slack_ms: int = 1000
-    drained: bool = True          # the run ended with nothing left in flight
+    drained: bool = True  # the run ended with nothing left in flight
     stale_commits_rejected: int = 0
     fenced_rejects: int = 0
 
@@ -62,7 +63,7 @@ class Report:
     lost: int = 0
     duplicates: Counter[str] = field(default_factory=Counter)
     duplicate_commits: int = 0
-    dead_lettered: int = 0        # owners lost the lease max_stalls times (poison)
+    dead_lettered: int = 0  # owners lost the lease max_stalls times (poison)
     stale_commits_rejected: int = 0
     fenced_rejects: int = 0
     recovery_ms: list[float] = field(default_factory=list)
@@ -75,11 +76,13 @@ class Report:
 
     def summary(self) -> str:
         dup = ", ".join(f"{k}: {v}" for k, v in sorted(self.duplicates.items())) or "0"
-        text = (f"{self.invocations} invocations, {self.executions} executions, lost "
-                f"{self.lost}, extra executions ({dup}), duplicate commits "
-                f"{self.duplicate_commits}, dead-lettered after stalls "
-                f"{self.dead_lettered}, stale commits rejected "
-                f"{self.stale_commits_rejected}, fenced rejects {self.fenced_rejects}")
+        text = (
+            f"{self.invocations} invocations, {self.executions} executions, lost "
+            f"{self.lost}, extra executions ({dup}), duplicate commits "
+            f"{self.duplicate_commits}, dead-lettered after stalls "
+            f"{self.dead_lettered}, stale commits rejected "
+            f"{self.stale_commits_rejected}, fenced rejects {self.fenced_rejects}"
+        )
         if self.violations:
             text += "\nVIOLATIONS:\n  " + "\n  ".join(self.violations[:50])
         return text
@@ -101,8 +104,7 @@ class _Claim:
 
 
 def check(h: History) -> Report:
-    rep = Report(stale_commits_rejected=h.stale_commits_rejected,
-                 fenced_rejects=h.fenced_rejects)
+    rep = Report(stale_commits_rejected=h.stale_commits_rejected, fenced_rejects=h.fenced_rejects)
     lossy = any(f.kind == "data_loss" for f in h.faults)
     claims, terminals = _walk(h.events, rep, lossy)
     invs = set(claims) | set(terminals)
@@ -114,8 +116,9 @@ def check(h: History) -> Report:
     return rep
 
 
-def _walk(events: list[dict[str, Any]], rep: Report,
-          lossy: bool) -> tuple[dict[str, list[_Claim]], Counter[str]]:
+def _walk(
+    events: list[dict[str, Any]], rep: Report, lossy: bool
+) -> tuple[dict[str, list[_Claim]], Counter[str]]:
     """I1, I2, I3 from the event stream: claims follow ends, commits come from the
     current claim, at most one terminal outcome per invocation."""
     claims: dict[str, list[_Claim]] = defaultdict(list)
@@ -129,27 +132,36 @@ def _walk(events: list[dict[str, Any]], rep: Report,
         open_claim = mine[-1] if mine and mine[-1].end is None else None
         if kind == "claimed":
             if open_claim is not None:
-                rep.violations.append(f"I2 {inv}: attempt {attempt} claimed at {e['at']} while "
-                                      f"attempt {open_claim.attempt} was still held")
+                rep.violations.append(
+                    f"I2 {inv}: attempt {attempt} claimed at {e['at']} while "
+                    f"attempt {open_claim.attempt} was still held"
+                )
             elif mine:
                 prev = mine[-1]
                 want = prev.attempt if prev.end == "released" else prev.attempt + 1
                 if attempt != want and not lossy:
-                    rep.violations.append(f"I1 {inv}: attempt {attempt} claimed after attempt "
-                                          f"{prev.attempt} ended by {prev.end}; expected {want}")
+                    rep.violations.append(
+                        f"I1 {inv}: attempt {attempt} claimed after attempt "
+                        f"{prev.attempt} ended by {prev.end}; expected {want}"
+                    )
             elif attempt != 1 and not lossy:
                 rep.violations.append(f"I1 {inv}: first claim has attempt {attempt}")
             if terminals[inv] and not lossy:
                 rep.violations.append(f"I3 {inv}: claimed again after its outcome was committed")
             claims[inv].append(_Claim(attempt, owner_pid(e["detail"]), e["at"]))
-        elif kind in ENDS or kind in TERMINAL or (
-                kind == "dead_lettered" and last_kind.get(inv) == "lease_lost"):
+        elif (
+            kind in ENDS
+            or kind in TERMINAL
+            or (kind == "dead_lettered" and last_kind.get(inv) == "lease_lost")
+        ):
             if kind != "dead_lettered":
                 if open_claim is None or open_claim.attempt != attempt:
                     if not lossy:
                         held = "none" if open_claim is None else open_claim.attempt
-                        rep.violations.append(f"I3 {inv}: {kind} by attempt {attempt}, but the "
-                                              f"current claim is {held}")
+                        rep.violations.append(
+                            f"I3 {inv}: {kind} by attempt {attempt}, but the "
+                            f"current claim is {held}"
+                        )
                 else:
                     open_claim.end, open_claim.end_at = kind, e["at"]
             if kind in TERMINAL or kind == "dead_lettered":
@@ -163,8 +175,9 @@ def _walk(events: list[dict[str, Any]], rep: Report,
     return claims, terminals
 
 
-def _accounting(h: History, claims: dict[str, list[_Claim]], terminals: Counter[str],
-                rep: Report) -> None:
+def _accounting(
+    h: History, claims: dict[str, list[_Claim]], terminals: Counter[str], rep: Report
+) -> None:
     """I4: every acknowledged one-off job reaches exactly one terminal outcome."""
     by_job: dict[str, list[str]] = defaultdict(list)
     for inv in set(claims) | set(terminals):
@@ -175,8 +188,11 @@ def _accounting(h: History, claims: dict[str, list[_Claim]], terminals: Counter[
         if not done:
             rep.lost += 1
             held = [c for inv in by_job.get(job, []) for c in claims.get(inv, [])]
-            how = (f"last claim attempt {held[-1].attempt} ended by {held[-1].end}"
-                   if held else "never claimed")
+            how = (
+                f"last claim attempt {held[-1].attempt} ended by {held[-1].end}"
+                if held
+                else "never claimed"
+            )
             if not lossy:
                 rep.violations.append(f"I4 {job}: acknowledged but no outcome ({how})")
         elif len(done) > 1:
@@ -184,10 +200,12 @@ def _accounting(h: History, claims: dict[str, list[_Claim]], terminals: Counter[
     if h.drained:
         for inv, cs in sorted(claims.items()):
             if cs and cs[-1].end is None and not terminals[inv]:
-                rep.violations.append(f"I4 {inv}: attempt {cs[-1].attempt} still in flight "
-                                      "after the run drained")
-    rep.lateness_ms = [c[0].at - int(inv.rsplit("@", 1)[1])
-                       for inv, c in claims.items() if c and c[0].attempt == 1]
+                rep.violations.append(
+                    f"I4 {inv}: attempt {cs[-1].attempt} still in flight after the run drained"
+                )
+    rep.lateness_ms = [
+        c[0].at - int(inv.rsplit("@", 1)[1]) for inv, c in claims.items() if c and c[0].attempt == 1
+    ]
 
 
 def _recovery(h: History, claims: dict[str, list[_Claim]], rep: Report) -> None:
@@ -195,30 +213,41 @@ def _recovery(h: History, claims: dict[str, list[_Claim]], rep: Report) -> None:
     again) within lease + reap + slack, and claimed again. ``recovery_ms``: kill to reap;
     ``reclaim_ms``: kill to the next claim (adds the wait for a free worker)."""
     base = h.lease_ms + h.reap_ms + h.slack_ms
-    outages = [(f.at_ms, f.until_ms) for f in h.faults
-               if f.kind == "outage" and f.until_ms is not None]
+    outages = [
+        (f.at_ms, f.until_ms) for f in h.faults if f.kind == "outage" and f.until_ms is not None
+    ]
     for f in h.faults:
         if f.kind not in DEATH or f.pid is None:
             continue
         # nobody can reap while Redis is unreachable: an outage in the window extends it
-        limit = base + sum(until - max(at, f.at_ms) for at, until in outages
-                           if at < f.at_ms + base and until > f.at_ms)
+        limit = base + sum(
+            until - max(at, f.at_ms)
+            for at, until in outages
+            if at < f.at_ms + base and until > f.at_ms
+        )
         for inv, cs in claims.items():
             for i, c in enumerate(cs):
-                held = c.pid == f.pid and c.at <= f.at_ms and (
-                    c.end is None or (c.end_at or 0) > f.at_ms)
+                held = (
+                    c.pid == f.pid
+                    and c.at <= f.at_ms
+                    and (c.end is None or (c.end_at or 0) > f.at_ms)
+                )
                 if not held or c.end in TERMINAL:
                     continue  # not its claim, or committed before the kill took effect
                 nxt = cs[i + 1] if i + 1 < len(cs) else None
                 if c.end != "lease_lost" or c.end_at is None:
-                    rep.violations.append(f"I5 {inv}: owner {f.pid} died at {f.at_ms:.0f} and "
-                                          f"its lease was never reaped (end: {c.end})")
+                    rep.violations.append(
+                        f"I5 {inv}: owner {f.pid} died at {f.at_ms:.0f} and "
+                        f"its lease was never reaped (end: {c.end})"
+                    )
                     continue
                 took = c.end_at - f.at_ms
                 rep.recovery_ms.append(took)
                 if took > limit:
-                    rep.violations.append(f"I5 {inv}: taken back {took:.0f} ms after its "
-                                          f"owner {f.pid} died (limit {limit:.0f} ms)")
+                    rep.violations.append(
+                        f"I5 {inv}: taken back {took:.0f} ms after its "
+                        f"owner {f.pid} died (limit {limit:.0f} ms)"
+                    )
                 if nxt is not None:
                     rep.reclaim_ms.append(nxt.at - f.at_ms)
 
@@ -245,15 +274,15 @@ def _cause(prev: dict[str, Any], cur: dict[str, Any], faults: list[Fault]) -> st
     return None
 
 
-def _executions(h: History, claims: dict[str, list[_Claim]], rep: Report,
-                lossy: bool) -> None:
+def _executions(h: History, claims: dict[str, list[_Claim]], rep: Report, lossy: bool) -> None:
     """I6: more than one execution per invocation only when a fault explains it."""
     by_inv: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for x in h.execs:
         by_inv[f"{x['job']}@{x['sched']}"].append(x)
     rep.executions = len(h.execs)
-    retried = {(f"{e['job']}@{e['sched']}", e["attempt"]) for e in h.events
-               if e["kind"] == "retried"}
+    retried = {
+        (f"{e['job']}@{e['sched']}", e["attempt"]) for e in h.events if e["kind"] == "retried"
+    }
     fences = Counter(x["fence"] for x in h.execs)
     for fence, n in fences.items():
         if n > 1:
@@ -271,7 +300,8 @@ def _executions(h: History, claims: dict[str, list[_Claim]], rep: Report,
                 rep.violations.append(
                     f"I6 {inv}: executed again (attempt {cur['attempt']}, pid {cur['pid']}) "
                     f"after attempt {prev['attempt']} (pid {prev['pid']}) with no fault to "
-                    "explain it")
+                    "explain it"
+                )
 
 
 def _recurrence(h: History, rep: Report) -> None:
@@ -288,8 +318,11 @@ def _recurrence(h: History, rep: Report) -> None:
         scheds = sorted(firsts[job])
         for a, b in zip(scheds, scheds[1:], strict=False):
             if (b - a) % period:
-                rep.violations.append(f"I7 {job}: occurrences {a} and {b} are off the "
-                                      f"{period} ms grid")
+                rep.violations.append(
+                    f"I7 {job}: occurrences {a} and {b} are off the {period} ms grid"
+                )
             elif b - a > period and not any(a < s < b for s in skipped[job]):
-                rep.violations.append(f"I7 {job}: {(b - a) // period - 1} occurrence(s) "
-                                      f"between {a} and {b} neither ran nor were skipped")
+                rep.violations.append(
+                    f"I7 {job}: {(b - a) // period - 1} occurrence(s) "
+                    f"between {a} and {b} neither ran nor were skipped"
+                )

@@ -9,6 +9,7 @@ duplicate commits, stale commits rejected (replica logs) and fenced rejects (wit
 the case's time figure (recovery after owner death, time to resume after an outage,
 lateness under skew...) and whether every invariant held. Needs redis-server.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,18 +59,22 @@ def row(case: str, outs: list[s.Outcome], figure: str) -> str:
         dup.update(o.report.duplicates)
     dups = ", ".join(f"{k} {v / len(outs):g}" for k, v in sorted(dup.items())) or "0"
     ok = "yes" if all(o.ok for o in outs) else "NO"
-    return (f"| {case} {outs[0].case.split(' ', 1)[1]} | {outs[0].n} | {outs[0].faults} | "
-            f"{_med([o.report.lost for o in outs])} | {dups} | "
-            f"{_med([o.report.duplicate_commits for o in outs])} | "
-            f"{_med([o.report.stale_commits_rejected for o in outs])} / "
-            f"{_med([o.report.fenced_rejects for o in outs])} | "
-            f"{figure} = {_med([o.figures.get(figure) for o in outs])} | {ok} | "
-            f"`python -m tests.faults.figures --case {case}` |")
+    return (
+        f"| {case} {outs[0].case.split(' ', 1)[1]} | {outs[0].n} | {outs[0].faults} | "
+        f"{_med([o.report.lost for o in outs])} | {dups} | "
+        f"{_med([o.report.duplicate_commits for o in outs])} | "
+        f"{_med([o.report.stale_commits_rejected for o in outs])} / "
+        f"{_med([o.report.fenced_rejects for o in outs])} | "
+        f"{figure} = {_med([o.figures.get(figure) for o in outs])} | {ok} | "
+        f"`python -m tests.faults.figures --case {case}` |"
+    )
 
 
-HEADER = ("| case | N | faults | lost | extra executions by cause (per run) | dup. commits | "
-          "stale commits rejected / fenced rejects | figure (median) | I1-I7 hold | "
-          "reproduce |\n|---|---|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| case | N | faults | lost | extra executions by cause (per run) | dup. commits | "
+    "stale commits rejected / fenced rejects | figure (median) | I1-I7 hold | "
+    "reproduce |\n|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def main(argv: list[str] | None = None) -> int:

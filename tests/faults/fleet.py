@@ -5,6 +5,7 @@ witness Redis), logs to ``<log_dir>/replica-<i>.log`` and runs in its own sessio
 test can SIGKILL, SIGSTOP or SIGTERM it like an orchestrator would. ``restart(i)`` starts a
 fresh process in slot ``i`` (a new pid, same settings).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,20 +27,49 @@ class Fleet:
     """``count`` replica processes of one namespace. ``skews[i]`` offsets replica i's wall
     clock by that many seconds; ``failpoints[i]`` is its ``$DUETIME_FAILPOINTS``."""
 
-    def __init__(self, url: str, namespace: str, witness_url: str, witness_key: str, *,
-                 count: int = 3, workers: int = 4, lease: float = 5.0, resync: float = 1.0,
-                 log_dir: pathlib.Path, skews: Sequence[float | None] = (),
-                 failpoints: Sequence[str | None] = (), shutdown_timeout: float = 30.0,
-                 imports: Sequence[str] = ("tests.faults.witness",),
-                 shift: float | None = None, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        witness_url: str,
+        witness_key: str,
+        *,
+        count: int = 3,
+        workers: int = 4,
+        lease: float = 5.0,
+        resync: float = 1.0,
+        log_dir: pathlib.Path,
+        skews: Sequence[float | None] = (),
+        failpoints: Sequence[str | None] = (),
+        shutdown_timeout: float = 30.0,
+        imports: Sequence[str] = ("tests.faults.witness",),
+        shift: float | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
         self.url, self.namespace, self.log_dir = url, namespace, log_dir
-        self._env = dict(os.environ, WITNESS_URL=witness_url, WITNESS_KEY=witness_key,
-                         PYTHONPATH=str(ROOT))
+        self._env = dict(
+            os.environ, WITNESS_URL=witness_url, WITNESS_KEY=witness_key, PYTHONPATH=str(ROOT)
+        )
         self._env.pop(FAILPOINTS, None)
-        self._cmd = ["run", "--redis", url, "--namespace", namespace,
-                     *[a for m in imports for a in ("--import", m)], "--workers", str(workers),
-                     "--lease", str(lease), "--resync", str(resync), "--log-level", "WARNING",
-                     "--shutdown-timeout", str(shutdown_timeout), *extra]
+        self._cmd = [
+            "run",
+            "--redis",
+            url,
+            "--namespace",
+            namespace,
+            *[a for m in imports for a in ("--import", m)],
+            "--workers",
+            str(workers),
+            "--lease",
+            str(lease),
+            "--resync",
+            str(resync),
+            "--log-level",
+            "WARNING",
+            "--shutdown-timeout",
+            str(shutdown_timeout),
+            *extra,
+        ]
         self.shift = shift  # every replica *and* its store live shift s ahead (shifted.py)
         self.skews = list(skews) + [None] * (count - len(skews))
         self.failpoints = list(failpoints) + [None] * (count - len(failpoints))
@@ -51,8 +81,7 @@ class Fleet:
 
     def _spawn(self, i: int, failpoints: str | None = None) -> subprocess.Popen[bytes]:
         skew = self.skews[i]
-        prefix = (["-m", "scheduler"] if skew is None
-                  else ["-m", "tests.faults.skewed", str(skew)])
+        prefix = ["-m", "scheduler"] if skew is None else ["-m", "tests.faults.skewed", str(skew)]
         if self.shift is not None:
             prefix = ["-m", "tests.integration.shifted", repr(self.shift)]
         env = dict(self._env)
@@ -62,8 +91,14 @@ class Fleet:
         log = open(self.log_dir / f"replica-{i}.log", "ab")  # noqa: SIM115 (closed in stop)
         self._logs.append(log)
         self.started += 1
-        return subprocess.Popen([sys.executable, *prefix, *self._cmd], cwd=ROOT, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, *prefix, *self._cmd],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     @property
     def pids(self) -> list[int]:
@@ -110,8 +145,9 @@ class Fleet:
         return codes
 
     def log_text(self) -> str:
-        return "\n".join(p.read_text(errors="replace")
-                         for p in sorted(self.log_dir.glob("replica-*.log")))
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted(self.log_dir.glob("replica-*.log"))
+        )
 
 
 @contextmanager

@@ -12,6 +12,7 @@ and ``check()`` (I1-I7 over the whole history).
 The store server runs with ``appendfsync always`` by default (the contract's scope).
 Times in the fault log are wall-clock ms of this host (both servers share its clock).
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -40,15 +41,30 @@ def now_ms() -> float:
 
 
 class Harness:
-    def __init__(self, tmp: pathlib.Path, *, replicas: int = 3, workers: int = 4,
-                 lease: float = 2.0, resync: float = 0.5, proxy: bool = False,
-                 skews: Sequence[float | None] = (), failpoints: Sequence[str | None] = (),
-                 appendonly: bool = True, appendfsync: str = "always",
-                 server_args: Sequence[str] = (), shutdown_timeout: float = 30.0,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        tmp: pathlib.Path,
+        *,
+        replicas: int = 3,
+        workers: int = 4,
+        lease: float = 2.0,
+        resync: float = 0.5,
+        proxy: bool = False,
+        skews: Sequence[float | None] = (),
+        failpoints: Sequence[str | None] = (),
+        appendonly: bool = True,
+        appendfsync: str = "always",
+        server_args: Sequence[str] = (),
+        shutdown_timeout: float = 30.0,
+        seed: int = 0,
+    ) -> None:
         self.tmp, self.lease, self.resync = tmp, lease, resync
-        self.store_server = EmbeddedRedis(data_dir=str(tmp / "store"), appendonly=appendonly,
-                                          appendfsync=appendfsync, extra_args=server_args)
+        self.store_server = EmbeddedRedis(
+            data_dir=str(tmp / "store"),
+            appendonly=appendonly,
+            appendfsync=appendfsync,
+            extra_args=server_args,
+        )
         self.witness_server = EmbeddedRedis(data_dir=str(tmp / "witness"), appendonly=False)
         self._closed = False
         self.store_server.start()
@@ -58,18 +74,29 @@ class Harness:
         self.witness = Witness(self.witness_server.url, f"w{uuid.uuid4().hex[:8]}")
         self.proxy = Proxy(self.store_server.port, seed) if proxy else None
         self.client = Client(self.store_server.url, namespace=self.ns)
-        self.raw = redis.Redis.from_url(self.store_server.url, decode_responses=True,
-                                        socket_timeout=5)
+        self.raw = redis.Redis.from_url(
+            self.store_server.url, decode_responses=True, socket_timeout=5
+        )
         self.recorder = Recorder(self.store_server.url, self.keys.events)
         self.faults: list[Fault] = []
         self.expected: set[str] = set()
         self.recurring: dict[str, int] = {}
         self.events: list[dict[str, Any]] = []
         (tmp / "logs").mkdir(exist_ok=True)
-        self.fleet = Fleet(self.replica_url, self.ns, self.witness.url, self.witness.key,
-                           count=replicas, workers=workers, lease=lease, resync=resync,
-                           log_dir=tmp / "logs", skews=skews, failpoints=failpoints,
-                           shutdown_timeout=shutdown_timeout)
+        self.fleet = Fleet(
+            self.replica_url,
+            self.ns,
+            self.witness.url,
+            self.witness.key,
+            count=replicas,
+            workers=workers,
+            lease=lease,
+            resync=resync,
+            log_dir=tmp / "logs",
+            skews=skews,
+            failpoints=failpoints,
+            shutdown_timeout=shutdown_timeout,
+        )
 
     @property
     def replica_url(self) -> str:
@@ -77,17 +104,31 @@ class Harness:
 
     # ---- producing --------------------------------------------------------------------
 
-    def enqueue_many(self, n: int, *, task: str = "witness.work", seconds: float = 0.0,
-                     delay: float = 0.0, spread: float = 0.0, batch: int = 500,
-                     **options: Any) -> list[str]:
+    def enqueue_many(
+        self,
+        n: int,
+        *,
+        task: str = "witness.work",
+        seconds: float = 0.0,
+        delay: float = 0.0,
+        spread: float = 0.0,
+        batch: int = 500,
+        **options: Any,
+    ) -> list[str]:
         """``n`` one-off jobs (due ``delay`` s from now, spread evenly over ``spread`` s);
         the acknowledged ids are expected to reach an outcome (I4)."""
         kwargs = {"seconds": seconds} if task == "witness.work" else {}
         ids: list[str] = []
         for start in range(0, n, batch):
-            items = [{"task": task, "kwargs": kwargs,
-                      "delay": delay + (spread * i / n if spread else 0.0), **options}
-                     for i in range(start, min(n, start + batch))]
+            items = [
+                {
+                    "task": task,
+                    "kwargs": kwargs,
+                    "delay": delay + (spread * i / n if spread else 0.0),
+                    **options,
+                }
+                for i in range(start, min(n, start + batch))
+            ]
             got = self.client.enqueue_many(items)
             self.expected.update(got)
             ids += got
@@ -113,11 +154,12 @@ class Harness:
 
         def count() -> bool:
             events = self.recorder.snapshot()
-            for e in events[seen[0]:]:
+            for e in events[seen[0] :]:
                 if e["kind"] in TERMINAL_KINDS and e["job"] in self.expected:
                     done.add(e["job"])
             seen[0] = len(events)
             return len(done) >= n
+
         return wait_until(count, timeout, 0.1)
 
     def running(self) -> list[dict[str, Any]]:
@@ -128,16 +170,21 @@ class Harness:
                 continue
             inv = f"{e['job']}@{e['sched']}"
             if e["kind"] == "claimed":
-                open_[inv] = {"inv": inv, "attempt": e["attempt"],
-                              "pid": owner_pid(e["detail"]), "at": e["at"]}
+                open_[inv] = {
+                    "inv": inv,
+                    "attempt": e["attempt"],
+                    "pid": owner_pid(e["detail"]),
+                    "at": e["at"],
+                }
             elif e["kind"] in ("succeeded", "failed", "retried", "released", "lease_lost"):
                 open_.pop(inv, None)
         return list(open_.values())
 
     # ---- faults ---------------------------------------------------------------------------
 
-    def note(self, kind: str, at_ms: float, until_ms: float | None = None,
-             pid: int | None = None) -> None:
+    def note(
+        self, kind: str, at_ms: float, until_ms: float | None = None, pid: int | None = None
+    ) -> None:
         self.faults.append(Fault(kind, at_ms, until_ms, pid))
 
     def kill(self, i: int, restart: bool = True) -> int:
@@ -218,7 +265,7 @@ class Harness:
     def history(self, drained: bool = True) -> History:
         self.close()
         faults = list(self.faults)
-        for point, action, pid, at in self.hits:   # crash failpoints are owner deaths too
+        for point, action, pid, at in self.hits:  # crash failpoints are owner deaths too
             if action == "crash":
                 faults.append(Fault("crash", at, pid=pid))
             elif action == "stop":
@@ -226,11 +273,17 @@ class Harness:
             elif point == "renew" and action == "fail":
                 faults.append(Fault("renew_fail", at, pid=pid))
         return History(
-            events=self.events, execs=self.execs, expected=set(self.expected),
-            lease_ms=round(self.lease * 1000), reap_ms=round(self.resync * 1500),
-            recurring=dict(self.recurring), faults=faults, drained=drained,
+            events=self.events,
+            execs=self.execs,
+            expected=set(self.expected),
+            lease_ms=round(self.lease * 1000),
+            reap_ms=round(self.resync * 1500),
+            recurring=dict(self.recurring),
+            faults=faults,
+            drained=drained,
             stale_commits_rejected=self.logs.count("stale commit rejected"),
-            fenced_rejects=self.fenced_rejects)
+            fenced_rejects=self.fenced_rejects,
+        )
 
     def check(self, drained: bool = True) -> Report:
         return check(self.history(drained))

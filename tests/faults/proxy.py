@@ -15,6 +15,7 @@
 
 Threads: one acceptor, two pumps per connection. ``close()`` stops everything.
 """
+
 from __future__ import annotations
 
 import random

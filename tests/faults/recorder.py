@@ -5,6 +5,7 @@ talks to the store server directly (never through the fault proxy) and keeps try
 while the server is down; after a restart that lost the stream (ids went backwards) it
 reads the new stream from its start.
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,9 @@ class Recorder:
     """``events``: every event seen, as dicts (kind, job, sched, attempt, detail, at)."""
 
     def __init__(self, url: str, stream_key: str) -> None:
-        self._r = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2,
-                                       socket_connect_timeout=1)
+        self._r = redis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=2, socket_connect_timeout=1
+        )
         self._key = stream_key
         self.events: list[dict[str, Any]] = []
         self._last = "0-0"
@@ -44,7 +46,7 @@ class Recorder:
         if not reply:
             top = self._r.xrevrange(self._key, count=1)
             if top and _id(top[0][0]) < _id(self._last):
-                self._last = "0-0"   # the stream was lost and started again
+                self._last = "0-0"  # the stream was lost and started again
             return 0
         rows = reply[0][1]
         with self._lock:
@@ -72,7 +74,11 @@ class Recorder:
 
 
 def _event(f: dict[str, str]) -> dict[str, Any]:
-    return {"kind": f.get("kind", ""), "job": f.get("job", ""),
-            "sched": int(f["sched"]) if f.get("sched") else None,
-            "attempt": int(f["attempt"]) if f.get("attempt") else None,
-            "detail": f.get("detail", ""), "at": int(f.get("at") or 0)}
+    return {
+        "kind": f.get("kind", ""),
+        "job": f.get("job", ""),
+        "sched": int(f["sched"]) if f.get("sched") else None,
+        "attempt": int(f["attempt"]) if f.get("attempt") else None,
+        "detail": f.get("detail", ""),
+        "at": int(f.get("at") or 0),
+    }

@@ -1,4 +1,5 @@
 """More fault cases of RELIABILITY §3.1 (see scenarios.py): F4, F7, F8, F10, F11, F12."""
+
 from __future__ import annotations
 
 import pathlib
@@ -20,7 +21,7 @@ def redis_empty(tmp: pathlib.Path, n: int = 60) -> Outcome:
     *detected* (alarm in the replicas' logs and a data_loss event) and reported."""
     with Harness(tmp, replicas=2, lease=2.0, resync=0.5, appendonly=False) as h:
         _up(h)
-        h.enqueue_many(n, seconds=0.1, delay=3.0, spread=2.0)   # pending at the restart
+        h.enqueue_many(n, seconds=0.1, delay=3.0, spread=2.0)  # pending at the restart
         time.sleep(0.5)
         at = now_ms()
         h.store_server.kill()
@@ -29,10 +30,18 @@ def redis_empty(tmp: pathlib.Path, n: int = 60) -> Outcome:
         detected = wait_until(lambda: "lost duetime's data" in h.fleet.log_text(), 10)
         detect_ms = now_ms() - at
     rep = h.check(drained=False)
-    return Outcome("F4 Redis restarts empty (no persistence)", n, 1, rep, {
-        "detected": detected, "detect_ms": round(detect_ms) if detected else None,
-        "reported_lost": rep.lost,
-        "data_loss_events": sum(1 for e in h.events if e["kind"] == "data_loss")})
+    return Outcome(
+        "F4 Redis restarts empty (no persistence)",
+        n,
+        1,
+        rep,
+        {
+            "detected": detected,
+            "detect_ms": round(detect_ms) if detected else None,
+            "reported_lost": rep.lost,
+            "data_loss_events": sum(1 for e in h.events if e["kind"] == "data_loss"),
+        },
+    )
 
 
 def _sha(h: Harness, script: str) -> bytes:
@@ -50,7 +59,7 @@ def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Ou
         h.enqueue_many(n // 3, seconds=0.1)
         h.wait_done(n // 3, 60)
         slow_s = time.monotonic() - t0
-        h.proxy.delay(400, 100)      # RTT L/5: a new connection's handshake costs more
+        h.proxy.delay(400, 100)  # RTT L/5: a new connection's handshake costs more
         slow_from = now_ms()
         h.enqueue_many(n // 3, seconds=0.1)
         h.wait_done(2 * (n // 3), 90)
@@ -63,13 +72,28 @@ def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Ou
         dropped = h.proxy.dropped_replies
         finished = h.wait_done(n, 60)
     rep = h.check()
-    return Outcome("F7 slow and lossy network", n, 2 + dropped, rep, {
-        "finished": finished, "dropped_replies": dropped,
-        "throughput_at_delay_jobs_s": round((n // 3) / slow_s, 1)})
+    return Outcome(
+        "F7 slow and lossy network",
+        n,
+        2 + dropped,
+        rep,
+        {
+            "finished": finished,
+            "dropped_replies": dropped,
+            "throughput_at_delay_jobs_s": round((n // 3) / slow_s, 1),
+        },
+    )
 
 
-def scale(tmp: pathlib.Path, n: int = 10_000, replicas: int = 5, kills: int = 10,
-          recurring: int = 20, seed: int = 8, seconds: float = 0.02) -> Outcome:
+def scale(
+    tmp: pathlib.Path,
+    n: int = 10_000,
+    replicas: int = 5,
+    kills: int = 10,
+    recurring: int = 20,
+    seed: int = 8,
+    seconds: float = 0.02,
+) -> Outcome:
     """F8: ``n`` one-off jobs of ``seconds`` due at once on ``replicas`` replicas, plus
     fixed-rate jobs at 1 s, with ``kills`` SIGKILLs of owners spread over the drain (the
     jobs take a little time so that owners hold running claims while the drain lasts:
@@ -91,20 +115,28 @@ def scale(tmp: pathlib.Path, n: int = 10_000, replicas: int = 5, kills: int = 10
             h.client.cancel(f"rec{i}")
         slow = h.raw.slowlog_get(128)
     rep = h.check()
-    return Outcome(f"F8 {n} jobs, {replicas} replicas, {kills} kills", n, done, rep, {
-        "finished": finished, "kills": done, "drain_s": round(drain_s, 1),
-        "jobs_per_s": round(n / drain_s), "slowlog_max_us": max(
-            (int(e["duration"]) for e in slow), default=0),
-        "recovery_ms_max": max(rep.recovery_ms, default=None),
-        "reclaim_ms_max": max(rep.reclaim_ms, default=None),
-        "recovery_ms_median": _median(rep.recovery_ms)})
+    return Outcome(
+        f"F8 {n} jobs, {replicas} replicas, {kills} kills",
+        n,
+        done,
+        rep,
+        {
+            "finished": finished,
+            "kills": done,
+            "drain_s": round(drain_s, 1),
+            "jobs_per_s": round(n / drain_s),
+            "slowlog_max_us": max((int(e["duration"]) for e in slow), default=0),
+            "recovery_ms_max": max(rep.recovery_ms, default=None),
+            "reclaim_ms_max": max(rep.reclaim_ms, default=None),
+            "recovery_ms_median": _median(rep.recovery_ms),
+        },
+    )
 
 
 def memory_pressure(tmp: pathlib.Path, n: int = 60) -> Outcome:
     """F10: ``maxmemory`` with ``noeviction``: a producer filling Redis gets a clear
     error, nothing half-written, nothing evicted; replicas keep running what is stored."""
-    with Harness(tmp, replicas=2, lease=2.0, resync=0.5,
-                 server_args=["--maxmemory", "4mb"]) as h:
+    with Harness(tmp, replicas=2, lease=2.0, resync=0.5, server_args=["--maxmemory", "4mb"]) as h:
         _up(h)
         h.enqueue_many(n, seconds=0.05, spread=2.0)
         big = {"seconds": 0.0, "pad": "x" * 60_000}
@@ -126,17 +158,26 @@ def memory_pressure(tmp: pathlib.Path, n: int = 60) -> Outcome:
             cancel_under_oom = "accepted"
         except redis.RedisError as exc:
             cancel_under_oom = f"refused: {exc}"[:80]
-        h.raw.config_set("maxmemory", "0")   # the operator's fix: more memory
-        for job in padding:   # due in an hour: not part of this run
+        h.raw.config_set("maxmemory", "0")  # the operator's fix: more memory
+        for job in padding:  # due in an hour: not part of this run
             h.client.cancel(job)
         still = _probe_after_oom(h)
     rep = h.check()
-    return Outcome("F10 maxmemory + noeviction", n, 1, rep, {
-        "refused": type(refused).__name__ if refused else None,
-        "message": str(refused)[:160] if refused else None,
-        "half_written": half_written, "evicted_keys": info.get("evicted_keys"),
-        "finished": finished, "runs_after_freeing": still,
-        "cancel_under_oom": cancel_under_oom})
+    return Outcome(
+        "F10 maxmemory + noeviction",
+        n,
+        1,
+        rep,
+        {
+            "refused": type(refused).__name__ if refused else None,
+            "message": str(refused)[:160] if refused else None,
+            "half_written": half_written,
+            "evicted_keys": info.get("evicted_keys"),
+            "finished": finished,
+            "runs_after_freeing": still,
+            "cancel_under_oom": cancel_under_oom,
+        },
+    )
 
 
 def _probe_after_oom(h: Harness) -> bool:
@@ -156,35 +197,58 @@ def long_jobs(tmp: pathlib.Path, lease: float = 1.0) -> Outcome:
     with Harness(tmp, replicas=2, workers=2, lease=lease, resync=0.5) as h:
         _up(h)
         long_ = h.enqueue_many(2, seconds=5 * lease)
-        capped = h.client.enqueue("witness.work", kwargs={"seconds": 30.0}, timeout=lease,
-                                  retry=RetryPolicy(max_attempts=2, backoff=0.1))
+        capped = h.client.enqueue(
+            "witness.work",
+            kwargs={"seconds": 30.0},
+            timeout=lease,
+            retry=RetryPolicy(max_attempts=2, backoff=0.1),
+        )
         h.expected.add(capped)
         finished = h.wait_done(3, 60)
     rep = h.check()
-    claims = {j: sum(1 for e in h.events if e["job"] == j and e["kind"] == "claimed")
-              for j in long_}
-    return Outcome("F11 long jobs (5 L) and max runtime", 3, 0, rep, {
-        "finished": finished, "long_job_claims": sorted(claims.values()),
-        "capped_job_events": [e["kind"] for e in h.events if e["job"] == capped]})
+    claims = {
+        j: sum(1 for e in h.events if e["job"] == j and e["kind"] == "claimed") for j in long_
+    }
+    return Outcome(
+        "F11 long jobs (5 L) and max runtime",
+        3,
+        0,
+        rep,
+        {
+            "finished": finished,
+            "long_job_claims": sorted(claims.values()),
+            "capped_job_events": [e["kind"] for e in h.events if e["job"] == capped],
+        },
+    )
 
 
 def failing_renewals(tmp: pathlib.Path, lease: float = 1.0) -> Outcome:
     """F11 (renewal loss): renewals fail on the owner (failpoint ``renew=fail:1-4``, so
     the lease lapses in Redis); another replica takes the invocation over; the first
     owner is told (lease lost) at its next renewal and its commit is refused."""
-    with Harness(tmp, replicas=2, workers=1, lease=lease, resync=0.5,
-                 failpoints=["renew=fail:1-4", None]) as h:
+    with Harness(
+        tmp, replicas=2, workers=1, lease=lease, resync=0.5, failpoints=["renew=fail:1-4", None]
+    ) as h:
         _up(h)
-        h.fleet.signal(1, signal.SIGSTOP)     # let replica 0 (with the failpoint) claim
+        h.fleet.signal(1, signal.SIGSTOP)  # let replica 0 (with the failpoint) claim
         h.enqueue_many(1, seconds=4 * lease)
         assert wait_until(lambda: len(h.witness.log()) == 1, 15), "the job never started"
         h.fleet.signal(1, signal.SIGCONT)
         finished = h.wait_done(1, 30)
         told = wait_until(lambda: "lease lost" in h.fleet.log_text(), 10)
     rep = h.check()
-    return Outcome("F11 renewals failing", 1, 1, rep, {
-        "finished": finished, "owner_told": told, "executions": rep.executions,
-        "stale_commits_rejected": rep.stale_commits_rejected})
+    return Outcome(
+        "F11 renewals failing",
+        1,
+        1,
+        rep,
+        {
+            "finished": finished,
+            "owner_told": told,
+            "executions": rep.executions,
+            "stale_commits_rejected": rep.stale_commits_rejected,
+        },
+    )
 
 
 def script_flush(tmp: pathlib.Path, n: int = 300) -> Outcome:
@@ -200,5 +264,6 @@ def script_flush(tmp: pathlib.Path, n: int = 300) -> Outcome:
         finished = h.wait_done(n, 30)
         failed = int(h.raw.hget(h.keys.stats, "failed") or 0)
     rep = h.check()
-    return Outcome("F12 SCRIPT FLUSH under load", n, 3, rep,
-                   {"finished": finished, "failed": failed})
+    return Outcome(
+        "F12 SCRIPT FLUSH under load", n, 3, rep, {"finished": finished, "failed": failed}
+    )

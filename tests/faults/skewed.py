@@ -1,5 +1,6 @@
 """``python -m tests.faults.skewed OFFSET_SECONDS run ...``: a replica whose wall clock
 (time.time) is OFFSET seconds off. Shared mode must not care: Redis TIME decides."""
+
 from __future__ import annotations
 
 import sys

@@ -10,6 +10,7 @@ drains, and I1-I7 are checked on the whole history; every duplicate must be attr
 to a logged fault. Exit status 0 when every invariant held. The same seed replays the
 same fault plan (timings still vary with the machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,7 @@ def nemesis(h: Harness, rng: random.Random, stop: threading.Event, log: list[str
 
 def run(seed: int, minutes: float, tmp: pathlib.Path) -> int:
     rng = random.Random(seed)
-    with Harness(tmp, replicas=5, workers=4, lease=2.0, resync=0.5, proxy=True,
-                 seed=seed) as h:
+    with Harness(tmp, replicas=5, workers=4, lease=2.0, resync=0.5, proxy=True, seed=seed) as h:
         _up(h)
         for i in range(5):
             h.every(f"soak-rec{i}", 1.0)
@@ -66,20 +66,21 @@ def run(seed: int, minutes: float, tmp: pathlib.Path) -> int:
             k = rng.randint(5, 40)
             h.enqueue_many(k, seconds=rng.choice([0.0, 0.1, 0.5, 1.5]), spread=2.0)
             n += k
-            time.sleep(1.0)   # the load's pace
+            time.sleep(1.0)  # the load's pace
         stop.set()
         t.join()
         assert h.proxy is not None
         h.proxy.heal()
-        for i, p in enumerate(h.fleet.procs):   # bring back any replica a kill left down
+        for i, p in enumerate(h.fleet.procs):  # bring back any replica a kill left down
             if p.poll() is not None:
                 h.fleet.restart(i)
         finished = h.wait_done(n, 120)
         for i in range(5):
             h.client.cancel(f"soak-rec{i}")
     rep = h.check()
-    print(f"seed {seed}, {minutes:g} min, {n} one-off jobs, {len(faults)} faults, "
-          f"drained: {finished}")
+    print(
+        f"seed {seed}, {minutes:g} min, {n} one-off jobs, {len(faults)} faults, drained: {finished}"
+    )
     print("\n".join(faults))
     print(rep.summary())
     return 0 if rep.ok and finished else 1

@@ -1,6 +1,7 @@
 """Bad data in Redis and secrets (RELIABILITY §3.2, §3.3) that the other suites leave
 open: a pickle blob where a definition belongs, data naming code to import, and a
 password in the Redis URL that must never reach a log line or an error message."""
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,13 @@ pytestmark = pytest.mark.redis
 
 
 def test_a_pickle_blob_in_a_job_definition_is_quarantined_never_unpickled(
-        redis_url, redis_ns, redis_client, clock):
+    redis_url, redis_ns, redis_client, clock
+):
     store = RedisStore(redis_url, redis_ns, clock=clock)
     store.add(spec("blob", After(0)))
     store.add(spec("good", After(0)))
     redis_client.hset(store.keys.job("blob"), "def", pickle.dumps(os.system))
-    with Client(store) as client:   # raw (valid) UTF-8 in a definition still flows
+    with Client(store) as client:  # raw (valid) UTF-8 in a definition still flows
         uni = client.enqueue("tests.abuse.echo", kwargs={"text": "é 😀"}, delay=0)
     text = redis_client.hget(store.keys.job(uni), "def").decode()
     raw = text.replace("\\\\u00e9", "é").replace("\\\\ud83d\\\\ude00", "😀")
@@ -60,8 +62,7 @@ def ok() -> None:
     ran.set()
 
 
-def test_data_cannot_choose_code_to_import_or_run(redis_url, redis_ns, redis_client,
-                                                  monkeypatch):
+def test_data_cannot_choose_code_to_import_or_run(redis_url, redis_ns, redis_client, monkeypatch):
     """A definition rewritten in Redis to name ``os.system`` is an unknown task: handed
     back, never imported, never run; the replica keeps running other jobs."""
     calls = []
@@ -70,14 +71,24 @@ def test_data_cannot_choose_code_to_import_or_run(redis_url, redis_ns, redis_cli
         job = client.enqueue("tests.abuse.ok", delay=3600)
         key = f"duetime:{{{redis_ns}}}:job:{job}"
         text = redis_client.hget(key, "def").decode()
-        redis_client.hset(key, "def", text.replace('"tests.abuse.ok"', '"os.system"').replace(
-            '"{}"', '"{\\"command\\":\\"touch /tmp/duetime-pwned\\"}"'))
+        redis_client.hset(
+            key,
+            "def",
+            text.replace('"tests.abuse.ok"', '"os.system"').replace(
+                '"{}"', '"{\\"command\\":\\"touch /tmp/duetime-pwned\\"}"'
+            ),
+        )
         assert b"os.system" in redis_client.hget(key, "def")
         client.trigger(job)
         store = RedisStore(redis_url, redis_ns, lease=5, resync=0.2)
         with Scheduler(1, store=store):
-            assert wait_until(lambda: client.get(job).dead_letters or any(
-                e.kind in ("retried", "failed") for e in client.events(50)), 10)
+            assert wait_until(
+                lambda: (
+                    client.get(job).dead_letters
+                    or any(e.kind in ("retried", "failed") for e in client.events(50))
+                ),
+                10,
+            )
             client.enqueue("tests.abuse.ok", delay=0)
             assert ran.wait(10), "the replica stopped running other jobs"
         store.close()
@@ -90,12 +101,27 @@ def test_a_password_in_the_url_never_reaches_logs_or_errors(tmp_path):
     secret = "s3cr3t-Pa55"
     with EmbeddedRedis() as server:
         import redis
+
         redis.Redis(port=server.port).config_set("requirepass", secret)
         url = f"redis://:{secret}@127.0.0.1:{server.port}/0"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", "sec",
-             "--log-level", "DEBUG"], cwd=ROOT, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "scheduler",
+                "run",
+                "--redis",
+                url,
+                "--namespace",
+                "sec",
+                "--log-level",
+                "DEBUG",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             r = redis.Redis(port=server.port, password=secret)
             assert wait_until(lambda: r.keys("duetime:{sec}:replica:*"), 20)
@@ -106,12 +132,17 @@ def test_a_password_in_the_url_never_reaches_logs_or_errors(tmp_path):
         assert "running namespace" in out, out
         assert secret not in out and ":***@" in out, out
         wrong = f"redis://:wrong-{secret}@127.0.0.1:{server.port}/0"
-        bad = subprocess.run([sys.executable, "-m", "scheduler", "ls", "--redis", wrong],
-                             cwd=ROOT, capture_output=True, text=True, timeout=30)
+        bad = subprocess.run(
+            [sys.executable, "-m", "scheduler", "ls", "--redis", wrong],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert bad.returncode == 3, bad
         assert secret not in bad.stdout + bad.stderr
         assert "password" in (bad.stdout + bad.stderr).lower(), bad.stderr
-    store = RedisStore(url, "sec")            # the server is gone now
+    store = RedisStore(url, "sec")  # the server is gone now
     with pytest.raises(StoreUnavailableError) as err:
         store.add(spec("x", After(0)))
     assert secret not in str(err.value) and ":***@" in str(err.value)

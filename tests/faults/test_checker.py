@@ -1,5 +1,6 @@
 """The checker itself, on crafted histories: each invariant it claims to check must be
 able to fail (a checker that always passes proves nothing)."""
+
 from __future__ import annotations
 
 from tests.faults.checker import Fault, History, check
@@ -8,18 +9,37 @@ OWNER_A, OWNER_B = "host-101-aaaaaa", "host-202-bbbbbb"
 
 
 def ev(kind, at, attempt=1, job="j", sched=1000, detail=""):
-    return {"kind": kind, "job": job, "sched": sched, "attempt": attempt, "detail": detail,
-            "at": at}
+    return {
+        "kind": kind,
+        "job": job,
+        "sched": sched,
+        "attempt": attempt,
+        "detail": detail,
+        "at": at,
+    }
 
 
 def ex(attempt, pid, start, fence, job="j", sched=1000):
-    return {"job": job, "sched": sched, "attempt": attempt, "fence": fence, "pid": pid,
-            "start_ms": start}
+    return {
+        "job": job,
+        "sched": sched,
+        "attempt": attempt,
+        "fence": fence,
+        "pid": pid,
+        "start_ms": start,
+    }
 
 
 def hist(events, execs, faults=(), **kw):
-    return History(events=events, execs=execs, expected=kw.pop("expected", {"j"}),
-                   lease_ms=1000, reap_ms=500, faults=list(faults), **kw)
+    return History(
+        events=events,
+        execs=execs,
+        expected=kw.pop("expected", {"j"}),
+        lease_ms=1000,
+        reap_ms=500,
+        faults=list(faults),
+        **kw,
+    )
 
 
 CLEAN = [ev("claimed", 1010, detail=OWNER_A), ev("succeeded", 1100)]
@@ -45,29 +65,48 @@ def test_a_second_commit_is_a_violation():
 
 
 def test_two_live_claims_violate_i2():
-    events = [ev("claimed", 1010, detail=OWNER_A), ev("claimed", 1020, 2, detail=OWNER_B),
-              ev("succeeded", 1100, 2)]
+    events = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("claimed", 1020, 2, detail=OWNER_B),
+        ev("succeeded", 1100, 2),
+    ]
     assert any(v.startswith("I2") for v in check(hist(events, [])).violations)
 
 
 def test_a_commit_by_a_superseded_attempt_violates_i3():
-    events = [ev("claimed", 1010, detail=OWNER_A), ev("lease_lost", 2100),
-              ev("claimed", 2110, 2, detail=OWNER_B), ev("succeeded", 2200, 1)]
+    events = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("lease_lost", 2100),
+        ev("claimed", 2110, 2, detail=OWNER_B),
+        ev("succeeded", 2200, 1),
+    ]
     assert any(v.startswith("I3") for v in check(hist(events, [])).violations)
 
 
 def test_attempt_one_twice_without_a_release_violates_i1():
-    events = [ev("claimed", 1010, detail=OWNER_A), ev("lease_lost", 2100),
-              ev("claimed", 2110, 1, detail=OWNER_B), ev("succeeded", 2200, 1)]
+    events = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("lease_lost", 2100),
+        ev("claimed", 2110, 1, detail=OWNER_B),
+        ev("succeeded", 2200, 1),
+    ]
     assert any(v.startswith("I1") for v in check(hist(events, [])).violations)
-    released = [ev("claimed", 1010, detail=OWNER_A), ev("released", 1020),
-                ev("claimed", 1030, 1, detail=OWNER_B), ev("succeeded", 1100, 1)]
+    released = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("released", 1020),
+        ev("claimed", 1030, 1, detail=OWNER_B),
+        ev("succeeded", 1100, 1),
+    ]
     assert check(hist(released, [])).ok
 
 
 def test_a_rerun_needs_a_fault_to_explain_it():
-    events = [ev("claimed", 1010, detail=OWNER_A), ev("lease_lost", 2100),
-              ev("claimed", 2110, 2, detail=OWNER_B), ev("succeeded", 2200, 2)]
+    events = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("lease_lost", 2100),
+        ev("claimed", 2110, 2, detail=OWNER_B),
+        ev("succeeded", 2200, 2),
+    ]
     execs = [ex(1, 101, 1020, 1), ex(2, 202, 2120, 2)]
     rep = check(hist(events, execs))
     assert any(v.startswith("I6") for v in rep.violations), rep.violations
@@ -83,8 +122,12 @@ def test_a_rerun_needs_a_fault_to_explain_it():
 
 
 def test_slow_recovery_after_a_kill_violates_i5():
-    events = [ev("claimed", 1010, detail=OWNER_A), ev("lease_lost", 9000),
-              ev("claimed", 9010, 2, detail=OWNER_B), ev("succeeded", 9100, 2)]
+    events = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("lease_lost", 9000),
+        ev("claimed", 9010, 2, detail=OWNER_B),
+        ev("succeeded", 9100, 2),
+    ]
     rep = check(hist(events, [], [Fault("kill", 1500, pid=101)]))
     assert any("I5" in v and "limit 2500" in v for v in rep.violations), rep.violations
     # an outage right after the kill blocks every reaper: the window grows by its length
@@ -101,11 +144,22 @@ def test_recurrence_off_grid_or_with_a_silent_gap_violates_i7():
     def run(scheds, skipped=()):
         events = []
         for s in scheds:
-            events += [ev("claimed", s + 5, job="r", sched=s, detail=OWNER_A),
-                       ev("succeeded", s + 9, job="r", sched=s)]
+            events += [
+                ev("claimed", s + 5, job="r", sched=s, detail=OWNER_A),
+                ev("succeeded", s + 9, job="r", sched=s),
+            ]
         events += [ev("skipped", s + 1, None, job="r", sched=s) for s in skipped]
-        return check(History(events=events, execs=[], expected=set(), lease_ms=1000,
-                             reap_ms=500, recurring={"r": 100}))
+        return check(
+            History(
+                events=events,
+                execs=[],
+                expected=set(),
+                lease_ms=1000,
+                reap_ms=500,
+                recurring={"r": 100},
+            )
+        )
+
     assert run([0, 100, 200]).ok
     assert any("off the" in v for v in run([0, 100, 250]).violations)
     assert any("neither ran" in v for v in run([0, 100, 400]).violations)
@@ -114,13 +168,16 @@ def test_recurrence_off_grid_or_with_a_silent_gap_violates_i7():
 
 def test_data_loss_turns_loss_into_a_report_not_a_violation():
     events = [ev("claimed", 1010, detail=OWNER_A)]
-    rep = check(hist(events, [ex(1, 101, 1020, 1)], [Fault("data_loss", 1500)],
-                     drained=False))
+    rep = check(hist(events, [ex(1, 101, 1020, 1)], [Fault("data_loss", 1500)], drained=False))
     assert rep.lost == 1 and rep.ok
 
 
 def test_a_retry_after_a_recorded_failure_is_not_a_duplicate():
-    events = [ev("claimed", 1010, detail=OWNER_A), ev("retried", 1100),
-              ev("claimed", 1200, 2, detail=OWNER_B), ev("succeeded", 1300, 2)]
+    events = [
+        ev("claimed", 1010, detail=OWNER_A),
+        ev("retried", 1100),
+        ev("claimed", 1200, 2, detail=OWNER_B),
+        ev("succeeded", 1300, 2),
+    ]
     rep = check(hist(events, [ex(1, 101, 1020, 1), ex(2, 202, 1210, 2)]))
     assert rep.ok and not rep.duplicates, rep.summary()

@@ -1,6 +1,7 @@
 """The CI subset of the fault matrix (RELIABILITY §3.1) at small N: F1, F2, F3, F5, F6,
 F13 on real replica processes and real redis-servers. The full-size matrix is
 ``python -m pytest -m faults_full tests/faults`` (test_faults_full.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -60,5 +61,5 @@ def test_f13_sigterm_hands_back_and_loses_nothing(tmp_path):
     out = scenarios.sigterm(tmp_path)
     assert out.ok, out
     assert out.figures["exit_code"] == 0 and out.figures["finished"], out
-    assert out.figures["lease_lost"] == 0, out          # nothing waited for a lease to lapse
+    assert out.figures["lease_lost"] == 0, out  # nothing waited for a lease to lapse
     assert sum(out.report.duplicates.values()) == 0, out

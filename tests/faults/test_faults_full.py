@@ -4,6 +4,7 @@
 
 F9 (Sentinel failover) runs tests/integration/failover.py's scenario for both faults.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -57,6 +58,7 @@ def test_f9_sentinel_failover(sentinel_cluster, redis_url, tmp_path, fault):  # 
     """A failover under load (primary SIGKILLed, or SIGSTOPped: a split brain): what was
     lost is reported, never silent; after the failover every enqueue runs once."""
     from tests.integration.failover import run_failover
+
     report = run_failover(sentinel_cluster, redis_url, tmp_path, fault=fault)
     print(f"\nF9 {fault}: {report.line()}\n  " + "\n  ".join(report.details))
     lost = report.lost_never_ran + report.lost_but_ran

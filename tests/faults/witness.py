@@ -14,6 +14,7 @@ The fenced resource is one Lua script (``FENCED_WRITE``): a write whose token is
 than the highest seen for its invocation is refused and counted, which is what a real
 resource that honours ``current_invocation().fence`` would do.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,10 +49,17 @@ def _witness() -> tuple[redis.Redis, str]:
 def _record() -> None:
     inv = current_invocation()
     r, key = _witness()
-    sec, usec = r.time()   # the witness server's clock: immune to a replica's skewed one
-    entry = json.dumps({"job": inv.job_id, "sched": inv.scheduled_ms, "attempt": inv.attempt,
-                        "fence": inv.fence, "pid": os.getpid(),
-                        "start_ms": sec * 1000 + usec // 1000})
+    sec, usec = r.time()  # the witness server's clock: immune to a replica's skewed one
+    entry = json.dumps(
+        {
+            "job": inv.job_id,
+            "sched": inv.scheduled_ms,
+            "attempt": inv.attempt,
+            "fence": inv.fence,
+            "pid": os.getpid(),
+            "start_ms": sec * 1000 + usec // 1000,
+        }
+    )
     with r.pipeline(transaction=False) as p:
         p.hincrby(f"{key}:execs", inv.invocation_id, 1)
         p.rpush(f"{key}:log", entry)
@@ -60,8 +68,9 @@ def _record() -> None:
 
 def fenced_write(r: redis.Redis, key: str, inv: str, fence: int) -> bool:
     """Write to the fenced resource; False when refused as stale."""
-    return bool(r.eval(FENCED_WRITE, 3, f"{key}:fence", f"{key}:writes", f"{key}:rejects",
-                       inv, fence))
+    return bool(
+        r.eval(FENCED_WRITE, 3, f"{key}:fence", f"{key}:writes", f"{key}:rejects", inv, fence)
+    )
 
 
 @task("witness.hit")

@@ -20,6 +20,7 @@ primary's state and the witness:
   producer's own count): how many lost writes the fence / seq watermarks noticed;
 - ``stuck``: jobs on the new primary that never reached a final state (must be 0).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,27 +49,27 @@ LOST_CLAIMS = re.compile(r"at least (\d+) acknowledged claim")
 class FailoverReport:
     wait_replicas: int
     fault: str = "kill"
-    acked: int = 0                  # enqueues acknowledged to the producer
-    acked_per_s: float = 0.0        # before the kill
-    refused: int = 0                # enqueues that raised (not acknowledged: not a loss)
-    acked_after: int = 0            # acknowledged after the new primary answered
-    after_not_once: int = 0         # of those, not executed exactly once (must be 0)
+    acked: int = 0  # enqueues acknowledged to the producer
+    acked_per_s: float = 0.0  # before the kill
+    refused: int = 0  # enqueues that raised (not acknowledged: not a loss)
+    acked_after: int = 0  # acknowledged after the new primary answered
+    after_not_once: int = 0  # of those, not executed exactly once (must be 0)
     lost_never_ran: int = 0
     lost_but_ran: int = 0
-    lost_confirmed: int = 0         # lost enqueues that WAIT had confirmed on a replica
+    lost_confirmed: int = 0  # lost enqueues that WAIT had confirmed on a replica
     executions: int = 0
     reruns: int = 0
     reruns_same_attempt: int = 0
-    window_starts: int = 0          # executions started in the second before the kill
+    window_starts: int = 0  # executions started in the second before the kill
     stuck: int = 0
-    failover_s: float = 0.0         # kill -> sentinels name a new primary that answers
-    split_s: float = 0.0            # "stop": SIGCONT -> the old primary is a replica again
-    stall_s: float = 0.0            # longest gap between two acknowledged enqueues
+    failover_s: float = 0.0  # kill -> sentinels name a new primary that answers
+    split_s: float = 0.0  # "stop": SIGCONT -> the old primary is a replica again
+    stall_s: float = 0.0  # longest gap between two acknowledged enqueues
     failover_events: int = 0
     data_loss_events: int = 0
-    lost_claims_detected: int = 0   # replicas' logs: fence counter below their watermark
-    lost_writes_detected: int = 0   # the producer's: seq counter below its watermark
-    unreplicated_writes: int = 0    # producer's writes WAIT did not confirm
+    lost_claims_detected: int = 0  # replicas' logs: fence counter below their watermark
+    lost_writes_detected: int = 0  # the producer's: seq counter below its watermark
+    unreplicated_writes: int = 0  # producer's writes WAIT did not confirm
     details: list[str] = field(default_factory=list)
 
     def line(self) -> str:
@@ -77,11 +78,21 @@ class FailoverReport:
         return json.dumps(d)
 
 
-def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Path, *,
-                 wait_replicas: int = 0, count: int = 2, workers: int = 4,
-                 before: float = 1.5, after: float = 1.5, pause: float = 0.002,
-                 restart_old: bool = False, drain_timeout: float = 30.0,
-                 fault: str = "kill") -> FailoverReport:
+def run_failover(
+    cluster: SentinelCluster,
+    witness_url: str,
+    log_dir: pathlib.Path,
+    *,
+    wait_replicas: int = 0,
+    count: int = 2,
+    workers: int = 4,
+    before: float = 1.5,
+    after: float = 1.5,
+    pause: float = 0.002,
+    restart_old: bool = False,
+    drain_timeout: float = 30.0,
+    fault: str = "kill",
+) -> FailoverReport:
     """Run the scenario once on ``cluster`` (which it fails over); the measured report.
     ``fault``: "kill" SIGKILLs the primary; "stop" SIGSTOPs it until the failover is done,
     then SIGCONTs it (a split brain: clients still connected to it write there until the
@@ -93,7 +104,7 @@ def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Pa
     store_r = urls.connect(cluster.url, decode_responses=True)
     extra = ("--wait-replicas", str(wait_replicas)) if wait_replicas else ()
     acked: list[tuple[str, float]] = []
-    unconfirmed: set[str] = set()   # acknowledged, but WAIT timed out (wait_replicas > 0)
+    unconfirmed: set[str] = set()  # acknowledged, but WAIT timed out (wait_replicas > 0)
     stop = threading.Event()
 
     def produce() -> None:
@@ -112,14 +123,25 @@ def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Pa
             report.unreplicated_writes = waiter.unreplicated_writes
             report.lost_writes_detected = client.store.replication.lost_writes  # type: ignore[attr-defined]
 
-    with replicas(cluster.url, ns, key, count=count, workers=workers, lease=2, resync=0.5,
-                  log_dir=log_dir, witness_url=witness_url, extra=extra):
-        assert wait_until(lambda: len(store_r.keys(keys.replica("*"))) == count, 30), \
+    with replicas(
+        cluster.url,
+        ns,
+        key,
+        count=count,
+        workers=workers,
+        lease=2,
+        resync=0.5,
+        log_dir=log_dir,
+        witness_url=witness_url,
+        extra=extra,
+    ):
+        assert wait_until(lambda: len(store_r.keys(keys.replica("*"))) == count, 30), (
             f"replicas did not start; logs in {log_dir}"
+        )
         producer = threading.Thread(target=produce, name="producer")
         producer.start()
         try:
-            time.sleep(before)            # load duration before the fault, not a sync point
+            time.sleep(before)  # load duration before the fault, not a sync point
             sec, usec = witness.time()
             kill_ms = sec * 1000 + usec // 1000
             report.acked_per_s = len(acked) / before
@@ -131,20 +153,21 @@ def run_failover(cluster: SentinelCluster, witness_url: str, log_dir: pathlib.Pa
             if fault == "stop":
                 cluster.resume(old)
                 report.split_s = cluster.wait_demoted(old)
-            elif restart_old:             # it rejoins as a replica of the new primary
+            elif restart_old:  # it rejoins as a replica of the new primary
                 cluster.server_at(old[1]).restart()
-            time.sleep(after)             # load duration after the failover
+            time.sleep(after)  # load duration after the failover
         finally:
             stop.set()
             producer.join(30)
         drained = wait_until(lambda: _pending(store_r, keys) == 0, drain_timeout, 0.1)
         report.details.append(f"drained={drained}")
-    for path in log_dir.glob("replica-*.log"):   # complete, unlike the capped event stream
+    for path in log_dir.glob("replica-*.log"):  # complete, unlike the capped event stream
         report.lost_claims_detected += sum(int(n) for n in LOST_CLAIMS.findall(path.read_text()))
     _account(report, acked, t_new, store_r, keys, witness, key, kill_ms)
     if wait_replicas:
-        report.lost_confirmed = sum(1 for jid, _ in acked if jid not in unconfirmed
-                                    and not store_r.exists(keys.job(jid)))
+        report.lost_confirmed = sum(
+            1 for jid, _ in acked if jid not in unconfirmed and not store_r.exists(keys.job(jid))
+        )
     store_r.close()
     witness.close()
     return report
@@ -159,8 +182,16 @@ def _pending(r: Any, keys: Keys) -> int:
         return int(sum(p.execute()))
 
 
-def _account(report: FailoverReport, acked: list[tuple[str, float]], t_new: float, r: Any,
-             keys: Keys, witness: Any, key: str, kill_ms: int) -> None:
+def _account(
+    report: FailoverReport,
+    acked: list[tuple[str, float]],
+    t_new: float,
+    r: Any,
+    keys: Keys,
+    witness: Any,
+    key: str,
+    kill_ms: int,
+) -> None:
     report.acked = len(acked)
     gaps = [b[1] - a[1] for a, b in zip(acked, acked[1:], strict=False)]
     report.stall_s = max(gaps, default=0.0)
@@ -196,6 +227,6 @@ def _account(report: FailoverReport, acked: list[tuple[str, float]], t_new: floa
     stats = r.hgetall(keys.stats)
     report.failover_events = int(stats.get("failover", 0))
     report.data_loss_events = int(stats.get("data_loss", 0))
-    for _, f in r.xrange(keys.events):   # capped at ~10,000: details are best effort
+    for _, f in r.xrange(keys.events):  # capped at ~10,000: details are best effort
         if f["kind"] in ("failover", "data_loss"):
             report.details.append(f"{f['kind']}: {f['detail']}")

@@ -3,6 +3,7 @@ OFFSET seconds in the future (or past) *together with its Redis store*: the scri
 told "now" = real time + OFFSET instead of reading Redis TIME. Every process of a test
 started with the same offset agrees on that time, so a fleet can run through a real
 daylight-saving change today."""
+
 from __future__ import annotations
 
 import sys
@@ -46,4 +47,5 @@ def install(offset: float) -> None:
 if __name__ == "__main__":
     install(float(sys.argv.pop(1)))
     from scheduler.cli import main
+
     main()

@@ -1,4 +1,5 @@
 """Malformed data found in Redis is quarantined with a reason; the loop goes on (SPEC §5)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,9 @@ from tests.helpers import spec
 pytestmark = pytest.mark.redis
 
 
-def test_a_job_hash_with_a_corrupt_definition_is_failed_not_fatal(redis_url, redis_ns,
-                                                                   redis_client, clock):
+def test_a_job_hash_with_a_corrupt_definition_is_failed_not_fatal(
+    redis_url, redis_ns, redis_client, clock
+):
     store = RedisStore(redis_url, redis_ns, clock=clock)
     store.add(spec("bad", After(0)))
     store.add(spec("good", After(0)))

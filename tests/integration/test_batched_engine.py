@@ -1,6 +1,7 @@
 """The engine over a real RedisStore during a burst: claims come in batches beyond the free
 workers (look-ahead), successes are acknowledged in batches, and every invocation is
 claimed and committed exactly once."""
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,7 @@ pytestmark = pytest.mark.redis
 N = 400
 
 
-def test_a_burst_is_claimed_in_batches_and_every_success_is_committed_once(redis_url,
-                                                                            redis_ns):
+def test_a_burst_is_claimed_in_batches_and_every_success_is_committed_once(redis_url, redis_ns):
     store = RedisStore(redis_url, redis_ns, resync=30)
     sizes: list[int] = []
     claim_due = store.claim_due
@@ -27,6 +27,7 @@ def test_a_burst_is_claimed_in_batches_and_every_success_is_committed_once(redis
         batch = claim_due(capacity, lease, owner)
         sizes.append(len(batch.claims))
         return batch
+
     store.claim_due = spy  # type: ignore[method-assign]
     store.add_many([spec(f"b{i}", After(0)) for i in range(N)])
     r = store.redis
@@ -55,6 +56,7 @@ def test_without_look_ahead_a_claim_never_exceeds_the_free_workers(redis_url, re
         batch = claim_due(capacity, lease, owner)
         sizes.append(len(batch.claims))
         return batch
+
     store.claim_due = spy  # type: ignore[method-assign]
     store.add_many([spec(f"b{i}", After(0)) for i in range(50)])
     with Scheduler(2, store=store, lookahead=0) as eng:

@@ -1,5 +1,6 @@
 """The inspection commands of ``duetime`` (ls, show, stats, events, cancel, pause, resume)
 over a real Redis namespace: text, ``--json``, exit codes 0/1/2/3 and ``--help``."""
+
 from __future__ import annotations
 
 import collections
@@ -24,8 +25,18 @@ pytestmark = pytest.mark.redis
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNREACHABLE = "redis://127.0.0.1:1/0"
-NEW_COMMANDS = ["ls", "show", "stats", "events", "cancel", "pause", "resume", "trigger", "top",
-                "backfill"]
+NEW_COMMANDS = [
+    "ls",
+    "show",
+    "stats",
+    "events",
+    "cancel",
+    "pause",
+    "resume",
+    "trigger",
+    "top",
+    "backfill",
+]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 
 
@@ -76,6 +87,7 @@ def cli(redis_server, ns):
     def invoke(*args: str, env: dict[str, str | None] | None = None):
         base = {"DUETIME_REDIS_URL": redis_server.url, "DUETIME_NAMESPACE": ns}
         return runner.invoke(main, list(args), env={**base, **(env or {})})
+
     return invoke
 
 
@@ -90,6 +102,7 @@ def epoch(iso_text: str) -> float:
 
 
 # ---- ls -------------------------------------------------------------------------------------
+
 
 def test_ls_lists_live_jobs_by_next_run(cli, client):
     r = cli("ls")
@@ -113,8 +126,16 @@ def test_ls_json_matches_client_jobs(cli, client):
     assert [d["job_id"] for d in data] == LIVE and set(infos) == set(LIVE)
     for d in data:
         info = infos[d["job_id"]]
-        for field in ("schedule", "lane", "state", "next_run", "runs", "failures",
-                      "attempts", "last_error"):
+        for field in (
+            "schedule",
+            "lane",
+            "state",
+            "next_run",
+            "runs",
+            "failures",
+            "attempts",
+            "last_error",
+        ):
             assert d[field] == getattr(info, field), field
         if info.next_run is not None:
             assert epoch(d["next_run_iso"]) == pytest.approx(info.next_run, abs=0.001)
@@ -123,14 +144,14 @@ def test_ls_json_matches_client_jobs(cli, client):
 
 # ---- show -----------------------------------------------------------------------------------
 
+
 def test_show_a_failed_job_with_its_dead_letter_and_events(cli, client):
     r = cli("show", "done-boom")
     assert r.exit_code == 0, r.output
     out = r.stdout
     assert re.search(r"^state\s+failed$", out, re.M)
     assert re.search(r"^last error\s+ValueError: boom", out, re.M)
-    assert re.search(r"^dead letters \(recent first\)\n  .*attempt 1: ValueError: boom", out,
-                     re.M)
+    assert re.search(r"^dead letters \(recent first\)\n  .*attempt 1: ValueError: boom", out, re.M)
     events = out.split("events ", 1)[1].splitlines()[1:]
     kinds = [line.split()[1] for line in events]
     assert kinds[0] == "scheduled" and "claimed" in kinds and "dead_lettered" in kinds
@@ -151,7 +172,8 @@ def test_show_json_has_every_field_and_the_jobs_events(cli, client):
     assert epoch(d["events"][0]["at_iso"]) == pytest.approx(d["events"][0]["at"], abs=0.001)
     boom = json.loads(cli("show", "done-boom", "--json").stdout)
     assert [x["detail"] for x in boom["dead_letters"]] == [
-        e.detail for e in client.get("done-boom").dead_letters]
+        e.detail for e in client.get("done-boom").dead_letters
+    ]
 
 
 def test_show_of_an_unknown_job_exits_1_and_a_bad_id_exits_2(cli):
@@ -161,6 +183,7 @@ def test_show_of_an_unknown_job_exits_1_and_a_bad_id_exits_2(cli):
 
 
 # ---- cancel / pause / resume ----------------------------------------------------------------
+
 
 def test_cancel_pause_resume_exit_0_when_they_take_effect_else_1(redis_server):
     ns = f"cli{time.time_ns() % 10**9}s"
@@ -178,8 +201,10 @@ def test_cancel_pause_resume_exit_0_when_they_take_effect_else_1(redis_server):
         code, text = run("resume", "a")
         assert code == 0 and re.fullmatch(r"resumed job 'a', next run .* \(in \d+\.\ds\)", text)
         assert c.get("a").state == "scheduled"
-        assert run("resume", "a") == (1, "nothing to resume: job 'a' is not paused "
-                                         "(it is scheduled)")
+        assert run("resume", "a") == (
+            1,
+            "nothing to resume: job 'a' is not paused (it is scheduled)",
+        )
         assert run("cancel", "a") == (0, "cancelled job 'a'")
         assert c.get("a").state == "cancelled"
         assert run("cancel", "a") == (1, "nothing to cancel: job 'a' is cancelled")
@@ -189,6 +214,7 @@ def test_cancel_pause_resume_exit_0_when_they_take_effect_else_1(redis_server):
 
 
 # ---- stats ----------------------------------------------------------------------------------
+
 
 def test_stats_json_counts_the_queue_running_counters_and_replicas(cli, redis_server, ns):
     r = cli("stats", "--json")
@@ -222,15 +248,16 @@ def test_stats_text(cli, ns):
 
 # ---- events ---------------------------------------------------------------------------------
 
+
 def test_events_last_n_oldest_first_and_by_job(cli, client):
     r = cli("events", "--count", "3", "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert [(e["kind"], e["job_id"], e["at"]) for e in data] == [
-        (e.kind, e.job_id, e.at) for e in client.events(3)]
+        (e.kind, e.job_id, e.at) for e in client.events(3)
+    ]
     lines = cli("events", "-c", "3").stdout.splitlines()
-    assert [line.split()[1:3] for line in lines] == [[e.kind, e.job_id] for e in
-                                                     client.events(3)]
+    assert [line.split()[1:3] for line in lines] == [[e.kind, e.job_id] for e in client.events(3)]
     tick = json.loads(cli("events", "--job", "tick", "--json").stdout)
     assert [(e["kind"], e["job_id"]) for e in tick] == [("scheduled", "tick")]
     assert tick[0]["scheduled"] == client.get("tick").next_run
@@ -257,8 +284,7 @@ def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
         store.close()
 
 
-def test_events_follow_json_prints_one_object_per_line(cli, redis_server, redis_ns,
-                                                       monkeypatch):
+def test_events_follow_json_prints_one_object_per_line(cli, redis_server, redis_ns, monkeypatch):
     ns = redis_ns
     started = threading.Event()
     real = inspect.follow
@@ -287,8 +313,19 @@ def test_events_follow_json_prints_one_object_per_line(cli, redis_server, redis_
 
 # ---- usage, unreachable Redis, help, the entry point ----------------------------------------
 
-@pytest.mark.parametrize("args", [["ls"], ["show", "x"], ["stats"], ["events"],
-                                  ["cancel", "x"], ["pause", "x"], ["resume", "x"]])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ls"],
+        ["show", "x"],
+        ["stats"],
+        ["events"],
+        ["cancel", "x"],
+        ["pause", "x"],
+        ["resume", "x"],
+    ],
+)
 def test_exit_codes_without_a_url_and_with_an_unreachable_redis(cli, args):
     r = cli(*args, env={"DUETIME_REDIS_URL": None})
     assert r.exit_code == 2 and "needs --redis URL" in r.output
@@ -314,13 +351,34 @@ def test_help_for_every_command():
 
 def test_python_dash_m_scheduler_ls(redis_server, ns):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
-    out = subprocess.run([sys.executable, "-m", "scheduler", "ls", "--redis", redis_server.url,
-                          "--namespace", ns, "--json"], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=30)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "ls",
+            "--redis",
+            redis_server.url,
+            "--namespace",
+            ns,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     assert [d["job_id"] for d in json.loads(out.stdout)] == LIVE
-    bad = subprocess.run([sys.executable, "-m", "scheduler", "ls", "--redis", UNREACHABLE],
-                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
+    bad = subprocess.run(
+        [sys.executable, "-m", "scheduler", "ls", "--redis", UNREACHABLE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=30,
+    )
     assert bad.returncode == 3 and "cannot reach Redis" in bad.stderr
 
 
@@ -329,14 +387,15 @@ def test_trigger_runs_a_job_now_and_says_so(redis_url, redis_ns):
 
     from scheduler import Client
     from scheduler.cli import main
+
     with Client(redis_url, namespace=redis_ns) as client:
         client.enqueue("tests.noop", every=3600, job_id="report")
-        out = CliRunner().invoke(main, ["trigger", "report", "--redis", redis_url,
-                                        "-n", redis_ns])
+        out = CliRunner().invoke(main, ["trigger", "report", "--redis", redis_url, "-n", redis_ns])
         assert out.exit_code == 0 and "triggered a run of job 'report'" in out.output
         assert [e.kind for e in client.events(50)][-1] == "triggered"
-        missing = CliRunner().invoke(main, ["trigger", "nope", "--redis", redis_url,
-                                            "-n", redis_ns])
+        missing = CliRunner().invoke(
+            main, ["trigger", "nope", "--redis", redis_url, "-n", redis_ns]
+        )
         assert missing.exit_code == 1
 
 
@@ -344,6 +403,7 @@ def test_stats_reports_lag_percentiles_of_recent_claims(redis_url, redis_ns):
     import tests.helpers  # noqa: F401  (registers tests.noop)
     from scheduler import Scheduler, inspect
     from scheduler.stores.redis import RedisStore
+
     store = RedisStore(redis_url, redis_ns)
     with Scheduler(1, store=store) as engine:
         for _ in range(5):
@@ -373,8 +433,9 @@ def test_top_shows_running_invocations(redis_url, redis_ns):
     with Scheduler(1, store=RedisStore(redis_url, redis_ns)) as engine:
         engine.after("tests.cli.block", 0, job_id="blocker")
         assert started.wait(5)
-        out = CliRunner().invoke(main, ["top", "--redis", redis_url, "-n", redis_ns,
-                                        "--iterations", "1"])
+        out = CliRunner().invoke(
+            main, ["top", "--redis", redis_url, "-n", redis_ns, "--iterations", "1"]
+        )
         release.set()
     assert out.exit_code == 0, out.output
     assert "RUNNING JOB" in out.output and "blocker" in out.output
@@ -383,10 +444,25 @@ def test_top_shows_running_invocations(redis_url, redis_ns):
 
 def test_enqueue_command(redis_url, redis_ns):
     from scheduler import Client
+
     runner = CliRunner()
     base = ["enqueue", "--redis", redis_url, "-n", redis_ns]
-    out = runner.invoke(main, [*base, "billing.report", "--every", "60", "--anchor", "0",
-                               "--id", "hourly", "--kwargs", '{"region": "eu"}', "--json"])
+    out = runner.invoke(
+        main,
+        [
+            *base,
+            "billing.report",
+            "--every",
+            "60",
+            "--anchor",
+            "0",
+            "--id",
+            "hourly",
+            "--kwargs",
+            '{"region": "eu"}',
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output) == {"job_id": "hourly"}
     once = runner.invoke(main, [*base, "billing.report", "--in", "30"])

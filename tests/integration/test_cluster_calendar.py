@@ -1,6 +1,7 @@
 """The calendar (cron) store tests (tests/calendar/test_calendar_stores.py) on the
 cluster and on shards: a replica plans calendar series per shard (claim.lua's ``plan``
 list comes back from the shard that holds the job, and plan.lua runs there)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

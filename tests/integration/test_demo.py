@@ -1,4 +1,5 @@
 """`duetime demo`'s proof holds: a replica is killed mid-run and nothing is lost or doubled."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,7 @@ def test_demo_proves_once_and_takeover(redis_url):
     assert report.ok, report
     assert report.completed == report.invocations >= 24
     assert report.executions == report.invocations + len(report.reruns)
-    assert all(r["pid"] != report.killed_pid for r in report.reruns)   # taken over by others
+    assert all(r["pid"] != report.killed_pid for r in report.reruns)  # taken over by others
     assert any("killed replica" in line for line in lines)
 
 
@@ -23,6 +24,7 @@ def test_demo_command_in_process_fallback():
     from click.testing import CliRunner
 
     from scheduler.cli import main
+
     out = CliRunner().invoke(main, ["demo", "--in-process", "--seconds", "0.6"])
     assert out.exit_code == 0, out.output
     assert "cancelled job" in out.output and "each at or after its due time" in out.output

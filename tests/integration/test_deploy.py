@@ -8,6 +8,7 @@ ACL file is deploy/users.acl with test passwords in place of the placeholders an
 extra ``test-admin`` user that the test inspects the server with. ``ACL LOG`` is the
 oracle: after legitimate work by a user it must hold no refusal.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,6 +48,7 @@ USERS = ("duetime-replica", "duetime-producer", "duetime-monitor")
 
 # ---- reading the files ------------------------------------------------------------------
 
+
 def yaml_docs(path: Path) -> list[Any]:
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml)")
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
@@ -72,7 +74,7 @@ def dockerfile_instruction(name: str) -> list[str]:
 def image_entrypoint_and_cmd() -> tuple[list[str], list[str]]:
     (entry,) = dockerfile_instruction("ENTRYPOINT")
     (cmd,) = dockerfile_instruction("CMD")
-    return json.loads(entry), json.loads(cmd)   # exec form: JSON arrays
+    return json.loads(entry), json.loads(cmd)  # exec form: JSON arrays
 
 
 def unit() -> dict[str, dict[str, list[str]]]:
@@ -118,6 +120,7 @@ def seconds(text: str | int | float) -> float:
 
 # ---- the command lines ------------------------------------------------------------------
 
+
 def invocations() -> list[tuple[str, list[str]]]:
     """Every ``duetime ...`` command line of deploy/, as (where, argv)."""
     entry, cmd = image_entrypoint_and_cmd()
@@ -135,7 +138,7 @@ def invocations() -> list[tuple[str, list[str]]]:
     for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", readme, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line.split(" #")[0].strip().removeprefix("$ "))
-            while words and re.match(r"^[A-Z_]+=", words[0]):   # VAR=value duetime ...
+            while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value duetime ...
                 words.pop(0)
             if words[:1] == ["duetime"]:
                 found.append(("deploy/README.md", words))
@@ -156,16 +159,29 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any]]:
 
 
 def replica_shutdown_timeouts() -> list[tuple[str, float]]:
-    return [(where, parse(argv)[1]["shutdown_timeout"]) for where, argv in invocations()
-            if argv[1] == "run"]
+    return [
+        (where, parse(argv)[1]["shutdown_timeout"])
+        for where, argv in invocations()
+        if argv[1] == "run"
+    ]
 
 
 # ---- files: parse and agree -------------------------------------------------------------
 
+
 def test_deploy_has_every_file():
-    for name in ("Dockerfile", "docker-compose.yml", "duetime.service", "redis.conf",
-                 "users.acl", "README.md", "k8s/deployment.yaml", "k8s/configmap.yaml",
-                 "k8s/secret.example.yaml", "k8s/pdb.yaml"):
+    for name in (
+        "Dockerfile",
+        "docker-compose.yml",
+        "duetime.service",
+        "redis.conf",
+        "users.acl",
+        "README.md",
+        "k8s/deployment.yaml",
+        "k8s/configmap.yaml",
+        "k8s/secret.example.yaml",
+        "k8s/pdb.yaml",
+    ):
         assert (DEPLOY / name).is_file(), name
 
 
@@ -186,8 +202,10 @@ def test_compose_has_redis_three_replicas_and_a_producer():
     redis = services["redis"]
     assert str(redis["image"]).startswith("redis:7")
     # redis.conf and users.acl are mounted where the command and redis.conf expect them
-    mounts = {src: dst.split(":")[0] for src, dst in
-              (v.split(":", 1) for v in redis["volumes"] if v.startswith("./"))}
+    mounts = {
+        src: dst.split(":")[0]
+        for src, dst in (v.split(":", 1) for v in redis["volumes"] if v.startswith("./"))
+    }
     assert redis["command"][-1] == mounts["./redis.conf"]
     assert f"aclfile {mounts['./users.acl']}" in CONF.read_text()
     assert "healthcheck" in redis
@@ -197,8 +215,12 @@ def test_compose_has_redis_three_replicas_and_a_producer():
 
 def test_compose_credentials_match_users_acl():
     services = compose()["services"]
-    expected = {"replica-1": "duetime-replica", "replica-2": "duetime-replica",
-                "replica-3": "duetime-replica", "producer": "duetime-producer"}
+    expected = {
+        "replica-1": "duetime-replica",
+        "replica-2": "duetime-replica",
+        "replica-3": "duetime-replica",
+        "producer": "duetime-producer",
+    }
     for name, user in expected.items():
         env = services[name]["environment"]
         url = urlsplit(env["DUETIME_REDIS_URL"])
@@ -225,7 +247,7 @@ def test_grace_periods_outlast_the_shutdown_timeout():
         elif where.startswith("duetime.service"):
             (stop,) = unit()["Service"]["TimeoutStopSec"]
             assert seconds(stop) > timeout, where
-    assert len(timeouts) >= 5   # Dockerfile, 3 compose replicas, k8s, systemd (some share)
+    assert len(timeouts) >= 5  # Dockerfile, 3 compose replicas, k8s, systemd (some share)
 
 
 def test_k8s_deployment_pdb_configmap_secret():
@@ -276,8 +298,7 @@ def test_systemd_analyze_verify(tmp_path):
     text = UNIT.read_text().replace("/opt/duetime/venv/bin/duetime", shutil.which("true") or "")
     copy = tmp_path / "duetime.service"
     copy.write_text(text)
-    out = subprocess.run([tool, "verify", str(copy)], capture_output=True, text=True,
-                         timeout=30)
+    out = subprocess.run([tool, "verify", str(copy)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and str(copy) not in out.stderr, out.stderr
 
 
@@ -291,7 +312,7 @@ def test_dockerfile():
     assert dockerfile_instruction("HEALTHCHECK") == ["NONE"]
     entry, _ = image_entrypoint_and_cmd()
     assert entry == ["duetime"]
-    for copy in dockerfile_instruction("COPY"):   # the build context is the repository root
+    for copy in dockerfile_instruction("COPY"):  # the build context is the repository root
         *sources, _dest = [w for w in copy.split() if not w.startswith("--")]
         for source in sources:
             assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
@@ -306,8 +327,7 @@ def test_every_duetime_command_line_is_a_valid_invocation():
     found = invocations()
     wheres = [w for w, _ in found]
     assert sum(w.startswith("compose service replica-") for w in wheres) == 3
-    for source in ("Dockerfile", "compose service producer", "k8s container",
-                   "duetime.service"):
+    for source in ("Dockerfile", "compose service producer", "k8s container", "duetime.service"):
         assert any(w.startswith(source) for w in wheres), f"no duetime command in {source}"
     readme = sorted(argv[1] for w, argv in found if w == "deploy/README.md")
     assert readme == ["enqueue", "run"]
@@ -317,7 +337,7 @@ def test_every_duetime_command_line_is_a_valid_invocation():
         except click.ClickException as exc:
             pytest.fail(f"{where}: {shlex.join(argv)}: {exc.format_message()}")
         if name == "run":
-            for module in params["imports"]:   # importable from the image's PYTHONPATH
+            for module in params["imports"]:  # importable from the image's PYTHONPATH
                 path = DEPLOY / "example" / (module.replace(".", "/") + ".py")
                 assert path.is_file(), f"{where}: --import {module}: no {path}"
         if name == "enqueue":
@@ -326,8 +346,12 @@ def test_every_duetime_command_line_is_a_valid_invocation():
 
 def test_the_parser_refuses_what_the_cli_refuses():
     """The check above can fail: unknown options and bad values are errors."""
-    for argv in (["duetime", "run", "--no-such-option"], ["duetime", "run", "--workers", "x"],
-                 ["duetime", "enqueue"], ["duetime", "no-such-command"]):
+    for argv in (
+        ["duetime", "run", "--no-such-option"],
+        ["duetime", "run", "--workers", "x"],
+        ["duetime", "enqueue"],
+        ["duetime", "no-such-command"],
+    ):
         with pytest.raises(click.UsageError):
             parse(argv)
 
@@ -378,21 +402,40 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[types.SimpleNam
     conf_path.write_text(conf)
     # the settings under test are first set to their opposites, so only redis.conf (loaded
     # last, through --include) can be what makes them right
-    server = EmbeddedRedis(data_dir=str(tmp / "data"), extra_args=[
-        "--appendonly", "no", "--maxmemory-policy", "allkeys-lru", "--save", "3600 1",
-        "--hash-max-listpack-entries", "1", "--include", str(conf_path)])
+    server = EmbeddedRedis(
+        data_dir=str(tmp / "data"),
+        extra_args=[
+            "--appendonly",
+            "no",
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--save",
+            "3600 1",
+            "--hash-max-listpack-entries",
+            "1",
+            "--include",
+            str(conf_path),
+        ],
+    )
     server.start()
     try:
-        admin = redis.Redis(port=server.port, username=ADMIN, password=passwords[ADMIN],
-                            decode_responses=True)
+        admin = redis.Redis(
+            port=server.port, username=ADMIN, password=passwords[ADMIN], decode_responses=True
+        )
         acl_path.write_text(acl_text)
         assert admin.execute_command("ACL", "LOAD") in ("OK", b"OK", True)
 
         def url(user: str, password: str | None = None) -> str:
             return f"redis://{user}:{password or passwords[user]}@127.0.0.1:{server.port}/0"
 
-        yield types.SimpleNamespace(port=server.port, admin=admin, url=url, conf=conf_path,
-                                    acl=acl_path, passwords=passwords)
+        yield types.SimpleNamespace(
+            port=server.port,
+            admin=admin,
+            url=url,
+            conf=conf_path,
+            acl=acl_path,
+            passwords=passwords,
+        )
         admin.close()
     finally:
         server.stop()
@@ -424,15 +467,35 @@ def wait_for(predicate: Any, timeout: float = 5.0) -> bool:
 
 @pytest.mark.redis
 def test_redis_conf_settings_take_effect(server):
-    got = {k: server.admin.config_get(k)[k] for k in (
-        "appendonly", "appendfsync", "maxmemory-policy", "save", "no-appendfsync-on-rewrite",
-        "hash-max-listpack-entries", "hash-max-listpack-value", "zset-max-listpack-entries",
-        "zset-max-listpack-value", "protected-mode", "aclfile")}
+    got = {
+        k: server.admin.config_get(k)[k]
+        for k in (
+            "appendonly",
+            "appendfsync",
+            "maxmemory-policy",
+            "save",
+            "no-appendfsync-on-rewrite",
+            "hash-max-listpack-entries",
+            "hash-max-listpack-value",
+            "zset-max-listpack-entries",
+            "zset-max-listpack-value",
+            "protected-mode",
+            "aclfile",
+        )
+    }
     assert got == {
-        "appendonly": "yes", "appendfsync": "always", "maxmemory-policy": "noeviction",
-        "save": "", "no-appendfsync-on-rewrite": "no", "hash-max-listpack-entries": "512",
-        "hash-max-listpack-value": "128", "zset-max-listpack-entries": "128",
-        "zset-max-listpack-value": "64", "protected-mode": "yes", "aclfile": str(server.acl)}
+        "appendonly": "yes",
+        "appendfsync": "always",
+        "maxmemory-policy": "noeviction",
+        "save": "",
+        "no-appendfsync-on-rewrite": "no",
+        "hash-max-listpack-entries": "512",
+        "hash-max-listpack-value": "128",
+        "zset-max-listpack-entries": "128",
+        "zset-max-listpack-value": "64",
+        "protected-mode": "yes",
+        "aclfile": str(server.acl),
+    }
     assert server.admin.info("persistence")["aof_enabled"] == 1
 
 
@@ -444,7 +507,7 @@ def test_replica_user_runs_a_replica(server):
     refusals(server.admin)
     store = RedisStore(server.url("duetime-replica"), NS)
     try:
-        assert store.check_server() == []        # INFO, the epoch key; AOF on: no warning
+        assert store.check_server() == []  # INFO, the epoch key; AOF on: no warning
         woken: list[float | None] = []
         unsubscribe = store.subscribe(woken.append)
         # it pokes once when subscribed, then once per wake-up published by a script
@@ -487,8 +550,10 @@ def test_replica_engine_runs_the_example_task(server):
     module_spec.loader.exec_module(importlib.util.module_from_spec(module_spec))  # registers
 
     refusals(server.admin)
-    with Scheduler(2, store=RedisStore(server.url("duetime-replica"), NS)), \
-            Client(server.url("duetime-producer"), namespace=NS) as client:
+    with (
+        Scheduler(2, store=RedisStore(server.url("duetime-replica"), NS)),
+        Client(server.url("duetime-producer"), namespace=NS) as client,
+    ):
         client.enqueue("myapp.hello", kwargs={"name": "deploy"}, job_id="e2e-hello")
         assert wait_for(lambda: client.get("e2e-hello").runs == 1)
         info = client.get("e2e-hello")
@@ -520,16 +585,24 @@ def test_compose_replica_command_runs_under_its_acl(server, tmp_path):
             metrics_port = sock.getsockname()[1]
         command += ["--metrics-port", str(metrics_port)]
     user = urlsplit(replica["environment"]["DUETIME_REDIS_URL"]).username
-    env = {**os.environ, "DUETIME_REDIS_URL": server.url(user),
-           "DUETIME_NAMESPACE": replica["environment"]["DUETIME_NAMESPACE"],
-           "PYTHONPATH": os.pathsep.join([str(DEPLOY / "example"), str(ROOT)])}
+    env = {
+        **os.environ,
+        "DUETIME_REDIS_URL": server.url(user),
+        "DUETIME_NAMESPACE": replica["environment"]["DUETIME_NAMESPACE"],
+        "PYTHONPATH": os.pathsep.join([str(DEPLOY / "example"), str(ROOT)]),
+    }
     refusals(server.admin)
     with Client(server.url("duetime-producer"), namespace=NS) as client:
         client.enqueue("myapp.hello", kwargs={"name": "process"}, job_id="cli-hello")
         log = tmp_path / "replica.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "scheduler", *command],
-                                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "scheduler", *command],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         try:
             ran = wait_for(lambda: client.get("cli-hello").runs == 1, timeout=10)
             assert ran, log.read_text()
@@ -561,7 +634,7 @@ def test_producer_user_enqueues_cancels_and_inspects(server):
         assert client.cancel(job) is True
         assert client.get(job).state == "cancelled"
         store: Any = client.store
-        assert store.redis.xread({store.keys.events: "0-0"}, count=1)   # events --follow
+        assert store.redis.xread({store.keys.events: "0-0"}, count=1)  # events --follow
     assert refusals(server.admin) == []
 
 
@@ -571,8 +644,10 @@ def test_compose_producer_command_runs_under_its_acl(server):
     inspection commands of the CLI (those that exist) with the same credentials."""
     producer = compose()["services"]["producer"]
     url = urlsplit(producer["environment"]["DUETIME_REDIS_URL"])
-    env = {"DUETIME_NAMESPACE": producer["environment"]["DUETIME_NAMESPACE"],
-           "DUETIME_REDIS_URL": server.url(url.username)}
+    env = {
+        "DUETIME_NAMESPACE": producer["environment"]["DUETIME_NAMESPACE"],
+        "DUETIME_REDIS_URL": server.url(url.username),
+    }
     refusals(server.admin)
     runner = CliRunner()
     result = runner.invoke(main, producer["command"], env=env)
@@ -596,7 +671,7 @@ def test_monitor_user_reads_and_cannot_write(server):
     with Client(server.url("duetime-producer"), namespace=NS) as producer:
         producer.enqueue("myapp.hello", every=3600, job_id="hourly-report")
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Monitor with redis-cli"):]
+    section = readme[readme.index("### Monitor with redis-cli") :]
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block is not None
     refusals(server.admin)
@@ -604,7 +679,7 @@ def test_monitor_user_reads_and_cannot_write(server):
     for line in block.group(1).splitlines():
         argv = shlex.split(line.split("|")[0].split("#")[0].replace("{prod}", "{" + NS + "}"))
         assert argv and argv[0] == "redis-cli"
-        if argv[1] == "--scan":   # redis-cli's own option: SCAN underneath
+        if argv[1] == "--scan":  # redis-cli's own option: SCAN underneath
             r.execute_command("SCAN", 0, "MATCH", argv[argv.index("--pattern") + 1])
         else:
             r.execute_command(*argv[1:])
@@ -615,8 +690,12 @@ def test_monitor_user_reads_and_cannot_write(server):
             monitor.enqueue("myapp.hello", job_id="not-allowed")
         with pytest.raises(redis.exceptions.NoPermissionError):
             monitor.cancel("hourly-report")
-    for command in (("SET", f"duetime:{{{NS}}}:x", "1"), ("DEL", f"duetime:{{{NS}}}:lease"),
-                    ("PUBLISH", f"duetime:{{{NS}}}:wake", "0"), ("INFO",)):
+    for command in (
+        ("SET", f"duetime:{{{NS}}}:x", "1"),
+        ("DEL", f"duetime:{{{NS}}}:lease"),
+        ("PUBLISH", f"duetime:{{{NS}}}:wake", "0"),
+        ("INFO",),
+    ):
         with pytest.raises(redis.exceptions.NoPermissionError):
             r.execute_command(*command)
     r.close()
@@ -624,15 +703,33 @@ def test_monitor_user_reads_and_cannot_write(server):
 
 
 FORBIDDEN = [
-    ("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"),
-    ("CONFIG", "GET", "*"), ("KEYS", "*"), ("KEYS", "duetime:*"), ("SHUTDOWN", "NOSAVE"),
-    ("GET", "other-app:secret"), ("SET", "other-app:secret", "x"),
-    ("GET", "duetime:{other}:epoch"), ("DEL", "duetime:{other}:lease"),   # another namespace
-    ("PUBLISH", "other-app:events", "x"), ("PUBLISH", "duetime:{other}:wake", "0"),
-    ("EVAL", "return 1", "0"), ("SCRIPT", "FLUSH"), ("FUNCTION", "FLUSH"),
-    ("ACL", "LIST"), ("ACL", "SETUSER", "x", "on"), ("CLIENT", "LIST"), ("CLIENT", "KILL",
-    "127.0.0.1:1"), ("MONITOR",), ("SELECT", "1"), ("RENAME", "duetime:{demo}:seq", "x"),
-    ("SWAPDB", "0", "1"), ("BGSAVE",), ("BGREWRITEAOF",), ("REPLICAOF", "127.0.0.1", "1"),
+    ("FLUSHALL",),
+    ("FLUSHDB",),
+    ("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"),
+    ("CONFIG", "GET", "*"),
+    ("KEYS", "*"),
+    ("KEYS", "duetime:*"),
+    ("SHUTDOWN", "NOSAVE"),
+    ("GET", "other-app:secret"),
+    ("SET", "other-app:secret", "x"),
+    ("GET", "duetime:{other}:epoch"),
+    ("DEL", "duetime:{other}:lease"),  # another namespace
+    ("PUBLISH", "other-app:events", "x"),
+    ("PUBLISH", "duetime:{other}:wake", "0"),
+    ("EVAL", "return 1", "0"),
+    ("SCRIPT", "FLUSH"),
+    ("FUNCTION", "FLUSH"),
+    ("ACL", "LIST"),
+    ("ACL", "SETUSER", "x", "on"),
+    ("CLIENT", "LIST"),
+    ("CLIENT", "KILL", "127.0.0.1:1"),
+    ("MONITOR",),
+    ("SELECT", "1"),
+    ("RENAME", "duetime:{demo}:seq", "x"),
+    ("SWAPDB", "0", "1"),
+    ("BGSAVE",),
+    ("BGREWRITEAOF",),
+    ("REPLICAOF", "127.0.0.1", "1"),
 ]
 
 
@@ -651,13 +748,13 @@ def test_what_the_users_may_not_do(server, user):
         # a script runs with its caller's rights: loading one is allowed, what it does is not
         for body in ("return redis.call('FLUSHALL')", "return redis.call('GET', 'other')"):
             sha = r.script_load(body)
-            refused = "The user executing the script can't"   # NOPERM, reported by the script
+            refused = "The user executing the script can't"  # NOPERM, reported by the script
             with pytest.raises(redis.exceptions.ResponseError, match=refused):
                 r.evalsha(sha, 0)
         assert r.ping()
     finally:
         r.close()
-    assert server.admin.dbsize() > 0   # nothing above emptied anything
+    assert server.admin.dbsize() > 0  # nothing above emptied anything
     refusals(server.admin)
 
 
@@ -680,7 +777,7 @@ def test_what_acl_cannot_separate(server):
     server.admin.set("other-app:payroll", "secret")
     assert list(r.scan_iter(match="other-app:*")) == ["other-app:payroll"]
     with pytest.raises(redis.exceptions.NoPermissionError):
-        r.get("other-app:payroll")                    # ...but not its value
+        r.get("other-app:payroll")  # ...but not its value
     r.close()
     store = RedisStore(server.url("duetime-producer"), NS)
     try:
@@ -710,16 +807,21 @@ def test_default_user_and_wrong_passwords_are_refused_clearly(server):
             r.ping()
         r.close()
     wrong = "not-the-password-4711"
-    with pytest.raises(StoreUnavailableError) as caught, \
-            Client(server.url("duetime-producer", wrong), namespace=NS) as client:
+    with (
+        pytest.raises(StoreUnavailableError) as caught,
+        Client(server.url("duetime-producer", wrong), namespace=NS) as client,
+    ):
         client.enqueue("myapp.hello", job_id="never")
     message = str(caught.value)
     assert "invalid username-password pair" in message and wrong not in message
     assert "duetime-producer:***@" in message
     with pytest.raises(StoreUnavailableError, match="invalid username-password pair"):
         RedisStore(server.url("duetime-replica", wrong), NS).check_server()  # `run`: exit 3
-    result = CliRunner().invoke(main, ["enqueue", "myapp.hello"], env={
-        "DUETIME_REDIS_URL": server.url("duetime-producer", wrong), "DUETIME_NAMESPACE": NS})
+    result = CliRunner().invoke(
+        main,
+        ["enqueue", "myapp.hello"],
+        env={"DUETIME_REDIS_URL": server.url("duetime-producer", wrong), "DUETIME_NAMESPACE": NS},
+    )
     assert result.exit_code == 3
     assert "invalid username-password pair" in result.output and wrong not in result.output
     refusals(server.admin)

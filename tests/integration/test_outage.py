@@ -1,5 +1,6 @@
 """Redis goes away and comes back: a replica keeps running, reconnects with backoff and
 resumes claiming without a restart (SPEC §5); with appendfsync always nothing is lost."""
+
 from __future__ import annotations
 
 import threading
@@ -31,7 +32,7 @@ def test_a_replica_resumes_after_redis_restarts(redis_ns):
             server.kill()
             with pytest.raises(StoreUnavailableError):
                 c.enqueue("tests.outage.mark", kwargs={"name": "refused"}, delay=0)
-            time.sleep(1.0)                      # the replica meets the outage
+            time.sleep(1.0)  # the replica meets the outage
             server.restart()
             back = time.monotonic()
             c.enqueue("tests.outage.mark", kwargs={"name": "after"}, delay=0)

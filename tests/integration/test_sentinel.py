@@ -1,5 +1,6 @@
 """Sentinel URLs in the Client and the CLI, and WAIT after writes (replication.py), on a
 real primary + replica + three sentinels (no failover here; see test_failover.py)."""
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ pytestmark = [pytest.mark.redis]
 def on_replica(cluster: SentinelCluster, key: str) -> bool:
     """True when the (non-primary) replica already has ``key``: read it there at once."""
     import redis
+
     address = cluster.primary_address()
     replica = next(s for s in cluster.servers if address is None or s.port != address[1])
     with redis.Redis(port=replica.port) as r:
@@ -29,9 +31,11 @@ def on_replica(cluster: SentinelCluster, key: str) -> bool:
 
 
 def test_wait_for_one_replica_returns_once_the_replica_has_the_write(
-        shared_sentinel_cluster, redis_ns, clock):  # noqa: F811
-    store = RedisStore(shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=1,
-                       wait_timeout_ms=5000)
+    shared_sentinel_cluster, redis_ns, clock
+):
+    store = RedisStore(
+        shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=1, wait_timeout_ms=5000
+    )
     store.add(spec("a", After(0)))
     assert on_replica(shared_sentinel_cluster, store.keys.job("a"))
     assert store.claim_due({"default": 5}, 30, "o").claims
@@ -42,42 +46,62 @@ def test_wait_for_one_replica_returns_once_the_replica_has_the_write(
 
 
 def test_wait_for_more_replicas_than_exist_counts_and_warns_but_keeps_the_write(
-        shared_sentinel_cluster, redis_ns, clock, caplog):  # noqa: F811
-    store = RedisStore(shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=2,
-                       wait_timeout_ms=20)
+    shared_sentinel_cluster, redis_ns, clock, caplog
+):
+    store = RedisStore(
+        shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=2, wait_timeout_ms=20
+    )
     with caplog.at_level(logging.WARNING, "duetime.redis"):
         store.add(spec("a", After(0)))
         store.add_many([spec("b", After(0)), spec("c", After(0))])
-    assert store.waiter.unreplicated_writes == 3       # 1 add + a batch of 2
+    assert store.waiter.unreplicated_writes == 3  # 1 add + a batch of 2
     assert "WAIT 2 20: only 1 replica(s) confirmed" in caplog.text
-    assert caplog.text.count("WAIT 2 20") == 1          # rate-limited
+    assert caplog.text.count("WAIT 2 20") == 1  # rate-limited
     assert store.get("a") is not None and store.get("c") is not None  # written anyway
     store.close()
 
 
-def test_wait_survives_a_flushed_script_cache(shared_sentinel_cluster, redis_ns, clock):  # noqa: F811
-    store = RedisStore(shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=1,
-                       wait_timeout_ms=5000)
+def test_wait_survives_a_flushed_script_cache(shared_sentinel_cluster, redis_ns, clock):
+    store = RedisStore(
+        shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=1, wait_timeout_ms=5000
+    )
     store.add(spec("a", After(0)))
-    store.redis.script_flush()                        # as after a failover or a restart
+    store.redis.script_flush()  # as after a failover or a restart
     store.add(spec("b", After(0)))
     assert [c.job_id for c in store.claim_due({"default": 5}, 30, "o").claims] == ["a", "b"]
     store.close()
 
 
-def test_bad_wait_settings_are_refused(shared_sentinel_cluster):  # noqa: F811
+def test_bad_wait_settings_are_refused(shared_sentinel_cluster):
     with pytest.raises(ValueError, match="wait_timeout_ms must be >= 1"):
         RedisStore(shared_sentinel_cluster.url, "x", wait_replicas=1, wait_timeout_ms=0)
     with pytest.raises(ValueError, match="wait_replicas must be >= 0"):
         RedisStore(shared_sentinel_cluster.url, "x", wait_replicas=-1)
 
 
-def test_client_and_cli_take_a_sentinel_url(shared_sentinel_cluster, redis_ns):  # noqa: F811
+def test_client_and_cli_take_a_sentinel_url(shared_sentinel_cluster, redis_ns):
     url = shared_sentinel_cluster.url
     runner = CliRunner()
-    out = runner.invoke(main, ["enqueue", "--redis", url, "-n", redis_ns, "--wait-replicas",
-                               "1", "--wait-timeout-ms", "5000", "--in", "60", "--id", "j1",
-                               "tests.x", "--json"])
+    out = runner.invoke(
+        main,
+        [
+            "enqueue",
+            "--redis",
+            url,
+            "-n",
+            redis_ns,
+            "--wait-replicas",
+            "1",
+            "--wait-timeout-ms",
+            "5000",
+            "--in",
+            "60",
+            "--id",
+            "j1",
+            "tests.x",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert json.loads(out.output) == {"job_id": "j1"}
     with Client(url, namespace=redis_ns, wait_replicas=1, wait_timeout_ms=5000) as client:
@@ -98,17 +122,26 @@ def test_a_malformed_sentinel_url_is_a_usage_error(command):
 
 
 def test_sentinel_url_credentials_reach_the_primary_and_a_forbidden_wait_is_raised(
-        shared_sentinel_cluster, redis_ns, clock):  # noqa: F811
+    shared_sentinel_cluster, redis_ns, clock
+):
     import redis
+
     address = shared_sentinel_cluster.primary_address()
     assert address is not None
     with redis.Redis(*address) as admin:
-        admin.acl_setuser("nowait", enabled=True, passwords=["+s3cret"], keys=["*"],
-                          channels=["*"], commands=["+@all", "-wait"])
-    url = shared_sentinel_cluster.url.replace("redis+sentinel://",
-                                              "redis+sentinel://nowait:s3cret@")
+        admin.acl_setuser(
+            "nowait",
+            enabled=True,
+            passwords=["+s3cret"],
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all", "-wait"],
+        )
+    url = shared_sentinel_cluster.url.replace(
+        "redis+sentinel://", "redis+sentinel://nowait:s3cret@"
+    )
     plain = RedisStore(url, redis_ns, clock=clock)
-    plain.add(spec("a", After(0)))                   # authenticated as nowait
+    plain.add(spec("a", After(0)))  # authenticated as nowait
     assert plain.redis.acl_whoami() == "nowait"
     plain.close()
     waiting = RedisStore(url, redis_ns, clock=clock, wait_replicas=1)

@@ -1,6 +1,7 @@
 """The store contract suite (tests/contract/test_store.py) through a Sentinel URL: a
 RedisStore on ``redis+sentinel://`` behaves exactly as on ``redis://`` (no failover here;
 see test_failover.py)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -1,6 +1,7 @@
 """A sharded namespace (scheduler/stores/sharded.py) on one real Redis: the fixed shard
 count, routing by job id, and claims that visit only shards that may have due work (a
 wake-up costs one shard call, not N)."""
+
 from __future__ import annotations
 
 import threading
@@ -31,6 +32,7 @@ class CountingShards:
         def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
             self.calls[i] += 1
             return fn(*args, **kw)
+
         return counted
 
     def take(self) -> list[int]:
@@ -80,8 +82,7 @@ def test_an_unsharded_namespace_with_data_counts_as_one_shard(redis_url, redis_n
         four.close()
 
 
-def test_jobs_are_routed_by_id_and_merged_for_inspection(redis_url, redis_ns, clock,
-                                                        redis_client):
+def test_jobs_are_routed_by_id_and_merged_for_inspection(redis_url, redis_ns, clock, redis_client):
     store = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
     try:
         names = [f"j{i}" for i in range(20)]
@@ -92,11 +93,12 @@ def test_jobs_are_routed_by_id_and_merged_for_inspection(redis_url, redis_ns, cl
             tag = redis_ns if i == 0 else f"{redis_ns}#{i}"
             assert redis_client.exists(f"duetime:{{{tag}}}:job:{name}")
         assert {s.keys.prefix for s in store.shards if s.jobs()} == {
-            s.keys.prefix for s in store.shards}                   # every shard holds some
-        assert [i.job_id for i in store.jobs()] == names           # merged, by next run
+            s.keys.prefix for s in store.shards
+        }  # every shard holds some
+        assert [i.job_id for i in store.jobs()] == names  # merged, by next run
         assert store.cancel("j3") and store.get("j3").state == "cancelled"
         assert [e.job_id for e in store.events(100)].count("j3") >= 1
-        assert store.next_id() == 1 and store.next_id() == 2       # shard 0's counter
+        assert store.next_id() == 1 and store.next_id() == 2  # shard 0's counter
     finally:
         store.close()
 
@@ -109,17 +111,17 @@ def test_a_wake_up_costs_one_shard_call_and_idle_claims_cost_none(redis_url, red
     unsubscribe = store.subscribe(lambda due_in: woke.set())
     try:
         assert store.claim_due(ALL, 30, "o").claims == []
-        assert counting.take() == [1] * 8        # the first claim sweeps every shard
+        assert counting.take() == [1] * 8  # the first claim sweeps every shard
         assert store.claim_due(ALL, 30, "o").claims == []
-        assert counting.take() == [0] * 8        # idle: nothing due anywhere, no calls
+        assert counting.take() == [0] * 8  # idle: nothing due anywhere, no calls
         woke.clear()
-        producer.add(spec("x", After(0)))        # another process's enqueue
+        producer.add(spec("x", After(0)))  # another process's enqueue
         assert woke.wait(5), "no wake-up"
         batch = store.claim_due(ALL, 30, "o")
         assert [c.job_id for c in batch.claims] == ["x"]
         calls = counting.take()
         assert sum(calls) == 1 and calls[store.shards.index(store.shard("x"))] == 1
-        clock.advance(store.resync * 1.5)        # the resync sweep visits every shard
+        clock.advance(store.resync * 1.5)  # the resync sweep visits every shard
         store.claim_due(ALL, 30, "o")
         assert counting.take() == [1] * 8
     finally:
@@ -140,9 +142,9 @@ def test_claims_rotate_over_shards_and_stop_when_capacity_is_used(redis_url, red
             batch = store.claim_due({"default": 1}, 30, "o")
             assert len(batch.claims) == 1
             calls = counting.take()
-            assert sum(calls) == 1              # one shard per claim of one job
+            assert sum(calls) == 1  # one shard per claim of one job
             firsts.append(calls.index(1))
-        assert set(firsts) == {0, 1, 2, 3}      # every shard served in turn
+        assert set(firsts) == {0, 1, 2, 3}  # every shard served in turn
         full = store.claim_due({"default": 0}, 30, "o")
         assert full.claims == [] and sum(counting.take()) == 0
     finally:
@@ -154,9 +156,9 @@ def test_readers_never_record_a_shard_count(redis_url, redis_ns, clock, redis_cl
     key = f"duetime:{{{redis_ns}}}:shards"
     try:
         assert reader.jobs() == [] and reader.get("x") is None and reader.events() == []
-        assert not redis_client.exists(key)       # a typo in `duetime ls` locks nothing
+        assert not redis_client.exists(key)  # a typo in `duetime ls` locks nothing
         reader.add(spec("a", After(1)))
-        assert redis_client.get(key) == b"4"      # the first write records it
+        assert redis_client.get(key) == b"4"  # the first write records it
     finally:
         reader.close()
 
@@ -174,7 +176,7 @@ def test_a_failing_shard_does_not_lose_the_claims_made_in_others(redis_url, redi
 
         broken.claim_due = down  # type: ignore[method-assign]
         first = store.claim_due(ALL, 30, "o")
-        assert first.claims and first.next_due_in == 0   # try the broken shard again now
+        assert first.claims and first.next_due_in == 0  # try the broken shard again now
         assert {store.shards.index(store.shard(c.job_id)) for c in first.claims} <= {0, 1, 3}
         broken.claim_due = real  # type: ignore[method-assign]
         rest = store.claim_due(ALL, 30, "o").claims

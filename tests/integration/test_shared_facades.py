@@ -1,4 +1,5 @@
 """The SPEC §3 facades and the engine over a real RedisStore (Redis TIME, real clock)."""
+
 from __future__ import annotations
 
 import threading
@@ -48,7 +49,7 @@ def test_job_scheduler_over_redis(store):
         job_id = s.schedule(mark, 0.05)
         assert isinstance(job_id, int)
         assert ran.setdefault("mark", threading.Event()).wait(WAIT)
-        assert s.cancel(job_id) is False          # it already ran
+        assert s.cancel(job_id) is False  # it already ran
         doomed = s.schedule(mark, 60)
         assert s.cancel(doomed) is True
 
@@ -65,23 +66,22 @@ def test_recurring_over_redis(store):
     ran.pop("count", None)
     with RecurringJobScheduler(num_workers=2, store=store) as r:
         r.schedule("tick", count, 0.05)
-        r.schedule("tick", count, 0.05)            # same definition: no-op
+        r.schedule("tick", count, 0.05)  # same definition: no-op
         assert ran.setdefault("count", threading.Event()).wait(WAIT)
         assert r.deschedule("tick") is True
         assert r.deschedule("tick") is False
 
 
-def test_an_enqueue_from_another_connection_wakes_a_sleeping_replica(store, redis_url,
-                                                                      redis_ns):
+def test_an_enqueue_from_another_connection_wakes_a_sleeping_replica(store, redis_url, redis_ns):
     """resync is 30 s: only the pub/sub wake-up can make this run within the bound."""
     ran.pop("mark", None)
     with Scheduler(2, store=store) as engine, Client(redis_url, namespace=redis_ns) as c:
         engine.after("tests.shared.count", 3600, kwargs={"name": "far"})  # parks ~1 h
-        time.sleep(0.2)                             # let it park (nothing to signal on)
+        time.sleep(0.2)  # let it park (nothing to signal on)
         t0 = time.monotonic()
         c.enqueue("tests.shared.mark", delay=0.1)
         assert ran.setdefault("mark", threading.Event()).wait(5)
-        assert time.monotonic() - t0 < 2.0          # far below the 30 s resync
+        assert time.monotonic() - t0 < 2.0  # far below the 30 s resync
 
 
 def test_unreachable_redis_gives_a_clear_error():

@@ -1,5 +1,6 @@
 """TLS through the URL (SPEC §7): a throwaway CA on loopback. The right CA works; no CA, or
 plaintext to the TLS port, fails with a clear error."""
+
 from __future__ import annotations
 
 import shutil
@@ -32,18 +33,66 @@ def tls_server(tmp_path_factory):
     def ssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
 
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-        "ca.crt", "-days", "1", "-subj", "/CN=duetime test CA")
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
-        "server.csr", "-subj", "/CN=localhost")
+    ssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=duetime test CA",
+    )
+    ssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    )
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "server.crt", "-days", "1", "-extfile", "san.ext")
+    ssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    )
     port = _free_port()
-    server = EmbeddedRedis(extra_args=[
-        "--tls-port", str(port), "--tls-cert-file", str(d / "server.crt"),
-        "--tls-key-file", str(d / "server.key"), "--tls-ca-cert-file", str(d / "ca.crt"),
-        "--tls-auth-clients", "no"])
+    server = EmbeddedRedis(
+        extra_args=[
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            str(d / "server.crt"),
+            "--tls-key-file",
+            str(d / "server.key"),
+            "--tls-ca-cert-file",
+            str(d / "ca.crt"),
+            "--tls-auth-clients",
+            "no",
+        ]
+    )
     server.start()
     yield port, d / "ca.crt"
     server.stop()

@@ -2,6 +2,7 @@
 complete_many.lua (batched acks: per-item token checks and outcomes, resends, and the same
 records as complete.lua) and claim.lua claiming a whole batch at once (fences, RUNNING
 entries, leases and counters written once per call)."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,6 +14,7 @@ from tests.helpers import every, spec
 from tests.lua.test_scripts import NOW, attempt, changed, claim, dump, events, job, kinds, raw
 
 pytestmark = pytest.mark.redis
+
 
 @pytest.fixture
 def rs(redis_url, redis_ns, clock):
@@ -38,12 +40,13 @@ def test_each_item_gets_its_own_outcome_and_only_owners_commit(rs, clock, redis_
         rs.add(spec(name, After(0)))
     got = {c.job_id: c for c in claim(rs, lease=5)}
     clock.advance(1)
-    rs.renew([got["a"], got["b"], got["c"]], 10)   # d's lease stays at 5 s
+    rs.renew([got["a"], got["b"], got["c"]], 10)  # d's lease stays at 5 s
     clock.advance(4)
     wrong = got["b"]._replace(token="o1:999")
     ghost = got["c"]._replace(job_id="ghost", token="o1:998")
-    assert many(rs, (got["a"], '{"n":1}'), (wrong, "null"), (ghost, "null"),
-                (got["d"], "null")) == ["ok", "lease_lost", "not_found", "lease_lost"]
+    assert many(
+        rs, (got["a"], '{"n":1}'), (wrong, "null"), (ghost, "null"), (got["d"], "null")
+    ) == ["ok", "lease_lost", "not_found", "lease_lost"]
     assert job(redis_client, rs, "a")["state"] == "succeeded"
     assert job(redis_client, rs, "a")["last_result"] == '{"n":1}'
     for name in ("b", "d"):  # refused: nothing recorded, still RUNNING
@@ -84,14 +87,16 @@ def test_it_records_exactly_what_complete_records(rs, clock, redis_client, recur
     assert raw(rs, "complete", "single", got["single"].token, "7") == "ok"
     assert many(rs, (got["batched"], "7")) == ["ok"]
     one, two = job(redis_client, rs, "single"), job(redis_client, rs, "batched")
-    assert {k: v for k, v in one.items() if k not in VOLATILE | {"e"}} == \
-        {k: v for k, v in two.items() if k not in VOLATILE | {"e"}}
+    assert {k: v for k, v in one.items() if k not in VOLATILE | {"e"}} == {
+        k: v for k, v in two.items() if k not in VOLATILE | {"e"}
+    }
     assert ("state" in one) is (not recurring)
     for name in ("single", "batched"):  # a finished one-off is kept a day; a series stays
         assert (redis_client.pttl(rs.keys.job(name)) > 0) is (not recurring)
     ev = {e["job"]: e for e in events(redis_client, rs) if e["kind"] == "succeeded"}
-    assert {k: v for k, v in ev["single"].items() if k != "job"} == \
-        {k: v for k, v in ev["batched"].items() if k != "job"}
+    assert {k: v for k, v in ev["single"].items() if k != "job"} == {
+        k: v for k, v in ev["batched"].items() if k != "job"
+    }
 
 
 def test_a_queued_overlap_occurrence_is_released_as_by_complete(rs, clock, redis_client):
@@ -102,7 +107,7 @@ def test_a_queued_overlap_occurrence_is_released_as_by_complete(rs, clock, redis
     assert claim(rs, lease=60) == []  # still running: the next occurrence is queued
     assert job(redis_client, rs, "q")["queued"]
     assert many(rs, (first, "null")) == ["ok"]
-    (queued,) = claim(rs, lease=60)   # released by the batched ack
+    (queued,) = claim(rs, lease=60)  # released by the batched ack
     assert queued.scheduled == (NOW + 20_000) / 1000
 
 
@@ -146,6 +151,7 @@ def test_the_store_splits_big_batches_and_maps_codes(rs, redis_client):
 
 # ---- claim.lua, a whole batch -------------------------------------------------------------
 
+
 def test_a_batch_claim_writes_every_claim_once(rs, redis_client):
     for i in range(100):
         rs.add(spec(f"j{i:03}", After(0)))
@@ -156,8 +162,9 @@ def test_a_batch_claim_writes_every_claim_once(rs, redis_client):
     assert int(redis_client.get(rs.keys.prefix + "fence")) == fence0 + 100
     assert redis_client.hlen(rs.keys.running) == 100
     assert redis_client.zcard(rs.keys.lease) == 100
-    assert {s for _, s in redis_client.zrange(rs.keys.lease, 0, -1, withscores=True)} == \
-        {NOW + 10_000}
+    assert {s for _, s in redis_client.zrange(rs.keys.lease, 0, -1, withscores=True)} == {
+        NOW + 10_000
+    }
     assert redis_client.zcard(rs.keys.due("default")) == 0
     assert stats(redis_client, rs)["claimed"] == 100
     assert kinds(redis_client, rs).count("claimed") == 100

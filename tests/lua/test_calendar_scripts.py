@@ -1,5 +1,6 @@
 """plan.lua and backfill.lua alone on a real Redis: compare-and-set, and stale writes that
 change nothing (bad input: see test_scripts.py's BAD_INPUT)."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,18 +27,22 @@ def job_hash(rs: RedisStore, redis_client, job: str) -> dict[str, str]:
 
 
 def test_add_writes_the_first_two_occurrences_of_a_calendar_job(rs, redis_client):
-    rs.add(spec("c", Cron("*/10 * * * * *")))              # START = 1000 s: :10 past 1970
+    rs.add(spec("c", Cron("*/10 * * * * *")))  # START = 1000 s: :10 past 1970
     h = job_hash(rs, redis_client, "c")
-    assert (h["kind"], h["next"], h["after"], h["since"]) == ("cron", "1010000", "1020000",
-                                                             "1010000")
-    assert h["grace"] == "-1"                                  # the default: gap, <= 60 s
+    assert (h["kind"], h["next"], h["after"], h["since"]) == (
+        "cron",
+        "1010000",
+        "1020000",
+        "1010000",
+    )
+    assert h["grace"] == "-1"  # the default: gap, <= 60 s
 
 
 def test_plan_after_is_compare_and_set(rs, redis_client, clock):
     rs.add(spec("c", Cron("*/10 * * * * *")))
     clock.advance(10)
     assert len(rs.claim_due({"default": 1}, None, "o").claims) == 1
-    h = job_hash(rs, redis_client, "c")                       # claim_due wrote the plan
+    h = job_hash(rs, redis_client, "c")  # claim_due wrote the plan
     assert (h["next"], h["after"]) == ("1020000", "1030000")
     before = dump(redis_client, rs.keys.prefix)
     # a racing replica writes the same slot again, or with a stale view: refused
@@ -48,19 +53,32 @@ def test_plan_after_is_compare_and_set(rs, redis_client, clock):
 
 
 def test_a_series_waiting_for_a_plan_is_reannounced_until_a_replica_plans_it(
-        rs, redis_client, clock):
+    rs, redis_client, clock
+):
     rs.add(spec("c", Cron("*/10 * * * * *"), misfire_grace=1))
-    clock.advance(45)                                         # :10 .. :40 missed
+    clock.advance(45)  # :10 .. :40 missed
     reply = raw(rs, "claim", "o", "r1", "", "default", "10")  # raw: no Python plan step
     assert '"plan":["c"]' in reply
     h = job_hash(rs, redis_client, "c")
     assert h["replan"] == "1" and h["next"] == "1010000"
     due = redis_client.zrange(rs.keys.prefix + "due:default", 0, -1, withscores=True)
     assert [score for _, score in due] == [START * 1000 + 46000]  # again in a second
-    args = ["c", h["gen"], h["e"], h["next"], "replan", "1050000", "0", "1060000",
-            "1010000", "1040000", "4", "misfire"]
+    args = [
+        "c",
+        h["gen"],
+        h["e"],
+        h["next"],
+        "replan",
+        "1050000",
+        "0",
+        "1060000",
+        "1010000",
+        "1040000",
+        "4",
+        "misfire",
+    ]
     assert raw(rs, "plan", *args) == 1
-    assert raw(rs, "plan", *args) == 0                        # once only
+    assert raw(rs, "plan", *args) == 0  # once only
     h = job_hash(rs, redis_client, "c")
     assert (h["next"], h["after"], h.get("replan"), h["go"]) == ("1050000", "1060000", None, "")
     (skip,) = rs.get("c").skipped

@@ -3,6 +3,7 @@ KEYS, ARGV and return values, and the header agrees with the body.
 
 A header is the comment block right after the ``#!lua`` shebang; the body is the rest.
 """
+
 from __future__ import annotations
 
 import pathlib
@@ -17,10 +18,10 @@ LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
 LIB = (LUA / "lib.lua").read_text()
 SCRIPT_FILES = sorted(p for p in LUA.glob("*.lua") if p.name != "lib.lua")
 
-ARGV_NUM = re.compile(r"ARGV\[(\d+)\]")                 # ARGV[3]
-ARGV_DYNAMIC = re.compile(r"ARGV\[(?!\d+\])[^\]]+\]")   # ARGV[i], ARGV[i + 1]
-ARGV_DOC = re.compile(r"ARGV\[(\d+)(\.\.)?\]")          # ARGV[3] or ARGV[6..]
-QUOTED_WORD = re.compile(r'"([a-z_]+)"')                # "ok", "lease_lost", ...
+ARGV_NUM = re.compile(r"ARGV\[(\d+)\]")  # ARGV[3]
+ARGV_DYNAMIC = re.compile(r"ARGV\[(?!\d+\])[^\]]+\]")  # ARGV[i], ARGV[i + 1]
+ARGV_DOC = re.compile(r"ARGV\[(\d+)(\.\.)?\]")  # ARGV[3] or ARGV[6..]
+QUOTED_WORD = re.compile(r'"([a-z_]+)"')  # "ok", "lease_lost", ...
 ALTERNATIVES = re.compile(r"\b[a-z_]+(?: \| [a-z_]+)+\b")  # created | replaced | unchanged
 
 
@@ -40,7 +41,7 @@ def returns_block(header: list[str]) -> str:
     for i, line in enumerate(header):
         if line.startswith("Returns:"):
             block = [line]
-            block += [x for x in header[i + 1:] if x.startswith(" ")]
+            block += [x for x in header[i + 1 :] if x.startswith(" ")]
             return "\n".join(block)
     raise AssertionError("no Returns: line")
 
@@ -96,7 +97,8 @@ def test_every_argv_the_body_uses_is_documented(path):
     assert used - documented == set(), f"undocumented ARGV in {path.name}"
     if ARGV_DYNAMIC.search(body):  # ARGV[i] in a loop: the header must say "ARGV[n..]"
         assert any(dots for _, dots in ARGV_DOC.findall("\n".join(header))), (
-            f"{path.name} indexes ARGV dynamically but documents no open range ARGV[n..]")
+            f"{path.name} indexes ARGV dynamically but documents no open range ARGV[n..]"
+        )
 
 
 @scripts
@@ -108,9 +110,11 @@ def test_every_documented_argv_is_used(path):
         n = int(n)
         if dots:
             assert ARGV_DYNAMIC.search(body) and "#ARGV" in body, (
-                f"{path.name} documents ARGV[{n}..] but never loops over ARGV")
+                f"{path.name} documents ARGV[{n}..] but never loops over ARGV"
+            )
             assert re.search(rf"=\s*{n}\s*,\s*#ARGV", body), (
-                f"{path.name}: the ARGV loop does not start at {n}")
+                f"{path.name}: the ARGV loop does not start at {n}"
+            )
         else:
             assert n in lib_used or f"ARGV[{n}]" in body, f"ARGV[{n}] of {path.name} is unused"
 
@@ -124,8 +128,11 @@ def test_documented_return_codes_appear_in_the_body(path):
         codes |= set(alternatives.split(" | "))
     for code in codes:
         # a JSON reply's field names ("next") are table keys of the encoded reply
-        assert (string_literal(code, body) or string_literal(code, LIB)
-                or re.search(rf"\b{code}\s*=", body)), f'"{code}" of {path.name} is never produced'
+        assert (
+            string_literal(code, body)
+            or string_literal(code, LIB)
+            or re.search(rf"\b{code}\s*=", body)
+        ), f'"{code}" of {path.name} is never produced'
 
 
 def test_claim_reply_fields_match_the_header():
@@ -160,11 +167,15 @@ def test_the_loader_prepends_lib_after_the_shebang():
 
 def _documented_key_names() -> set[str]:
     k = keys_mod.Keys("ns")
-    names = {v[len(k.prefix):] for v in vars(k).values()
-             if isinstance(v, str) and v.startswith(k.prefix) and v != k.prefix}
-    methods = [m for name, m in vars(keys_mod.Keys).items()
-               if callable(m) and not name.startswith("_")]
-    names |= {m(k, "x")[len(k.prefix):-1] for m in methods}
+    names = {
+        v[len(k.prefix) :]
+        for v in vars(k).values()
+        if isinstance(v, str) and v.startswith(k.prefix) and v != k.prefix
+    }
+    methods = [
+        m for name, m in vars(keys_mod.Keys).items() if callable(m) and not name.startswith("_")
+    ]
+    names |= {m(k, "x")[len(k.prefix) : -1] for m in methods}
     return names
 
 

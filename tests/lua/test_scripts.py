@@ -5,6 +5,7 @@ Scripts are called through ``RedisStore`` (told the time by a ``FakeClock``) or 
 scripts do not roll back, so "bad input writes nothing" checks that every script validates
 its input before its first write: the namespace's whole keyspace is compared before/after.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,22 @@ pytestmark = pytest.mark.redis
 NOW = int(START * 1000)  # the fake clock's start, in ms
 ALL = {"default": 100}
 ADD_ARGV = {  # add.lua's ARGV[3..13], a valid one-off due now
-    "job": "j", "def": "def-1", "lane": "default", "kind": "after", "num": "0", "anchor": "",
-    "grace": "0", "misfire": "skip", "overlap": "skip", "delivery": "at_least_once",
-    "stalls": "1"}
+    "job": "j",
+    "def": "def-1",
+    "lane": "default",
+    "kind": "after",
+    "num": "0",
+    "anchor": "",
+    "grace": "0",
+    "misfire": "skip",
+    "overlap": "skip",
+    "delivery": "at_least_once",
+    "stalls": "1",
+}
 
 
 # ---- helpers ----------------------------------------------------------------------------
+
 
 @pytest.fixture
 def rs(redis_url: str, redis_ns: str, clock: FakeClock):
@@ -45,8 +56,9 @@ def add_args(**change: str) -> list[str]:
 
 def raw(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> Any:
     """Run one script with exactly these ARGV[3..] (ARGV[2]: the fake clock unless given)."""
-    return rs._scripts[name](keys=[], args=[rs.keys.prefix,
-                                            rs._now_arg() if now is None else now, *args])
+    return rs._scripts[name](
+        keys=[], args=[rs.keys.prefix, rs._now_arg() if now is None else now, *args]
+    )
 
 
 def attempt(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> Any:
@@ -57,14 +69,14 @@ def attempt(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> An
         return f"ERROR: {exc}"
 
 
-def raw_claim(rs: RedisStore, req: str, lease: str = "10000", *pairs: str,
-              owner: str = "o1") -> tuple[str, dict]:
+def raw_claim(
+    rs: RedisStore, req: str, lease: str = "10000", *pairs: str, owner: str = "o1"
+) -> tuple[str, dict]:
     reply = raw(rs, "claim", owner, req, lease, *(pairs or ("default", "100")))
     return reply, json.loads(reply)
 
 
-def claim(rs: RedisStore, caps: dict | None = None, lease: float | None = 10.0,
-          owner: str = "o1"):
+def claim(rs: RedisStore, caps: dict | None = None, lease: float | None = 10.0, owner: str = "o1"):
     return rs.claim_due(caps or ALL, lease, owner).claims
 
 
@@ -91,8 +103,9 @@ def dump(client: redis.Redis, prefix: str) -> dict:
 
 def changed(before: dict, after: dict) -> list[str]:
     """The keys (without the prefix) that a call created, deleted or modified."""
-    return sorted(k.split(":", 2)[2] for k in before.keys() | after.keys()
-                  if before.get(k) != after.get(k))
+    return sorted(
+        k.split(":", 2)[2] for k in before.keys() | after.keys() if before.get(k) != after.get(k)
+    )
 
 
 def entry(h: dict[str, str], job_id: str) -> str:
@@ -109,8 +122,10 @@ def due(client: redis.Redis, rs: RedisStore, lane: str = "default") -> list[str]
 
 
 def events(client: redis.Redis, rs: RedisStore) -> list[dict[str, str]]:
-    return [{k.decode(): v.decode() for k, v in fields.items()}
-            for _, fields in client.xrange(rs.keys.events)]
+    return [
+        {k.decode(): v.decode() for k, v in fields.items()}
+        for _, fields in client.xrange(rs.keys.events)
+    ]
 
 
 def kinds(client: redis.Redis, rs: RedisStore) -> list[str]:
@@ -178,10 +193,14 @@ BAD_INPUT = {
     "plan-empty-job": ("plan", ["", "1", "000000000001", "1000", "after", "2000"]),
     "plan-mode": ("plan", ["j", "1", "000000000001", "1000", "sideways", "2000"]),
     "plan-occurrence": ("plan", ["j", "1", "000000000001", "1000", "after", "soon"]),
-    "plan-replan-go": ("plan", ["j", "1", "000000000001", "1000", "replan", "2000", "yes",
-                                "3000", "", "", "", ""]),
-    "plan-replan-skip": ("plan", ["j", "1", "000000000001", "1000", "replan", "2000", "1",
-                                  "3000", "1000", "", "", ""]),
+    "plan-replan-go": (
+        "plan",
+        ["j", "1", "000000000001", "1000", "replan", "2000", "yes", "3000", "", "", "", ""],
+    ),
+    "plan-replan-skip": (
+        "plan",
+        ["j", "1", "000000000001", "1000", "replan", "2000", "1", "3000", "1000", "", "", ""],
+    ),
     "backfill-empty-job": ("backfill", ["", "1", "1000"]),
     "backfill-occurrence": ("backfill", ["j", "1", "yesterday"]),
 }
@@ -236,25 +255,48 @@ def test_a_bad_now_override_is_bad_input(rs, name):
 # Times and durations are integer ms, but Lua's tonumber() also accepts nan, inf and
 # fractions, which pass validation and fail (or store garbage) after the first write.
 NUMBERS = {
-    "add-interval-nan": ("add", add_args(job="later", kind="every", num="nan"),
-                         "job:later is rewritten without a due entry, then a raw ZADD error"),
-    "add-at-inf": ("add", add_args(job="later", kind="at", num="inf"),
-                   "replaced; due_in and job.next are -2^63"),
-    "add-interval-inf": ("add", add_args(job="later", kind="every", num="inf"),
-                         "replaced; due_in and job.next are -2^63"),
-    "add-grace-nan": ("add", add_args(job="later", grace="nan"),
-                      "replaced with a garbage grace"),
-    "claim-lease-0": ("claim", ["o2", "req", "0", "default", "100"],
-                      "claims are written, then SET PX 0 fails: the reply is lost"),
-    "claim-lease-negative": ("claim", ["o2", "req", "-5", "default", "100"],
-                             "claims are written, then SET PX fails: the reply is lost"),
-    "claim-lease-fraction": ("claim", ["o2", "req", "1.5", "default", "100"],
-                             "claims are written, then SET PX fails: the reply is lost"),
-    "claim-capacity-fraction": ("claim", ["o2", "req", "10000", "default", "1.5"],
-                                "a raw ZRANGEBYSCORE LIMIT error"),
+    "add-interval-nan": (
+        "add",
+        add_args(job="later", kind="every", num="nan"),
+        "job:later is rewritten without a due entry, then a raw ZADD error",
+    ),
+    "add-at-inf": (
+        "add",
+        add_args(job="later", kind="at", num="inf"),
+        "replaced; due_in and job.next are -2^63",
+    ),
+    "add-interval-inf": (
+        "add",
+        add_args(job="later", kind="every", num="inf"),
+        "replaced; due_in and job.next are -2^63",
+    ),
+    "add-grace-nan": ("add", add_args(job="later", grace="nan"), "replaced with a garbage grace"),
+    "claim-lease-0": (
+        "claim",
+        ["o2", "req", "0", "default", "100"],
+        "claims are written, then SET PX 0 fails: the reply is lost",
+    ),
+    "claim-lease-negative": (
+        "claim",
+        ["o2", "req", "-5", "default", "100"],
+        "claims are written, then SET PX fails: the reply is lost",
+    ),
+    "claim-lease-fraction": (
+        "claim",
+        ["o2", "req", "1.5", "default", "100"],
+        "claims are written, then SET PX fails: the reply is lost",
+    ),
+    "claim-capacity-fraction": (
+        "claim",
+        ["o2", "req", "10000", "default", "1.5"],
+        "a raw ZRANGEBYSCORE LIMIT error",
+    ),
     "renew-lease-nan": ("renew", ["nan", "{tok}"], "a raw ZADD error"),
-    "fail-retry-nan": ("fail", ["run", "{tok}", "e", "nan"],
-                       "the claim is dropped, then a raw ZADD error: the invocation is lost"),
+    "fail-retry-nan": (
+        "fail",
+        ["run", "{tok}", "e", "nan"],
+        "the claim is dropped, then a raw ZADD error: the invocation is lost",
+    ),
 }
 
 
@@ -269,6 +311,7 @@ def test_non_integer_numbers_are_bad_input(rs, redis_client, case):
 
 
 # ---- add ----------------------------------------------------------------------------------
+
 
 def test_add_created(rs, redis_client):
     assert raw(rs, "add", *add_args(num="5000")) == ["created", 5000, 0, 1]  # seq 0 -> 1
@@ -315,6 +358,7 @@ def test_add_after_cancel_is_created_again(rs, redis_client):
 
 
 # ---- claim --------------------------------------------------------------------------------
+
 
 def test_claim_resend_returns_the_same_reply_and_claims_nothing_new(rs, clock, redis_client):
     rs.add(spec("a", After(0)))
@@ -418,8 +462,7 @@ def test_at_the_lease_deadline_the_lease_is_lost(rs, clock, redis_client, op):
     assert redis_client.hexists(rs.keys.running, c.token)  # left for the reaper
 
 
-def test_renew_before_the_deadline_extends_it_and_after_it_is_lease_lost(rs, clock,
-                                                                         redis_client):
+def test_renew_before_the_deadline_extends_it_and_after_it_is_lease_lost(rs, clock, redis_client):
     rs.add(spec("a", After(0)))
     (c,) = claim(rs, lease=5)
     clock.advance(4.999)
@@ -430,6 +473,7 @@ def test_renew_before_the_deadline_extends_it_and_after_it_is_lease_lost(rs, clo
 
 
 # ---- reaping expired leases --------------------------------------------------------------
+
 
 def test_an_expired_lease_is_reclaimed_with_attempt_2_and_a_higher_fence(rs, clock):
     rs.add(spec("a", After(0)))
@@ -471,6 +515,7 @@ def test_max_stalls_lease_losses_end_in_a_dead_letter(rs, clock, redis_client):
 
 # ---- cancel -------------------------------------------------------------------------------
 
+
 def test_cancel_returns_1_then_0(rs, clock):
     rs.add(spec("a", After(5)))
     assert raw(rs, "cancel", "a") == 1
@@ -496,8 +541,8 @@ def test_cancel_prevents_a_pending_retry(rs, clock, redis_client):
 
 # ---- malformed data -----------------------------------------------------------------------
 
-def test_malformed_due_entries_are_quarantined_and_good_jobs_still_claimed(rs, clock,
-                                                                           redis_client):
+
+def test_malformed_due_entries_are_quarantined_and_good_jobs_still_claimed(rs, clock, redis_client):
     rs.add(spec("good", After(1)))
     lane = rs.keys.due("default")
     # at the same due time; "!!!" sorts before the good member, the rest after it
@@ -514,11 +559,13 @@ def test_malformed_due_entries_are_quarantined_and_good_jobs_still_claimed(rs, c
     assert sorted(quarantine) == sorted(garbage)
     quarantined = [e for e in events(redis_client, rs) if e["kind"] == "quarantined"]
     assert sorted(e["detail"] for e in quarantined) == sorted(
-        f"malformed due entry: {m}" for m in garbage)
+        f"malformed due entry: {m}" for m in garbage
+    )
     assert not redis_client.exists(rs.keys.job("ghost"))
 
 
 # ---- the event stream ---------------------------------------------------------------------
+
 
 def test_the_event_stream_records_every_transition_readably(rs, clock, redis_client):
     rs.add(spec("ok", After(0)))
@@ -534,16 +581,30 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
     clock.advance(5)
     claim(rs, lease=5)
     evs = events(redis_client, rs)
-    assert {"scheduled", "claimed", "succeeded", "failed", "retried", "cancelled",
-            "lease_lost", "dead_lettered"} <= {e["kind"] for e in evs}
+    assert {
+        "scheduled",
+        "claimed",
+        "succeeded",
+        "failed",
+        "retried",
+        "cancelled",
+        "lease_lost",
+        "dead_lettered",
+    } <= {e["kind"] for e in evs}
     for e in evs:
         assert set(e) == {"kind", "job", "sched", "attempt", "detail", "at"}
         assert e["at"].isdigit() and NOW <= int(e["at"]) <= NOW + 5000
         assert e["sched"] == "" or e["sched"].isdigit()
         assert e["attempt"] == "" or e["attempt"].isdigit()
     by = {(e["kind"], e["job"]): e for e in evs}
-    assert by[("claimed", "ok")] == {"kind": "claimed", "job": "ok", "sched": str(NOW),
-                                     "attempt": "1", "detail": "o1", "at": str(NOW)}
+    assert by[("claimed", "ok")] == {
+        "kind": "claimed",
+        "job": "ok",
+        "sched": str(NOW),
+        "attempt": "1",
+        "detail": "o1",
+        "at": str(NOW),
+    }
     assert by[("retried", "bad")]["detail"] == "boom"
     assert by[("failed", "bad")]["attempt"] == "2"
     assert by[("failed", "bad")]["detail"] == "boom twice"
@@ -554,6 +615,7 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
 
 
 # ---- NOSCRIPT -----------------------------------------------------------------------------
+
 
 def test_the_store_survives_a_script_flush(private_redis, clock):
     rs = RedisStore(private_redis.url, "noscript", clock=clock)

@@ -4,6 +4,7 @@ Random one-off and recurring schedules, upserts, cancels, pauses and clock advan
 every step the invocations that started must be exactly the ones the model predicts:
 none early, none missing, none twice, one-off jobs in (due, submission) order.
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,8 +29,8 @@ class Model:
     def __init__(self) -> None:
         self.now = 0.0
         self.seq = 0
-        self.once: dict[str, tuple[float, int]] = {}      # id -> (due, seq), pending
-        self.series: dict[str, dict] = {}                 # id -> anchor, interval, fn, k
+        self.once: dict[str, tuple[float, int]] = {}  # id -> (due, seq), pending
+        self.series: dict[str, dict] = {}  # id -> anchor, interval, fn, k
         self.started: list[tuple[str, int]] = []
 
     def advance(self, dt: float) -> None:
@@ -44,7 +45,7 @@ class Model:
             grace = grace_for(s["interval"], None)
             while s["anchor"] + s["k"] * s["interval"] <= self.now:
                 t = s["anchor"] + s["k"] * s["interval"]
-                if self.now - t <= grace:       # on time: runs (misfire=skip otherwise)
+                if self.now - t <= grace:  # on time: runs (misfire=skip otherwise)
                     self.started.append((jid, round(t * 1000)))
                 s["k"] += 1
 
@@ -83,8 +84,9 @@ class EngineVsModel(RuleBasedStateMachine):
         self.rec.schedule(job_id, fn, interval)
         old = self.model.series.get(job_id)
         if old is None or old["fn"] is not fn:
-            self.model.series[job_id] = dict(anchor=self.model.now, interval=interval, fn=fn,
-                                             k=1, paused=False)
+            self.model.series[job_id] = dict(
+                anchor=self.model.now, interval=interval, fn=fn, k=1, paused=False
+            )
 
     @rule(job_id=RECURRING_IDS)
     def deschedule(self, job_id: str) -> None:
@@ -109,7 +111,7 @@ class EngineVsModel(RuleBasedStateMachine):
             s["paused"] = False
             grace = grace_for(s["interval"], None)
             while s["anchor"] + s["k"] * s["interval"] < self.model.now - grace:
-                s["k"] += 1                       # missed while paused: skipped
+                s["k"] += 1  # missed while paused: skipped
             self._settle(0)
         else:
             assert self.rec.engine.pause(job_id) is True
@@ -136,7 +138,7 @@ class EngineVsModel(RuleBasedStateMachine):
         assert len(set(got)) == len(got)  # nothing ran twice
         once_got = [x for x in got if x[0].isdigit()]
         once_want = [x for x in self.model.started if x[0].isdigit()]
-        assert once_got == once_want      # one-off jobs in (due, submission) order
+        assert once_got == once_want  # one-off jobs in (due, submission) order
 
     def teardown(self) -> None:
         if hasattr(self, "once"):
@@ -144,6 +146,5 @@ class EngineVsModel(RuleBasedStateMachine):
             self.rec.shutdown()
 
 
-EngineVsModel.TestCase.settings = settings(max_examples=100, stateful_step_count=30,
-                                           deadline=None)
+EngineVsModel.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 TestEngineVsModel = EngineVsModel.TestCase

@@ -1,5 +1,6 @@
 """Batched acknowledgements (workers/acks.py) and the pool's look-ahead (workers/pool.py),
 without Redis: a fake ``complete_many`` and real threads synchronised by events."""
+
 from __future__ import annotations
 
 import logging
@@ -20,9 +21,17 @@ from workers.timers import Timers
 
 
 def claim(n: int) -> Claim:
-    return Claim(job_id=f"j{n}", scheduled=0.0, attempt=1, token=f"o:{n}", fence=n,
-                 lease_until=30.0, spec=JobSpec(f"j{n}", noop, After(0)), generation=1,
-                 lane="default")
+    return Claim(
+        job_id=f"j{n}",
+        scheduled=0.0,
+        attempt=1,
+        token=f"o:{n}",
+        fence=n,
+        lease_until=30.0,
+        spec=JobSpec(f"j{n}", noop, After(0)),
+        generation=1,
+        lane="default",
+    )
 
 
 class Store:
@@ -92,21 +101,21 @@ def test_a_slow_store_does_not_hold_up_the_timer_thread():
         entered.set()
         release.wait(WAIT)
         return [Commit.OK] * len(done)
+
     try:
         acks = Acks(slow, timers, max_delay=0.002)
         acks.add(claim(1), None)
         clock.advance(0.002)
-        assert entered.wait(WAIT)               # the flush is blocked in the store ...
+        assert entered.wait(WAIT)  # the flush is blocked in the store ...
         timers.call_later(0.001, other.set)
         clock.advance(0.001)
-        assert other.wait(WAIT)                 # ... and another timer still fires
+        assert other.wait(WAIT)  # ... and another timer still fires
     finally:
         release.set()
         timers.close()
 
 
-def test_refused_items_are_logged_and_a_store_failure_is_survived(timers, caplog,
-                                                                    monkeypatch):
+def test_refused_items_are_logged_and_a_store_failure_is_survived(timers, caplog, monkeypatch):
     monkeypatch.setattr(commits, "COMMIT_RETRY_PAUSES", (0.0, 0.0))
     store = Store()
     store.lost = {"o:1"}
@@ -122,15 +131,17 @@ def test_refused_items_are_logged_and_a_store_failure_is_survived(timers, caplog
     def broken(done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
         calls.append(len(done))
         raise ConnectionError("down")
+
     acks = Acks(broken, timers)
     acks.add(claim(2), None)
     with caplog.at_level(logging.ERROR, "duetime.workers"):
         acks.flush()  # logged, not raised: the lease expires and the job runs again
-    assert calls == [1, 1, 1]                      # tried, then retried twice
+    assert calls == [1, 1, 1]  # tried, then retried twice
     assert "recording the outcome of 1 invocation(s) failed" in caplog.text
 
 
 # ---- look-ahead ---------------------------------------------------------------------------
+
 
 def test_without_look_ahead_free_is_the_idle_workers():
     pool: WorkerPool[int] = WorkerPool("p", 2, lambda _: None)
@@ -144,6 +155,7 @@ def test_quick_items_earn_look_ahead_and_slow_ones_none():
 
     def run(_: int) -> None:
         ran.release()
+
     pool: WorkerPool[int] = WorkerPool("p", 2, run, lookahead=0.5)
     assert pool.free() == 2  # no pace measured yet: only the workers
     pool.submit(1)
@@ -155,6 +167,7 @@ def test_quick_items_earn_look_ahead_and_slow_ones_none():
 
     def slow(_: int) -> None:
         time.sleep(0.01)  # the item's own duration: 10x the look-ahead window
+
     slow_pool: WorkerPool[int] = WorkerPool("s", 2, slow, lookahead=0.001)
     slow_pool.submit(1)
     assert slow_pool.wait_idle(WAIT)
@@ -178,8 +191,9 @@ def test_a_pool_with_look_ahead_queues_beyond_its_workers_but_is_bounded():
 
 def test_on_idle_runs_before_the_worker_counts_as_free():
     flushed: list[int] = []
-    pool: WorkerPool[int] = WorkerPool("p", 1, lambda _: None, lookahead=0.01,
-                                       on_idle=lambda: flushed.append(1))
+    pool: WorkerPool[int] = WorkerPool(
+        "p", 1, lambda _: None, lookahead=0.01, on_idle=lambda: flushed.append(1)
+    )
     pool.submit(1)
     assert pool.wait_idle(WAIT)
     assert flushed  # wait_idle returned, so on_idle (the ack flush) had run

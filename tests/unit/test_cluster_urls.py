@@ -1,4 +1,5 @@
 """Cluster URLs and shard counts (scheduler/stores/urls.py, shards.py, keys.py): no server."""
+
 from __future__ import annotations
 
 import zlib
@@ -12,21 +13,26 @@ from scheduler.stores.urls import ClusterURL, RedisURLError, parse_cluster, spli
 
 
 def test_a_full_cluster_url():
-    assert parse_cluster("redis+cluster://app:s%40cret@h1:7000,h2,[::1]:7002/?shards=16") == \
-        ClusterURL(nodes=(("h1", 7000), ("h2", 6379), ("::1", 7002)), username="app",
-                   password="s@cret")
+    assert parse_cluster(
+        "redis+cluster://app:s%40cret@h1:7000,h2,[::1]:7002/?shards=16"
+    ) == ClusterURL(
+        nodes=(("h1", 7000), ("h2", 6379), ("::1", 7002)), username="app", password="s@cret"
+    )
     assert parse_cluster("REDIS+CLUSTER://h1").nodes == (("h1", 6379),)
     assert urls.is_cluster("redis+cluster://h") and not urls.is_cluster("redis://h")
 
 
-@pytest.mark.parametrize(("url", "why"), [
-    ("redis+cluster://h1:7000/0", "no database number"),
-    ("redis+cluster://h1,,h2", "empty entry"),
-    ("redis+cluster://h1:port", "not a number from 1 to 65535"),
-    ("redis+cluster://h1?timeout=3", "unknown option"),
-    ("redis+cluster://h1#x", "fragment"),
-    ("redis+cluster://[::1", "malformed IPv6"),
-])
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis+cluster://h1:7000/0", "no database number"),
+        ("redis+cluster://h1,,h2", "empty entry"),
+        ("redis+cluster://h1:port", "not a number from 1 to 65535"),
+        ("redis+cluster://h1?timeout=3", "unknown option"),
+        ("redis+cluster://h1#x", "fragment"),
+        ("redis+cluster://[::1", "malformed IPv6"),
+    ],
+)
 def test_bad_cluster_urls_say_what_is_wrong_and_show_the_format(url, why):
     with pytest.raises(RedisURLError, match=why) as err:
         parse_cluster(url)
@@ -36,7 +42,9 @@ def test_bad_cluster_urls_say_what_is_wrong_and_show_the_format(url, why):
 def test_the_shard_count_is_taken_off_any_url():
     assert split_shards("redis://h:1/0?shards=4") == ("redis://h:1/0", 4)
     assert split_shards("redis://h:1/0?ssl_cert_reqs=none&shards=2") == (
-        "redis://h:1/0?ssl_cert_reqs=none", 2)
+        "redis://h:1/0?ssl_cert_reqs=none",
+        2,
+    )
     assert split_shards("redis://h:1/0") == ("redis://h:1/0", None)
     for bad in ("0", "x", "1025", "-1"):
         with pytest.raises(RedisURLError, match="integer from 1 to 1024"):
@@ -44,7 +52,9 @@ def test_the_shard_count_is_taken_off_any_url():
 
 
 def test_the_password_is_hidden_in_cluster_urls():
-    assert urls.safe("redis+cluster://u:pw@h1:7000,h2:7001") == "redis+cluster://u:***@h1:7000,h2:7001"
+    assert (
+        urls.safe("redis+cluster://u:pw@h1:7000,h2:7001") == "redis+cluster://u:***@h1:7000,h2:7001"
+    )
 
 
 def test_unsupported_schemes_name_the_cluster_format_too():
@@ -58,7 +68,7 @@ def test_a_job_shard_is_crc32_of_its_id_and_stable():
     counts = [0] * 16
     for i in range(16_000):
         counts[shard_of(f"j{i}", 16)] += 1
-    assert min(counts) > 800 and max(counts) < 1200   # an even spread
+    assert min(counts) > 800 and max(counts) < 1200  # an even spread
 
 
 def test_shard_zero_keeps_the_unsharded_layout_and_others_get_their_own_tag():

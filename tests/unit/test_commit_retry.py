@@ -1,5 +1,6 @@
 """An outcome whose recording fails once (a connection an outage left dead) is sent
 again, so the job is not run a second time after its lease expires."""
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,7 @@ def test_a_failed_commit_is_retried_and_succeeds(make_engine, clock, caplog, mon
     assert sum("retrying" in r.getMessage() for r in caplog.records) == 2
 
 
-def test_a_commit_that_keeps_failing_is_left_to_the_lease(make_engine, clock, caplog,
-                                                          monkeypatch):
+def test_a_commit_that_keeps_failing_is_left_to_the_lease(make_engine, clock, caplog, monkeypatch):
     monkeypatch.setattr(commits, "COMMIT_RETRY_PAUSES", (0.0, 0.0))
     rec = Recorder(clock)
     store = FlakyStore(clock, failures=10)
@@ -42,7 +42,6 @@ def test_a_commit_that_keeps_failing_is_left_to_the_lease(make_engine, clock, ca
     eng.after(rec.job("once"), 0, job_id="j")
     assert rec.wait_for(1)
     assert eng.wait_idle()
-    assert store.failures == 7   # three tries, then given up
-    assert any(r.levelno == logging.ERROR and "run again" in r.getMessage()
-               for r in caplog.records)
+    assert store.failures == 7  # three tries, then given up
+    assert any(r.levelno == logging.ERROR and "run again" in r.getMessage() for r in caplog.records)
     assert eng.get("j").state != "succeeded"

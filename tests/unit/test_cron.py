@@ -1,4 +1,5 @@
 """scheduler.cron: validation, 6-field expressions, jitter bounds and determinism."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,44 +25,59 @@ def z(s: str) -> float:
 
 # ---- validate ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("c, message", [
-    (Cron("* * * *"), "has 4 fields; use 5 fields"),
-    (Cron("0 0 * * * * 2030"), "7 fields: a year column is not supported"),
-    (Cron("61 * * * *"), "invalid cron expression '61 \\* \\* \\* \\*'"),
-    (Cron("0 0 * * mon *"), "invalid cron expression"),
-    (Cron("@reboot"), "invalid cron expression"),
-    (Cron("H * * * *"), "hashed/random fields"),
-    (Cron("0 R(1-5) * * *"), "hashed/random fields"),
-    (Cron("0 5-5 * * *"), "equal range like '5-5' as the whole field"),
-    (Cron("0 0 * jan-jan *"), "equal range"),
-    (Cron("0 0 30 2 *"), "'0 0 30 2 \\*' never fires"),
-    (Cron("0 0 31 4,6,9,11 *"), "never fires"),
-    (Cron("* * * * *", tz="Mars/Olympus_Mons"), "unknown IANA time zone 'Mars/Olympus_Mons'"),
-    (Cron("* * * * *", tz="Europe"), "unknown IANA time zone"),
-    (Cron("* * * * *", tz="../etc/passwd"), "unknown IANA time zone"),
-    (Cron("* * * * *", ambiguous="sometimes"), "Cron.ambiguous must be one of"),  # type: ignore
-    (Cron("* * * * *", missing="later"), "Cron.missing must be one of"),  # type: ignore
-    (Cron("* * * * *", jitter=-1), "Cron.jitter must be a finite number of seconds >= 0"),
-    (Cron("* * * * *", jitter=math.nan), "Cron.jitter"),
-    (Cron("* * * * *", jitter=math.inf), "Cron.jitter"),
-    (Cron("* * * * *", jitter=True), "Cron.jitter"),
-    (Cron("* * * * *", jitter="5"), "Cron.jitter"),  # type: ignore
-])
+
+@pytest.mark.parametrize(
+    "c, message",
+    [
+        (Cron("* * * *"), "has 4 fields; use 5 fields"),
+        (Cron("0 0 * * * * 2030"), "7 fields: a year column is not supported"),
+        (Cron("61 * * * *"), "invalid cron expression '61 \\* \\* \\* \\*'"),
+        (Cron("0 0 * * mon *"), "invalid cron expression"),
+        (Cron("@reboot"), "invalid cron expression"),
+        (Cron("H * * * *"), "hashed/random fields"),
+        (Cron("0 R(1-5) * * *"), "hashed/random fields"),
+        (Cron("0 5-5 * * *"), "equal range like '5-5' as the whole field"),
+        (Cron("0 0 * jan-jan *"), "equal range"),
+        (Cron("0 0 30 2 *"), "'0 0 30 2 \\*' never fires"),
+        (Cron("0 0 31 4,6,9,11 *"), "never fires"),
+        (Cron("* * * * *", tz="Mars/Olympus_Mons"), "unknown IANA time zone 'Mars/Olympus_Mons'"),
+        (Cron("* * * * *", tz="Europe"), "unknown IANA time zone"),
+        (Cron("* * * * *", tz="../etc/passwd"), "unknown IANA time zone"),
+        (Cron("* * * * *", ambiguous="sometimes"), "Cron.ambiguous must be one of"),  # type: ignore
+        (Cron("* * * * *", missing="later"), "Cron.missing must be one of"),  # type: ignore
+        (Cron("* * * * *", jitter=-1), "Cron.jitter must be a finite number of seconds >= 0"),
+        (Cron("* * * * *", jitter=math.nan), "Cron.jitter"),
+        (Cron("* * * * *", jitter=math.inf), "Cron.jitter"),
+        (Cron("* * * * *", jitter=True), "Cron.jitter"),
+        (Cron("* * * * *", jitter="5"), "Cron.jitter"),  # type: ignore
+    ],
+)
 def test_validate_says_what_to_fix(c, message):
     with pytest.raises(ValueError, match=message):
         cron.validate(c)
 
 
 def test_validate_normalises():
-    got = cron.validate(Cron("  */5\t1-3  * *   mon-fri ", "Europe/Paris", "both", "skip",
-                             jitter=5))  # type: ignore[arg-type]
+    got = cron.validate(
+        Cron("  */5\t1-3  * *   mon-fri ", "Europe/Paris", "both", "skip", jitter=5)
+    )  # type: ignore[arg-type]
     assert got == Cron("*/5 1-3 * * mon-fri", "Europe/Paris", Ambiguous.BOTH, Missing.SKIP, 5.0)
     assert type(got.jitter) is float and got.ambiguous is Ambiguous.BOTH
     assert cron.validate(got) == got
 
 
-@pytest.mark.parametrize("expr", ["@daily", "@hourly", "0 0 29 2 *", "0 9 * * mon-fri",
-                                  "0 0 L * *", "0 0 * * 1#2", "*/10 * * * * *"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "@daily",
+        "@hourly",
+        "0 0 29 2 *",
+        "0 9 * * mon-fri",
+        "0 0 L * *",
+        "0 0 * * 1#2",
+        "*/10 * * * * *",
+    ],
+)
 def test_validate_accepts(expr):
     assert cron.validate(Cron(expr)).expr == expr
 
@@ -70,7 +86,10 @@ def test_six_fields_put_seconds_first():
     every10 = cron.validate(Cron("*/10 * * * * *"))
     assert cron.next_after(every10, 1_000_000_000.5, "j") == 1_000_000_010
     assert list(cron.occurrences(every10, 1_000_000_000, 1_000_000_030, "j")) == [
-        1_000_000_000, 1_000_000_010, 1_000_000_020]
+        1_000_000_000,
+        1_000_000_010,
+        1_000_000_020,
+    ]
     at = cron.validate(Cron("30 0 12 * * *", "Europe/Paris"))  # 12:00:30 Paris (+1 in Jan)
     assert cron.next_after(at, z("2026-01-05T00:00"), "j") == z("2026-01-05T11:00:30")
 
@@ -102,18 +121,42 @@ def test_calls_from_many_threads_agree_with_serial_calls():
 
 # ---- jitter ------------------------------------------------------------------------
 
-EXPRS = st.sampled_from(["* * * * *", "*/5 * * * *", "0 * * * *", "30 2 * * *",
-                         "*/15 1-3 * * *", "*/10 * * * * *", "0 9 * * 1-5"])
+EXPRS = st.sampled_from(
+    [
+        "* * * * *",
+        "*/5 * * * *",
+        "0 * * * *",
+        "30 2 * * *",
+        "*/15 1-3 * * *",
+        "*/10 * * * * *",
+        "0 9 * * 1-5",
+    ]
+)
 ZONES = st.sampled_from(["UTC", "Europe/Paris", "Australia/Lord_Howe", "America/New_York"])
-STARTS = st.sampled_from([z("2026-03-28T20:00"), z("2026-10-24T20:00"),
-                          z("2026-04-04T10:00"), z("2026-10-03T10:00"), z("2026-06-01T00:00")])
+STARTS = st.sampled_from(
+    [
+        z("2026-03-28T20:00"),
+        z("2026-10-24T20:00"),
+        z("2026-04-04T10:00"),
+        z("2026-10-03T10:00"),
+        z("2026-06-01T00:00"),
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(EXPRS, ZONES, st.sampled_from(list(Ambiguous)), st.sampled_from(list(Missing)),
-       st.floats(0.001, 7200), st.text(min_size=1, max_size=20), STARTS)
-def test_jitter_stays_between_a_base_occurrence_and_the_next(expr, tz, amb, miss, jitter,
-                                                             job_id, a):
+@given(
+    EXPRS,
+    ZONES,
+    st.sampled_from(list(Ambiguous)),
+    st.sampled_from(list(Missing)),
+    st.floats(0.001, 7200),
+    st.text(min_size=1, max_size=20),
+    STARTS,
+)
+def test_jitter_stays_between_a_base_occurrence_and_the_next(
+    expr, tz, amb, miss, jitter, job_id, a
+):
     base = cron.validate(Cron(expr, tz, amb, miss))
     jit = cron.validate(Cron(expr, tz, amb, miss, jitter=jitter))
     bases = list(itertools.islice(cron.occurrences(base, a, a + 3 * 86400, job_id), 26))
@@ -155,8 +198,11 @@ def test_a_run_jittered_past_a_fold_is_found_from_after_the_fold():
     # reads 02:10 CET, below 02:30: the search back for the delayed run must look above it
     c = cron.validate(Cron("30 2 * * *", "Europe/Paris", "first", jitter=7200))
     b = z("2026-10-25T00:30")
-    job, j = next((f"job-{i}", x) for i in range(100)
-                  if (x := cron.next_after(c, b - 0.001, f"job-{i}")) > b + 3600)  # type: ignore
+    job, j = next(
+        (f"job-{i}", x)
+        for i in range(100)
+        if (x := cron.next_after(c, b - 0.001, f"job-{i}")) > b + 3600
+    )  # type: ignore
     assert j < b + 7200
     for t in (z("2026-10-25T01:00"), z("2026-10-25T01:10"), j - 0.001):
         assert cron.next_after(c, t, job) == j
@@ -168,10 +214,17 @@ def test_a_run_jittered_past_a_fold_is_found_from_after_the_fold():
 def test_jitter_is_the_same_in_another_process():
     c = cron.validate(Cron("*/5 * * * *", "Europe/Paris", jitter=120))
     here = [cron.next_after(c, 1_780_000_000 + 333 * i, f"job-{i}") for i in range(20)]
-    code = ("from scheduler import cron; from scheduler.model import Cron\n"
-            "c = cron.validate(Cron('*/5 * * * *', 'Europe/Paris', jitter=120))\n"
-            "print(repr([cron.next_after(c, 1_780_000_000 + 333 * i, f'job-{i}') "
-            "for i in range(20)]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env={"PYTHONHASHSEED": "12345"}).stdout
+    code = (
+        "from scheduler import cron; from scheduler.model import Cron\n"
+        "c = cron.validate(Cron('*/5 * * * *', 'Europe/Paris', jitter=120))\n"
+        "print(repr([cron.next_after(c, 1_780_000_000 + 333 * i, f'job-{i}') "
+        "for i in range(20)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345"},
+    ).stdout
     assert out.strip() == repr(here)

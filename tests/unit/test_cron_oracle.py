@@ -8,6 +8,7 @@ test), and decides with a plain set-membership matcher over croniter's parsed fi
 ``first``/``last`` keep the first/second pass of a repeated wall time, ``shift`` runs at an
 instant where the wall clock jumped over a matching time, ``skip`` does not.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,11 +24,20 @@ from scheduler import cron
 from scheduler.model import Ambiguous, Cron, Missing
 
 UTC = dt.timezone.utc
-ZONES = ["Europe/Paris", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe",
-         "Pacific/Chatham", "America/St_Johns", "America/Santiago", "Pacific/Apia"]
+ZONES = [
+    "Europe/Paris",
+    "America/New_York",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "America/St_Johns",
+    "America/Santiago",
+    "Pacific/Apia",
+]
 
 
 # ---- the oracle ---------------------------------------------------------------------
+
 
 def matcher(expr: str) -> Callable[[dt.datetime], bool]:
     """Does the naive wall time ``w`` match ``expr``? Field sets from croniter's parser;
@@ -39,10 +49,12 @@ def matcher(expr: str) -> Callable[[dt.datetime], bool]:
     second = sets[5] if len(sets) == 6 else {0}
 
     def match(w: dt.datetime) -> bool:
-        if (second is not None and w.second not in second) or \
-                (minute is not None and w.minute not in minute) or \
-                (hour is not None and w.hour not in hour) or \
-                (month is not None and w.month not in month):
+        if (
+            (second is not None and w.second not in second)
+            or (minute is not None and w.minute not in minute)
+            or (hour is not None and w.hour not in hour)
+            or (month is not None and w.month not in month)
+        ):
             return False
         dom_ok = dom is None or w.day in dom
         dow_ok = dow is None or (w.weekday() + 1) % 7 in dow
@@ -68,7 +80,8 @@ def oracle(c: Cron, a: int, b: int, step: int) -> list[int]:
         if match(naive):
             repeated_later = w.fold == 0 and naive.replace(tzinfo=z, fold=1).timestamp() != x
             if c.ambiguous is Ambiguous.BOTH or (
-                    w.fold == 0 if c.ambiguous is Ambiguous.FIRST else not repeated_later):
+                w.fold == 0 if c.ambiguous is Ambiguous.FIRST else not repeated_later
+            ):
                 out.append(x)
                 prev = naive
                 continue
@@ -95,28 +108,41 @@ def transitions(tz: str, year: int) -> list[int]:
         if wall(z, lo).utcoffset() != wall(z, hi).utcoffset():
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if wall(z, mid).utcoffset() == wall(z, hi).utcoffset() \
-                    else (mid, hi)
+                lo, hi = (
+                    (lo, mid) if wall(z, mid).utcoffset() == wall(z, hi).utcoffset() else (mid, hi)
+                )
             found.append(hi)
     return found
 
 
 # ---- expressions --------------------------------------------------------------------
 
+
 def field(lo: int, hi: int, star_weight: int) -> st.SearchStrategy[str]:
     num = st.integers(lo, hi)
-    rng = st.tuples(num, num).filter(lambda p: p[0] != p[1]).map(sorted).map(
-        lambda p: f"{p[0]}-{p[1]}")  # croniter reads an equal range as '*': validate rejects it
+    rng = (
+        st.tuples(num, num)
+        .filter(lambda p: p[0] != p[1])
+        .map(sorted)
+        .map(lambda p: f"{p[0]}-{p[1]}")
+    )  # croniter reads an equal range as '*': validate rejects it
     part = st.one_of(
-        num.map(str), rng,
+        num.map(str),
+        rng,
         st.tuples(rng, st.integers(1, max(1, (hi - lo) // 2))).map(lambda p: f"{p[0]}/{p[1]}"),
-        st.integers(1, max(1, (hi - lo) // 2)).map(lambda s: f"*/{s}"))
+        st.integers(1, max(1, (hi - lo) // 2)).map(lambda s: f"*/{s}"),
+    )
     listed = st.lists(part, min_size=1, max_size=3).map(",".join)
     return st.one_of(*[st.just("*")] * star_weight, listed)
 
 
-MINUTES, SECONDS, DOM, MONTH, DOW = (field(0, 59, 1), field(0, 59, 2), field(1, 31, 12),
-                                    field(1, 12, 12), field(0, 6, 10))
+MINUTES, SECONDS, DOM, MONTH, DOW = (
+    field(0, 59, 1),
+    field(0, 59, 2),
+    field(1, 31, 12),
+    field(1, 12, 12),
+    field(0, 6, 10),
+)
 POLICIES = st.tuples(st.sampled_from(list(Ambiguous)), st.sampled_from(list(Missing)))
 
 
@@ -133,17 +159,27 @@ def near_transition(draw: st.DrawFn, six: bool, least: int, most: int) -> tuple[
     t = ts[draw(st.integers(0, len(ts) - 1))]
     z, step = ZoneInfo(tz), 1 if six else 60
     near = [wall(z, t - 1), wall(z, t)]  # the wall times either side of the change
-    hours = draw(st.one_of(st.just("*"), st.sampled_from(near).map(lambda w: str(w.hour)),
-                           st.just(str((near[0].hour + 1) % 24)),  # a skipped hour
-                           st.just(f"{min(20, near[1].hour)}-{min(20, near[1].hour) + 3}"),
-                           st.just(f"{max(3, near[0].hour) - 3}-{max(3, near[0].hour)}")))
+    hours = draw(
+        st.one_of(
+            st.just("*"),
+            st.sampled_from(near).map(lambda w: str(w.hour)),
+            st.just(str((near[0].hour + 1) % 24)),  # a skipped hour
+            st.just(f"{min(20, near[1].hour)}-{min(20, near[1].hour) + 3}"),
+            st.just(f"{max(3, near[0].hour) - 3}-{max(3, near[0].hour)}"),
+        )
+    )
     day = near[0]
-    days = [draw(st.sampled_from(["*", str(v)]))
-            for v in (day.day, day.month, (day.weekday() + 1) % 7)]
+    days = [
+        draw(st.sampled_from(["*", str(v)])) for v in (day.day, day.month, (day.weekday() + 1) % 7)
+    ]
     mins = draw(MINUTES)
     if six:
-        mins = draw(st.one_of(st.just(mins), st.sampled_from(near).map(
-            lambda w: f"{w.minute}-59" if w.minute < 59 else "59")))
+        mins = draw(
+            st.one_of(
+                st.just(mins),
+                st.sampled_from(near).map(lambda w: f"{w.minute}-59" if w.minute < 59 else "59"),
+            )
+        )
     expr = " ".join(([draw(SECONDS)] if six else []) + [mins, hours] + days)
     amb, miss = draw(POLICIES)
     a = (t - draw(st.integers(least, most))) // step * step
@@ -165,8 +201,11 @@ def check(c: Cron, a: int, span: int, step: int) -> None:
 
 
 def fast(n: int) -> settings:
-    return settings(max_examples=n, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    return settings(
+        max_examples=n,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
 
 
 @fast(40)
@@ -182,17 +221,24 @@ def test_six_fields_match_the_oracle_across_transitions(case):
 
 
 @fast(25)
-@given(st.tuples(MINUTES, field(0, 23, 1), DOM, MONTH, DOW).map(" ".join),
-       POLICIES, st.sampled_from(ZONES + ["UTC", "Asia/Kolkata"]),
-       st.integers(1_000_000_000, 2_000_000_000))
+@given(
+    st.tuples(MINUTES, field(0, 23, 1), DOM, MONTH, DOW).map(" ".join),
+    POLICIES,
+    st.sampled_from(ZONES + ["UTC", "Asia/Kolkata"]),
+    st.integers(1_000_000_000, 2_000_000_000),
+)
 def test_five_fields_match_the_oracle_anywhere(expr, pol, tz, t):
     check(cron.validate(Cron(expr, tz, pol[0], pol[1])), t // 60 * 60, 24 * 3600, 60)
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.one_of(st.tuples(MINUTES, field(0, 23, 1), DOM, MONTH, DOW),
-                 st.tuples(SECONDS, MINUTES, field(0, 23, 1), DOM, MONTH, DOW)).map(" ".join),
-       st.datetimes(dt.datetime(2000, 1, 1), dt.datetime(2040, 1, 1)))
+@given(
+    st.one_of(
+        st.tuples(MINUTES, field(0, 23, 1), DOM, MONTH, DOW),
+        st.tuples(SECONDS, MINUTES, field(0, 23, 1), DOM, MONTH, DOW),
+    ).map(" ".join),
+    st.datetimes(dt.datetime(2000, 1, 1), dt.datetime(2040, 1, 1)),
+)
 def test_the_oracle_matcher_agrees_with_croniter_match(expr, when):
     when = when.replace(microsecond=0, second=when.second if len(expr.split()) == 6 else 0)
     assert matcher(expr)(when) == croniter.match(expr, when, second_at_beginning=True)

@@ -1,4 +1,5 @@
 """The dispatcher loop, driven step by step with the fake clock (SPEC §4.1-4.3)."""
+
 from __future__ import annotations
 
 import threading
@@ -54,7 +55,7 @@ def test_an_earlier_job_wakes_the_sleeping_dispatcher(make_engine, clock):
     rec = Recorder(clock)
     eng = make_engine()
     eng.after(rec.job("late"), 100)
-    assert eng.wait_idle()          # parked until t+100 on the fake clock
+    assert eng.wait_idle()  # parked until t+100 on the fake clock
     eng.after(rec.job("early"), 1)  # must wake it, or advance(1) would not run "early"
     clock.advance(1)
     assert rec.wait_for(1)
@@ -80,9 +81,9 @@ def test_no_wakeups_when_idle_or_for_later_jobs(make_engine, clock):
     eng.after(lambda: None, 3600)
     assert eng.wait_idle()
     rounds = eng._dispatcher.rounds
-    for i in range(1000):               # later than what it waits for: no wake-up
+    for i in range(1000):  # later than what it waits for: no wake-up
         eng.after(lambda: None, 3600 + i)
-    clock.advance(3599)                 # time passing short of the deadline: no wake-up
+    clock.advance(3599)  # time passing short of the deadline: no wake-up
     assert eng.wait_idle()
     assert eng._dispatcher.rounds == rounds
     assert clock.sleepers() >= 1
@@ -120,6 +121,7 @@ def test_user_code_never_runs_on_the_dispatcher_thread(make_engine, clock):
 
 def test_the_loop_outlives_a_failing_store_and_backs_off(make_engine, clock, monkeypatch):
     from scheduler.stores.memory import MemoryStore
+
     store = MemoryStore(clock)
     calls = []
     real = store.claim_due
@@ -134,8 +136,8 @@ def test_the_loop_outlives_a_failing_store_and_backs_off(make_engine, clock, mon
     rec = Recorder(clock)
     eng = make_engine(store=store)
     eng.after(rec.job("a"), 0)
-    for step in (0.05, 0.1):   # the back-off doubles: 50 ms, then 100 ms
-        assert eng._dispatcher.wait_quiet(WAIT)   # parked until its back-off ends
+    for step in (0.05, 0.1):  # the back-off doubles: 50 ms, then 100 ms
+        assert eng._dispatcher.wait_quiet(WAIT)  # parked until its back-off ends
         clock.advance(step)
     assert rec.wait_for(1)
     assert len(calls) >= 3 and eng._dispatcher._thread.is_alive()

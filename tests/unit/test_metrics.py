@@ -1,4 +1,5 @@
 """Prometheus metrics: exact values under the fake clock."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,9 +14,14 @@ def value(metrics, name, **labels):
 
 
 def test_claims_lag_and_outcomes(make_engine, clock):
-    metrics = PrometheusMetrics(namespace_source=lambda: {
-        "queue_depth": {"default": 7}, "running": 1, "replicas": 3,
-        "events": {"skipped": 2}})
+    metrics = PrometheusMetrics(
+        namespace_source=lambda: {
+            "queue_depth": {"default": 7},
+            "running": 1,
+            "replicas": 3,
+            "events": {"skipped": 2},
+        }
+    )
     eng = make_engine(metrics=metrics)
 
     def boom():
@@ -24,7 +30,7 @@ def test_claims_lag_and_outcomes(make_engine, clock):
     eng.after(lambda: None, 3)
     eng.after(lambda: None, 3)
     eng.after(boom, 4)
-    clock.advance(5)   # claimed 2 s and 1 s after their due times
+    clock.advance(5)  # claimed 2 s and 1 s after their due times
     assert eng.wait_idle()
     assert value(metrics, "duetime_claims_total", lane="default") == 3
     assert value(metrics, "duetime_runs_total", lane="default", outcome="succeeded") == 2

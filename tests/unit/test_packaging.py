@@ -1,4 +1,5 @@
 """The wheel ships both packages, the Lua scripts and the console script."""
+
 from __future__ import annotations
 
 import pathlib
@@ -15,8 +16,21 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     pytest.importorskip("hatchling")
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(ROOT)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+    )
     (path,) = out.glob("duetime-*.whl")
     return zipfile.ZipFile(path)
 
@@ -35,6 +49,11 @@ def test_wheel_declares_the_console_script(wheel):
 
 
 def test_python_dash_m_scheduler_runs_the_cli():
-    out = subprocess.run([sys.executable, "-m", "scheduler", "--help"], capture_output=True,
-                         text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "scheduler", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     assert "demo" in out.stdout

@@ -1,5 +1,6 @@
 """Races: cancel/deschedule against dispatch, concurrent upserts (many iterations,
 barriers to line the threads up; outcomes checked against the linearization point)."""
+
 from __future__ import annotations
 
 import random
@@ -89,7 +90,7 @@ def test_no_claim_after_deschedule_returns():
             assert s.engine.wait_idle()
             kinds = [e.kind for e in s.engine.events(10_000) if e.job_id == job_id]
             assert "cancelled" in kinds
-            assert "claimed" not in kinds[kinds.index("cancelled"):]
+            assert "claimed" not in kinds[kinds.index("cancelled") :]
 
 
 def test_concurrent_upserts_leave_exactly_one_series():

@@ -1,5 +1,6 @@
 """replication.py without a server: WAIT accounting, the primary refresh and the primary
 watch, on stand-ins for redis-py's client and Sentinel pool."""
+
 from __future__ import annotations
 
 import logging
@@ -66,7 +67,7 @@ def test_a_new_primary_is_recorded_once(caplog):
     events: list[tuple[str, str]] = []
     watch = ReplicationWatch(Client(pool), "u", "f", lambda k, d: events.append((k, d)))
     pool.master_address = ("10.0.0.1", 6379)
-    watch.after_claim(0, 0, [])                 # the first primary: nothing to report
+    watch.after_claim(0, 0, [])  # the first primary: nothing to report
     pool.master_address = ("10.0.0.2", 6379)
     with caplog.at_level(logging.ERROR, "duetime.redis"):
         watch.after_claim(0, 0, [])
@@ -81,8 +82,9 @@ def test_a_pubsub_connection_on_another_server_has_to_move():
 
     class Conn:
         host, port = "h", 1
+
     assert urls.primary_moved(Client(pool), Conn())
     Conn.port = 2
     assert not urls.primary_moved(Client(pool), Conn())
-    assert not urls.primary_moved(Client(object()), Conn())   # a plain URL never moves
-    assert not urls.primary_moved(Client(pool), None)         # not connected yet
+    assert not urls.primary_moved(Client(object()), Conn())  # a plain URL never moves
+    assert not urls.primary_moved(Client(pool), None)  # not connected yet

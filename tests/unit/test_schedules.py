@@ -1,4 +1,5 @@
 """Schedule arithmetic against a brute-force model (hypothesis)."""
+
 from __future__ import annotations
 
 from hypothesis import given
@@ -41,8 +42,14 @@ def model(anchor, interval, k, now, policy, grace):
     return None, due[-1] + 1, due
 
 
-@given(anchors, intervals, st.integers(0, 50), st.integers(0, 4000).map(lambda i: i * 0.125),
-       st.sampled_from(list(Misfire)), st.sampled_from([0.0, 0.25, 1.0, 5.0, 60.0]))
+@given(
+    anchors,
+    intervals,
+    st.integers(0, 50),
+    st.integers(0, 4000).map(lambda i: i * 0.125),
+    st.sampled_from(list(Misfire)),
+    st.sampled_from([0.0, 0.25, 1.0, 5.0, 60.0]),
+)
 def test_plan_matches_the_model(anchor, interval, k, later, policy, grace):
     now = anchor + k * interval + later  # occurrence k is due
     plan = schedules.plan(anchor, interval, k, now, policy, grace)

@@ -1,4 +1,5 @@
 """Redis URL parsing (scheduler/stores/urls.py): the Sentinel format and its errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,34 +12,48 @@ def test_a_full_sentinel_url():
     assert parse_sentinel(
         "redis+sentinel://app:s%40cret@h1:26380,h2,[::1]:26381/prod-cache/3"
         "?sentinel_password=sp&sentinel_username=su"
-    ) == SentinelURL(sentinels=(("h1", 26380), ("h2", 26379), ("::1", 26381)),
-                     service="prod-cache", db=3, username="app", password="s@cret",
-                     sentinel_username="su", sentinel_password="sp")
+    ) == SentinelURL(
+        sentinels=(("h1", 26380), ("h2", 26379), ("::1", 26381)),
+        service="prod-cache",
+        db=3,
+        username="app",
+        password="s@cret",
+        sentinel_username="su",
+        sentinel_password="sp",
+    )
 
 
 def test_defaults_db_zero_no_auth():
     s = parse_sentinel("redis+sentinel://127.0.0.1:5000/mymaster")
     assert (s.sentinels, s.service, s.db, s.username, s.password) == (
-        (("127.0.0.1", 5000),), "mymaster", 0, None, None)
+        (("127.0.0.1", 5000),),
+        "mymaster",
+        0,
+        None,
+        None,
+    )
     assert parse_sentinel("REDIS+SENTINEL://h/m/").db == 0
     assert parse_sentinel("redis+sentinel://:pw@h/m").password == "pw"
 
 
-@pytest.mark.parametrize(("url", "why"), [
-    ("redis+sentinel://h1:26379", "service name is missing"),
-    ("redis+sentinel://h1:26379/", "service name is missing"),
-    ("redis+sentinel://h1:26379/m/x", "database must be a number"),
-    ("redis+sentinel://h1:26379/m/0/extra", "too many path parts"),
-    ("redis+sentinel://h1:port/m", "not a number from 1 to 65535"),
-    ("redis+sentinel://h1:70000/m", "not a number from 1 to 65535"),
-    ("redis+sentinel://h1,,h2/m", "empty entry"),
-    ("redis+sentinel:///m", "empty entry"),
-    ("redis+sentinel://:1/m", "a host is missing"),
-    ("redis+sentinel://::1:26379/m", "brackets"),
-    ("redis+sentinel://[::1/m", "malformed IPv6"),
-    ("redis+sentinel://h/m?timeout=3", "unknown option"),
-    ("redis+sentinel://h/m#x", "fragment"),
-])
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis+sentinel://h1:26379", "service name is missing"),
+        ("redis+sentinel://h1:26379/", "service name is missing"),
+        ("redis+sentinel://h1:26379/m/x", "database must be a number"),
+        ("redis+sentinel://h1:26379/m/0/extra", "too many path parts"),
+        ("redis+sentinel://h1:port/m", "not a number from 1 to 65535"),
+        ("redis+sentinel://h1:70000/m", "not a number from 1 to 65535"),
+        ("redis+sentinel://h1,,h2/m", "empty entry"),
+        ("redis+sentinel:///m", "empty entry"),
+        ("redis+sentinel://:1/m", "a host is missing"),
+        ("redis+sentinel://::1:26379/m", "brackets"),
+        ("redis+sentinel://[::1/m", "malformed IPv6"),
+        ("redis+sentinel://h/m?timeout=3", "unknown option"),
+        ("redis+sentinel://h/m#x", "fragment"),
+    ],
+)
 def test_malformed_sentinel_urls_say_what_is_wrong_and_the_format(url, why):
     with pytest.raises(RedisURLError, match=why) as info:
         parse_sentinel(url)
@@ -51,20 +66,28 @@ def test_errors_never_show_passwords():
     assert "topsecret" not in str(info.value) and "alsosecret" not in str(info.value)
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("redis://:pw@h:1/0", "redis://:***@h:1/0"),
-    ("redis://u:pw@h:1/0", "redis://u:***@h:1/0"),
-    ("redis://h:1/0", "redis://h:1/0"),
-    ("redis+sentinel://u:pw@a:1,b:2/m?sentinel_password=x",
-     "redis+sentinel://u:***@a:1,b:2/m?sentinel_password=***"),
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:pw@h:1/0", "redis://:***@h:1/0"),
+        ("redis://u:pw@h:1/0", "redis://u:***@h:1/0"),
+        ("redis://h:1/0", "redis://h:1/0"),
+        (
+            "redis+sentinel://u:pw@a:1,b:2/m?sentinel_password=x",
+            "redis+sentinel://u:***@a:1,b:2/m?sentinel_password=***",
+        ),
+    ],
+)
 def test_safe_hides_passwords(url, shown):
     assert urls.safe(url) == shown
 
 
 def test_unknown_schemes_are_refused_with_the_choices():
-    with pytest.raises(RedisURLError, match=r"unsupported Redis URL scheme http://.*"
-                                            r"redis\+sentinel://"):
+    with pytest.raises(
+        RedisURLError,
+        match=r"unsupported Redis URL scheme http://.*"
+        r"redis\+sentinel://",
+    ):
         urls.connect("http://h:1/0")
     with pytest.raises(RedisURLError, match=r"scheme \(none\)"):
         urls.connect("//h:1/0")
@@ -74,9 +97,10 @@ def test_connect_builds_a_sentinel_client_without_network():
     client = urls.connect("redis+sentinel://127.0.0.1:1,127.0.0.1:2/svc/2", decode_responses=True)
     pool = client.connection_pool
     assert pool.service_name == "svc" and pool.connection_kwargs["db"] == 2
-    assert [s.connection_pool.connection_kwargs["port"]
-            for s in pool.sentinel_manager.sentinels] == [1, 2]
-    assert urls.primary_address(client) is None   # nothing connected yet
+    assert [
+        s.connection_pool.connection_kwargs["port"] for s in pool.sentinel_manager.sentinels
+    ] == [1, 2]
+    assert urls.primary_address(client) is None  # nothing connected yet
     urls.close(client)
     plain = urls.connect("redis://127.0.0.1:1/0")
     assert urls.primary_address(plain) is None

@@ -1,4 +1,5 @@
 """SPEC §5: every bad input gets a clear error, and nothing is written."""
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,9 @@ def test_non_callable_jobs_are_type_errors(once, recurring, job):
     assert nothing_written(once) and nothing_written(recurring)
 
 
-@pytest.mark.parametrize("job_id", ["", "x" * 201, "bad\nid", "tab\tid", " padded", "nul\0",
-                                    42, None, b"bytes"])
+@pytest.mark.parametrize(
+    "job_id", ["", "x" * 201, "bad\nid", "tab\tid", " padded", "nul\0", 42, None, b"bytes"]
+)
 def test_bad_job_ids_are_value_errors(recurring, job_id):
     with pytest.raises(ValueError, match="job id"):
         recurring.schedule(job_id, lambda: None, 1)
@@ -94,8 +96,16 @@ def test_unknown_task_name_is_refused_at_schedule_time(make_engine):
         eng.after("nope", 1)
 
 
-@pytest.mark.parametrize("kw", [dict(max_attempts=0), dict(max_attempts=1.5),
-                                dict(backoff=-1), dict(jitter=2), dict(factor=math.inf)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(max_attempts=0),
+        dict(max_attempts=1.5),
+        dict(backoff=-1),
+        dict(jitter=2),
+        dict(factor=math.inf),
+    ],
+)
 def test_bad_retry_policies(kw):
     with pytest.raises(ValueError, match="RetryPolicy"):
         RetryPolicy(**kw)
@@ -111,6 +121,7 @@ def test_bad_options_write_nothing(make_engine):
         eng.after(lambda: None, 1, timeout=0)
     with pytest.raises(ValueError, match="timezone-aware"):
         import datetime as dt
+
         eng.at(lambda: None, dt.datetime(2030, 1, 1))
     assert eng.every(lambda: None, 1, misfire=Misfire.CATCH_UP)
     assert len(eng.jobs()) == 1

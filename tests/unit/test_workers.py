@@ -1,4 +1,5 @@
 """workers/: failure isolation, retries with backoff, timeouts, lanes, cancellation."""
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,10 @@ def test_a_failing_job_is_logged_counted_and_the_worker_goes_on(make_engine, clo
     info = eng.get("bad")
     assert (info.state, info.failures, info.last_error) == ("failed", 1, "ValueError: kaput")
     msgs = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert any("bad@" in r.getMessage() and "Traceback" in r.getMessage()
-               and "kaput" in r.getMessage() for r in msgs)
+    assert any(
+        "bad@" in r.getMessage() and "Traceback" in r.getMessage() and "kaput" in r.getMessage()
+        for r in msgs
+    )
 
 
 def test_system_exit_in_a_job_does_not_kill_the_worker(make_engine, clock):
@@ -65,14 +68,24 @@ def test_retries_back_off_exponentially_then_dead_letter(make_engine, clock):
     info = eng.get("f")
     assert info.state == "failed" and len(info.dead_letters) == 1
     assert [e.kind for e in eng.events() if e.job_id == "f" and e.kind != "claimed"] == [
-        "scheduled", "retried", "retried", "failed"]
+        "scheduled",
+        "retried",
+        "retried",
+        "failed",
+    ]
 
 
-@given(attempt=st.integers(1, 30), seed=st.integers(0, 2**32),
-       jitter=st.floats(0, 1), backoff=st.floats(0, 100), factor=st.floats(1, 4))
+@given(
+    attempt=st.integers(1, 30),
+    seed=st.integers(0, 2**32),
+    jitter=st.floats(0, 1),
+    backoff=st.floats(0, 100),
+    factor=st.floats(1, 4),
+)
 def test_retry_delay_stays_within_its_jitter_band(attempt, seed, jitter, backoff, factor):
-    policy = RetryPolicy(max_attempts=50, backoff=backoff, factor=factor, max_backoff=300,
-                         jitter=jitter)
+    policy = RetryPolicy(
+        max_attempts=50, backoff=backoff, factor=factor, max_backoff=300, jitter=jitter
+    )
     d = retry_delay(policy, attempt, random.Random(seed))
     base = min(300, backoff * factor ** (attempt - 1))
     assert base * (1 - jitter) - 1e-9 <= d <= base * (1 + jitter) + 1e-9
@@ -110,8 +123,9 @@ def current_job_cancelled(eng, job_id: str) -> bool:
 def test_lane_default_timeout(make_engine, clock):
     started = threading.Event()
     eng = make_engine(lanes={"batch": 1}, lane_timeouts={"batch": 5})
-    eng.after(lambda: (started.set(), current_invocation().token.wait(WAIT)), 0,
-              job_id="b", lane="batch")
+    eng.after(
+        lambda: (started.set(), current_invocation().token.wait(WAIT)), 0, job_id="b", lane="batch"
+    )
     assert started.wait(WAIT)
     clock.advance(5)
     assert eng.wait_idle()
@@ -151,7 +165,7 @@ def test_cancel_with_wait_and_interrupt(make_engine, clock):
     clock.advance(1)
     assert started.wait(WAIT)
     assert eng.cancel("long", wait=True, timeout=WAIT, interrupt=True) is True
-    assert stopped.is_set()     # interrupted, and cancel returned after it ended
+    assert stopped.is_set()  # interrupted, and cancel returned after it ended
     assert eng.get("long").state == "cancelled"
 
 
@@ -167,14 +181,13 @@ def test_registered_task_by_name_with_json_kwargs(make_engine):
     assert eng.get("t").last_result == 42
 
 
-def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine, clock,
-                                                                     store):
+def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine, clock, store):
     eng = make_engine(store=store)
     store.add(JobSpec("ghost", TaskRef("no.such.task"), After(0)))
     eng.after(noop, 0, job_id="fine")
     assert eng.wait_idle()
     assert eng.get("fine").state == "succeeded"
-    for _ in range(UNKNOWN_TASK_ATTEMPTS - 1):   # handed back with a growing delay
+    for _ in range(UNKNOWN_TASK_ATTEMPTS - 1):  # handed back with a growing delay
         assert eng.get("ghost").state == "scheduled"
         clock.advance(60)
         assert eng.wait_idle()
@@ -186,22 +199,21 @@ def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine
 def test_pool_close_returns_unstarted_items():
     ran = []
     pool = WorkerPool("p", 1, ran.append)
-    with pool._cond:              # hold the pool so its worker cannot pick the item up
+    with pool._cond:  # hold the pool so its worker cannot pick the item up
         pool.submit("x")
         unstarted = pool.close()
     assert unstarted == ["x"] and ran == []
     assert pool.join(WAIT)
 
 
-def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, store,
-                                                          monkeypatch):
+def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, store, monkeypatch):
     eng = make_engine(store=store)
     store.add(JobSpec("held", noop, After(0), lane="elsewhere"))  # the engine serves no
-    batch = store.claim_due({"elsewhere": 1}, None, "other")     # such lane: no race
+    batch = store.claim_due({"elsewhere": 1}, None, "other")  # such lane: no race
     from workers.runner import Work
+
     close = eng._lanes.close
-    monkeypatch.setattr(eng._lanes, "close",
-                        lambda: close() + [Work(batch.claims[0], clock.now())])
+    monkeypatch.setattr(eng._lanes, "close", lambda: close() + [Work(batch.claims[0], clock.now())])
     eng.shutdown()
     assert store.get("held").state == "scheduled"
     assert [e.kind for e in store.events()][-1] == "released"

@@ -1,5 +1,6 @@
 """Tasks of the example app. Every replica imports this module (``duetime run --import
 myapp.tasks``) so that the names below are registered; producers need only the names."""
+
 from __future__ import annotations
 
 import logging
@@ -12,6 +13,12 @@ log = logging.getLogger("myapp")
 @task("myapp.hello")
 def hello(name: str = "world") -> str:
     inv = current_invocation()
-    log.info("hello, %s (job %s, scheduled at %d ms, attempt %d, fence %d)",
-             name, inv.job_id, inv.scheduled_ms, inv.attempt, inv.fence)
+    log.info(
+        "hello, %s (job %s, scheduled at %d ms, attempt %d, fence %d)",
+        name,
+        inv.job_id,
+        inv.scheduled_ms,
+        inv.attempt,
+        inv.fence,
+    )
     return f"hello, {name}"
