@@ -191,8 +191,8 @@ def run(
         signal.signal(sig, lambda *_: stop.set())
     from scheduler.engine import Scheduler
     from scheduler.stores.redis import StoreConfigError, StoreUnavailableError
-    from scheduler.stores.sharded import open_store
-    from scheduler.stores.shards import ShardCountError
+    from scheduler.stores.redis.sharded import open_store
+    from scheduler.stores.redis.shards import ShardCountError
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with _redis_url(redis_url, data_dir) as url:
@@ -236,8 +236,8 @@ def _metrics(store: Any, port: int | None) -> Any:
     """Prometheus metrics on ``port`` (namespace gauges read from the store per scrape)."""
     if port is None:
         return None
-    from scheduler import inspect
     from scheduler.metrics import PrometheusMetrics
+    from scheduler.stores.redis import queries as inspect
 
     def namespace() -> dict[str, Any]:
         # only what the gauges show (stats() would also read thousands of events)
@@ -325,7 +325,7 @@ def enqueue(
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.stores.redis import StoreUnavailableError
-    from scheduler.stores.shards import ShardCountError
+    from scheduler.stores.redis.shards import ShardCountError
 
     if not redis_url:
         raise click.UsageError("enqueue needs --redis URL (or DUETIME_REDIS_URL)")

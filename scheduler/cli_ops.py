@@ -15,9 +15,9 @@ import click
 from scheduler.cli import EXIT_REFUSED, EXIT_UNREACHABLE, main, namespace_option
 
 if TYPE_CHECKING:
-    from scheduler.inspect import Entry
     from scheduler.stores.redis import RedisStore
-    from scheduler.stores.sharded import ShardedStore
+    from scheduler.stores.redis.queries import Entry
+    from scheduler.stores.redis.sharded import ShardedStore
 
     AnyStore = RedisStore | ShardedStore
 
@@ -57,10 +57,10 @@ def _store(command: str, redis_url: str | None, namespace: str) -> Iterator[AnyS
         raise click.UsageError(f"{command} needs --redis URL (or DUETIME_REDIS_URL)")
     import redis
 
-    from scheduler import inspect
     from scheduler.stores.redis import StoreUnavailableError
-    from scheduler.stores.sharded import open_store
-    from scheduler.stores.shards import ShardCountError, check_count
+    from scheduler.stores.redis import queries as inspect
+    from scheduler.stores.redis.sharded import open_store
+    from scheduler.stores.redis.shards import ShardCountError, check_count
 
     shards = os.environ.get("DUETIME_SHARDS") or None  # else the URL's ?shards=N, else 1
     try:
@@ -99,7 +99,7 @@ def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
     """List live jobs, soonest next run first.
 
     Live: scheduled, running or paused. NEXT RUN: local time, and relative to Redis TIME."""
-    from scheduler import inspect
+    from scheduler.stores.redis import queries as inspect
 
     with _store("ls", redis_url, namespace) as store:
         jobs = sorted(store.jobs(), key=lambda i: (i.next_run is None, i.next_run or 0.0, i.job_id))
@@ -138,7 +138,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
 
     Every field, running invocations, recent skips (with reasons) and dead letters, and
     the last 20 events. Exit 1 if there is no such job (finished ones are kept a day)."""
-    from scheduler import inspect
+    from scheduler.stores.redis import queries as inspect
 
     job_id = _job_id(job_id)
     with _store("show", redis_url, namespace) as store:
@@ -193,8 +193,8 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
 
 def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> None:
     """cancel / pause / resume: say what happened; exit 1 if it had no effect."""
-    from scheduler import inspect
     from scheduler.client import Client
+    from scheduler.stores.redis import queries as inspect
 
     job_id = _job_id(job_id)
     with _store(verb, redis_url, namespace) as store:
@@ -315,7 +315,7 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     Per lane: pending invocations and how many are due now (by Redis TIME); dispatch lag
     percentiles of recent claims (from the event stream); invocations running; live
     replicas; the event counters; data-loss alarms."""
-    from scheduler import inspect
+    from scheduler.stores.redis import queries as inspect
 
     with _store("stats", redis_url, namespace) as store:
         st = inspect.stats(store)
@@ -387,7 +387,7 @@ def events(
 
     With --follow, then wait for new ones (XREAD BLOCK) until Ctrl-C; with --json, one
     JSON object per line when following."""
-    from scheduler import inspect
+    from scheduler.stores.redis import queries as inspect
 
     job = None if job_id is None else _job_id(job_id)
 
@@ -446,7 +446,7 @@ def top(redis_url: str | None, namespace: str, interval: float, iterations: int 
 
 
 def _top_screen(store: AnyStore, namespace: str) -> str:
-    from scheduler import inspect
+    from scheduler.stores.redis import queries as inspect
 
     st = inspect.stats(store)
     now = st["now"]

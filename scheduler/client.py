@@ -43,7 +43,7 @@ class Client:
         shards: int | None = None,
     ) -> None:
         if isinstance(redis_url, str):
-            from scheduler.stores.sharded import open_store
+            from scheduler.stores.redis.sharded import open_store
 
             self.store: Store = open_store(
                 redis_url,

@@ -33,7 +33,7 @@ LOG_ENV = "DUETIME_DEMO_URL"
 def work(seconds: float = 0.3) -> None:
     """The demo's job: record who runs which invocation, then work for a moment."""
     from scheduler import current_invocation
-    from scheduler.stores import urls
+    from scheduler.stores.redis import urls
 
     inv = current_invocation()
     r = urls.connect(os.environ[LOG_ENV])
@@ -75,7 +75,7 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
     """Run the demo against ``url`` (``redis://`` or ``redis+sentinel://``) and return what
     the witness log says."""
     from scheduler.client import Client
-    from scheduler.stores import urls
+    from scheduler.stores.redis import urls
 
     ns = f"demo-{uuid.uuid4().hex[:6]}"
     r = urls.connect(url, decode_responses=True)

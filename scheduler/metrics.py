@@ -53,7 +53,7 @@ class Metrics:
 
 class PrometheusMetrics(Metrics):
     """Prometheus series for one replica; ``namespace_source`` (optional) is read on each
-    scrape for namespace-wide gauges (see ``scheduler.inspect``)."""
+    scrape for namespace-wide gauges (see ``scheduler.stores.redis.queries``)."""
 
     def __init__(
         self,

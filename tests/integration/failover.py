@@ -35,9 +35,8 @@ from typing import Any
 import redis
 
 from scheduler import Client
-from scheduler.stores import urls
-from scheduler.stores.keys import Keys
-from scheduler.stores.redis import StoreUnavailableError
+from scheduler.stores.redis import StoreUnavailableError, urls
+from scheduler.stores.redis.keys import Keys
 from tests.faults.fleet import replicas, wait_until
 from tests.sentinel_fixtures import SentinelCluster
 

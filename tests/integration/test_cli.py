@@ -17,9 +17,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from scheduler import Client, Scheduler, inspect, task
+from scheduler import Client, Scheduler, task
 from scheduler.cli import main
-from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis import RedisStore, queries
 
 pytestmark = pytest.mark.redis
 
@@ -115,7 +115,7 @@ def test_ls_lists_live_jobs_by_next_run(cli, client):
     assert re.search(r"\(in [23]\d\.\ds\)", by_id["soon"])
     assert re.search(r"\(in 59m\d\ds\)", by_id["tick"]) and "every 3600s" in by_id["tick"]
     assert "paused" in by_id["held"]
-    assert inspect.local(client.get("soon").next_run) in by_id["soon"]
+    assert queries.local(client.get("soon").next_run) in by_id["soon"]
 
 
 def test_ls_json_matches_client_jobs(cli, client):
@@ -269,7 +269,7 @@ def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
     ns = redis_ns
     store = RedisStore(redis_server.url, ns)
     try:
-        tail = inspect.follow(store, block=0.1, limit=1, timeout=3, job_id="fresh")
+        tail = queries.follow(store, block=0.1, limit=1, timeout=3, job_id="fresh")
         with Client(redis_server.url, namespace=ns) as c:
             c.enqueue("tests.cli.ok", delay=3600, job_id="noise")
             c.enqueue("tests.cli.ok", delay=3600, job_id="fresh")
@@ -278,7 +278,7 @@ def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
         got = list(tail)
         assert [(e.event.kind, e.event.job_id) for e in got] == [("scheduled", "fresh")]
         t0 = time.monotonic()
-        assert list(inspect.follow(store, block=0.1, timeout=0.3)) == []  # nothing new
+        assert list(queries.follow(store, block=0.1, timeout=0.3)) == []  # nothing new
         assert time.monotonic() - t0 < 1
     finally:
         store.close()
@@ -287,14 +287,14 @@ def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
 def test_events_follow_json_prints_one_object_per_line(cli, redis_server, redis_ns, monkeypatch):
     ns = redis_ns
     started = threading.Event()
-    real = inspect.follow
+    real = queries.follow
 
     def bounded(store, **kw):  # the command's own follow, stopped after one event
         it = real(store, block=0.1, limit=1, timeout=3, **kw)
         started.set()
         return it
 
-    monkeypatch.setattr(inspect, "follow", bounded)
+    monkeypatch.setattr(queries, "follow", bounded)
 
     def produce() -> None:
         assert started.wait(3)
@@ -401,7 +401,7 @@ def test_trigger_runs_a_job_now_and_says_so(redis_url, redis_ns):
 
 def test_stats_reports_lag_percentiles_of_recent_claims(redis_url, redis_ns):
     import tests.helpers  # noqa: F401  (registers tests.noop)
-    from scheduler import Scheduler, inspect
+    from scheduler import Scheduler
     from scheduler.stores.redis import RedisStore
 
     store = RedisStore(redis_url, redis_ns)
@@ -409,7 +409,7 @@ def test_stats_reports_lag_percentiles_of_recent_claims(redis_url, redis_ns):
         for _ in range(5):
             engine.after("tests.noop", 0)
         assert engine.wait_idle(5)
-    lag = inspect.stats(store)["lag_ms"]
+    lag = queries.stats(store)["lag_ms"]
     assert lag["samples"] == 5 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"] < 1000
     store.close()
 

@@ -11,8 +11,8 @@ import pytest
 
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.sharded import ShardedStore, open_store
-from scheduler.stores.shards import ShardCountError
+from scheduler.stores.redis.sharded import ShardedStore, open_store
+from scheduler.stores.redis.shards import ShardCountError
 from tests.helpers import spec
 
 pytestmark = [pytest.mark.redis]

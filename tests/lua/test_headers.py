@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from scheduler.stores import keys as keys_mod
-from scheduler.stores import lua
+from scheduler.stores.redis import keys as keys_mod
+from scheduler.stores.redis import scripts as lua
 
 LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
 LIB = (LUA / "lib.lua").read_text()

@@ -6,10 +6,10 @@ import zlib
 
 import pytest
 
-from scheduler.stores import urls
-from scheduler.stores.keys import Keys
-from scheduler.stores.shards import shard_count, shard_of
-from scheduler.stores.urls import ClusterURL, RedisURLError, parse_cluster, split_shards
+from scheduler.stores.redis import urls
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.shards import shard_count, shard_of
+from scheduler.stores.redis.urls import ClusterURL, RedisURLError, parse_cluster, split_shards
 
 
 def test_a_full_cluster_url():

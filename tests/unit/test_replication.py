@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from scheduler.stores import replication, urls
-from scheduler.stores.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis import replication, urls
+from scheduler.stores.redis.replication import ReplicationWatch, Waiter
 
 
 class Pool:

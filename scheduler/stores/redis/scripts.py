@@ -27,7 +27,7 @@ SCRIPTS = (
 
 def lua_dir() -> pathlib.Path:
     """The packaged copy (scheduler/_lua in a wheel) first, the checkout's lua/ second."""
-    here = pathlib.Path(__file__).resolve().parent.parent
+    here = pathlib.Path(__file__).resolve().parents[2]  # scheduler/
     for candidate in (here / "_lua", here.parent / "lua"):
         if (candidate / "lib.lua").is_file():
             return candidate

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.stores import urls
 from scheduler.stores.base import WakeListener
+from scheduler.stores.redis import urls
 
 log = logging.getLogger("duetime.redis")
 

@@ -34,7 +34,7 @@ from scheduler.model import (
     TaskRef,
 )
 from scheduler.schedules import grace_for
-from scheduler.stores import redis_calendar
+from scheduler.stores.redis import calendar_plans as redis_calendar
 
 
 def task_ref(target: Any) -> TaskRef:

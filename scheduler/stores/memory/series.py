@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import After, At, Cron, Every, Skip
-from scheduler.stores.records import JobRecord, Pending
+from scheduler.stores.memory.records import JobRecord, Pending
 
 
 @dataclass(frozen=True)

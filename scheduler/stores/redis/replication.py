@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scheduler.stores import urls
+from scheduler.stores.redis import urls
 
 log = logging.getLogger("duetime.redis")
 

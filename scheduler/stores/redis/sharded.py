@@ -44,10 +44,10 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores import shards as sharding
-from scheduler.stores import urls
-from scheduler.stores.redis import LIVE, MAX_BATCH, RedisStore
-from scheduler.stores.wakeups import WakeSubscriptions
+from scheduler.stores.redis import shards as sharding
+from scheduler.stores.redis import urls
+from scheduler.stores.redis.store import LIVE, MAX_BATCH, RedisStore
+from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 log = logging.getLogger("duetime.redis")
 

@@ -34,9 +34,9 @@ from scheduler.model import (
     Overlap,
     Skip,
 )
-from scheduler.stores import series
 from scheduler.stores.base import WakeListener
-from scheduler.stores.records import JobRecord, Pending, Running, job_info
+from scheduler.stores.memory import series
+from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info
 
 
 class MemoryStore:

@@ -16,8 +16,8 @@ import zlib
 from typing import Any
 
 from scheduler.errors import DuetimeError
-from scheduler.stores.keys import Keys
-from scheduler.stores.urls import MAX_SHARDS
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.urls import MAX_SHARDS
 
 __all__ = ["MAX_SHARDS", "ShardCountError", "shard_of", "shard_count", "check_count"]
 

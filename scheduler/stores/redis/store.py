@@ -25,11 +25,13 @@ from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores import codec, lua, redis_calendar, shards, urls
-from scheduler.stores.keys import Keys
-from scheduler.stores.replication import ReplicationWatch, Waiter
-from scheduler.stores.server_checks import StoreConfigError, check_info
-from scheduler.stores.wakeups import WakeSubscriptions
+from scheduler.stores.redis import calendar_plans as redis_calendar
+from scheduler.stores.redis import codec, shards, urls
+from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis.server_checks import StoreConfigError, check_info
+from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 __all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 from scheduler.model import Event, InvocationInfo, JobInfo, Skip
 
 if TYPE_CHECKING:
-    from scheduler.stores.redis import RedisStore
-    from scheduler.stores.sharded import ShardedStore
+    from scheduler.stores.redis.sharded import ShardedStore
+    from scheduler.stores.redis.store import RedisStore
 
     AnyStore = RedisStore | ShardedStore
 
