@@ -20,7 +20,7 @@ from scheduler import validation
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo
 from scheduler.specs import epoch, make_spec, schedule_of
-from scheduler.stores.base import Store
+from scheduler.stores.base import BulkAdd, Closable, Store
 
 
 class Client:
@@ -99,9 +99,8 @@ class Client:
                 when["delay"] = 0.0
             schedule = schedule_of(**when)
             specs.append(make_spec(task, schedule, check_task=False, **item))
-        add_many = getattr(self.store, "add_many", None)
-        if add_many is not None:
-            add_many(specs)
+        if isinstance(self.store, BulkAdd):
+            self.store.add_many(specs)
         else:
             for spec in specs:
                 self.store.add(spec)
@@ -150,9 +149,8 @@ class Client:
         return self.store.events(limit)
 
     def close(self) -> None:
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        if isinstance(self.store, Closable):
+            self.store.close()
 
     def __enter__(self) -> Client:
         return self

@@ -23,7 +23,7 @@ from scheduler.errors import SchedulerClosedError
 from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
 from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
-from scheduler.stores.base import Store
+from scheduler.stores.base import BatchAcks, HasClock, Resyncing, ServerChecks, Store
 from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
 from workers.heartbeat import Heartbeat
@@ -71,12 +71,13 @@ class Scheduler(Client):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-        self.clock: Clock = clock or getattr(store, "clock", None) or MonotonicClock()
+        self.clock: Clock = clock or (
+            store.clock if isinstance(store, HasClock) else MonotonicClock()
+        )
         super().__init__(store if store is not None else MemoryStore(self.clock))
         self.owner = owner or uuid.uuid4().hex[:12]
-        check = getattr(self.store, "check_server", None)
-        if check is not None:
-            check()  # a shared store refuses a server that would break the guarantees
+        if isinstance(self.store, ServerChecks):
+            self.store.check_server()  # a shared store refuses a server that breaks them
         self._lease = self.store.default_lease if lease == "store" else lease
         if self._lease is not None:
             validation.interval(self._lease, "lease")
@@ -89,34 +90,7 @@ class Scheduler(Client):
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
         self.metrics = metrics or Metrics()
-        heartbeat = (
-            None
-            if self._lease is None
-            else Heartbeat(self.store, self._timers, self._lease, self.metrics)
-        )
-        complete_many = getattr(self.store, "complete_many", None)
-        acks = (
-            None
-            if complete_many is None
-            else Acks(
-                complete_many,
-                self._timers,
-                on_recorded=None if heartbeat is None else heartbeat.drop,
-            )
-        )
-        self._runner = Runner(
-            self.store,
-            self.clock,
-            self._timers,
-            tasks.resolve,
-            heartbeat=heartbeat,
-            lane_timeouts=timeouts,
-            rng=rng,
-            metrics=self.metrics,
-            owner=self.owner,
-            acks=acks,
-            on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in),
-        )
+        acks = self._build_runner(timeouts, rng)
         self._dispatcher = Dispatcher(
             self.store,
             self.clock,
@@ -124,7 +98,9 @@ class Scheduler(Client):
             submit=self._submit,
             lease=self._lease,
             owner=self.owner,
-            resync=resync if resync is not None else getattr(self.store, "resync", None),
+            resync=resync
+            if resync is not None
+            else (self.store.resync if isinstance(self.store, Resyncing) else None),
             rng=rng,
             metrics=self.metrics,
         )
@@ -142,6 +118,40 @@ class Scheduler(Client):
             )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._dispatcher.start()
+
+    def _build_runner(
+        self, timeouts: Mapping[str, float], rng: random.Random | None
+    ) -> Acks | None:
+        """The runner with its lease heartbeat (a store with leases) and batched acks (a
+        store with ``BatchAcks``); returns the acks, or None."""
+        heartbeat = (
+            None
+            if self._lease is None
+            else Heartbeat(self.store, self._timers, self._lease, self.metrics)
+        )
+        acks = (
+            None
+            if not isinstance(self.store, BatchAcks)
+            else Acks(
+                self.store.complete_many,
+                self._timers,
+                on_recorded=None if heartbeat is None else heartbeat.drop,
+            )
+        )
+        self._runner = Runner(
+            self.store,
+            self.clock,
+            self._timers,
+            tasks.resolve,
+            heartbeat=heartbeat,
+            lane_timeouts=timeouts,
+            rng=rng,
+            metrics=self.metrics,
+            owner=self.owner,
+            acks=acks,
+            on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in),
+        )
+        return acks
 
     def _submit(self, claim: Claim, claimed_at: float) -> None:
         self._lanes.submit(claim.lane, Work(claim, claimed_at))

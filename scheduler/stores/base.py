@@ -12,19 +12,21 @@ too early just gets an empty batch and the time to wait. Every write about a cla
 invocation (``renew``, ``complete``, ``fail``, ``release``) presents the claim's token
 and is refused with ``Commit.LEASE_LOST`` when that token no longer owns it.
 
-Optional: a store whose calls are costly (Redis) also offers
-``complete_many([(claim, result), ...]) -> list[Commit]``, ``complete`` for a batch in one
-call with one outcome per item; engines then acknowledge successes in batches and claim
-whole batches (``Scheduler(lookahead=...)``). ``claim_due`` may then be asked for more
-than it hands out in one call (the Redis store's cap is 100 per lane): it answers
-``next_due_in == 0`` when a lane filled a whole batch and has room for more.
+Optional capabilities are typed protocols below, checked with ``isinstance`` (never by
+probing attributes): ``BatchAcks`` (a store whose calls are costly, Redis, takes
+``complete`` for a batch in one call; engines then acknowledge successes in batches and
+claim whole batches, ``Scheduler(lookahead=...)``; ``claim_due`` may then be asked for more
+than it hands out in one call, the Redis store's cap is 100 per lane, and answers
+``next_due_in == 0`` when a lane filled a whole batch and has room for more), ``BulkAdd``,
+``ServerChecks``, ``Resyncing``, ``HasClock`` and ``Closable``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from scheduler.clock import Clock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 
 WakeListener = Callable[[float | None], None]
@@ -111,4 +113,61 @@ class Store(Protocol):
     def subscribe(self, listener: WakeListener) -> Callable[[], None]:
         """Call ``listener(due_in)`` whenever an invocation becomes pending (from any
         producer). Returns a function that unsubscribes."""
+        ...
+
+
+# ---- optional capabilities ------------------------------------------------------------------
+
+
+@runtime_checkable
+class BatchAcks(Protocol):
+    """A store that records many successes in one call."""
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``complete`` for each ``(claim, result)``, in one call; one outcome per item,
+        in order (each item atomic on its own)."""
+        ...
+
+
+@runtime_checkable
+class BulkAdd(Protocol):
+    """A store that adds many jobs in one round trip."""
+
+    def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
+        """``add`` for each spec, in one round trip; each add atomic on its own."""
+        ...
+
+
+@runtime_checkable
+class ServerChecks(Protocol):
+    """A store on a server whose settings can break the guarantees (Redis)."""
+
+    def check_server(self) -> list[str]:
+        """Raise if the server would break the guarantees (e.g. an eviction policy);
+        return warnings (e.g. persistence off). Engines call it once at start."""
+        ...
+
+
+@runtime_checkable
+class Resyncing(Protocol):
+    """A store whose wake-ups can be lost (pub/sub): dispatchers re-claim every
+    ``resync`` seconds (jittered) besides waking on them."""
+
+    resync: float
+
+
+@runtime_checkable
+class HasClock(Protocol):
+    """A store that judges time with a clock of its own; an engine without a clock
+    shares it."""
+
+    clock: Clock
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A store that holds connections or threads until ``close``."""
+
+    def close(self) -> None:
+        """Release connections and threads; the store is unusable afterwards."""
         ...

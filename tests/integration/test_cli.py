@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler import Client, Scheduler, task
-from scheduler.cli import main
+from scheduler.cli import main, render
 from scheduler.stores.redis import RedisStore, queries
 
 pytestmark = pytest.mark.redis
@@ -115,7 +115,7 @@ def test_ls_lists_live_jobs_by_next_run(cli, client):
     assert re.search(r"\(in [23]\d\.\ds\)", by_id["soon"])
     assert re.search(r"\(in 59m\d\ds\)", by_id["tick"]) and "every 3600s" in by_id["tick"]
     assert "paused" in by_id["held"]
-    assert queries.local(client.get("soon").next_run) in by_id["soon"]
+    assert render.local(client.get("soon").next_run) in by_id["soon"]
 
 
 def test_ls_json_matches_client_jobs(cli, client):

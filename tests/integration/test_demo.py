@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import demo
+from scheduler.cli import demo_shared as demo
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -83,7 +83,7 @@ def test_header_states_the_guarantee_keys_argv_and_returns(path):
 
 @scripts
 def test_keys_only_route_the_call(path):
-    """KEYS[1] is passed for Redis Cluster's routing only (RedisStore._call); every key a
+    """KEYS[1] is passed for Redis Cluster's routing only (RedisStore.call_script); every key a
     script touches is built from the prefix ARGV[1], so the body never reads KEYS."""
     _, _, body = split(path)
     assert "KEYS" not in body and "KEYS" not in LIB

@@ -8,12 +8,13 @@ protocol). Everything here is idempotent: replicas racing on one series write it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Cron, JobSpec
+from scheduler.stores.redis.keys import Keys
 
 log = logging.getLogger("duetime.redis")
 
@@ -67,21 +68,27 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
     return [*head, "replan", str(_ms(keep)), go, str(_ms(after)), *skip]
 
 
-def write_plans(
-    r: Any,
-    job_key: Callable[[str], str],
-    decode: Callable[[str, str], JobSpec],
-    call: Callable[..., Any],
-    jobs: Iterable[str],
-    now_ms: int,
-) -> None:
+class PlanStore(Protocol):
+    """What planning needs of a ``RedisStore`` (its public surface, nothing more)."""
+
+    keys: Keys
+
+    @property
+    def redis(self) -> Any: ...
+
+    def spec_of(self, job_id: str, text: str) -> JobSpec: ...
+
+    def call_script(self, name: str, *args: Any) -> Any: ...
+
+
+def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> None:
     """Compute and write the plans claim.lua asked for. Never raises: a job that cannot
     be planned (or a store error) is logged and left waiting; claim.lua asks again."""
     jobs = list(dict.fromkeys(jobs))
     try:
-        with r.pipeline(transaction=False) as p:
+        with store.redis.pipeline(transaction=False) as p:
             for job in jobs:
-                p.hmget(job_key(job), *FIELDS)
+                p.hmget(store.keys.job(job), *FIELDS)
             rows = p.execute()
     except Exception:  # noqa: BLE001 - the caller's claims must still be returned
         log.warning("calendar plans not written; they are asked for again", exc_info=True)
@@ -89,9 +96,9 @@ def write_plans(
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:
-            args = plan_args(decode(job, h["def"]), h, now_ms) if "def" in h else None
+            args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
             if args is not None:
-                call("plan", *args)
+                store.call_script("plan", *args)
         except Exception:  # noqa: BLE001 - one bad series must not stop the dispatcher
             log.exception("job %s: could not plan its calendar series; will retry", job)
 
@@ -99,22 +106,15 @@ def write_plans(
 BACKFILL_FIELDS = ("def", "gen", "anchor", "interval")
 
 
-def backfill(
-    r: Any,
-    key: str,
-    decode: Callable[[str, str], JobSpec],
-    call: Callable[..., Any],
-    job_id: str,
-    start: float,
-    end: float,
-) -> int:
+def backfill(store: PlanStore, job_id: str, start: float, end: float) -> int:
     """``RedisStore.backfill``: read the job's schedule, compute the occurrences of the
     window, and let backfill.lua queue those that never ran (see its header)."""
-    h = dict(zip(BACKFILL_FIELDS, r.hmget(key, *BACKFILL_FIELDS), strict=True))
+    row = store.redis.hmget(store.keys.job(job_id), *BACKFILL_FIELDS)
+    h = dict(zip(BACKFILL_FIELDS, row, strict=True))
     if not h.get("def") or not h.get("gen"):
         return 0
-    spec = decode(job_id, h["def"])
-    queued = int(call("backfill", job_id, h["gen"], *occurrences(spec, h, start, end)))
+    spec = store.spec_of(job_id, h["def"])
+    queued = int(store.call_script("backfill", job_id, h["gen"], *occurrences(spec, h, start, end)))
     if queued < 0:
         raise ValueError(
             f"job {job_id!r} changed while the backfill was computed (it was "

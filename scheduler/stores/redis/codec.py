@@ -7,9 +7,9 @@ Two equal definitions encode to the same text, which is how an upsert recognises
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler import tasks
 from scheduler.errors import PayloadError, TaskNotRegisteredError
@@ -34,7 +34,7 @@ from scheduler.model import (
     TaskRef,
 )
 from scheduler.schedules import grace_for
-from scheduler.stores.redis import calendar_plans as redis_calendar
+from scheduler.stores.redis import calendar_plans
 
 
 def task_ref(target: Any) -> TaskRef:
@@ -137,7 +137,7 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
     elif isinstance(s, At):
         kind, num, grace = "at", _ms(s.wall), 0
     elif isinstance(s, Cron):
-        kind, (num, anchor) = "cron", redis_calendar.first_two(spec, redis_now_ms())
+        kind, (num, anchor) = "cron", calendar_plans.first_two(spec, redis_now_ms())
         grace = -1 if spec.misfire_grace is None else _ms(spec.misfire_grace)
     else:
         kind, num = "every", _ms(s.interval)
@@ -182,16 +182,41 @@ def claim(c: dict[str, Any], spec: JobSpec) -> Claim:
     )
 
 
-def event(f: dict[str, str]) -> Event:
-    """One entry of the namespace's event stream as an ``Event``."""
+def event(f: Mapping[str, str]) -> Event:
+    """One entry of the namespace's event stream as an ``Event`` (the one parser of the
+    stream's format; a field that is missing reads as empty)."""
+    sched, attempt = f.get("sched", ""), f.get("attempt", "")
     return Event(
-        at=int(f["at"]) / 1000,
-        kind=f["kind"],
-        job_id=f["job"],
-        scheduled=int(f["sched"]) / 1000 if f["sched"] else None,
-        attempt=int(f["attempt"]) if f["attempt"] else None,
-        detail=f["detail"],
+        at=int(f.get("at") or 0) / 1000,
+        kind=f.get("kind", "?"),
+        job_id=f.get("job", ""),
+        scheduled=int(sched) / 1000 if sched else None,
+        attempt=int(attempt) if attempt else None,
+        detail=f.get("detail", ""),
     )
+
+
+class RunningEntry(NamedTuple):
+    """One entry of the namespace's RUNNING hash (token -> ``gen|sched|attempt|stalls|
+    fence|job``; lib.lua writes it), times in epoch seconds."""
+
+    generation: int
+    scheduled: float
+    attempt: int
+    stalls: int
+    fence: int
+    job_id: str
+
+
+def running_entry(data: str) -> RunningEntry:
+    """Parse one RUNNING entry (the one parser of that format on the Python side)."""
+    gen, sched, attempt, stalls, fence, job = data.split("|", 5)
+    return RunningEntry(int(gen), int(sched) / 1000, int(attempt), int(stalls), int(fence), job)
+
+
+def owner_of(token: str) -> str:
+    """The replica id inside a claim token (``<owner>:<n>``)."""
+    return token.rsplit(":", 1)[0]
 
 
 def result_json(value: Any) -> str:
@@ -222,9 +247,9 @@ def job_info(
         spec = None  # quarantined: still inspectable
     invs = []
     for data in running.values():
-        gen, sched, attempt, _stalls, fence, job = data.split("|", 5)
-        if job == job_id:
-            invs.append(InvocationInfo(job, int(sched) / 1000, int(attempt), int(fence), None))
+        r = running_entry(data)
+        if r.job_id == job_id:
+            invs.append(InvocationInfo(job_id, r.scheduled, r.attempt, r.fence, None))
     if h.get("cancelled") == "1":
         state = "cancelled"
     elif h.get("state"):

@@ -69,5 +69,8 @@ class Keys:
     def claimed(self, owner: str) -> str:
         return f"{self.prefix}claimed:{owner}"  # string, 60 s TTL: last claim request + reply
 
+    def app(self, name: str) -> str:
+        return f"{self.prefix}app:{name}"  # any type: an application's own data (the demo's)
+
     def replica(self, owner: str) -> str:
         return f"{self.prefix}replica:{owner}"  # string with TTL: a live replica

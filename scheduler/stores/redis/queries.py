@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from scheduler.model import Event, InvocationInfo, JobInfo, Skip
+from scheduler.model import Event
+from scheduler.stores.redis import codec
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.sharded import ShardedStore
@@ -65,13 +66,12 @@ class Stats(TypedDict):
 
 def parts(store: AnyStore) -> list[RedisStore]:
     """The shards of a ``ShardedStore``; ``[store]`` for a ``RedisStore``."""
-    return list(getattr(store, "shards", [store]))
+    return store.parts
 
 
 def of_job(store: AnyStore, job_id: str) -> RedisStore:
     """The (shard) store that holds ``job_id``."""
-    shard = getattr(store, "shard", None)
-    return shard(job_id) if callable(shard) else store  # type: ignore[return-value]
+    return store.shard(job_id)
 
 
 def redis_now(store: AnyStore) -> float:
@@ -108,6 +108,26 @@ def due_now(store: RedisStore, now: float | None = None) -> dict[str, int]:
 def running_count(store: RedisStore) -> int:
     """Invocations currently claimed by some replica (HLEN ``running``)."""
     return int(store.redis.hlen(store.keys.running))
+
+
+class Running(NamedTuple):
+    """An invocation claimed by a replica and not yet ended."""
+
+    job_id: str
+    scheduled: float  # epoch seconds
+    attempt: int
+    fence: int
+    owner: str  # the replica that holds it
+
+
+def running(store: AnyStore) -> list[Running]:
+    """Every invocation of the namespace that is running now (all shards), by token."""
+    out = []
+    for part in parts(store):
+        for token, data in sorted(part.redis.hgetall(part.keys.running).items()):
+            r = codec.running_entry(data)
+            out.append(Running(r.job_id, r.scheduled, r.attempt, r.fence, codec.owner_of(token)))
+    return out
 
 
 def counters(store: RedisStore) -> dict[str, int]:
@@ -201,10 +221,11 @@ def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
     """Dispatch lag (claim time minus scheduled time, both Redis time) of the claims among
     the last ``window`` events: p50, p90, p99 and max in ms, and the sample count."""
     rows = store.redis.xrevrange(store.keys.events, count=window)
+    events = (codec.event(f) for _, f in rows)
     lags = sorted(
-        int(f["at"]) - int(f["sched"])
-        for _, f in rows
-        if f.get("kind") == "claimed" and f.get("sched")
+        round((e.at - e.scheduled) * 1000)
+        for e in events
+        if e.kind == "claimed" and e.scheduled is not None
     )
     if not lags:
         return {"samples": 0}
@@ -222,19 +243,6 @@ def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
 
 
 # ---- events -----------------------------------------------------------------------------
-
-
-def parse_event(fields: Mapping[str, str]) -> Event:
-    """An ``Event`` from the fields of one stream entry."""
-    sched, attempt = fields.get("sched", ""), fields.get("attempt", "")
-    return Event(
-        at=int(fields.get("at") or 0) / 1000,
-        kind=fields.get("kind", "?"),
-        job_id=fields.get("job", ""),
-        scheduled=int(sched) / 1000 if sched else None,
-        attempt=int(attempt) if attempt else None,
-        detail=fields.get("detail", ""),
-    )
 
 
 def last_event_id(store: AnyStore) -> str:
@@ -265,7 +273,7 @@ def recent_events(
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
             if job_id is None or fields.get("job") == job_id:
-                found.append(Entry(str(entry_id), parse_event(fields)))
+                found.append(Entry(str(entry_id), codec.event(fields)))
                 if len(found) == count:
                     break
         if len(rows) < chunk:
@@ -317,7 +325,7 @@ def _tail(
             last = str(entry_id)
             if job_id is not None and fields.get("job") != job_id:
                 continue
-            yield Entry(last, parse_event(fields))
+            yield Entry(last, codec.event(fields))
             yielded += 1
             if limit is not None and yielded >= limit:
                 return
@@ -340,128 +348,3 @@ def iso(t: float | None) -> str | None:
     if t is None:
         return None
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def event_json(event: Event, entry_id: str | None = None) -> dict[str, Any]:
-    """An event as a plain JSON object (with its stream id when known)."""
-    out: dict[str, Any] = {} if entry_id is None else {"id": entry_id}
-    out.update(
-        at=event.at,
-        at_iso=iso(event.at),
-        kind=event.kind,
-        job_id=event.job_id,
-        scheduled=event.scheduled,
-        scheduled_iso=iso(event.scheduled),
-        attempt=event.attempt,
-        detail=event.detail,
-    )
-    return out
-
-
-def invocation_json(inv: InvocationInfo) -> dict[str, Any]:
-    """A running invocation as a plain JSON object."""
-    return {
-        "job_id": inv.job_id,
-        "scheduled": inv.scheduled,
-        "scheduled_iso": iso(inv.scheduled),
-        "attempt": inv.attempt,
-        "fence": inv.fence,
-        "lease_until": inv.lease_until,
-        "lease_until_iso": iso(inv.lease_until),
-    }
-
-
-def skip_json(skip: Skip) -> dict[str, Any]:
-    """A range of skipped occurrences as a plain JSON object."""
-    return {
-        "first": skip.first,
-        "first_iso": iso(skip.first),
-        "last": skip.last,
-        "last_iso": iso(skip.last),
-        "count": skip.count,
-        "reason": skip.reason,
-    }
-
-
-def job_json(info: JobInfo) -> dict[str, Any]:
-    """Every ``JobInfo`` field as a plain JSON object (``last_result`` is already JSON)."""
-    return {
-        "job_id": info.job_id,
-        "schedule": info.schedule,
-        "lane": info.lane,
-        "state": info.state,
-        "next_run": info.next_run,
-        "next_run_iso": iso(info.next_run),
-        "runs": info.runs,
-        "failures": info.failures,
-        "attempts": info.attempts,
-        "last_result": info.last_result,
-        "last_error": info.last_error,
-        "running": [invocation_json(i) for i in info.running],
-        "skipped": [skip_json(s) for s in info.skipped],
-        "dead_letters": [event_json(e) for e in info.dead_letters],
-    }
-
-
-# ---- text for people (what the CLI prints) ------------------------------------------------
-
-
-def table(
-    headers: list[str], rows: list[list[str]], right: frozenset[int] = frozenset()
-) -> list[str]:
-    """Rows as aligned columns (right-aligned where asked), trailing blanks trimmed."""
-    widths = [max(len(row[c]) for row in [headers, *rows]) for c in range(len(headers))]
-    return [
-        "  ".join(
-            cell.rjust(w) if c in right else cell.ljust(w)
-            for c, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in [headers, *rows]
-    ]
-
-
-def local(t: float | None) -> str:
-    """Epoch seconds as local ISO 8601 time with milliseconds (``-`` for none)."""
-    if t is None:
-        return "-"
-    return dt.datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
-
-
-def span(seconds: float) -> str:
-    """A duration: ``12.3s``, ``4m05s``, ``2h07m``, ``3d04h``."""
-    s = seconds
-    if s < 60:
-        return f"{s:.1f}s"
-    if s < 3600:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-    if s < 86400:
-        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-    return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
-
-
-def when(t: float | None, now: float) -> str:
-    """``2030-01-01T10:00:00.000+01:00 (in 12.3s)`` (or ``(1.2s ago)``) relative to ``now``."""
-    if t is None:
-        return "-"
-    d = t - now
-    return f"{local(t)} ({'in ' + span(d) if d >= 0 else span(-d) + ' ago'})"
-
-
-def clip(text: str | None, width: int) -> str:
-    """The first line of ``text``, cut to ``width`` characters."""
-    lines = (text or "").strip().splitlines()
-    line = lines[0] if lines else ""
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def event_line(entry: Entry) -> str:
-    """One event as a line: local time, kind, job, scheduled time, attempt, detail."""
-    e = entry.event
-    parts = [local(e.at), f"{e.kind:<13}", e.job_id or "-"]
-    if e.scheduled is not None:
-        parts.append(f"scheduled {local(e.scheduled)}")
-    if e.attempt is not None:
-        parts.append(f"attempt {e.attempt}")
-    if e.detail:
-        parts.append(e.detail)
-    return "  ".join(parts)

@@ -36,7 +36,6 @@ import logging
 import math
 import random
 import threading
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -119,6 +118,11 @@ class ShardedStore(WakeSubscriptions):
         return self._r
 
     @property
+    def parts(self) -> list[RedisStore]:
+        """The shards' stores, shard 0 first."""
+        return list(self.shards)
+
+    @property
     def data_loss_alarms(self) -> int:
         return sum(s.data_loss_alarms for s in self.shards)
 
@@ -132,7 +136,7 @@ class ShardedStore(WakeSubscriptions):
         """Check (until settled) that the namespace has this store's shard count;
         writers (``record``) record it in a new namespace (shards.py)."""
         if not self._counted:
-            with self.shards[0]._reachable():
+            with self.shards[0].reachable():
                 self._counted = sharding.check_count(self._r, self.keys, self.url, record=record)
 
     def check_server(self) -> list[str]:
@@ -140,10 +144,9 @@ class ShardedStore(WakeSubscriptions):
         every shard's epoch recorded (data-loss detection per shard)."""
         warnings = self.shards[0].check_server()
         self._counted = True
-        with self.shards[0]._reachable():
+        with self.shards[0].reachable():
             for s in self.shards[1:]:
-                self._r.set(s.keys.epoch, uuid.uuid4().hex, nx=True)
-                s._epoch = self._r.get(s.keys.epoch)
+                s.adopt_epoch()
         return warnings
 
     # ---- producers ------------------------------------------------------------------------
@@ -252,7 +255,7 @@ class ShardedStore(WakeSubscriptions):
             full = {lane for lane in wanted if got[lane] >= min(asked[lane], MAX_BATCH)}
             with self._lock:
                 t = self.clock.now()
-                self._offset_ms = self.shards[i]._offset_ms
+                self._offset_ms = self.shards[i].offset_ms
                 nxt = math.inf if batch.next_due_in is None else t + batch.next_due_in
                 if full and batch.now is not None:  # more may wait, due since the last one
                     last = max(c.scheduled for c in batch.claims if c.lane in full)
@@ -345,9 +348,8 @@ class ShardedStore(WakeSubscriptions):
         (Redis time is converted with the shard's clock offset, or, for a shard not
         claimed from yet, the offset any shard's last claim measured.)"""
         shard = self.shards[i]
-        if not shard._offset_ms and not shard._fixed_clock:
-            shard._offset_ms = self._offset_ms
-        due_in = shard._due_in(due_ms)
+        shard.adopt_offset(self._offset_ms)
+        due_in = shard.due_in(due_ms)
         with self._lock:
             self._due[i] = min(self._due[i], self.clock.now() + due_in)
             self._woken[i] += 1

@@ -25,8 +25,7 @@ from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores.redis import calendar_plans as redis_calendar
-from scheduler.stores.redis import codec, shards, urls
+from scheduler.stores.redis import calendar_plans, codec, shards, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
@@ -108,6 +107,16 @@ class RedisStore(WakeSubscriptions):
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
 
     @property
+    def parts(self) -> list[RedisStore]:
+        """The stores that hold the namespace's data: ``[self]`` (a ``ShardedStore``
+        answers its shards), so read-side queries treat both kinds alike."""
+        return [self]
+
+    def shard(self, job_id: str) -> RedisStore:
+        """The store that holds ``job_id``: this one (see ``ShardedStore.shard``)."""
+        return self
+
+    @property
     def redis(self) -> Any:
         """The redis-py client (decode_responses=True), for read-only inspection."""
         return self._r
@@ -118,7 +127,7 @@ class RedisStore(WakeSubscriptions):
         return _ms(self.clock.now()) if self._fixed_clock else ""
 
     @contextlib.contextmanager
-    def _reachable(self) -> Iterator[None]:
+    def reachable(self) -> Iterator[None]:
         """Turn a lost or refused connection into a StoreUnavailableError that says what
         to check (the URL is shown without its password)."""
         try:
@@ -135,10 +144,12 @@ class RedisStore(WakeSubscriptions):
                 "(DUETIME_REDIS_URL) right?"
             ) from exc
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def call_script(self, name: str, *args: Any) -> Any:
+        """Run script ``name`` (lua/) with the namespace's prefix and time argument, then
+        ``args``; its reply. Bad input refused by the script raises ValueError."""
         argv = [self.keys.prefix, self._now_arg(), *args]
         try:
-            with self._reachable():
+            with self.reachable():
                 self.replication.refresh()
                 if self.waiter.replicas:
                     return self.waiter.call(self._scripts[name], argv, self._route)
@@ -150,7 +161,8 @@ class RedisStore(WakeSubscriptions):
                 raise StoreConfigError(str(exc).removeprefix("duetime ")) from exc
             raise
 
-    def _spec(self, job_id: str, text: str) -> JobSpec:
+    def spec_of(self, job_id: str, text: str) -> JobSpec:
+        """The ``JobSpec`` of a stored definition (decoded once, then cached)."""
         key = (job_id, text)
         spec = self._specs.get(key)
         if spec is None:
@@ -174,8 +186,7 @@ class RedisStore(WakeSubscriptions):
         if self._checked is not None:
             return self._checked
         shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
-        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
-        self._epoch = self._r.get(self.keys.epoch)
+        self.adopt_epoch()
         for w in warnings:
             log.warning(w)
         self._checked = warnings
@@ -226,13 +237,13 @@ class RedisStore(WakeSubscriptions):
     # ---- producers -------------------------------------------------------------------------
 
     def next_id(self) -> int:
-        with self._reachable():
+        with self.reachable():
             return int(self._r.incr(self.keys.ids))
 
     def add(self, spec: JobSpec) -> AddResult:
         high = self.replication.seq_high
-        reply = self._call("add", *self._add_args(spec))
-        with self._reachable():
+        reply = self.call_script("add", *self._add_args(spec))
+        with self.reachable():
             self.replication.after_add(high, [reply])
         return _add_result(reply)
 
@@ -242,7 +253,7 @@ class RedisStore(WakeSubscriptions):
         args = [self._add_args(spec) for spec in specs]
         script, high = self._scripts["add"], self.replication.seq_high
         self.replication.refresh()
-        with self._reachable():
+        with self.reachable():
             replies = lua.pipelined(
                 self._r,
                 script,
@@ -253,7 +264,7 @@ class RedisStore(WakeSubscriptions):
             )
         if self.waiter.replicas:
             self.waiter.check(replies.pop(), len(args))
-        with self._reachable():
+        with self.reachable():
             self.replication.after_add(high, replies)
         return [_add_result(reply) for reply in replies]
 
@@ -264,27 +275,25 @@ class RedisStore(WakeSubscriptions):
         """The scripts' "now": the test clock if one was given, else Redis TIME."""
         if self._fixed_clock:
             return round(self.clock.now() * 1000)
-        with self._reachable():
+        with self.reachable():
             sec, usec = self._r.time()
         return int(sec) * 1000 + int(usec) // 1000
 
     def cancel(self, job_id: str) -> bool:
-        return bool(self._call("cancel", job_id))
+        return bool(self.call_script("cancel", job_id))
 
     def pause(self, job_id: str) -> bool:
-        return bool(self._call("pause", job_id))
+        return bool(self.call_script("pause", job_id))
 
     def resume(self, job_id: str) -> bool:
-        return bool(self._call("resume", job_id))
+        return bool(self.call_script("resume", job_id))
 
     def trigger(self, job_id: str) -> bool:
-        return bool(self._call("trigger", job_id))
+        return bool(self.call_script("trigger", job_id))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
-        with self._reachable():
-            return redis_calendar.backfill(
-                self._r, self.keys.job(job_id), self._spec, self._call, job_id, start, end
-            )
+        with self.reachable():
+            return calendar_plans.backfill(self, job_id, start, end)
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
@@ -293,7 +302,7 @@ class RedisStore(WakeSubscriptions):
         sent = time.monotonic()
         high = self.replication.fence_high
         reply = json.loads(
-            self._call(
+            self.call_script(
                 "claim", owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs
             )
         )
@@ -301,7 +310,7 @@ class RedisStore(WakeSubscriptions):
         self._offset_ms = now - sent * 1000
         alarms = self.data_loss_alarms
         self._watch_epoch(reply.get("epoch", ""))
-        with self._reachable():
+        with self.reachable():
             self.replication.after_claim(
                 high,
                 reply.get("fence"),
@@ -311,15 +320,13 @@ class RedisStore(WakeSubscriptions):
         claims = []
         for c in reply["claims"] or []:
             try:
-                spec = self._spec(c["j"], c["def"])
+                spec = self.spec_of(c["j"], c["def"])
             except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
                 self._quarantine(c, exc)
                 continue
             claims.append(codec.claim(c, spec))
         if reply.get("plan"):  # never raises: the claims above must still be returned
-            redis_calendar.write_plans(
-                self._r, self.keys.job, self._spec, self._call, reply["plan"], now
-            )
+            calendar_plans.write_plans(self, reply["plan"], now)
         nxt = reply["next"]
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
@@ -332,16 +339,18 @@ class RedisStore(WakeSubscriptions):
         in its dead letters, with the reason) instead of crashing the loop."""
         reason = f"malformed job data in Redis ({type(exc).__name__}: {exc}); quarantined"
         log.error("job %s: %s", c.get("j"), reason)
-        self._call("fail", c["j"], c["t"], reason, "")
+        self.call_script("fail", c["j"], c["t"], reason, "")
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         if not claims:
             return []
-        codes = self._call("renew", _ms(lease), *[c.token for c in claims])
+        codes = self.call_script("renew", _ms(lease), *[c.token for c in claims])
         return [Commit(code) for code in codes]
 
     def complete(self, claim: Claim, result: Any) -> Commit:
-        return Commit(self._call("complete", claim.job_id, claim.token, codec.result_json(result)))
+        return Commit(
+            self.call_script("complete", claim.job_id, claim.token, codec.result_json(result))
+        )
 
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
         """``complete`` for a batch of (claim, result) in one script call (batched acks):
@@ -353,12 +362,12 @@ class RedisStore(WakeSubscriptions):
                 for claim, result in done[i : i + MAX_ACKS]
                 for x in (claim.job_id, claim.token, codec.result_json(result))
             ]
-            out += [Commit(code) for code in self._call("complete_many", *args)]
+            out += [Commit(code) for code in self.call_script("complete_many", *args)]
         return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
         return Commit(
-            self._call(
+            self.call_script(
                 "fail",
                 claim.job_id,
                 claim.token,
@@ -368,13 +377,13 @@ class RedisStore(WakeSubscriptions):
         )
 
     def release(self, claim: Claim) -> Commit:
-        return Commit(self._call("release", claim.job_id, claim.token))
+        return Commit(self.call_script("release", claim.job_id, claim.token))
 
     # ---- inspection -------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobInfo | None:
         k = self.keys
-        with self._reachable(), self._r.pipeline(transaction=False) as p:
+        with self.reachable(), self._r.pipeline(transaction=False) as p:
             p.hgetall(k.job(job_id))
             p.lrange(k.skips(job_id), 0, -1)
             p.lrange(k.dead(job_id), 0, -1)
@@ -386,7 +395,7 @@ class RedisStore(WakeSubscriptions):
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
         start = len(self.keys.job(""))
-        with self._reachable():
+        with self.reachable():
             ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"), count=1000))
         infos = [i for i in (self.get(j) for j in ids) if i is not None and i.state in LIVE]
         return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
@@ -394,13 +403,31 @@ class RedisStore(WakeSubscriptions):
     def events(self, limit: int = 100) -> list[Event]:
         if limit <= 0:
             return []
-        with self._reachable():
+        with self.reachable():
             rows = self._r.xrevrange(self.keys.events, count=limit)
         return [codec.event(f) for _, f in reversed(rows)]
 
     # ---- wake-ups -----------------------------------------------------------------------
 
-    def _due_in(self, due_ms: int) -> float:
+    @property
+    def offset_ms(self) -> float:
+        """Redis time minus local monotonic time in ms, as the last claim measured it."""
+        return self._offset_ms
+
+    def adopt_offset(self, offset_ms: float) -> None:
+        """Until this store has measured Redis time itself (its first claim), convert
+        Redis times with ``offset_ms`` (Redis minus local ms) measured by another."""
+        if not self._offset_ms and not self._fixed_clock:
+            self._offset_ms = offset_ms
+
+    def adopt_epoch(self) -> None:
+        """Create the namespace's epoch if it has none, and remember it: from now on a
+        changed or vanished epoch raises the data-loss alarm."""
+        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
+        self._epoch = self._r.get(self.keys.epoch)
+
+    def due_in(self, due_ms: int) -> float:
+        """Seconds from now until Redis time ``due_ms`` (0 if past)."""
         now = (
             self.clock.now() * 1000
             if self._fixed_clock
@@ -412,7 +439,7 @@ class RedisStore(WakeSubscriptions):
         return [self.keys.wake]
 
     def _on_wake(self, channel: str, due_ms: int) -> None:
-        self._notify(self._due_in(due_ms))
+        self._notify(self.due_in(due_ms))
 
     def close(self) -> None:
         self._close_subscriptions()

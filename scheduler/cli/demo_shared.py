@@ -22,9 +22,14 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from scheduler.stores.redis import queries
+from scheduler.stores.redis.keys import Keys
 from scheduler.tasks import task
+
+if TYPE_CHECKING:
+    from scheduler.stores.redis import RedisStore
 
 LOG_ENV = "DUETIME_DEMO_URL"
 
@@ -39,7 +44,7 @@ def work(seconds: float = 0.3) -> None:
     r = urls.connect(os.environ[LOG_ENV])
     ns = os.environ["DUETIME_NAMESPACE"]
     r.rpush(
-        f"duetime:{{{ns}}}:demo:log",
+        Keys(ns).app("demo:log"),
         json.dumps(
             {
                 "inv": inv.invocation_id,
@@ -51,7 +56,7 @@ def work(seconds: float = 0.3) -> None:
         ),
     )
     inv.token.wait(seconds)
-    r.hincrby(f"duetime:{{{ns}}}:demo:done", inv.invocation_id, 1)
+    r.hincrby(Keys(ns).app("demo:done"), inv.invocation_id, 1)
 
 
 @dataclass
@@ -75,31 +80,13 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
     """Run the demo against ``url`` (``redis://`` or ``redis+sentinel://``) and return what
     the witness log says."""
     from scheduler.client import Client
-    from scheduler.stores.redis import urls
+    from scheduler.stores.redis import RedisStore, urls
 
     ns = f"demo-{uuid.uuid4().hex[:6]}"
     r = urls.connect(url, decode_responses=True)
+    store = RedisStore(r, ns)  # read-side queries of the namespace (no subscriber runs)
     env = dict(os.environ, **{LOG_ENV: url, "DUETIME_NAMESPACE": ns})
-    cmd = [
-        sys.executable,
-        "-m",
-        "scheduler",
-        "run",
-        "--redis",
-        url,
-        "--namespace",
-        ns,
-        "--import",
-        "scheduler.demo",
-        "--workers",
-        "2",
-        "--lease",
-        "1.5",
-        "--resync",
-        "1",
-        "--log-level",
-        "ERROR",
-    ]
+    cmd = _replica_command(url, ns)
     procs = [
         subprocess.Popen(
             cmd,
@@ -112,7 +99,7 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
     ]
     report = Report()
     try:
-        _wait(lambda: len(list(r.scan_iter(f"duetime:{{{ns}}}:replica:*"))) == 3, 20)
+        _wait(lambda: len(queries.replicas(store)) == 3, 20)
         echo(f"3 replicas up (pids {', '.join(str(p.pid) for p in procs)}), namespace {ns}")
         with Client(url, namespace=ns) as client:
             for i in range(24):
@@ -138,18 +125,8 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
                 time.sleep(0.5)
             for name in ("every-700ms", "every-1s"):
                 client.cancel(name)
-        _wait(lambda: _settled(r, ns), 10)
-        log = _log(r, ns)
-        done = r.hgetall(f"duetime:{{{ns}}}:demo:done")
-        first_seen: set[str] = set()
-        for e in log:
-            if e["inv"] in first_seen:
-                report.reruns.append(e)
-            first_seen.add(e["inv"])
-        report.invocations = len(first_seen)
-        report.executions = len(log)
-        report.completed = sum(1 for inv in first_seen if int(done.get(inv, 0)) >= 1)
-        report.per_pid = Counter(e["pid"] for e in log)
+        _wait(lambda: _settled(store), 10)
+        _tally(report, r, ns)
         return report
     finally:
         for p in procs:
@@ -162,16 +139,52 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
                 p.kill()
 
 
+def _replica_command(url: str, ns: str) -> list[str]:
+    """``duetime run`` for one demo replica: short leases, so a takeover shows quickly."""
+    return [
+        sys.executable,
+        "-m",
+        "scheduler",
+        "run",
+        "--redis",
+        url,
+        "--namespace",
+        ns,
+        "--import",
+        "scheduler.cli.demo_shared",
+        "--workers",
+        "2",
+        "--lease",
+        "1.5",
+        "--resync",
+        "1",
+        "--log-level",
+        "ERROR",
+    ]
+
+
+def _tally(report: Report, r: Any, ns: str) -> None:
+    """Fill ``report`` from the witness log: executions, reruns, completions."""
+    log = _log(r, ns)
+    done = r.hgetall(Keys(ns).app("demo:done"))
+    first_seen: set[str] = set()
+    for e in log:
+        if e["inv"] in first_seen:
+            report.reruns.append(e)
+        first_seen.add(e["inv"])
+    report.invocations = len(first_seen)
+    report.executions = len(log)
+    report.completed = sum(1 for inv in first_seen if int(done.get(inv, 0)) >= 1)
+    report.per_pid = Counter(e["pid"] for e in log)
+
+
 def _log(r: Any, ns: str) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in r.lrange(f"duetime:{{{ns}}}:demo:log", 0, -1)]
+    return [json.loads(x) for x in r.lrange(Keys(ns).app("demo:log"), 0, -1)]
 
 
-def _settled(r: Any, ns: str) -> bool:
+def _settled(store: RedisStore) -> bool:
     """Nothing running and nothing due: every started invocation has finished."""
-    return bool(
-        r.hlen(f"duetime:{{{ns}}}:running") == 0
-        and r.zcount(f"duetime:{{{ns}}}:due:default", "-inf", int(r.time()[0]) * 1000) == 0
-    )
+    return queries.running_count(store) == 0 and not any(queries.due_now(store).values())
 
 
 def _table(

@@ -1,0 +1,302 @@
+"""Commands that look at a namespace without changing it: ``ls``, ``show``, ``stats``,
+``events`` and ``top``. The data comes from ``stores.redis.queries``; render.py draws it."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from scheduler.cli import render
+from scheduler.cli.app import (
+    EXIT_REFUSED,
+    fail,
+    job_argument,
+    job_id_of,
+    json_option,
+    main,
+    namespace_option,
+    open_namespace,
+    url_option,
+)
+from scheduler.stores.redis import queries
+
+if TYPE_CHECKING:
+    from scheduler.cli.app import AnyStore
+    from scheduler.stores.redis.queries import Entry
+
+
+@main.command("ls")
+@url_option
+@namespace_option
+@json_option
+def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """List live jobs, soonest next run first.
+
+    Live: scheduled, running or paused. NEXT RUN: local time, and relative to Redis TIME."""
+
+    with open_namespace("ls", redis_url, namespace) as store:
+        jobs = sorted(store.jobs(), key=lambda i: (i.next_run is None, i.next_run or 0.0, i.job_id))
+        now = queries.redis_now(store)
+    if as_json:
+        click.echo(json.dumps([render.job_json(i) for i in jobs], indent=2))
+        return
+    if not jobs:
+        click.echo(f"no live jobs in namespace {namespace!r}")
+        return
+    rows = [
+        [
+            i.job_id,
+            i.schedule,
+            i.lane,
+            i.state,
+            render.when(i.next_run, now),
+            str(i.runs),
+            str(i.failures),
+            render.clip(i.last_error, 40),
+        ]
+        for i in jobs
+    ]
+    head = ["ID", "SCHEDULE", "LANE", "STATE", "NEXT RUN", "RUNS", "FAILURES", "LAST ERROR"]
+    for line in render.table(head, rows, right=frozenset({5, 6})):
+        click.echo(line)
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
+@json_option
+def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> None:
+    """Show one job in full.
+
+    Every field, running invocations, recent skips (with reasons) and dead letters, and
+    the last 20 events. Exit 1 if there is no such job (finished ones are kept a day)."""
+
+    job_id = job_id_of(job_id)
+    with open_namespace("show", redis_url, namespace) as store:
+        info = store.get(job_id)
+        if info is None:
+            fail(
+                f"no job with id {job_id!r} in namespace {namespace!r} (finished jobs are "
+                "kept for a day)",
+                EXIT_REFUSED,
+            )
+        recent = queries.recent_events(store, 20, job_id)
+        now = queries.redis_now(store)
+    if as_json:
+        events = [render.event_json(e.event, e.id) for e in recent]
+        click.echo(json.dumps({**render.job_json(info), "events": events}, indent=2))
+        return
+    result = "-" if info.last_result is None else json.dumps(info.last_result)
+    for label, value in (
+        ("job", info.job_id),
+        ("schedule", info.schedule),
+        ("lane", info.lane),
+        ("state", info.state),
+        ("next run", render.when(info.next_run, now)),
+        ("runs", info.runs),
+        ("failures", info.failures),
+        ("attempts", info.attempts),
+        ("last result", render.clip(result, 200)),
+        ("last error", info.last_error or "-"),
+    ):
+        click.echo(f"{label:<13}{value}")
+    click.echo(f"running      {len(info.running) or 'none'}")
+    for inv in info.running:
+        click.echo(
+            f"  scheduled {render.local(inv.scheduled)}  attempt {inv.attempt}  fence {inv.fence}"
+        )
+    click.echo(f"skipped      {'(recent first)' if info.skipped else 'none'}")
+    for s in info.skipped:
+        click.echo(
+            f"  {s.count} occurrence(s) {render.local(s.first)} .. "
+            f"{render.local(s.last)}: {s.reason}"
+        )
+    click.echo(f"dead letters {'(recent first)' if info.dead_letters else 'none'}")
+    for d in info.dead_letters:
+        click.echo(
+            f"  {render.local(d.at)}  scheduled {render.local(d.scheduled)}  "
+            f"attempt {d.attempt}: {d.detail}"
+        )
+    click.echo(f"events       {f'(last {len(recent)})' if recent else 'none'}")
+    for entry in recent:
+        click.echo("  " + render.event_line(entry))
+
+
+@main.command()
+@url_option
+@namespace_option
+@json_option
+def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Show queue depths, lag, running jobs, counters, replicas.
+
+    Per lane: pending invocations and how many are due now (by Redis TIME); dispatch lag
+    percentiles of recent claims (from the event stream); invocations running; live
+    replicas; the event counters; data-loss alarms."""
+
+    with open_namespace("stats", redis_url, namespace) as store:
+        st = queries.stats(store)
+        url = store.url
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return
+    now = st["now"]
+    click.echo(f"namespace   {namespace} at {url}")
+    click.echo(f"redis time  {render.local(now)}")
+    lanes = [
+        [lane, str(n), str(st["due_now"].get(lane, 0))] for lane, n in st["queue_depths"].items()
+    ]
+    lines = render.table(["LANE", "QUEUED", "DUE NOW"], lanes, right=frozenset({1, 2}))
+    click.echo("\n".join(lines) if lanes else "lanes       none (nothing was ever enqueued)")
+    click.echo(f"running     {st['running']}")
+    lag = st["lag_ms"]
+    click.echo(
+        "lag         "
+        + (
+            "no recent claims"
+            if not lag.get("samples")
+            else f"p50 {lag['p50']:.0f} ms, p90 {lag['p90']:.0f} ms, p99 {lag['p99']:.0f} ms, "
+            f"max {lag['max']:.0f} ms over the last {lag['samples']:.0f} claims"
+        )
+    )
+    alive = ", ".join(
+        r["id"]
+        if r["last_claim"] is None
+        else f"{r['id']} (last claim {render.span(max(0.0, now - r['last_claim']))} ago)"
+        for r in st["replicas"]
+    )
+    click.echo(f"replicas    {st['replicas_alive']} alive{': ' + alive if alive else ''}")
+    click.echo(f"data loss   {st['data_loss_alarms']} alarm(s)")
+    click.echo(f"counters    {'none' if not st['counters'] else ''}".rstrip())
+    counts = [[kind, str(n)] for kind, n in st["counters"].items()]
+    for line in render.table(["", ""], counts, right=frozenset({1}))[1:]:
+        click.echo("  " + line)
+
+
+@main.command()
+@url_option
+@namespace_option
+@click.option(
+    "--count",
+    "-c",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many of the most recent events to print.",
+)
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Then wait for new events (XREAD BLOCK, no polling) until Ctrl-C.",
+)
+@click.option("--job", "job_id", default=None, metavar="ID", help="Only the events of job ID.")
+@json_option
+def events(
+    redis_url: str | None,
+    namespace: str,
+    count: int,
+    follow: bool,
+    job_id: str | None,
+    as_json: bool,
+) -> None:
+    """Print recent events, oldest first.
+
+    With --follow, then wait for new ones (XREAD BLOCK) until Ctrl-C; with --json, one
+    JSON object per line when following."""
+
+    job = None if job_id is None else job_id_of(job_id)
+
+    def emit(entry: Entry) -> None:
+        click.echo(
+            json.dumps(render.event_json(entry.event, entry.id))
+            if as_json
+            else render.event_line(entry)
+        )
+
+    with open_namespace("events", redis_url, namespace) as store:
+        top = queries.last_event_id(store) if follow else "+"
+        recent = queries.recent_events(store, count, job, until=top)
+        if as_json and not follow:
+            data = [render.event_json(e.event, e.id) for e in recent]
+            click.echo(json.dumps(data, indent=2))
+            return
+        if follow:
+            click.echo(
+                f"following events of namespace {namespace!r} at {store.url} (Ctrl-C to stop)",
+                err=True,
+            )
+        try:
+            for entry in recent:
+                emit(entry)
+            for entry in queries.follow(store, after=top, job_id=job) if follow else ():
+                emit(entry)
+        except KeyboardInterrupt:  # the way out of --follow: exit 0
+            pass
+
+
+@main.command()
+@url_option
+@namespace_option
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between refreshes.")
+@click.option(
+    "--iterations", type=int, default=None, help="Stop after N refreshes (default: until Ctrl-C)."
+)
+def top(redis_url: str | None, namespace: str, interval: float, iterations: int | None) -> None:
+    """A live view: replicas, queue depth and lag, and the invocations running now."""
+    import time
+
+    with open_namespace("top", redis_url, namespace) as store:
+        n = 0
+        try:
+            while iterations is None or n < iterations:
+                screen = _top_screen(store, namespace)
+                if iterations is None:
+                    click.clear()
+                click.echo(screen)
+                n += 1
+                if iterations is None or n < iterations:
+                    time.sleep(interval)
+        except KeyboardInterrupt:
+            pass
+
+
+def _top_screen(store: AnyStore, namespace: str) -> str:
+
+    st = queries.stats(store)
+    now = st["now"]
+    lag = st["lag_ms"]
+    out = [
+        f"duetime top — namespace {namespace} at {store.url} — {render.local(now)}",
+        f"replicas {st['replicas_alive']}   running {st['running']}   queued "
+        f"{sum(st['queue_depths'].values())}   due now {sum(st['due_now'].values())}   "
+        + (
+            "lag: no recent claims"
+            if not lag.get("samples")
+            else f"lag p50/p99/max {lag['p50']:.0f}/{lag['p99']:.0f}/{lag['max']:.0f} ms"
+        ),
+        "",
+    ]
+    rows = [
+        [
+            r.job_id,
+            render.local(r.scheduled),
+            str(r.attempt),
+            str(r.fence),
+            r.owner,
+            render.span(max(0.0, now - r.scheduled)),
+        ]
+        for r in queries.running(store)
+    ]
+    out += (
+        render.table(
+            ["RUNNING JOB", "SCHEDULED", "ATTEMPT", "FENCE", "REPLICA", "FOR"],
+            rows,
+            right=frozenset({2, 3, 5}),
+        )
+        if rows
+        else ["nothing running"]
+    )
+    return "\n".join(out)

@@ -1,0 +1,104 @@
+"""Commands that steer a job of a namespace: ``cancel``, ``pause``, ``resume``, ``trigger``.
+Each says what happened, and exits 1 when it had no effect."""
+
+from __future__ import annotations
+
+import click
+
+from scheduler.cli import render
+from scheduler.cli.app import (
+    EXIT_REFUSED,
+    fail,
+    job_argument,
+    job_id_of,
+    main,
+    namespace_option,
+    open_namespace,
+    url_option,
+)
+from scheduler.stores.redis import queries
+
+
+def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> None:
+    """cancel / pause / resume: say what happened; exit 1 if it had no effect."""
+    from scheduler.client import Client
+
+    job_id = job_id_of(job_id)
+    with open_namespace(verb, redis_url, namespace) as store:
+        client = Client(store)
+        done = {
+            "cancel": client.cancel,
+            "pause": client.pause,
+            "resume": client.resume,
+            "trigger": client.trigger,
+        }[verb](job_id)
+        info = store.get(job_id)
+        now = queries.redis_now(store)
+    if done:
+        extra = ""
+        if info is not None and verb == "resume" and info.next_run is not None:
+            extra = f", next run {render.when(info.next_run, now)}"
+        if info is not None and info.running:
+            extra += f"; {len(info.running)} running invocation(s) may finish"
+        past = {
+            "cancel": "cancelled",
+            "pause": "paused",
+            "resume": "resumed",
+            "trigger": "triggered a run of",
+        }[verb]
+        click.echo(f"{past} job {job_id!r}{extra}")
+        return
+    if info is None:
+        fail(f"no job with id {job_id!r} in namespace {namespace!r}", EXIT_REFUSED)
+    why = {
+        "pause": "already paused" if info.state == "paused" else info.state,
+        "resume": f"not paused (it is {info.state})",
+    }.get(verb, info.state)
+    click.echo(f"nothing to {verb}: job {job_id!r} is {why}", err=True)
+    raise SystemExit(EXIT_REFUSED)
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
+def cancel(redis_url: str | None, namespace: str, job_id: str) -> None:
+    """Cancel job ID.
+
+    No invocation of it starts any more (a running one may finish). Exit 0 if this
+    prevented a start, else 1 (unknown, finished or cancelled job, or a running one-off)."""
+    _steer("cancel", redis_url, namespace, job_id)
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
+def trigger(redis_url: str | None, namespace: str, job_id: str) -> None:
+    """Run job ID once now, outside its schedule (recorded as "triggered").
+
+    The schedule is unchanged. Exit 1 if the job is unknown, finished or cancelled."""
+    _steer("trigger", redis_url, namespace, job_id)
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
+def pause(redis_url: str | None, namespace: str, job_id: str) -> None:
+    """Pause job ID until resume.
+
+    Exit 1 if the job is unknown, finished, cancelled or already paused."""
+    _steer("pause", redis_url, namespace, job_id)
+
+
+@main.command()
+@url_option
+@namespace_option
+@job_argument
+def resume(redis_url: str | None, namespace: str, job_id: str) -> None:
+    """Resume paused job ID.
+
+    Occurrences missed while paused follow the job's misfire policy. Exit 1 if the job
+    is unknown or not paused."""
+    _steer("resume", redis_url, namespace, job_id)
