@@ -1,4 +1,4 @@
-"""Failover and WAIT, measured (README "Sentinel and failover"; issue 5 F9, issue 6 part 3).
+"""Failover and WAIT, measured (docs/failover.md; issue 5 F9, issue 6 part 3).
 
 Two parts, on a fresh primary + replica + three sentinels per run (tests/sentinel_fixtures.py)
 and a separate witness redis-server:

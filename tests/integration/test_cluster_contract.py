@@ -33,7 +33,7 @@ def store(request: pytest.FixtureRequest, clock, redis_ns) -> Iterator[object]: 
     s.close()
 
 
-# Contract tests that hold per shard only (README "Redis Cluster and shards"): equal due
+# Contract tests that hold per shard only (docs/cluster.md): equal due
 # times are claimed in submission order within a shard, and fences increase per shard
 # (so per job, which is what fencing needs), not across shards. Their sharded
 # counterparts follow.

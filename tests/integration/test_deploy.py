@@ -671,7 +671,9 @@ def test_monitor_user_reads_and_cannot_write(server):
     with Client(server.url("duetime-producer"), namespace=NS) as producer:
         producer.enqueue("myapp.hello", every=3600, job_id="hourly-report")
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Monitor with redis-cli") :]
+    heading = re.search(r"(?m)^#+ Monitor with redis-cli$", readme)
+    assert heading is not None, "README.md has no 'Monitor with redis-cli' section"
+    section = readme[heading.start() :]
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block is not None
     refusals(server.admin)
