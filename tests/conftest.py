@@ -12,6 +12,7 @@ from scheduler.engine import Scheduler
 from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
 from tests.cluster_fixtures import shared_redis_cluster  # noqa: F401  (session: one cluster)
+from tests.fakeredis_fixtures import fakeredis_client, skip_unsupported
 from tests.redis_fixtures import *  # noqa: F403  (redis_server, redis_url, redis_ns, ...)
 
 START = 1_000.0
@@ -24,17 +25,27 @@ def clock() -> FakeClock:
     return FakeClock(start=START)
 
 
-STORE_KINDS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+STORE_KINDS = [
+    "memory",
+    pytest.param("fakeredis", marks=pytest.mark.fakeredis),  # the Lua, with no server
+    pytest.param("redis", marks=pytest.mark.redis),
+]
 
 
 @pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, clock: FakeClock):
     """Each store kind, on the fake clock (a Redis store is then told the time instead of
-    reading Redis TIME), in a fresh namespace."""
+    reading Redis TIME), in a fresh namespace. ``fakeredis``: a RedisStore on an
+    in-process fakeredis server (tests/fakeredis_fixtures.py), no redis-server needed."""
     if request.param == "memory":
         return MemoryStore(clock)
     from scheduler.stores.redis import RedisStore
 
+    if request.param == "fakeredis":
+        skip_unsupported(request)
+        s = RedisStore(fakeredis_client(), "fake", clock=clock)
+        request.addfinalizer(s.close)
+        return s
     url = request.getfixturevalue("redis_url")
     ns = request.getfixturevalue("redis_ns")
     s = RedisStore(url, ns, clock=clock)

@@ -16,8 +16,6 @@ is found but will not start (or a wrong ``$DUETIME_REDIS_SERVER``) is an error, 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -52,18 +50,11 @@ def unavailable(reason: str) -> NoReturn:
 
 
 def _docker_usable() -> bool:
-    """True when testcontainers is importable and a Docker daemon answers."""
-    if shutil.which("docker") is None:
-        return False
-    try:
-        import testcontainers.redis  # noqa: F401
-    except ImportError:
-        return False
-    try:
-        subprocess.run(["docker", "info"], capture_output=True, timeout=15, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return True
+    """True when testcontainers is importable and a Docker daemon answers (one quick
+    ping per run, shared with the container tier: tests/container_fixtures.py)."""
+    from tests.container_fixtures import docker_problem
+
+    return docker_problem() is None
 
 
 class _ContainerRedis:
@@ -73,7 +64,10 @@ class _ContainerRedis:
     """
 
     def __init__(self) -> None:
-        from testcontainers.redis import RedisContainer
+        try:
+            from testcontainers.community.redis import RedisContainer
+        except ImportError:  # an older testcontainers
+            from testcontainers.redis import RedisContainer
 
         self._container: Any = RedisContainer("redis:7").with_command(
             "redis-server --save '' --appendonly yes --maxmemory-policy noeviction"

@@ -1,0 +1,78 @@
+"""The fakeredis tier: a ``RedisStore`` on an in-process fakeredis server (with Lua, via
+lupa), so the store contract and calendar-store suites run the real Lua scripts with no
+``redis-server`` and no Docker, in seconds.
+
+fakeredis 2.41 does not parse a script's ``#!lua`` shebang line (a Redis 7 feature: its
+``flags=allow-oom`` lets outcome-recording scripts run on an out-of-memory server,
+RELIABILITY §2), so the client made here turns that first line into a Lua comment when a
+script is registered with it. The line count, and so every Lua error's line number, is
+unchanged. Only this tier does that: the shipped scripts keep their shebang
+(tests/lua/test_fakeredis_tier.py checks both).
+
+What fakeredis cannot model stays on the real-server tier (``-m redis``): killing or
+restarting the server, AOF, ``maxmemory``, ``TIME`` on another server, replication,
+Sentinel, Cluster, and ``INFO`` (so the server checks). The suites that need them use the
+``redis_url``/``private_redis``/cluster/Sentinel fixtures and never see this kind. A test
+on the ``store`` fixture that needs one of them is listed in ``UNSUPPORTED`` with its
+reason, and is skipped (reported, not passed) on the fakeredis kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__all__ = ["UNSUPPORTED", "fakeredis_client", "lua_comment_shebang", "skip_unsupported"]
+
+# "file::test" (no parameters) -> why fakeredis cannot run it on the fakeredis kind of the
+# ``store`` fixture. Every test of tests/contract/test_store.py and
+# tests/calendar/test_calendar_stores.py runs on it; these two drive a whole engine, which
+# first checks the server with INFO (version, maxmemory-policy, AOF: RELIABILITY §2), and
+# fakeredis 2.41 has no INFO command.
+_NO_INFO = (
+    "an engine checks the server first (INFO: version, maxmemory-policy, AOF) and "
+    "fakeredis has no INFO command"
+)
+UNSUPPORTED: dict[str, str] = {
+    f"test_workers.py::{name}": _NO_INFO
+    for name in (
+        "test_unknown_task_is_handed_back_then_failed_not_retried_forever",
+        "test_shutdown_hands_unstarted_claims_back_to_the_store",
+    )
+}
+
+
+def lua_comment_shebang(source: str) -> str:
+    """``source`` with a leading ``#!lua ...`` line made a Lua comment (``-- #!lua ...``)."""
+    if source.startswith("#!lua"):
+        return "-- " + source
+    return source
+
+
+def fakeredis_client() -> Any:
+    """A fakeredis client (``decode_responses=True``, as ``RedisStore`` expects) on a new,
+    private in-process server; skips the test if fakeredis or its Lua support is missing."""
+    try:
+        import fakeredis
+        import lupa  # noqa: F401  (fakeredis runs EVAL/EVALSHA through lupa)
+    except ImportError as exc:
+        pytest.skip(f"fakeredis tier not run: {exc.name} is not installed (pip install '.[test]')")
+
+    class LuaClient(fakeredis.FakeRedis):  # type: ignore[misc]
+        """Registers scripts with their ``#!lua`` line commented out (see the module doc)."""
+
+        def register_script(self, script: str | bytes) -> Any:
+            if isinstance(script, bytes):
+                script = script.decode()
+            return super().register_script(lua_comment_shebang(script))
+
+    return LuaClient(server=fakeredis.FakeServer(), decode_responses=True)
+
+
+def skip_unsupported(request: pytest.FixtureRequest) -> None:
+    """Skip, with its reason, a test listed in ``UNSUPPORTED``."""
+    node = request.node
+    reason = UNSUPPORTED.get(f"{node.path.name}::{getattr(node, 'originalname', node.name)}")
+    if reason is not None:
+        pytest.skip(f"not on fakeredis (run it on the real-server tier, -m redis): {reason}")
