@@ -28,7 +28,7 @@ class Client:
     ``rediss://``, ``redis+cluster://host1:7000,host2:7001`` (Redis Cluster) or
     ``redis+sentinel://host1:26379,host2:26379/service[/db]`` (see stores/urls.py), or any
     ``Store`` (a ``MemoryStore`` shared with engines in the same process, for tests).
-    ``shards``: the namespace's shard count (stores/sharded.py; also ``?shards=N`` in the
+    ``shards``: the namespace's shard count (stores/redis/sharded.py; also ``?shards=N`` in the
     URL; default 1; it must be the count the namespace was created with).
     ``wait_replicas``/``wait_timeout_ms``: WAIT after each write until that many Redis
     replicas have it (RedisStore)."""

@@ -1,4 +1,4 @@
-"""A sharded namespace (scheduler/stores/sharded.py) on one real Redis: the fixed shard
+"""A sharded namespace (scheduler/stores/redis/sharded.py) on one real Redis: the fixed shard
 count, routing by job id, and claims that visit only shards that may have due work (a
 wake-up costs one shard call, not N)."""
 

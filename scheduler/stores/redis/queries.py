@@ -1,6 +1,6 @@
 """Read-only inspection of a shared (Redis) namespace: the queries behind ``duetime ls``,
 ``show``, ``stats`` and ``events``. Plain functions over a ``RedisStore``; none writes.
-A ``ShardedStore`` (stores/sharded.py) is read shard by shard and merged: ``stats`` sums
+A ``ShardedStore`` (sharded.py) is read shard by shard and merged: ``stats`` sums
 the shards, a job's events come from its shard, recent events are merged by time
 (following the stream, ``follow``, reads one shard's stream: shard 0's).
 
