@@ -123,7 +123,7 @@ def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) ->
         name = validation.name(fn, "task name")
         if check_task:
             tasks.lookup(name)  # unknown here: say so now rather than at run time
-        return TaskRef(name, validation.json_args(dict(kwargs or {})))
+        return TaskRef(name, validation.json_args(validation.kwargs(kwargs)))
     validation.callable_job(fn)
     if kwargs is not None:
         registered = tasks.name_of(fn)
@@ -132,7 +132,7 @@ def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) ->
                 "kwargs= is for registered tasks; bind arguments of a plain "
                 "callable with functools.partial"
             )
-        return TaskRef(registered, validation.json_args(dict(kwargs)))
+        return TaskRef(registered, validation.json_args(validation.kwargs(kwargs)))
     return fn
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 MAX_ID_LENGTH = 200
@@ -70,6 +70,26 @@ def callable_job(fn: object, name: str = "job") -> Callable[[], Any]:
     if not callable(fn):
         raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
     return fn
+
+
+def kwargs(value: object) -> dict[str, Any]:
+    """A task's keyword arguments: a mapping of argument names (str) to JSON values;
+    ``None`` means none."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(
+            f"kwargs must be a mapping of argument names to JSON values, such as "
+            f'{{"user_id": 7}}; got {type(value).__name__} {shown}'
+        )
+    for key in value:
+        if not isinstance(key, str):
+            raise TypeError(
+                f"kwargs keys must be argument names (str); got {type(key).__name__} {key!r}"
+            )
+    return dict(value)
 
 
 def json_args(args: object, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:

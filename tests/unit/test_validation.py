@@ -7,6 +7,7 @@ import math
 import pytest
 
 from scheduler import JobScheduler, PayloadError, RetryPolicy
+from scheduler.client import Client
 from scheduler.model import Misfire
 
 
@@ -87,6 +88,25 @@ def test_task_kwargs_must_be_json_and_bounded(make_engine):
         eng.after("tests.validation.echo", 1, kwargs={"x": (1, 2)})
     with pytest.raises(PayloadError, match="over the 65536-byte limit"):
         eng.after("tests.validation.echo", 1, kwargs={"x": "a" * 70_000})
+    assert eng.jobs() == []
+
+
+@pytest.mark.parametrize("bad", [[1, 2], "x=1", 7, [("x", 1)], {1: "a"}])
+def test_kwargs_that_are_not_a_mapping_of_names_say_what_is_accepted(make_engine, bad):
+    """Issue 12: a list, a string or a number used to fail with "cannot convert
+    dictionary update sequence element #0 to a sequence"."""
+    from scheduler import task
+
+    @task("tests.validation.kw")
+    def kw(**kw):
+        return kw
+
+    eng = make_engine()
+    with pytest.raises(TypeError, match=r"^kwargs (must be a mapping of argument names|keys)"):
+        eng.after("tests.validation.kw", 1, kwargs=bad)
+    client = Client(eng.store)
+    with pytest.raises(TypeError, match=r"^kwargs (must be a mapping|keys must be)"):
+        client.enqueue("some.task", kwargs=bad)
     assert eng.jobs() == []
 
 
