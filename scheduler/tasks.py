@@ -69,5 +69,7 @@ def resolve(target: Target) -> Callable[[], Any]:
     if not isinstance(target, TaskRef):
         return target
     fn = lookup(target.name)
-    kwargs = json.loads(target.args_json)
+    kwargs = json.loads(target.args_json)  # ValueError if it is not JSON
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"the arguments are a JSON {type(kwargs).__name__}, not an object")
     return lambda: fn(**kwargs)

@@ -123,6 +123,9 @@ class Runner:
         except TaskNotRegisteredError as exc:
             self._unknown_task(claim, str(exc))
             return
+        except (ValueError, TypeError) as exc:  # arguments that do not parse
+            self._malformed(claim, exc)
+            return
         token = CancelToken()
         timeout = claim.spec.timeout
         if timeout is None:
@@ -220,6 +223,14 @@ class Runner:
         self._metrics.finished(claim.lane, "unknown_task")
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
         self._retrying(retry_in)
+
+    def _malformed(self, claim: Claim, exc: Exception) -> None:
+        """Job data that cannot become a call: failed for good at once (retrying cannot
+        help, and holding the claim would only cost its lease)."""
+        reason = f"malformed job data ({type(exc).__name__}: {exc}); not run"
+        log.error("job %s invocation %s: %s", claim.job_id, claim.invocation_id, reason)
+        self._metrics.finished(claim.lane, "failed")
+        self._commit(claim, lambda: self._store.fail(claim, reason, None))
 
     def _record_failure(self, claim: Claim, error: BaseException) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)

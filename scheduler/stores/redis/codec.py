@@ -90,7 +90,15 @@ def encode(spec: JobSpec) -> str:
 
 
 def decode(text: str, job_id: str) -> JobSpec:
+    """A stored definition as a ``JobSpec``. Raises ValueError, KeyError or TypeError for
+    data that does not parse, including arguments that are not a JSON object (so a
+    claim of such a job is moved aside at once, never run with a wrong call)."""
     d = json.loads(text)
+    if not isinstance(d, dict):
+        raise TypeError(f"the definition is a JSON {type(d).__name__}, not an object")
+    args = d.get("a", "{}")
+    if not isinstance(args, str) or not isinstance(json.loads(args), dict):
+        raise TypeError("the job's arguments are not a JSON object")
     kind, *s = d["s"]
     schedule: Schedule
     if kind == "after":
