@@ -22,6 +22,12 @@
 --          that finds it below a value it saw acknowledged knows Redis lost writes),
 --          or an error reply "ERR duetime bad-input <what>" (nothing written)
 
+--@include core
+--@include job
+--@include events
+--@include due
+--@include grid
+
 local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local num, anchor_arg = int(ARGV[7]), ARGV[8]
 local grace, max_stalls = int(ARGV[9]), int(ARGV[13])
@@ -66,7 +72,7 @@ if old.def then
 end
 redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job)
 local gen = redis.call('INCR', P .. 'gen')
--- only what differs from lib.lua's DEFAULTS is written
+-- only what differs from DEFAULTS (include/job.lua) is written
 local set = {'def', def, 'kind', kind, 'gen', fmt(gen)}
 local function opt(name, value)
   if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end

@@ -13,6 +13,11 @@
 -- Returns: how many runs were queued; -1 if the job is gone, cancelled or was replaced
 --          since the caller read it (nothing written)
 
+--@include core
+--@include job
+--@include events
+--@include due
+
 local job, gen = ARGV[3], ARGV[4]
 if job == '' or not int(gen) then return redis.error_reply('ERR duetime bad-input id') end
 local cands = {}

@@ -8,6 +8,11 @@
 -- ARGV[3] job id
 -- Returns: 1 if that prevented at least one start, else 0
 
+--@include core
+--@include job
+--@include events
+--@include retire
+
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local jk = jkey(job)

@@ -8,6 +8,12 @@
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
 -- Returns: "ok" | "lease_lost" | "not_found"
 
+--@include core
+--@include job
+--@include events
+--@include tokens
+--@include settle
+
 local job, token, result = ARGV[3], ARGV[4], ARGV[5]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
 local now = now_ms()

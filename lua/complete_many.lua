@@ -10,6 +10,13 @@
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found"
 
+--@include core
+--@include job
+--@include events
+--@include tokens
+--@include retire
+--@include settle
+
 if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
   return redis.error_reply('ERR duetime bad-input triples')
 end
@@ -26,7 +33,7 @@ local datas = redis.call('HMGET', P .. 'running', unpack(tokens))
 -- leases are reaped by claims, so an expired one is rare: look up deadlines only then
 local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
 
--- The token check of lib.lua's owned(), on the prefetched RUNNING entry and lease.
+-- The token check of owned() (include/tokens.lua), on the prefetched RUNNING entry and lease.
 local function check(job, token, data)
   local r = parse_running(data)
   local code = not_owned(job, token, r)

@@ -8,6 +8,14 @@
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
 -- Returns: "ok" | "lease_lost" | "not_found"
 
+--@include core
+--@include job
+--@include events
+--@include tokens
+--@include due
+--@include dead
+--@include settle
+
 local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
 if retry ~= '' and not (int(retry) and int(retry) >= 0) then

@@ -7,6 +7,10 @@
 -- ARGV[3] job id
 -- Returns: 1 if the job was active and is now paused, else 0
 
+--@include core
+--@include job
+--@include events
+
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local jk = jkey(job)

@@ -18,6 +18,11 @@
 -- ARGV[12] last skipped occurrence  ARGV[13] how many  ARGV[14] reason
 -- Returns: 1 written; 0 the job moved on meanwhile (nothing written)
 
+--@include core
+--@include job
+--@include due
+--@include skips
+
 local job, gen, seq, pending, mode = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6]), ARGV[7]
 local occ1, go, occ2 = int(ARGV[8]), ARGV[9], int(ARGV[10] or '')
 local skip_first, skip_last, skip_count, reason =

@@ -7,6 +7,13 @@
 -- ARGV[3] job id   ARGV[4] token
 -- Returns: "ok" | "lease_lost" | "not_found"
 
+--@include core
+--@include job
+--@include events
+--@include tokens
+--@include due
+--@include settle
+
 local job, token = ARGV[3], ARGV[4]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
 local now = now_ms()

@@ -7,6 +7,8 @@
 -- ARGV[3] lease ms          ARGV[4..] tokens
 -- Returns: one code per token, in order: "ok" | "lease_lost"
 
+--@include core
+
 local lease = int(ARGV[3])
 if not lease or lease <= 0 then return redis.error_reply('ERR duetime bad-input lease') end
 local now = now_ms()

@@ -8,6 +8,12 @@
 -- ARGV[3] job id
 -- Returns: 1 if the job was paused, else 0
 
+--@include core
+--@include job
+--@include events
+--@include due
+--@include settle
+
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local jk = jkey(job)

@@ -8,6 +8,11 @@
 -- ARGV[3] job id
 -- Returns: 1 if a run was added, 0 if the job is unknown, finished or cancelled
 
+--@include core
+--@include job
+--@include events
+--@include due
+
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local f = fields(jkey(job), 'def', 'cancelled', 'state', 'lane', 'gen')

@@ -1,7 +1,9 @@
 """Static checks of lua/*.lua (no Redis): every script's header documents its guarantee,
 KEYS, ARGV and return values, and the header agrees with the body.
 
-A header is the comment block right after the ``#!lua`` shebang; the body is the rest.
+A header is the comment block right after the ``#!lua`` shebang; the body is the rest. The
+assembled source (``scripts.source``) is the shebang, the units of lua/include/ the script
+includes, then the header and body: what a script can produce is checked on its code.
 """
 
 from __future__ import annotations
@@ -15,8 +17,16 @@ from scheduler.stores.redis import keys as keys_mod
 from scheduler.stores.redis import scripts as lua
 
 LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
-LIB = (LUA / "lib.lua").read_text()
-SCRIPT_FILES = sorted(p for p in LUA.glob("*.lua") if p.name != "lib.lua")
+CORE = (LUA / "include" / "core.lua").read_text()  # the only unit that reads ARGV
+SCRIPT_FILES = sorted(LUA.glob("*.lua"))
+LUA_FILES = sorted(LUA.rglob("*.lua"))  # scripts and units
+
+
+def code_of(path: pathlib.Path) -> str:
+    """The code a script runs: the units it includes, then its body (no header)."""
+    units = lua.unit_order(path.read_text(), path.name)
+    return "\n".join([*((LUA / "include" / f"{u}.lua").read_text() for u in units), split(path)[2]])
+
 
 ARGV_NUM = re.compile(r"ARGV\[(\d+)\]")  # ARGV[3]
 ARGV_DYNAMIC = re.compile(r"ARGV\[(?!\d+\])[^\]]+\]")  # ARGV[i], ARGV[i + 1]
@@ -85,8 +95,7 @@ def test_header_states_the_guarantee_keys_argv_and_returns(path):
 def test_keys_only_route_the_call(path):
     """KEYS[1] is passed for Redis Cluster's routing only (RedisStore._call); every key a
     script touches is built from the prefix ARGV[1], so the body never reads KEYS."""
-    _, _, body = split(path)
-    assert "KEYS" not in body and "KEYS" not in LIB
+    assert "KEYS" not in code_of(path)
 
 
 @scripts
@@ -104,7 +113,7 @@ def test_every_argv_the_body_uses_is_documented(path):
 @scripts
 def test_every_documented_argv_is_used(path):
     _, header, body = split(path)
-    lib_used = {int(n) for n in ARGV_NUM.findall(LIB)}
+    lib_used = {int(n) for n in ARGV_NUM.findall(CORE)}
     assert lib_used == {1, 2}
     for n, dots in ARGV_DOC.findall("\n".join(header)):
         n = int(n)
@@ -121,22 +130,22 @@ def test_every_documented_argv_is_used(path):
 
 @scripts
 def test_documented_return_codes_appear_in_the_body(path):
-    _, header, body = split(path)
+    _, header, _ = split(path)
+    code = code_of(path)
     block = returns_block(header)
     codes = set(QUOTED_WORD.findall(block))
     for alternatives in ALTERNATIVES.findall(block):
         codes |= set(alternatives.split(" | "))
-    for code in codes:
+    for word in codes:
         # a JSON reply's field names ("next") are table keys of the encoded reply
-        assert (
-            string_literal(code, body)
-            or string_literal(code, LIB)
-            or re.search(rf"\b{code}\s*=", body)
-        ), f'"{code}" of {path.name} is never produced'
+        assert string_literal(word, code) or re.search(rf"\b{word}\s*=", code), (
+            f'"{word}" of {path.name} is never produced'
+        )
 
 
 def test_claim_reply_fields_match_the_header():
-    _, header, body = split(LUA / "claim.lua")
+    _, header, _ = split(LUA / "claim.lua")
+    body = code_of(LUA / "claim.lua")
     block = returns_block(header)
     shape = re.sub(r"\([^)]*\)", "", block.split("JSON", 1)[1].split("\n")[0])
     fields = set(re.findall(r"[a-z]+", shape))  # {now, next, claims: [{j, s, ...}]}
@@ -153,16 +162,17 @@ def test_error_replies_are_duetime_bad_input(path):
 
 
 def test_times_are_never_formatted_with_tostring():
-    for path in sorted(LUA.glob("*.lua")):
+    for path in LUA_FILES:
         assert "tostring(" not in path.read_text(), f"{path.name}: use fmt() / %d, not tostring"
 
 
-def test_the_loader_prepends_lib_after_the_shebang():
+def test_the_shebang_stays_the_first_line_and_the_units_come_next():
     for name in lua.SCRIPTS:
-        src = lua.source(name)
-        shebang, _, rest = src.partition("\n")
-        assert shebang.startswith("#!lua")
-        assert rest.startswith(LIB)
+        text = (LUA / f"{name}.lua").read_text()
+        shebang, _, rest = text.partition("\n")
+        units = [(LUA / "include" / f"{u}.lua").read_text() for u in lua.unit_order(text, name)]
+        assert units and units[0] == CORE, f"{name}.lua must include core first"
+        assert lua.source(name) == "\n".join([shebang, *units, rest])
 
 
 def _documented_key_names() -> set[str]:
@@ -181,6 +191,6 @@ def _documented_key_names() -> set[str]:
 
 def test_every_key_a_script_builds_is_listed_in_keys_py():
     used = set()
-    for path in sorted(LUA.glob("*.lua")):
+    for path in LUA_FILES:
         used |= set(re.findall(r"P \.\. '([a-z_]+:?)'", path.read_text()))
     assert used - _documented_key_names() == set()
