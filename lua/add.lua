@@ -6,6 +6,8 @@
 -- is removed, old retries become stale; a running invocation may finish).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
 -- ARGV[5] lane              ARGV[6] kind: after | at | every | cron

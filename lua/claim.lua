@@ -7,6 +7,9 @@
 -- request returns the same reply.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantine, claimed:<owner>,
+--   replica:<owner>, epoch, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)

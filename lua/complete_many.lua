@@ -6,6 +6,8 @@
 -- (or an item committed before) answers "ok" again and counts once.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found"

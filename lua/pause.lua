@@ -3,6 +3,7 @@
 -- the due set into the job hash (retry entries are moved there when claim.lua meets them).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, events, stats, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was active and is now paused, else 0

@@ -7,6 +7,7 @@
 -- racing on one series write it once and a stale plan is dropped.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation read     ARGV[5] due entry seq read (e)
 -- ARGV[6] pending occurrence read (next, epoch ms)
