@@ -4,7 +4,6 @@
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, skips:<job_id>,
 --   dead:<job_id>, bf:<job_id>
 
---@include core
 --@include job
 --@include due
 --@include retire
