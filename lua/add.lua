@@ -6,6 +6,8 @@
 -- is removed, old retries become stale; a running invocation may finish).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
 -- ARGV[5] lane              ARGV[6] kind: after | at | every | cron
@@ -21,6 +23,12 @@
 --          unchanged and the namespace's seq counter before and after this call (a client
 --          that finds it below a value it saw acknowledged knows Redis lost writes),
 --          or an error reply "ERR duetime bad-input <what>" (nothing written)
+
+--@include core
+--@include job
+--@include events
+--@include due
+--@include grid
 
 local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local num, anchor_arg = int(ARGV[7]), ARGV[8]
@@ -66,7 +74,7 @@ if old.def then
 end
 redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job)
 local gen = redis.call('INCR', P .. 'gen')
--- only what differs from lib.lua's DEFAULTS is written
+-- only what differs from DEFAULTS (include/job.lua) is written
 local set = {'def', def, 'kind', kind, 'gen', fmt(gen)}
 local function opt(name, value)
   if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end

@@ -7,11 +7,18 @@
 -- touched: the series itself runs those.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
+--   bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation the caller read the schedule from
 -- ARGV[5..] candidate occurrences, epoch ms, computed by the caller from that schedule
 -- Returns: how many runs were queued; -1 if the job is gone, cancelled or was replaced
 --          since the caller read it (nothing written)
+
+--@include core
+--@include job
+--@include events
+--@include due
 
 local job, gen = ARGV[3], ARGV[4]
 if job == '' or not int(gen) then return redis.error_reply('ERR duetime bad-input id') end

@@ -4,9 +4,16 @@
 -- entries are dropped by claim.lua). A RUNNING invocation is not touched and may finish.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, events, stats, skips:<job_id>, dead:<job_id>,
+--   bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if that prevented at least one start, else 0
+
+--@include core
+--@include job
+--@include events
+--@include retire
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end

@@ -6,9 +6,18 @@
 -- (or an item committed before) answers "ok" again and counts once.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found"
+
+--@include core
+--@include job
+--@include events
+--@include tokens
+--@include retire
+--@include settle
 
 if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
   return redis.error_reply('ERR duetime bad-input triples')
@@ -26,7 +35,7 @@ local datas = redis.call('HMGET', P .. 'running', unpack(tokens))
 -- leases are reaped by claims, so an expired one is rare: look up deadlines only then
 local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
 
--- The token check of lib.lua's owned(), on the prefetched RUNNING entry and lease.
+-- The token check of owned() (include/tokens.lua), on the prefetched RUNNING entry and lease.
 local function check(job, token, data)
   local r = parse_running(data)
   local code = not_owned(job, token, r)

@@ -4,9 +4,19 @@
 -- resend answers "ok" again. A retry of a replaced or cancelled job is not scheduled.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
 -- Returns: "ok" | "lease_lost" | "not_found"
+
+--@include core
+--@include job
+--@include events
+--@include tokens
+--@include due
+--@include dead
+--@include settle
 
 local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end

@@ -7,6 +7,7 @@
 -- racing on one series write it once and a stale plan is dropped.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation read     ARGV[5] due entry seq read (e)
 -- ARGV[6] pending occurrence read (next, epoch ms)
@@ -17,6 +18,11 @@
 -- ARGV[11] replan: first skipped occurrence (ms; "" with ARGV[12..14]: nothing skipped)
 -- ARGV[12] last skipped occurrence  ARGV[13] how many  ARGV[14] reason
 -- Returns: 1 written; 0 the job moved on meanwhile (nothing written)
+
+--@include core
+--@include job
+--@include due
+--@include skips
 
 local job, gen, seq, pending, mode = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6]), ARGV[7]
 local occ1, go, occ2 = int(ARGV[8]), ARGV[9], int(ARGV[10] or '')

@@ -3,9 +3,12 @@
 -- still owns its invocation with an unexpired lease. Idempotent (safe to resend).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: lease, running, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] lease ms          ARGV[4..] tokens
 -- Returns: one code per token, in order: "ok" | "lease_lost"
+
+--@include core
 
 local lease = int(ARGV[3])
 if not lease or lease <= 0 then return redis.error_reply('ERR duetime bad-input lease') end

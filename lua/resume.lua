@@ -4,9 +4,17 @@
 -- nothing of the job runs.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
+--   dead:<job_id>, bf:<job_id>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was paused, else 0
+
+--@include core
+--@include job
+--@include events
+--@include due
+--@include settle
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end

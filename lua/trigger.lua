@@ -4,9 +4,15 @@
 -- is not subject to its misfire policy.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if a run was added, 0 if the job is unknown, finished or cancelled
+
+--@include core
+--@include job
+--@include events
+--@include due
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end

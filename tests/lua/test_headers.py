@@ -1,39 +1,41 @@
-"""Static checks of lua/*.lua (no Redis): every script's header documents its guarantee,
-KEYS, ARGV and return values, and the header agrees with the body.
+"""Static checks of lua/ (no Redis): every script's header documents its guarantee, the key
+families it touches, KEYS, ARGV and return values, and every unit's header what it provides
+and the key families it touches; each header agrees with the code.
 
-A header is the comment block right after the ``#!lua`` shebang; the body is the rest.
+A header is the comment block right after a script's ``#!lua`` shebang (a unit's first
+lines); the body is the rest. What a script can touch or answer is read from the code it
+runs: the units it includes (lua/include/, inlined by ``scripts.source``), then its body.
 """
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 import pytest
 
-from scheduler.stores.redis import keys as keys_mod
 from scheduler.stores.redis import scripts as lua
+from tests.lua.luatext import (
+    LUA,
+    LUA_FILES,
+    SCRIPT_FILES,
+    UNIT_FILES,
+    UNITS,
+    closure_code,
+    families_built,
+    key_families,
+    labelled,
+    split,
+    top_level_names,
+    units_of,
+)
 
-LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
-LIB = (LUA / "lib.lua").read_text()
-SCRIPT_FILES = sorted(p for p in LUA.glob("*.lua") if p.name != "lib.lua")
+CORE = split(UNITS / "core.lua")[2]  # the only unit that reads ARGV
 
 ARGV_NUM = re.compile(r"ARGV\[(\d+)\]")  # ARGV[3]
 ARGV_DYNAMIC = re.compile(r"ARGV\[(?!\d+\])[^\]]+\]")  # ARGV[i], ARGV[i + 1]
 ARGV_DOC = re.compile(r"ARGV\[(\d+)(\.\.)?\]")  # ARGV[3] or ARGV[6..]
 QUOTED_WORD = re.compile(r'"([a-z_]+)"')  # "ok", "lease_lost", ...
 ALTERNATIVES = re.compile(r"\b[a-z_]+(?: \| [a-z_]+)+\b")  # created | replaced | unchanged
-
-
-def split(path: pathlib.Path) -> tuple[str, list[str], str]:
-    """(shebang, header comment lines without the '-- ', body)."""
-    shebang, _, rest = path.read_text().partition("\n")
-    lines = rest.split("\n")
-    n = 0
-    while n < len(lines) and lines[n].startswith("--"):
-        n += 1
-    header = [re.sub(r"^-- ?", "", line) for line in lines[:n]]
-    return shebang, header, "\n".join(lines[n:])
 
 
 def returns_block(header: list[str]) -> str:
@@ -50,7 +52,19 @@ def string_literal(word: str, text: str) -> bool:
     return f"'{word}'" in text or f'"{word}"' in text
 
 
+def header_families(header: list[str], name: str) -> set[str]:
+    """The key families a header's ``Key families:`` line names, as keys.py spells them
+    (``job:<job_id>``, ``lease``); "none" for none."""
+    listed = labelled(header, "Key families")
+    assert listed is not None, f"{name}: no 'Key families:' line in the header"
+    if listed.strip() == "none":
+        return set()
+    return {item.strip() for item in listed.split(",")}
+
+
 scripts = pytest.mark.parametrize("path", SCRIPT_FILES, ids=lambda p: p.stem)
+units = pytest.mark.parametrize("path", UNIT_FILES, ids=lambda p: p.stem)
+lua_files = pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.stem)
 
 
 def test_there_are_scripts():
@@ -81,12 +95,29 @@ def test_header_states_the_guarantee_keys_argv_and_returns(path):
     assert any(line.startswith("Returns:") for line in header)
 
 
+@lua_files
+def test_header_names_exactly_the_key_families_the_code_touches(path):
+    """A script's header names every key family its code can read or write, its units'
+    included; a unit's, every family it and the units it includes can touch."""
+    _, header, _ = split(path)
+    families = key_families()
+    named = header_families(header, path.name)
+    assert named <= set(families.values()), (
+        f"{path.name} names key families keys.py does not have (or spells them other than "
+        f"{sorted(families.values())}): {sorted(named - set(families.values()))}"
+    )
+    used = {families.get(f, f"{f} (not in keys.py)") for f in families_built(closure_code(path))}
+    assert sorted(named) == sorted(used), (
+        f"{path.name}: missing from the header {sorted(used - named)}, "
+        f"named but never touched {sorted(named - used)}"
+    )
+
+
 @scripts
 def test_keys_only_route_the_call(path):
-    """KEYS[1] is passed for Redis Cluster's routing only (RedisStore.call_script); every key a
-    script touches is built from the prefix ARGV[1], so the body never reads KEYS."""
-    _, _, body = split(path)
-    assert "KEYS" not in body and "KEYS" not in LIB
+    """KEYS[1] is passed for Redis Cluster's routing only (RedisStore.call_script); every
+    key a script touches is built from the prefix ARGV[1], so no code it runs reads KEYS."""
+    assert "KEYS" not in closure_code(path)
 
 
 @scripts
@@ -104,7 +135,7 @@ def test_every_argv_the_body_uses_is_documented(path):
 @scripts
 def test_every_documented_argv_is_used(path):
     _, header, body = split(path)
-    lib_used = {int(n) for n in ARGV_NUM.findall(LIB)}
+    lib_used = {int(n) for n in ARGV_NUM.findall(CORE)}
     assert lib_used == {1, 2}
     for n, dots in ARGV_DOC.findall("\n".join(header)):
         n = int(n)
@@ -119,30 +150,37 @@ def test_every_documented_argv_is_used(path):
             assert n in lib_used or f"ARGV[{n}]" in body, f"ARGV[{n}] of {path.name} is unused"
 
 
+@units
+def test_only_core_reads_argv(path):
+    """Units get their input as arguments; ARGV[1] and ARGV[2] are core's conventions."""
+    if path.stem != "core":
+        assert "ARGV" not in split(path)[2], f"{path.name} reads ARGV"
+
+
 @scripts
-def test_documented_return_codes_appear_in_the_body(path):
-    _, header, body = split(path)
+def test_documented_return_codes_appear_in_the_code(path):
+    _, header, _ = split(path)
+    code = closure_code(path)
     block = returns_block(header)
     codes = set(QUOTED_WORD.findall(block))
     for alternatives in ALTERNATIVES.findall(block):
         codes |= set(alternatives.split(" | "))
-    for code in codes:
+    for word in codes:
         # a JSON reply's field names ("next") are table keys of the encoded reply
-        assert (
-            string_literal(code, body)
-            or string_literal(code, LIB)
-            or re.search(rf"\b{code}\s*=", body)
-        ), f'"{code}" of {path.name} is never produced'
+        assert string_literal(word, code) or re.search(rf"\b{word}\s*=", code), (
+            f'"{word}" of {path.name} is never produced'
+        )
 
 
 def test_claim_reply_fields_match_the_header():
-    _, header, body = split(LUA / "claim.lua")
+    _, header, _ = split(LUA / "claim.lua")
+    code = closure_code(LUA / "claim.lua")
     block = returns_block(header)
     shape = re.sub(r"\([^)]*\)", "", block.split("JSON", 1)[1].split("\n")[0])
     fields = set(re.findall(r"[a-z]+", shape))  # {now, next, claims: [{j, s, ...}]}
     assert {"now", "next", "claims", "j", "s", "a", "t", "f", "l", "g", "def"} <= fields
     for field in fields:
-        assert re.search(rf"\b{field}\s*=", body), f"claim.lua's reply lacks {field!r}"
+        assert re.search(rf"\b{field}\s*=", code), f"claim.lua's reply lacks {field!r}"
 
 
 @scripts
@@ -153,34 +191,57 @@ def test_error_replies_are_duetime_bad_input(path):
 
 
 def test_times_are_never_formatted_with_tostring():
-    for path in sorted(LUA.glob("*.lua")):
+    for path in LUA_FILES:
         assert "tostring(" not in path.read_text(), f"{path.name}: use fmt() / %d, not tostring"
 
 
-def test_the_loader_prepends_lib_after_the_shebang():
+def test_the_shebang_stays_the_first_line_and_the_units_come_next():
     for name in lua.SCRIPTS:
-        src = lua.source(name)
-        shebang, _, rest = src.partition("\n")
-        assert shebang.startswith("#!lua")
-        assert rest.startswith(LIB)
-
-
-def _documented_key_names() -> set[str]:
-    k = keys_mod.Keys("ns")
-    names = {
-        v[len(k.prefix) :]
-        for v in vars(k).values()
-        if isinstance(v, str) and v.startswith(k.prefix) and v != k.prefix
-    }
-    methods = [
-        m for name, m in vars(keys_mod.Keys).items() if callable(m) and not name.startswith("_")
-    ]
-    names |= {m(k, "x")[len(k.prefix) : -1] for m in methods}
-    return names
+        text = (LUA / f"{name}.lua").read_text()
+        shebang, _, rest = text.partition("\n")
+        included = [(UNITS / f"{u}.lua").read_text() for u in lua.unit_order(text, name)]
+        assert included and included[0] == (UNITS / "core.lua").read_text(), (
+            f"{name}.lua must include core first: its checks run before anything else"
+        )
+        assert lua.source(name) == "\n".join([shebang, *included, rest])
+        assert lua.source(name).count("#!") == 1
 
 
 def test_every_key_a_script_builds_is_listed_in_keys_py():
     used = set()
-    for path in sorted(LUA.glob("*.lua")):
-        used |= set(re.findall(r"P \.\. '([a-z_]+:?)'", path.read_text()))
-    assert used - _documented_key_names() == set()
+    for path in LUA_FILES:
+        used |= families_built(path.read_text())
+    assert used - set(key_families()) == set()
+
+
+# ---- units --------------------------------------------------------------------------------
+
+
+@units
+def test_unit_header_says_what_it_provides(path):
+    """First line ``include/NAME.lua: <what it is for>``, then ``Provides:`` with exactly the
+    names it declares at its top level."""
+    shebang, header, body = split(path)
+    assert shebang == "", f"{path.name}: a unit has no shebang (the script's stays first)"
+    assert header and header[0].startswith(f"include/{path.name}: "), (
+        f"first header line must be 'include/{path.name}: ...'"
+    )
+    provides = labelled(header, "Provides")
+    assert provides is not None, f"{path.name}: no 'Provides:' line"
+    assert [x.strip() for x in provides.split(",")] == top_level_names(body)
+
+
+def test_units_declare_distinct_names():
+    """No unit redefines (and so silently shadows) a name another unit provides."""
+    seen: dict[str, str] = {}
+    for path in UNIT_FILES:
+        for name in top_level_names(split(path)[2]):
+            assert name not in seen, f"{name} is declared by {seen[name]} and {path.name}"
+            seen[name] = path.name
+
+
+@scripts
+def test_a_script_declares_no_name_of_its_units(path):
+    provided = {n for u in units_of(path) for n in top_level_names(split(UNITS / f"{u}.lua")[2])}
+    clash = provided & set(top_level_names(split(path)[2]))
+    assert not clash, f"{path.name} redeclares {sorted(clash)} of its units"

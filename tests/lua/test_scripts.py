@@ -221,7 +221,7 @@ def test_bad_input_through_the_store_is_a_value_error(rs):
         rs.cancel("")
 
 
-# ARGV[2] must be "" or an integer epoch ms (lib.lua), but no script validates it. Each
+# ARGV[2] must be "" or an integer epoch ms (lua/include/core.lua), but no script validates it. Each
 # case below would write something if its ARGV[2] were valid.
 NOW_CASES = {
     "add": add_args(job="later"),

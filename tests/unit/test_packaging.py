@@ -39,8 +39,10 @@ def test_wheel_contains_packages_and_every_lua_file(wheel):
     names = set(wheel.namelist())
     assert "scheduler/__init__.py" in names and "workers/__init__.py" in names
     assert "scheduler/py.typed" in names
-    for f in (ROOT / "lua").iterdir():
-        assert f"scheduler/_lua/{f.name}" in names
+    lua_files = [f for f in (ROOT / "lua").rglob("*") if f.is_file()]
+    assert any(f.parent.name == "include" for f in lua_files)
+    for f in lua_files:
+        assert f"scheduler/_lua/{f.relative_to(ROOT / 'lua').as_posix()}" in names
 
 
 def test_wheel_declares_the_console_script(wheel):

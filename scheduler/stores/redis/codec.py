@@ -206,7 +206,7 @@ def event(f: Mapping[str, str]) -> Event:
 
 class RunningEntry(NamedTuple):
     """One entry of the namespace's RUNNING hash (token -> ``gen|sched|attempt|stalls|
-    fence|job``; lib.lua writes it), times in epoch seconds."""
+    fence|job``; lua/include/issue.lua writes it), times in epoch seconds."""
 
     generation: int
     scheduled: float

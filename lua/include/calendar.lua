@@ -1,0 +1,66 @@
+-- include/calendar.lua: a due occurrence of a calendar (cron) series, at claim time. Lua
+-- cannot evaluate a cron expression in a time zone, so the job hash carries the pending
+-- occurrence `next` and the one after it, `after`, both computed by replicas. A due
+-- occurrence whose fate is clear from these two (on time; or the only due one) is
+-- claimed or skipped here and `after` becomes pending; the caller then computes the new
+-- `after` (plan.lua). Otherwise (several missed, or `after` not known yet) the job waits
+-- in state `replan`, re-announced every second, until a replica applies the misfire
+-- policy in Python and writes the result.
+-- Provides: cron_step, wait_for_plan, cron_due
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>
+
+--@include core
+--@include job
+--@include due
+--@include skips
+
+-- Can occurrence t be decided at `now` from t and `after` alone? Returns decided, and
+-- the reason to record t as skipped (nil: run it).
+local function cron_step(f, t, now, window)
+  if f.replan == '1' then return false end
+  local after = int(f.after or '')
+  if not after then return false end
+  if f.go == '1' then return true, nil end  -- a replica decided: run it
+  local grace, why = tonumber(f.grace), 'misfire'
+  if grace < 0 then grace = math.min(after - t, 60000) end
+  if f.misfire == 'catch_up' then
+    if not window or t >= now - window then return true, nil end
+    grace, why = window, 'catch-up-window'
+  end
+  if t >= now - grace then return true, nil end
+  if after <= now then return false end  -- several due and missed: the policy decides
+  if f.misfire == 'run_once' then return true, nil end
+  return true, why
+end
+
+-- Keep a calendar series waiting for a replica's plan: re-announced every second.
+-- `b`: the claim batch (include/issue.lua), whose `plans` the reply lists.
+local function wait_for_plan(b, job, lane)
+  local seq = next_seq()
+  redis.call('ZADD', P .. 'due:' .. lane, b.now + 1000, seq .. '|s|' .. job)
+  redis.call('HSET', jkey(job), 'e', seq)
+  b.plans[#b.plans + 1] = job
+end
+
+-- The due occurrence `next` of calendar series `job` (hash fields `f`; `busy`: one of
+-- its invocations runs and overlap is not allowed): park it, skip it, or leave it to a
+-- replica's plan. Returns the occurrence to run now (ms), or nil.
+local function cron_due(b, job, lane, f, busy, window)
+  local jk, t = jkey(job), tonumber(f.next)
+  if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
+    redis.call('HSET', jk, 'queued', fmt(t) .. '|0')
+    return nil
+  end
+  local decided, skip = cron_step(f, t, b.now, window)
+  if not decided then                       -- a replica must apply the policy
+    redis.call('HSET', jk, 'replan', '1')
+    wait_for_plan(b, job, lane)
+    return nil
+  end
+  local run
+  if skip then record_skip_at(b.now, job, t, t, 1, skip) else run = t end
+  redis.call('HSET', jk, 'after', '', 'go', '')
+  push_series(job, lane, tonumber(f.after), 0)
+  b.plans[#b.plans + 1] = job
+  return run
+end

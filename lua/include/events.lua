@@ -1,0 +1,30 @@
+-- include/events.lua: the event stream (capped at ~10,000 entries) and its counters, one
+-- per event kind; batch scripts add counters up and write them once (flush_tally).
+-- Provides: xadd_event, event, tally, event_tallied, flush_tally
+-- Key families: layout, events, stats
+
+--@include core
+
+local function xadd_event(now, kind, job, sched, attempt, detail)
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'job', job,
+    'sched', sched and fmt(sched) or '', 'attempt', attempt and fmt(attempt) or '',
+    'detail', detail or '', 'at', fmt(now))
+end
+
+local function event(now, kind, job, sched, attempt, detail)
+  xadd_event(now, kind, job, sched, attempt, detail)
+  redis.call('HINCRBY', P .. 'stats', kind, 1)
+end
+
+-- Batch scripts: the same event, with its counter added up in `tally` and written once
+-- by flush_tally() before the script returns (one HINCRBY per kind instead of per job).
+local tally = {}
+local function event_tallied(now, kind, job, sched, attempt, detail)
+  xadd_event(now, kind, job, sched, attempt, detail)
+  tally[kind] = (tally[kind] or 0) + 1
+end
+
+local function flush_tally()
+  for kind, n in pairs(tally) do redis.call('HINCRBY', P .. 'stats', kind, n) end
+  tally = {}
+end

@@ -1,0 +1,53 @@
+-- include/issue.lua: issuing claims (the RUNNING transition). A batch collects the claims
+-- of one claim.lua call; each gets a token "<owner>:<fence>" and a fence number greater
+-- than every earlier one. The batch's fence, RUNNING entries and leases are written once
+-- (write_claims): one command each per call instead of per claim.
+-- Provides: new_batch, issue, write_claims
+-- Key families: layout, job:<job_id>, events, stats, fence, running, lease
+
+--@include core
+--@include job
+--@include events
+--@include utf8
+
+-- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
+-- expiry); `fence_before` is the fence counter before the call. `plans` lists the
+-- calendar jobs the caller must plan (include/calendar.lua).
+local function new_batch(owner, now, lease, fence_before)
+  return {owner = owner, now = now, lease = lease, fence_before = fence_before,
+    claims = {}, running_set = {}, lease_add = {}, plans = {}}
+end
+
+-- Claim invocation `sched` (attempt, stalls) of `job` (generation `gen`; `running` of its
+-- invocations ran before it) into batch `b`; `...`: more job hash fields to set.
+local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
+  if def and string.find(def, '[\128-\255]') and not utf8_ok(def) then
+    -- binary garbage (e.g. a pickle) would break the whole reply's decoding: send a
+    -- definition the replica cannot parse, so it quarantines this one job (fail.lua)
+    def = 'invalid UTF-8 in the stored job definition'
+  end
+  b.fence = (b.fence or b.fence_before) + 1
+  local fence = b.fence
+  local token = b.owner .. ':' .. fmt(fence)
+  local rs = b.running_set
+  rs[#rs + 1] = token
+  rs[#rs + 1] = gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
+    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job
+  local until_ms = -1
+  if b.lease then
+    until_ms = b.now + b.lease
+    b.lease_add[#b.lease_add + 1] = until_ms
+    b.lease_add[#b.lease_add + 1] = token
+  end
+  redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', fmt(attempt), ...)
+  event_tallied(b.now, 'claimed', job, sched, attempt, b.owner)
+  b.claims[#b.claims + 1] = {j = job, s = sched, a = attempt, t = token, f = fence,
+                             l = until_ms, g = gen, def = def}
+end
+
+local function write_claims(b)
+  if b.fence then redis.call('SET', P .. 'fence', fmt(b.fence)) end
+  if #b.running_set > 0 then redis.call('HSET', P .. 'running', unpack(b.running_set)) end
+  if #b.lease_add > 0 then redis.call('ZADD', P .. 'lease', unpack(b.lease_add)) end
+  flush_tally()
+end

@@ -1,0 +1,35 @@
+-- include/settle.lua: what follows the end of an invocation: a queued occurrence of the
+-- job is released, or a finished one-off or cancelled job is retired.
+-- Provides: settle
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, skips:<job_id>,
+--   dead:<job_id>, bf:<job_id>
+
+--@include job
+--@include due
+--@include retire
+
+-- After an invocation of `job` ended (`how`: succeeded, failed, released, abandoned):
+-- release a queued occurrence, or retire a finished one-off or cancelled job.
+local function settle(now, job, how)
+  local jk = jkey(job)
+  if redis.call('EXISTS', jk) == 0 then return end
+  if redis.call('HINCRBY', jk, 'running', -1) > 0 then return end
+  local f = fields(jk, 'queued', 'cancelled', 'paused', 'kind', 'e', 'retries', 'lane', 'gen')
+  local queued, cancelled, paused, kind = f.queued, f.cancelled, f.paused, f.kind
+  if queued and queued ~= '' and cancelled ~= '1' and paused ~= '1' then
+    redis.call('HSET', jk, 'queued', '')
+    local sched, k = string.match(queued, '^(%d+)|(%-?%d*)$')
+    if k ~= '' then
+      push_series(job, f.lane, tonumber(sched), tonumber(k))  -- a parked catch-up series
+    else
+      push_retry(job, f.lane, f.gen, tonumber(sched), 1, 0, tonumber(sched))
+    end
+    return
+  end
+  if cancelled == '1' then
+    retire(job, 'cancelled')
+  elseif kind ~= 'every' and kind ~= 'cron' and (not f.e or f.e == '') and tonumber(f.retries) <= 0
+      and paused ~= '1' and how ~= 'released' then
+    retire(job, how)
+  end
+end

@@ -1,0 +1,14 @@
+-- include/skips.lua: skipped occurrences: a range of them is recorded as one event and in
+-- the job's list of its 20 most recent skipped ranges ("first|last|count|reason").
+-- Provides: record_skip_at
+-- Key families: layout, events, stats, skips:<job_id>
+
+--@include core
+--@include events
+--@include capped
+
+local function record_skip_at(now, job, first, last, count, reason)
+  event(now, 'skipped', job, first, nil, fmt(count) .. ' occurrence(s): ' .. reason)
+  push_capped(P .. 'skips:' .. job, fmt(first) .. '|' .. fmt(last) .. '|' .. fmt(count) ..
+    '|' .. reason, 20)
+end
