@@ -318,11 +318,13 @@ class RedisStore(WakeSubscriptions):
                 reported=self.data_loss_alarms > alarms,
             )
         claims = []
+        moved_aside = False
         for c in reply["claims"] or []:
             try:
                 spec = self.spec_of(c["j"], c["def"])
             except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
                 self._quarantine(c, exc)
+                moved_aside = True
                 continue
             claims.append(codec.claim(c, spec))
         if reply.get("plan"):  # never raises: the claims above must still be returned
@@ -332,6 +334,8 @@ class RedisStore(WakeSubscriptions):
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
         if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH for lane in capped):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
+        if moved_aside:
+            due_in = 0.0  # the capacity those claims took is free again: ask again now
         return ClaimBatch(claims, due_in, now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
