@@ -43,7 +43,9 @@ class Keys:
         self.stats = p + "stats"  # hash: counters per event kind
         self.ids = p + "ids"  # counter: JobScheduler int ids
         self.wake = p + "wake"  # pub/sub channel: due ms of a new earliest job
-        self.quarantine = p + "quarantine"  # list: malformed entries moved aside
+        self.quarantine = p + "quarantine"  # list: malformed due members (before 0.2; legacy)
+        self.quarantined = p + "quarantined"  # hash: entry id -> JSON record of what moved
+        self.reconcile = p + "reconcile"  # string: the reconciler's SCAN cursor, shared
         self.fence = p + "fence"  # counter: fencing numbers
         self.gen = p + "gen"  # counter: job definition generations
         self.seq = p + "seq"  # counter: FIFO order of due entries
@@ -71,6 +73,9 @@ class Keys:
 
     def app(self, name: str) -> str:
         return f"{self.prefix}app:{name}"  # any type: an application's own data (the demo's)
+
+    def quarantined_data(self, entry: str) -> str:
+        return f"{self.prefix}quarantined:{entry}"  # any type: the raw data moved aside
 
     def replica(self, owner: str) -> str:
         return f"{self.prefix}replica:{owner}"  # string with TTL: a live replica
