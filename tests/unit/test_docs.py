@@ -273,8 +273,9 @@ def code_keys() -> set[str]:
         for name, v in vars(keys).items()
         if isinstance(v, str) and name != "prefix"
     }
-    for name in ("due", "job", "skips", "dead", "backfilled", "claimed", "replica"):
-        found.add(getattr(keys, name)("X").removeprefix(keys.prefix).removesuffix("X"))
+    for name, fn in vars(Keys).items():  # every key family keys.py builds from an argument
+        if callable(fn) and not name.startswith("_"):
+            found.add(getattr(keys, name)("X").removeprefix(keys.prefix).removesuffix("X"))
     return found
 
 
