@@ -18,9 +18,9 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.errors import JobNotFoundError
-from scheduler.model import Cron, Event, JobInfo
+from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.specs import epoch, make_spec, schedule_of
-from scheduler.stores.base import BulkAdd, Closable, Store
+from scheduler.stores.base import BulkAdd, Closable, Store, Upkeep
 
 
 class Client:
@@ -147,6 +147,37 @@ class Client:
 
     def events(self, limit: int = 100) -> list[Event]:
         return self.store.events(limit)
+
+    # ---- upkeep (a shared store; the in-process store never holds malformed data) -------
+
+    def _upkeep(self) -> Upkeep:
+        if not isinstance(self.store, Upkeep):
+            raise TypeError("this store keeps no quarantine and needs no reconciler")
+        return self.store
+
+    def quarantined(self) -> list[Quarantined]:
+        """What the store moved aside because it did not parse (job data planted or
+        edited by hand), oldest first, each with its reason."""
+        return self._upkeep().quarantined()
+
+    def restore(self, entry_id: str) -> str:
+        """Put a quarantined job back after its data was fixed (if it still does not
+        parse, the next claim moves it aside again). Returns ``restored``, ``missing``,
+        ``exists`` (a job with that id exists again) or ``no-job`` (an entry without a
+        job: purge it)."""
+        return self._upkeep().restore(validation.job_id(entry_id))
+
+    def purge_quarantined(self, entry_id: str = "*") -> int:
+        """Drop a quarantine entry and the data kept with it (default: every entry);
+        returns how many were dropped."""
+        return self._upkeep().purge_quarantined(
+            entry_id if entry_id == "*" else validation.job_id(entry_id)
+        )
+
+    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
+        """Check every job of the namespace once and repair what a crash or a past bug
+        left behind (replicas also do this in the background); ``dry_run`` only reports."""
+        return self._upkeep().reconcile(dry_run=dry_run)
 
     def close(self) -> None:
         if isinstance(self.store, Closable):

@@ -136,6 +136,11 @@ class _NamespaceCollector:
             "Replicas with a live heartbeat key",
             value=data.get("replicas", 0),
         )
+        yield GaugeMetricFamily(
+            "duetime_quarantined",
+            "Entries moved aside because their data did not parse (duetime quarantine ls)",
+            value=data.get("quarantined", 0),
+        )
         events = CounterMetricFamily(
             "duetime_events", "State changes recorded by the store", labels=["kind"]
         )

@@ -265,3 +265,39 @@ class JobInfo:
     running: tuple[InvocationInfo, ...]
     skipped: tuple[Skip, ...]
     dead_letters: tuple[Event, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the reconciler found about a job, and what it did about it."""
+
+    job_id: str
+    problem: str  # e.g. "orphan: no due entry, nothing running"
+    action: str  # requeued | abandoned | recounted | reported | none (dry run)
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What one reconciler pass (or a full ``duetime doctor`` scan) saw and did."""
+
+    scanned: int  # job keys looked at
+    findings: tuple[Finding, ...]
+    leases_dropped: int  # lease entries that no RUNNING entry backed
+    complete: bool  # the scan reached the end of the keyspace
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """Data moved aside because it did not parse (SPEC §5): kept, with the reason, until
+    an operator restores or purges it."""
+
+    entry_id: str  # the job id when known
+    job_id: str  # "" if the data named no job
+    reason: str
+    at: float | None  # epoch seconds
+    found_by: str  # the script that moved it: claim, reap, complete, ...
+    member: str  # the due entry moved with it ("" if none)
+    lane: str
+    due: float | None  # that entry's due time, epoch seconds
+    key_type: str  # the job key's type when it was moved ("none": there was no key)
+    legacy: bool = False  # an entry of the list older versions wrote (a bare due member)

@@ -167,6 +167,7 @@ def _metrics(store: Any, port: int | None) -> Any:
             "running": queries.running_count(store),
             "replicas": len(queries.replicas(store)),
             "events": queries.counters(store),
+            "quarantined": queries.quarantined_count(store),
         }
 
     metrics = PrometheusMetrics(namespace_source=namespace)

@@ -18,7 +18,7 @@ probing attributes): ``BatchAcks`` (a store whose calls are costly, Redis, takes
 claim whole batches, ``Scheduler(lookahead=...)``; ``claim_due`` may then be asked for more
 than it hands out in one call, the Redis store's cap is 100 per lane, and answers
 ``next_due_in == 0`` when a lane filled a whole batch and has room for more), ``BulkAdd``,
-``ServerChecks``, ``Resyncing``, ``HasClock`` and ``Closable``.
+``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable`` and ``Upkeep``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from scheduler.clock import Clock
-from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+from scheduler.model import (
+    AddResult,
+    Claim,
+    ClaimBatch,
+    Commit,
+    Event,
+    JobInfo,
+    JobSpec,
+    Quarantined,
+    Reconciled,
+)
 
 WakeListener = Callable[[float | None], None]
 
@@ -170,4 +180,25 @@ class Closable(Protocol):
 
     def close(self) -> None:
         """Release connections and threads; the store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class Upkeep(Protocol):
+    """A store that can hold malformed data (Redis): the reconciler and the quarantine."""
+
+    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
+        """Check every job once; repair what a crash or a past bug left behind."""
+        ...
+
+    def quarantined(self) -> list[Quarantined]:
+        """What was moved aside because it did not parse, oldest first."""
+        ...
+
+    def restore(self, entry_id: str) -> str:
+        """Put a quarantined job back: restored | missing | exists | no-job."""
+        ...
+
+    def purge_quarantined(self, entry_id: str) -> int:
+        """Drop a quarantine entry and its data (``"*"``: all); how many were dropped."""
         ...

@@ -39,8 +39,11 @@ SHEBANGS = {
     "fail": "#!lua flags=allow-oom",
     "pause": "#!lua",
     "plan": "#!lua",
+    "purge": "#!lua flags=allow-oom",
+    "reconcile": "#!lua",
     "release": "#!lua flags=allow-oom",
     "renew": "#!lua flags=allow-oom",
+    "restore": "#!lua",
     "resume": "#!lua",
     "trigger": "#!lua",
 }

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from scheduler import tasks
 from scheduler.errors import PayloadError, TaskNotRegisteredError
 from scheduler.model import (
+    AddResult,
     After,
     Ambiguous,
     At,
@@ -302,3 +303,9 @@ def job_info(
         skipped=tuple(skipped),
         dead_letters=tuple(dead_letters),
     )
+
+
+def add_result(reply: list[Any]) -> AddResult:
+    """add.lua's reply as an ``AddResult``."""
+    outcome, due_in = reply[:2]
+    return AddResult(outcome, None if int(due_in) < 0 else int(due_in) / 1000)

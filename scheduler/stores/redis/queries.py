@@ -130,6 +130,15 @@ def running(store: AnyStore) -> list[Running]:
     return out
 
 
+def quarantined_count(store: AnyStore) -> int:
+    """Entries in the quarantine (all shards; the legacy list of older versions too)."""
+    with store.redis.pipeline(transaction=False) as p:
+        for part in parts(store):
+            p.hlen(part.keys.quarantined)
+            p.llen(part.keys.quarantine)
+        return sum(int(n) for n in p.execute())
+
+
 def counters(store: RedisStore) -> dict[str, int]:
     """The ``stats`` hash: one counter per event kind, sorted by kind."""
     raw: Mapping[str, str] = store.redis.hgetall(store.keys.stats)

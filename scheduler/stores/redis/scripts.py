@@ -30,6 +30,9 @@ SCRIPTS = (
     "trigger",
     "plan",
     "backfill",
+    "reconcile",
+    "restore",
+    "purge",
 )
 
 INCLUDE_DIR = "include"

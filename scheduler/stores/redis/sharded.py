@@ -42,7 +42,17 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+from scheduler.model import (
+    AddResult,
+    Claim,
+    ClaimBatch,
+    Commit,
+    Event,
+    JobInfo,
+    JobSpec,
+    Quarantined,
+    Reconciled,
+)
 from scheduler.stores.redis import shards as sharding
 from scheduler.stores.redis import urls
 from scheduler.stores.redis.store import LIVE, MAX_BATCH, RedisStore
@@ -335,6 +345,36 @@ class ShardedStore(WakeSubscriptions):
         self._count()
         merged = [e for s in self.shards for e in s.events(limit)]
         return sorted(merged, key=lambda e: e.at)[-limit:] if limit > 0 else []
+
+    # ---- upkeep: the reconciler and the quarantine, shard by shard -----------------------
+
+    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
+        """``RedisStore.reconcile`` on every shard, added up."""
+        self._count()
+        each = [s.reconcile(dry_run=dry_run) for s in self.shards]
+        return Reconciled(
+            sum(r.scanned for r in each),
+            tuple(f for r in each for f in r.findings),
+            sum(r.leases_dropped for r in each),
+            all(r.complete for r in each),
+        )
+
+    def quarantined(self) -> list[Quarantined]:
+        self._count()
+        return [q for s in self.shards for q in s.quarantined()]
+
+    def restore(self, entry_id: str) -> str:
+        """Restore from the shard that holds the entry (a job's shard first)."""
+        first = self.shard(entry_id)
+        for s in [first, *(s for s in self.shards if s is not first)]:
+            outcome = s.restore(entry_id)
+            if outcome != "missing":
+                return outcome
+        return "missing"
+
+    def purge_quarantined(self, entry_id: str) -> int:
+        self._count()
+        return sum(s.purge_quarantined(entry_id) for s in self.shards)
 
     # ---- wake-ups -----------------------------------------------------------------------
 

@@ -24,8 +24,18 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
-from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores.redis import calendar_plans, codec, shards, urls
+from scheduler.model import (
+    AddResult,
+    Claim,
+    ClaimBatch,
+    Commit,
+    Event,
+    JobInfo,
+    JobSpec,
+    Quarantined,
+    Reconciled,
+)
+from scheduler.stores.redis import calendar_plans, codec, shards, upkeep, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
@@ -102,6 +112,7 @@ class RedisStore(WakeSubscriptions):
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
         self.data_loss_alarms = 0
+        self._upkeep_at = 0.0  # monotonic time of the next reconciler pass (upkeep.py)
         self._init_subscriptions()
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
@@ -190,6 +201,7 @@ class RedisStore(WakeSubscriptions):
         for w in warnings:
             log.warning(w)
         self._checked = warnings
+        self._upkeep()  # a replica starts with a reconciler pass
         return warnings
 
     def _watch_epoch(self, epoch: str) -> None:
@@ -245,7 +257,7 @@ class RedisStore(WakeSubscriptions):
         reply = self.call_script("add", *self._add_args(spec))
         with self.reachable():
             self.replication.after_add(high, [reply])
-        return _add_result(reply)
+        return codec.add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``add`` for many jobs in one round trip (a pipeline). Every job is checked
@@ -266,7 +278,7 @@ class RedisStore(WakeSubscriptions):
             self.waiter.check(replies.pop(), len(args))
         with self.reachable():
             self.replication.after_add(high, replies)
-        return [_add_result(reply) for reply in replies]
+        return [codec.add_result(reply) for reply in replies]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
@@ -298,6 +310,8 @@ class RedisStore(WakeSubscriptions):
     # ---- the dispatcher's side ----------------------------------------------------------
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
+        if time.monotonic() >= self._upkeep_at:
+            self._upkeep()
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
         sent = time.monotonic()
         high = self.replication.fence_high
@@ -445,11 +459,33 @@ class RedisStore(WakeSubscriptions):
     def _on_wake(self, channel: str, due_ms: int) -> None:
         self._notify(self.due_in(due_ms))
 
+    # ---- upkeep: the reconciler and the quarantine (upkeep.py) ----------------------------
+
+    def _upkeep(self) -> None:
+        """A reconciler pass, at most once per resync period (never raises)."""
+        self._upkeep_at = time.monotonic() + self.resync
+        upkeep.background_pass(self)
+
+    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
+        """Check every job of the namespace once (``duetime doctor``), repairing what a
+        crash or a past bug left behind unless ``dry_run``."""
+        with self.reachable():
+            return upkeep.reconcile_all(self, dry_run)
+
+    def quarantined(self) -> list[Quarantined]:
+        """What was moved aside because it did not parse, oldest first."""
+        with self.reachable():
+            return upkeep.quarantined(self)
+
+    def restore(self, entry_id: str) -> str:
+        """Put a quarantined job back (``restored``, ``missing``, ``exists``, ``no-job``)."""
+        return upkeep.restore(self, entry_id)
+
+    def purge_quarantined(self, entry_id: str) -> int:
+        """Drop a quarantine entry and its raw data (``"*"``: all); how many were dropped."""
+        with self.reachable():
+            return upkeep.purge(self, entry_id)
+
     def close(self) -> None:
         self._close_subscriptions()
         urls.close(self._r)
-
-
-def _add_result(reply: list[Any]) -> AddResult:
-    outcome, due_in = reply[:2]
-    return AddResult(outcome, None if int(due_in) < 0 else int(due_in) / 1000)

@@ -1,0 +1,86 @@
+-- include/repair.lua: the reconciler's check of one job: what a crash or a past bug may
+-- have left behind, re-checked and repaired inside the calling script.
+-- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, repair_job
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, events, stats,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>
+--
+-- Left alone (legitimate states): finished, cancelled or paused jobs (a paused job's
+-- pending entries wait in its `stash`); a series parked by catch-up (`queued`) while an
+-- invocation runs; a calendar series in `replan` (its entry is re-announced each second);
+-- a job with retries pending (`retries` > 0: its retry entries are in its lane); a job
+-- whose invocation runs (a RUNNING entry, with or without a lease).
+-- Repaired: an orphan (a live job with no due entry, no retry, nothing running) is
+-- queued again at its pending time, except a one-off at-most-once job whose invocation
+-- was issued (`running` > 0 with no RUNNING entry): that one is recorded as abandoned
+-- (RELIABILITY §2: never run twice); a `running` count that no RUNNING entry backs is
+-- set right (a parked occurrence is then released). Data that does not parse is only
+-- reported: the claim moves such a job aside when it comes due.
+
+--@include job
+--@include events
+--@include due
+--@include settle
+
+-- job id -> number of its RUNNING entries (one HVALS of the namespace's RUNNING hash).
+local function running_jobs()
+  local n = {}
+  for _, data in ipairs(redis.call('HVALS', P .. 'running')) do
+    local job = string.match(data, '^%d+|%d+|%d+|%d+|%d+|(.*)$')
+    if job then n[job] = (n[job] or 0) + 1 end
+  end
+  return n
+end
+
+local REPAIR_FIELDS = {'gen', 'state', 'cancelled', 'paused', 'kind', 'lane', 'e', 'next',
+  'running', 'retries', 'queued', 'delivery'}
+
+local function recount(now, job, jk, running, count, dry)
+  local what = 'running count ' .. fmt(running) .. ' with ' .. fmt(count) .. ' running'
+  if dry then return {what, 'none (dry run)'} end
+  redis.call('HSET', jk, 'running', fmt(count + 1))
+  settle(now, job, 'released')                 -- releases a parked occurrence, if any
+  return {what, 'recounted'}
+end
+
+-- A live job with no due entry, no retry and nothing running: queue it again at its
+-- pending time (the next claim applies its misfire policy), or, a one-off at-most-once
+-- job whose invocation was issued, record it as abandoned.
+local function requeue_orphan(now, job, jk, f, running, due, dry)
+  local one_off = f.kind ~= 'every' and f.kind ~= 'cron'
+  if one_off and running > 0 and f.delivery == 'at_most_once' then
+    if dry then return {'orphan (issued, at-most-once)', 'none (dry run)'} end
+    redis.call('HSET', jk, 'running', '0', 'e', '')
+    event(now, 'abandoned', job, due, nil, 'reconciler: issued but never recorded running')
+    retire(job, 'abandoned')
+    return {'orphan (issued, at-most-once)', 'abandoned'}
+  end
+  if dry then return {'orphan: no due entry, nothing running', 'none (dry run)'} end
+  redis.call('HSET', jk, 'running', '0')
+  push_series(job, f.lane, due, 0)
+  event(now, 'requeued', job, due, nil, 'reconciler: no due entry, nothing running')
+  return {'orphan: no due entry, nothing running', 'requeued'}
+end
+
+-- Check job `job` (its RUNNING entries counted in `counts`); repair unless `dry`.
+-- Returns nil (healthy or left alone) or {what, did}.
+local function repair_job(now, job, counts, dry)
+  local jk = jkey(job)
+  if redis.call('TYPE', jk).ok ~= 'hash' then return {'malformed: not a hash', 'reported'} end
+  local f = fields(jk, unpack(REPAIR_FIELDS))
+  if not f.gen or (f.state and f.state ~= '') or f.cancelled == '1' or f.paused == '1' then
+    return nil
+  end
+  local running, retries, due = int(f.running), int(f.retries), int(f.next or '')
+  if not running or not retries or not due or not f.lane or f.lane == '' then
+    return {'malformed: running, retries, next or lane', 'reported'}
+  end
+  local count = counts[job] or 0
+  local member = series_member(job, f.e)
+  local queued = f.queued and f.queued ~= ''
+  if not (member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member))
+      and retries <= 0 and count == 0 and not queued then
+    return requeue_orphan(now, job, jk, f, running, due, dry)
+  end
+  if running > count then return recount(now, job, jk, running, count, dry) end
+  return nil
+end

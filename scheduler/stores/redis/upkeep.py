@@ -1,0 +1,157 @@
+"""The upkeep of a shared namespace: the reconciler and the quarantine.
+
+The reconciler (reconcile.lua, lua/include/repair.lua) repairs what a crash or a past bug
+may have left behind: a live job with no due entry and nothing running is queued again (a
+one-off at-most-once job whose invocation was issued is recorded as abandoned instead), a
+`running` count that no RUNNING entry backs is set right, a lease entry that no RUNNING
+entry backs is dropped. Each pass is one script call over at most ``count`` job keys (a
+SCAN from a cursor kept in Redis, shared by replicas, never ``KEYS``); replicas run a
+pass when they start and then once per resync period, and ``duetime doctor`` runs a full
+scan on demand.
+
+The quarantine is the one place where data that does not parse ends (the scripts move it
+there: see lua/README.md): the ``quarantined`` hash holds a JSON record per entry, and
+``quarantined:<id>`` the raw data, until an operator restores (restore.lua) or purges
+(purge.lua) it. Namespaces written before 0.2 may also hold a legacy ``quarantine`` list
+of bare due members: it is listed, and purged by ``purge(ALL)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Protocol
+
+from scheduler.model import Finding, Quarantined, Reconciled
+from scheduler.stores.redis.keys import Keys
+
+PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
+DOCTOR_KEYS = 1000  # per call of a full scan
+LEGACY = "legacy:"  # entry ids of the legacy list: legacy:<index>
+ALL = "*"
+
+log = logging.getLogger("duetime.redis")
+
+
+class UpkeepStore(Protocol):
+    """What upkeep needs of a ``RedisStore`` (its public surface)."""
+
+    keys: Keys
+
+    @property
+    def redis(self) -> Any: ...
+
+    def call_script(self, name: str, *args: Any) -> Any: ...
+
+
+def background_pass(store: UpkeepStore) -> None:
+    """A replica's pass: repairs are logged (a warning each); never raises, so a claim
+    that carries it never fails for it (the next period tries again)."""
+    try:
+        done = reconcile_pass(store)
+    except Exception as exc:  # noqa: BLE001 - logged; the next period tries again
+        log.warning("reconciler pass failed (%s); it runs again next resync period", exc)
+        return
+    for f in done.findings:
+        log.warning("reconciler: job %s: %s; %s", f.job_id, f.problem, f.action)
+
+
+def reconcile_pass(store: UpkeepStore, count: int = PASS_KEYS) -> Reconciled:
+    """One background pass from the namespace's shared cursor (repairs)."""
+    reply = json.loads(store.call_script("reconcile", count, "0", ""))
+    return _reconciled(reply, reply["cursor"] == "0")
+
+
+def reconcile_all(store: UpkeepStore, dry_run: bool = False) -> Reconciled:
+    """A full scan of the namespace from a cursor of its own (the shared one is left
+    alone): every job checked once, repaired unless ``dry_run``."""
+    cursor, scanned, leases = "0", 0, 0
+    findings: list[Finding] = []
+    while True:
+        reply = json.loads(
+            store.call_script("reconcile", DOCTOR_KEYS, "1" if dry_run else "0", cursor)
+        )
+        scanned += reply["scanned"]
+        leases = max(leases, reply["leases"])
+        findings += _reconciled(reply, False).findings
+        cursor = reply["cursor"]
+        if cursor == "0":
+            return Reconciled(scanned, tuple(findings), leases, True)
+
+
+def _reconciled(reply: dict[str, Any], complete: bool) -> Reconciled:
+    found = reply.get("found") or []  # cjson encodes an empty table as {}
+    return Reconciled(
+        reply["scanned"],
+        tuple(Finding(*row) for row in found),
+        reply["leases"],
+        complete,
+    )
+
+
+def quarantined(store: UpkeepStore) -> list[Quarantined]:
+    """Every entry of the quarantine, oldest first (legacy entries last)."""
+    out = [record(entry, raw) for entry, raw in store.redis.hgetall(store.keys.quarantined).items()]
+    out.sort(key=lambda q: (q.at is None, q.at or 0.0, q.entry_id))
+    legacy = store.redis.lrange(store.keys.quarantine, 0, -1)
+    out += [
+        Quarantined(f"{LEGACY}{i}", "", "malformed due entry", None, "claim", m, "", None, "", True)
+        for i, m in enumerate(legacy)
+    ]
+    return out
+
+
+def record(entry: str, raw: str) -> Quarantined:
+    """One record of the ``quarantined`` hash (the format lua/README.md gives); a record
+    that does not parse itself is shown with the reason it cannot be read."""
+    try:
+        d = json.loads(raw)
+        at, score = d.get("at"), d.get("score")
+        return Quarantined(
+            entry_id=entry,
+            job_id=str(d.get("job") or ""),
+            reason=str(d.get("reason") or ""),
+            at=None if not isinstance(at, int | float) else at / 1000,
+            found_by=str(d.get("by") or ""),
+            member=str(d.get("member") or ""),
+            lane=str(d.get("lane") or ""),
+            due=None if not isinstance(score, int | float) or score < 0 else score / 1000,
+            key_type=str(d.get("type") or ""),
+        )
+    except (ValueError, AttributeError):
+        return Quarantined(
+            entry, "", f"unreadable record: {raw[:200]!r}", None, "", "", "", None, ""
+        )
+
+
+def raw_data(store: UpkeepStore, entry: str, limit: int = 4096) -> tuple[str, Any]:
+    """The raw data kept for ``entry``: its Redis type and value (a hash as a dict, a
+    string cut to ``limit`` characters; other types as their type name only)."""
+    key = store.keys.quarantined_data(entry)
+    kind = str(store.redis.type(key))
+    if kind == "hash":
+        return kind, {k: v[:limit] for k, v in store.redis.hgetall(key).items()}
+    if kind == "string":
+        return kind, str(store.redis.getrange(key, 0, limit - 1))
+    return kind, None
+
+
+def restore(store: UpkeepStore, entry: str) -> str:
+    """Put an entry back (restore.lua): ``restored``, ``missing``, ``exists`` or
+    ``no-job`` (see the script's header)."""
+    return str(store.call_script("restore", entry))
+
+
+def purge(store: UpkeepStore, entry: str) -> int:
+    """Drop one entry (``ALL``: every entry, and the legacy list) and the raw data kept
+    with it. Returns how many entries were dropped."""
+    if entry != ALL:
+        if entry.startswith(LEGACY):
+            raise ValueError("legacy entries are purged together: purge all of them")
+        return int(store.call_script("purge", entry))
+    dropped = sum(
+        int(store.call_script("purge", e)) for e in store.redis.hkeys(store.keys.quarantined)
+    )
+    legacy = int(store.redis.llen(store.keys.quarantine))
+    store.redis.delete(store.keys.quarantine)
+    return dropped + legacy

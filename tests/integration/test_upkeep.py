@@ -1,0 +1,254 @@
+"""The reconciler and the quarantine (issue 12): what a crash or a past bug left behind is
+repaired, legitimate states are left alone (not one write), what was moved aside can be
+listed, restored and purged. Against a real redis-server; the states are planted the way
+the defect of issue 12 left them (a claim script that failed halfway)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler.client import Client
+from scheduler.model import After, Cron, Delivery, Every, Misfire, Overlap
+from scheduler.stores.redis import RedisStore
+from tests.helpers import spec
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def store(redis_url, redis_ns, clock):
+    s = RedisStore(redis_url, redis_ns, clock=clock)
+    s._upkeep_at = float("inf")  # no background passes: each test calls what it checks
+    yield s
+    s.close()
+
+
+def dump(r, store: RedisStore) -> dict[str, object]:
+    """Every key of the namespace (but the reconciler's cursor): type and full value."""
+    out: dict[str, object] = {}
+    for key in sorted(r.scan_iter(match=store.keys.prefix + "*")):
+        if key == store.keys.reconcile or key.startswith(store.keys.claimed("")):
+            continue  # the cursor; the resend record of the test's own claims
+        kind = r.type(key)
+        if kind == "hash":
+            out[key] = r.hgetall(key)
+        elif kind == "zset":
+            out[key] = r.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            out[key] = r.lrange(key, 0, -1)
+        elif kind == "stream":
+            out[key] = [f for _, f in r.xrange(key)]
+        elif kind == "string":
+            out[key] = r.get(key)
+        else:
+            out[key] = kind
+    return out
+
+
+def claim_ids(store: RedisStore, n: int = 50, lease: float | None = 30) -> list[str]:
+    return [c.job_id for c in store.claim_due({"default": n}, lease, "o").claims]
+
+
+def orphan(store: RedisStore, job: str) -> None:
+    """The first defect: the due member removed, the job hash untouched."""
+    store.redis.zremrangebyscore(store.keys.due("default"), "-inf", "+inf")
+
+
+def test_an_orphan_one_off_is_queued_again_and_runs_once(store, clock):
+    store.add(spec("lost", After(0)))
+    store.add(spec("fine", After(60)))
+    orphan(store, "lost")
+    store.add(spec("fine", After(60)))  # equal definition: kept (no member comes back)
+    assert claim_ids(store) == []
+    done = store.reconcile()
+    assert [(f.job_id, f.action) for f in done.findings] == [
+        ("fine", "requeued"),
+        ("lost", "requeued"),
+    ]
+    assert done.complete and done.scanned == 2
+    (lost,) = store.claim_due({"default": 50}, 30, "o").claims
+    assert lost.job_id == "lost"  # and "fine" at its own time: never early
+    store.complete(lost, None)
+    clock.advance(60)
+    assert claim_ids(store) == ["fine"]
+    assert store.reconcile().findings == ()  # nothing left to do
+    kinds = [e.kind for e in store.events(100)]
+    assert kinds.count("requeued") == 2
+
+
+@pytest.mark.parametrize("delivery", [Delivery.AT_LEAST_ONCE, Delivery.AT_MOST_ONCE])
+def test_a_half_claimed_one_off_is_requeued_or_abandoned_by_its_delivery(
+    store, delivery, redis_client
+):
+    """The second defect: `running=1`, `attempts=1`, no RUNNING entry, no lease."""
+    store.add(spec("half", After(0), delivery=delivery))
+    orphan(store, "half")
+    store.redis.hset(store.keys.job("half"), mapping={"running": "1", "attempts": "1", "e": ""})
+    done = store.reconcile()
+    if delivery == Delivery.AT_MOST_ONCE:
+        assert [f.action for f in done.findings] == ["abandoned"]
+        assert store.get("half").state == "abandoned"
+        assert claim_ids(store) == []
+    else:
+        assert [f.action for f in done.findings] == ["requeued"]
+        assert claim_ids(store) == ["half"]
+
+
+def test_a_running_count_no_entry_backs_is_set_right_and_releases_a_parked_run(store, clock):
+    store.add(spec("tick", Every(10), overlap=Overlap.QUEUE))
+    clock.advance(10)
+    assert claim_ids(store) == ["tick"]
+    clock.advance(10)
+    assert claim_ids(store) == []  # busy: the occurrence is parked in `queued`
+    assert store.redis.hget(store.keys.job("tick"), "queued")
+    store.redis.delete(store.keys.running)  # the running invocation's entry is gone
+    store.redis.delete(store.keys.lease)
+    done = store.reconcile()
+    assert [(f.job_id, f.action) for f in done.findings] == [("tick", "recounted")]
+    assert store.redis.hget(store.keys.job("tick"), "running") == "0"
+    assert claim_ids(store) == ["tick"]  # the parked occurrence was released
+
+
+def test_legitimate_states_are_left_alone_without_a_single_write(store, clock):
+    store.add(spec("paused", After(5)))
+    store.pause("paused")
+    store.add(spec("running", After(0)))
+    store.add(spec("leaseless", After(0), lane="other"))
+    store.add(spec("retrying", After(0), lane="third"))
+    store.add(spec("done", After(0), lane="fourth"))
+    store.add(spec("cancelled", After(50)))
+    store.cancel("cancelled")
+    store.add(spec("series", Every(30)))
+    store.add(spec("calendar", Cron("*/5 * * * *")))
+    store.add(spec("catchup", Every(1), misfire=Misfire.CATCH_UP, overlap=Overlap.QUEUE))
+    clock.advance(1)
+    assert sorted(claim_ids(store)) == ["catchup", "running"]
+    assert [c.job_id for c in store.claim_due({"other": 5}, None, "o").claims] == ["leaseless"]
+    (retry,) = store.claim_due({"third": 5}, 30, "o").claims
+    store.fail(retry, "boom", 100)
+    (done,) = store.claim_due({"fourth": 5}, 30, "o").claims
+    store.complete(done, None)
+    clock.advance(2)
+    claim_ids(store)  # the catch-up series is parked behind its running invocation
+    r = store.redis
+    before = dump(r, store)
+    assert store.reconcile().findings == ()
+    assert store.reconcile(dry_run=True).findings == ()
+    for _ in range(3):
+        store._upkeep()  # background passes, too
+    assert dump(r, store) == before
+
+
+def test_a_dry_run_reports_and_writes_nothing(store):
+    store.add(spec("lost", After(0)))
+    orphan(store, "lost")
+    before = dump(store.redis, store)
+    done = store.reconcile(dry_run=True)
+    assert [(f.job_id, f.action) for f in done.findings] == [("lost", "none (dry run)")]
+    assert dump(store.redis, store) == before
+
+
+def test_a_lease_entry_no_running_entry_backs_is_dropped(store):
+    store.redis.zadd(store.keys.lease, {"ghost:7": 10**13})
+    assert store.reconcile().leases_dropped == 1
+    assert store.redis.zcard(store.keys.lease) == 0
+
+
+def test_background_passes_share_one_cursor_and_are_bounded(store):
+    from scheduler.stores.redis import upkeep
+
+    for i in range(30):
+        store.add(spec(f"j{i}", After(0)))
+    orphan(store, "all")
+    seen, cursors = 0, []
+    for _ in range(200):
+        done = upkeep.reconcile_pass(store, count=5)
+        seen += done.scanned
+        cursors.append(store.redis.get(store.keys.reconcile))
+        assert done.scanned <= 30
+        if done.complete:
+            break
+    assert done.complete and seen >= 30 and len(set(cursors)) > 1
+    assert len(claim_ids(store)) == 30
+
+
+def test_an_engine_repairs_at_start(redis_url, redis_ns, clock):
+    from scheduler import Scheduler
+
+    s = RedisStore(redis_url, redis_ns, clock=clock)
+    s.add(spec("lost", After(0)))
+    orphan(s, "lost")
+    eng = Scheduler(1, store=s, clock=clock)
+    try:
+        assert eng.wait_idle()
+        assert eng.get("lost").state == "succeeded"
+    finally:
+        eng.shutdown()
+        s.close()
+
+
+# ---- the quarantine ------------------------------------------------------------------------
+
+
+def plant(store: RedisStore, entry: str, job: str, *, member: str = "", score: int = -1):
+    """An entry of the quarantine as the scripts write it (lua/README.md)."""
+    record = {
+        "id": entry,
+        "job": job,
+        "reason": "malformed job data: field next is not an integer",
+        "at": 1_000_000,
+        "by": "claim",
+        "member": member,
+        "lane": "default" if member else "",
+        "score": score,
+        "type": "hash",
+        "running": "",
+        "token": "",
+    }
+    store.redis.hset(store.keys.quarantined, entry, json.dumps(record))
+
+
+def test_a_quarantined_job_is_listed_restored_after_a_fix_and_runs(store):
+    store.add(spec("bad", After(0)))
+    (member, score) = store.redis.zrange(store.keys.due("default"), 0, 0, withscores=True)[0]
+    store.redis.zrem(store.keys.due("default"), member)
+    store.redis.rename(store.keys.job("bad"), store.keys.quarantined_data("bad"))
+    plant(store, "bad", "bad", member=member, score=int(score))
+    client = Client(store)
+    (q,) = client.quarantined()
+    assert (q.entry_id, q.job_id, q.found_by, q.member) == ("bad", "bad", "claim", member)
+    assert "next is not an integer" in q.reason and q.due == score / 1000
+    assert client.restore("bad") == "restored"
+    assert client.quarantined() == [] and claim_ids(store) == ["bad"]
+    assert [e.kind for e in store.events(5)][-2] == "restored"
+    assert client.restore("bad") == "missing"
+
+
+def test_restore_refuses_when_the_job_exists_again_and_purge_drops_the_entry(store):
+    store.add(spec("twice", After(0)))
+    store.redis.copy(store.keys.job("twice"), store.keys.quarantined_data("twice"))
+    plant(store, "twice", "twice")
+    plant(store, "m:0123456789abcdef", "")
+    store.redis.rpush(store.keys.quarantine, "!!!")  # a legacy entry
+    client = Client(store)
+    assert [q.entry_id for q in client.quarantined()] == [
+        "m:0123456789abcdef",
+        "twice",
+        "legacy:0",
+    ]
+    assert client.restore("twice") == "exists"
+    assert client.restore("m:0123456789abcdef") == "no-job"
+    assert client.purge_quarantined("twice") == 1
+    assert not store.redis.exists(store.keys.quarantined_data("twice"))
+    assert client.purge_quarantined() == 2  # the rest, legacy list included
+    assert client.quarantined() == []
+    assert store.get("twice").state == "scheduled"  # the live job was never touched
+
+
+def test_the_in_process_store_has_no_quarantine(clock):
+    from scheduler.stores.memory import MemoryStore
+
+    with pytest.raises(TypeError, match="no quarantine"):
+        Client(MemoryStore(clock)).quarantined()
