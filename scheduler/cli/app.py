@@ -3,13 +3,18 @@ opening a namespace for one command (errors become one line and an exit code).
 
 Exit codes: 0 success; 1 the operation was refused or had no effect (nothing to cancel,
 pause or resume; an unknown job for ``show``; a replica refused an unsafe server); 2 bad
-usage (click's own, a missing URL, a malformed job id or namespace); 3 the store could not
-be reached (connection, timeout, authentication) or answered with an error.
+usage or setup (click's own, a missing URL, a malformed job id or namespace, a task module
+that cannot be imported, a missing extra, a metrics port in use); 3 the store could not be
+reached (connection refused, no answer within ``--timeout``), refused the credentials or
+the command (NOAUTH, WRONGPASS, NOPERM: the message names the user and the command), or
+answered with an error. Whatever fails, the command ends with one line on stderr, never
+a traceback (``DUETIME_TRACEBACK=1`` shows it, for a bug report).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -21,7 +26,8 @@ if TYPE_CHECKING:
 
     AnyStore = RedisStore | ShardedStore
 
-EXIT_REFUSED, EXIT_UNREACHABLE = 1, 3
+EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+TIMEOUT = 5.0  # seconds: the longest any Redis call of a command may take
 
 redis_option = click.option(
     "--redis",
@@ -41,7 +47,7 @@ url_option = click.option(
     default=None,
     metavar="URL",
     help="Redis URL of the namespace (redis://, rediss://; user:password@ for AUTH/ACL; "
-    "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB]). "
+    "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB]; redis+cluster://...). "
     "Required; default: $DUETIME_REDIS_URL.",
 )
 shards_option = click.option(
@@ -89,16 +95,151 @@ json_option = click.option(
 job_argument = click.argument("job_id", metavar="ID")
 
 
+def _remember_timeout(ctx: click.Context, _param: Any, value: float) -> float:
+    ctx.meta["duetime.timeout"] = value
+    return value
+
+
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=TIMEOUT,
+    show_default=True,
+    envvar="DUETIME_TIMEOUT",
+    expose_value=False,
+    is_eager=True,
+    callback=_remember_timeout,
+    help="Seconds any one Redis call may take before the command gives up (exit 3).",
+)
+
+
+def with_url(fn: Any) -> Any:
+    """``--redis URL`` (required) and ``--timeout``: what every namespace command takes."""
+    return url_option(timeout_option(fn))
+
+
 def with_wait_options(fn: Any) -> Any:
     for option in reversed(wait_options):
         fn = option(fn)
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class DuetimeGroup(click.Group):
+    """The command group: an exception that escapes a command becomes one line on stderr
+    and a documented exit code (explain()), never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            raise SystemExit(130) from None
+        except Exception as exc:  # noqa: BLE001 - the one place errors become a line
+            if os.environ.get("DUETIME_TRACEBACK"):
+                raise
+            code, message = explain(exc, ctx)
+            click.echo(f"error: {message}", err=True)
+            raise SystemExit(code) from None
+
+
+@click.group(cls=DuetimeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="duetime")
 def main() -> None:
     """duetime: run each job at its time, once."""
+
+
+def _user(ctx: click.Context) -> str:
+    """The Redis user of the command's URL (``default`` when it names none)."""
+    from urllib.parse import unquote, urlsplit
+
+    url = _find_url(ctx)
+    try:
+        name = urlsplit(url).username if url else None
+    except ValueError:
+        name = None
+    return unquote(name) if name else "default"
+
+
+def _find_url(ctx: click.Context | None) -> str | None:
+    """The URL the failing command used (``remember_url``), else the environment's."""
+    if ctx is not None and ctx.meta.get("duetime.url"):
+        return str(ctx.meta["duetime.url"])
+    while ctx is not None:
+        url = ctx.params.get("redis_url")
+        if url:
+            return str(url)
+        ctx = ctx.parent
+    return os.environ.get("DUETIME_REDIS_URL")
+
+
+_REFUSED = re.compile(r"(?:run the '(?P<cmd>[\w|]+)' command|can't run this command)", re.I)
+
+
+def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
+    """(exit code, one line that says what to do) for an error a command did not handle."""
+    from scheduler.errors import DuetimeError
+
+    sub = ctx.invoked_subcommand or ctx.info_name or "duetime"
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing in ("redis", "hiredis"):
+        return EXIT_USAGE, (
+            "the Redis client is not installed: pip install 'duetime[redis]' "
+            "(from a checkout: pip install -e '.[redis]')"
+        )
+    if missing == "prometheus_client":
+        return EXIT_USAGE, "metrics need prometheus-client: pip install 'duetime[metrics]'"
+    try:
+        import redis
+    except ImportError:  # pragma: no cover - handled above when a command needed it
+        redis = None  # type: ignore[assignment]
+    cause = exc.__cause__
+    if redis is not None and isinstance(cause, redis.RedisError):  # StoreUnavailableError
+        exc = cause
+    if redis is not None and isinstance(exc, redis.RedisError):
+        return EXIT_UNREACHABLE, _redis_error(exc, ctx)
+    if isinstance(exc, ConnectionError | TimeoutError):  # StoreUnavailableError too
+        return EXIT_UNREACHABLE, str(exc)
+    if isinstance(exc, ValueError | TypeError):
+        return EXIT_USAGE, f"{sub}: {exc}"
+    if isinstance(exc, DuetimeError):
+        return EXIT_REFUSED, str(exc)
+    if isinstance(exc, OSError):
+        return EXIT_USAGE, f"{sub}: {exc.strerror or exc}"
+    return EXIT_REFUSED, (
+        f"{sub} failed unexpectedly: {type(exc).__name__}: {exc} (a bug? run again with "
+        "DUETIME_TRACEBACK=1 and report the traceback)"
+    )
+
+
+def _redis_error(exc: BaseException, ctx: click.Context) -> str:
+    import redis
+
+    from scheduler.stores.redis import urls
+
+    where = urls.safe(_find_url(ctx) or "?")
+    text = str(exc).strip()
+    user = _user(ctx)
+    if isinstance(exc, redis.AuthenticationError) or text.upper().startswith(
+        ("WRONGPASS", "NOAUTH", "INVALID USERNAME")
+    ):
+        return (
+            f"Redis at {where} refused the credentials of user {user!r} ({text}): check the "
+            "user:password of the URL"
+        )
+    refused = _REFUSED.search(text)
+    if isinstance(exc, redis.exceptions.NoPermissionError) or refused or "NOPERM" in text.upper():
+        command = (refused.group("cmd") if refused and refused.group("cmd") else None) or "?"
+        return (
+            f"Redis user {user!r} may not run {command!r} at {where} ({text}): grant it in the "
+            "user's ACL (deploy/users.acl lists what each role needs)"
+        )
+    if isinstance(exc, redis.TimeoutError):
+        timeout = ctx.meta.get("duetime.timeout", TIMEOUT)
+        return f"Redis at {where} did not answer within {timeout:g}s (--timeout): {text}"
+    if isinstance(exc, redis.ConnectionError):
+        return f"cannot reach Redis at {where}: {text}; is it running, and is the URL right?"
+    return f"Redis at {where} answered with an error: {text}"
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -120,35 +261,56 @@ def redis_url_or_embedded(url: str | None, data_dir: str | None = None) -> Itera
         yield server.url
 
 
+def remember_url(url: str) -> None:
+    """Note the URL a command talks to, for its error messages (contexts share meta)."""
+    click.get_current_context().meta["duetime.url"] = url
+
+
+def connect(
+    redis_url: str, namespace: str, *, shards: int | None = None, **kwargs: Any
+) -> AnyStore:
+    """The store of a namespace for one command: every Redis call bounded by
+    ``--timeout``, no reconnect-and-resend (a command fails at once and says why); a
+    ``ShardedStore`` if the URL says ``?shards=N`` or $DUETIME_SHARDS is set."""
+    from scheduler.stores.redis import open_store, urls
+
+    remember_url(redis_url)
+    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
+    base, in_url = urls.split_shards(redis_url)
+    env = os.environ.get("DUETIME_SHARDS")
+    if shards is None:
+        shards = int(env) if env else in_url
+    elif in_url is not None and in_url != shards:
+        raise ValueError(f"two shard counts: --shards {shards} and the URL's shards={in_url}")
+    client = urls.connect(
+        base, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    store = open_store(client, namespace, shards=shards, **kwargs)
+    store.url = urls.safe(redis_url)
+    for part in store.parts:
+        part.url = store.url
+    return store
+
+
 @contextmanager
 def open_namespace(command: str, redis_url: str | None, namespace: str) -> Iterator[AnyStore]:
-    """A RedisStore for one command (a ShardedStore if the URL says ``?shards=N`` or
-    $DUETIME_SHARDS is set): no URL is a usage error (2); a
-    Redis that cannot be reached, or that answers with an error, ends the command with a
-    message (3)."""
+    """The store of a namespace for one command (``connect``): no URL is a usage error
+    (2); an unknown shard count refuses (1); any other failure becomes one line and an
+    exit code in ``DuetimeGroup``. Closed afterwards."""
     if not redis_url:
         raise click.UsageError(f"{command} needs --redis URL (or DUETIME_REDIS_URL)")
-    import redis
-
-    from scheduler.stores.redis import ShardCountError, StoreUnavailableError, open_store
+    from scheduler.stores.redis import ShardCountError
     from scheduler.stores.redis.shards import check_count
 
-    shards = os.environ.get("DUETIME_SHARDS") or None  # else the URL's ?shards=N, else 1
     try:
-        store = open_store(redis_url, namespace, shards=None if shards is None else int(shards))
+        store = connect(redis_url, namespace)
     except ValueError as exc:  # a malformed URL, namespace or shard count
         raise click.UsageError(str(exc)) from None
     try:
         check_count(store.redis, store.parts[0].keys, store.url, record=False)
         yield store
-    except StoreUnavailableError as exc:
-        fail(str(exc), EXIT_UNREACHABLE)
     except ShardCountError as exc:
         fail(str(exc), EXIT_REFUSED)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:  # AuthenticationError too
-        fail(f"cannot reach Redis at {store.url}: {exc}", EXIT_UNREACHABLE)
-    except redis.RedisError as exc:
-        fail(f"Redis at {store.url} answered with an error: {exc}", EXIT_UNREACHABLE)
     finally:
         store.close()
 

@@ -9,7 +9,7 @@ import time
 import click
 
 from scheduler.api import JobScheduler, RecurringJobScheduler
-from scheduler.cli.app import EXIT_REFUSED, main, redis_url_or_embedded
+from scheduler.cli.app import EXIT_REFUSED, main, redis_url_or_embedded, timeout_option
 
 
 @main.command()
@@ -21,6 +21,7 @@ from scheduler.cli.app import EXIT_REFUSED, main, redis_url_or_embedded
     metavar="URL",
     help="Run against this Redis (default: an embedded local server).",
 )
+@timeout_option
 @click.option("--seconds", default=6.0, show_default=True, help="How long jobs are produced.")
 @click.option("--in-process", is_flag=True, help="The in-process engine only (no Redis).")
 def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
@@ -40,8 +41,10 @@ def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
         _demo_in_process(seconds)
         return
     from scheduler.cli import demo_shared
+    from scheduler.cli.replica import preflight
 
     with redis_url_or_embedded(redis_url) as url:
+        preflight(url)
         report = demo_shared.run(url, seconds=seconds, echo=click.echo)
     click.echo(
         f"\n{report.invocations} invocations, {report.executions} executions, "

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.stores.redis import queries
+from scheduler.stores.redis import queries, upkeep
 from scheduler.stores.redis.keys import Keys
 from scheduler.tasks import task
 
@@ -137,6 +137,8 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
+        upkeep.delete_namespace(store)  # leave nothing behind in the user's Redis
+        store.close()
 
 
 def _replica_command(url: str, ns: str) -> list[str]:

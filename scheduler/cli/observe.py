@@ -18,7 +18,7 @@ from scheduler.cli.app import (
     main,
     namespace_option,
     open_namespace,
-    url_option,
+    with_url,
 )
 from scheduler.stores.redis import queries
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 @main.command("ls")
-@url_option
+@with_url
 @namespace_option
 @json_option
 def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
@@ -64,7 +64,7 @@ def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @job_argument
 @json_option
@@ -126,7 +126,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @json_option
 def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
@@ -176,7 +176,7 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @click.option(
     "--count",
@@ -238,7 +238,7 @@ def events(
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @click.option("--interval", default=1.0, show_default=True, help="Seconds between refreshes.")
 @click.option(

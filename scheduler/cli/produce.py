@@ -8,23 +8,22 @@ import click
 
 from scheduler.cli.app import (
     EXIT_REFUSED,
-    EXIT_UNREACHABLE,
+    connect,
     fail,
     job_argument,
     job_id_of,
     main,
     namespace_option,
     open_namespace,
-    redis_option,
     shards_option,
-    url_option,
+    with_url,
     with_wait_options,
 )
 from scheduler.model import Ambiguous, Cron, Missing
 
 
 @main.command()
-@redis_option
+@with_url
 @namespace_option
 @click.argument("task")
 @click.option("--kwargs", "kwargs_json", default="{}", help="Task keyword arguments (JSON).")
@@ -87,7 +86,6 @@ def enqueue(
 ) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
-    from scheduler.stores.redis import StoreUnavailableError
     from scheduler.stores.redis.shards import ShardCountError
 
     if not redis_url:
@@ -104,13 +102,14 @@ def enqueue(
             if cron_expr is None
             else Cron(cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), jitter)
         )
-        with Client(
+        store = connect(
             redis_url,
-            namespace=namespace,
+            namespace,
+            shards=shards,
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
-            shards=shards,
-        ) as client:
+        )
+        with Client(store) as client:
             jid = client.enqueue(
                 task,
                 kwargs=kwargs,
@@ -121,9 +120,6 @@ def enqueue(
                 cron=cron,
                 job_id=job_id,
             )
-    except StoreUnavailableError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(EXIT_UNREACHABLE) from None
     except ShardCountError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
@@ -133,7 +129,7 @@ def enqueue(
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @job_argument
 @click.option("--start", type=float, required=True, help="Window start, epoch seconds.")

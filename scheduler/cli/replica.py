@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import uuid
 from typing import Any
@@ -16,11 +17,14 @@ import click
 from scheduler.cli.app import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
+    TIMEOUT,
     main,
     namespace_option,
     redis_option,
     redis_url_or_embedded,
+    remember_url,
     shards_option,
+    timeout_option,
     with_wait_options,
 )
 
@@ -35,6 +39,16 @@ from scheduler.cli.app import (
     metavar="MODULE",
     help="Import MODULE to register its @task functions (repeatable).",
 )
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Also import task modules from DIR (repeatable; the working directory is searched "
+    "too, as python -m does).",
+)
+@timeout_option
 @click.option("--workers", default=4, show_default=True, help="Workers of the default lane.")
 @click.option(
     "--lane",
@@ -83,6 +97,7 @@ def run(
     redis_url: str | None,
     namespace: str,
     imports: tuple[str, ...],
+    paths: tuple[str, ...],
     workers: int,
     lanes: tuple[str, ...],
     lease: float,
@@ -101,8 +116,7 @@ def run(
     from scheduler import log
 
     log.setup(log_level, log_format)
-    for module in imports:
-        importlib.import_module(module)
+    import_tasks(imports, paths)
     sizes = dict(_lane(spec) for spec in lanes)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,6 +131,7 @@ def run(
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with redis_url_or_embedded(redis_url, data_dir) as url:
+        preflight(url)
         try:
             store = open_store(
                 url,
@@ -153,6 +168,38 @@ def run(
         store.close()
 
 
+def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
+    """Import the task modules as ``python -m`` would find them: from the working
+    directory, and from each ``--path`` first. A module that cannot be imported ends
+    the command with one line (exit 2)."""
+    for entry in reversed((os.getcwd(), *paths)):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code at import
+            where = ", ".join(paths) or os.getcwd()
+            raise click.UsageError(
+                f"cannot import task module {module!r} ({type(exc).__name__}: {exc}); run "
+                f"from the folder that holds it, or pass --path DIR (searched: {where})"
+            ) from None
+
+
+def preflight(url: str) -> None:
+    """One PING bounded by --timeout before anything else (a server that never answers
+    fails here, at once, instead of hanging the replica's start)."""
+    from scheduler.stores.redis import urls
+
+    remember_url(url)
+    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
+    client = urls.connect(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        client.ping()
+    finally:
+        urls.close(client)
+
+
 def _metrics(store: Any, port: int | None) -> Any:
     """Prometheus metrics on ``port`` (namespace gauges read from the store per scrape)."""
     if port is None:
@@ -171,7 +218,13 @@ def _metrics(store: Any, port: int | None) -> Any:
         }
 
     metrics = PrometheusMetrics(namespace_source=namespace)
-    metrics.serve(port)
+    try:
+        metrics.serve(port)
+    except OSError as exc:
+        raise click.UsageError(
+            f"cannot serve metrics on port {port} ({exc.strerror or exc}): choose another "
+            "--metrics-port, or stop what holds it"
+        ) from None
     return metrics
 
 

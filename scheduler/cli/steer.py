@@ -14,7 +14,7 @@ from scheduler.cli.app import (
     main,
     namespace_option,
     open_namespace,
-    url_option,
+    with_url,
 )
 from scheduler.stores.redis import queries
 
@@ -59,7 +59,7 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @job_argument
 def cancel(redis_url: str | None, namespace: str, job_id: str) -> None:
@@ -71,7 +71,7 @@ def cancel(redis_url: str | None, namespace: str, job_id: str) -> None:
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @job_argument
 def trigger(redis_url: str | None, namespace: str, job_id: str) -> None:
@@ -82,7 +82,7 @@ def trigger(redis_url: str | None, namespace: str, job_id: str) -> None:
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @job_argument
 def pause(redis_url: str | None, namespace: str, job_id: str) -> None:
@@ -93,7 +93,7 @@ def pause(redis_url: str | None, namespace: str, job_id: str) -> None:
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @job_argument
 def resume(redis_url: str | None, namespace: str, job_id: str) -> None:

@@ -21,14 +21,14 @@ from scheduler.cli.app import (
     main,
     namespace_option,
     open_namespace,
-    url_option,
+    with_url,
 )
 from scheduler.model import Quarantined
 from scheduler.stores.redis import queries, upkeep
 
 
 @main.command()
-@url_option
+@with_url
 @namespace_option
 @click.option("--dry-run", is_flag=True, help="Report only; write nothing.")
 @json_option
@@ -79,7 +79,7 @@ def quarantine() -> None:
 
 
 @quarantine.command("ls")
-@url_option
+@with_url
 @namespace_option
 @json_option
 def quarantine_ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
@@ -106,7 +106,7 @@ def quarantine_ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
 
 
 @quarantine.command("show")
-@url_option
+@with_url
 @namespace_option
 @job_argument
 @json_option
@@ -142,7 +142,7 @@ def quarantine_show(redis_url: str | None, namespace: str, job_id: str, as_json:
 
 
 @quarantine.command("restore")
-@url_option
+@with_url
 @namespace_option
 @job_argument
 def quarantine_restore(redis_url: str | None, namespace: str, job_id: str) -> None:
@@ -162,7 +162,7 @@ def quarantine_restore(redis_url: str | None, namespace: str, job_id: str) -> No
 
 
 @quarantine.command("purge")
-@url_option
+@with_url
 @namespace_option
 @click.argument("job_id", metavar="ID", required=False)
 @click.option("--all", "every", is_flag=True, help="Purge every entry.")

@@ -155,3 +155,19 @@ def purge(store: UpkeepStore, entry: str) -> int:
     legacy = int(store.redis.llen(store.keys.quarantine))
     store.redis.delete(store.keys.quarantine)
     return dropped + legacy
+
+
+def delete_namespace(store: UpkeepStore, batch: int = 500) -> int:
+    """Delete every key of the store's namespace (this shard's), SCAN by SCAN (never
+    ``KEYS``), in batches of UNLINK; returns how many keys went. Keys written meanwhile
+    by a live replica may survive: stop replicas first."""
+    gone = 0
+    keys: list[str] = []
+    for key in store.redis.scan_iter(match=store.keys.prefix + "*", count=batch):
+        keys.append(key)
+        if len(keys) >= batch:
+            gone += int(store.redis.unlink(*keys))
+            keys = []
+    if keys:
+        gone += int(store.redis.unlink(*keys))
+    return gone

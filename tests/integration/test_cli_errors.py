@@ -1,0 +1,193 @@
+"""Issue 13's error matrix: every subcommand against every failure class ends with one
+line on stderr that says what to do and the documented exit code, never a traceback:
+unreachable (3), a server that never answers (3, within --timeout plus a second),
+WRONGPASS (3), NOPERM (3, naming the user and the refused command), the `redis` extra
+missing (2), bad input (2); and for `run`: a task module that cannot be imported (2), a
+metrics port in use (2)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from scheduler.cli import main
+
+pytestmark = pytest.mark.redis
+
+COMMANDS = {
+    "ls": [],
+    "show": ["j"],
+    "stats": [],
+    "events": [],
+    "top": ["--iterations", "1"],
+    "cancel": ["j"],
+    "pause": ["j"],
+    "resume": ["j"],
+    "trigger": ["j"],
+    "backfill": ["j", "--start", "0", "--end", "10"],
+    "enqueue": ["tests.noop", "--in", "5"],
+    "doctor": [],
+    "quarantine ls": [],
+    "quarantine show": ["j"],
+    "quarantine restore": ["j"],
+    "quarantine purge": ["j"],
+    "run": ["--workers", "1"],
+    "demo": [],
+}
+CLASSES = ["unreachable", "silent", "wrongpass", "noperm", "no-extra", "bad-namespace"]
+
+
+@pytest.fixture(scope="module")
+def silent_url() -> Iterator[str]:
+    """A server that accepts connections and never answers."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    yield f"redis://127.0.0.1:{srv.getsockname()[1]}/0"
+    stop.set()
+    t.join()
+    for c in held:
+        c.close()
+    srv.close()
+
+
+@pytest.fixture(scope="module")
+def users(redis_server) -> Iterator[dict[str, str]]:
+    """Two ACL users on the test server: one that may only PING, one with a password."""
+    import redis
+
+    admin = redis.Redis.from_url(redis_server.url)
+    tag = uuid.uuid4().hex[:8]
+    limited, locked = f"limited-{tag}", f"locked-{tag}"
+    admin.execute_command("ACL", "SETUSER", limited, "on", ">pw", "~*", "&*", "+ping")
+    admin.execute_command("ACL", "SETUSER", locked, "on", ">right", "~*", "&*", "+@all")
+    host = redis_server.url.split("://", 1)[1]
+    yield {
+        "noperm": f"redis://{limited}:pw@{host}",
+        "wrongpass": f"redis://{locked}:wrong@{host}",
+        "limited": limited,
+    }
+    admin.execute_command("ACL", "DELUSER", limited, locked)
+    admin.close()
+
+
+def invoke(command: str, url: str | None, extra: list[str], monkeypatch=None, ns="errs"):
+    args = [*command.split(), *extra]
+    env = {"DUETIME_NAMESPACE": ns, "DUETIME_TIMEOUT": "0.5"}
+    if url is not None:
+        env["DUETIME_REDIS_URL"] = url
+    return CliRunner().invoke(main, args, env=env)
+
+
+@pytest.mark.parametrize("failure", CLASSES)
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_fails_with_one_line_and_its_exit_code(
+    command, failure, silent_url, users, redis_server, monkeypatch
+):
+    extra = COMMANDS[command]
+    url = {
+        "unreachable": "redis://127.0.0.1:1/0",
+        "silent": silent_url,
+        "wrongpass": users["wrongpass"],
+        "noperm": users["noperm"],
+        "no-extra": redis_server.url,
+        "bad-namespace": redis_server.url,
+    }[failure]
+    if failure == "no-extra":
+        monkeypatch.setitem(sys.modules, "redis", None)  # as if duetime[redis] were missing
+    if command == "demo":
+        if failure == "bad-namespace":
+            pytest.skip("demo picks a namespace of its own")
+        extra = ["--redis", url, "--seconds", "1"]
+    t0 = time.monotonic()
+    result = invoke(command, url, extra, ns="bad ns" if failure == "bad-namespace" else "errs")
+    took = time.monotonic() - t0
+    out = result.output
+    assert "Traceback" not in out, out
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), repr(result.exception)
+    expected = 2 if failure in ("no-extra", "bad-namespace") else 3
+    assert result.exit_code == expected, (failure, out)
+    errors = [line for line in out.splitlines() if line.startswith(("error:", "Error:"))]
+    assert len(errors) == 1, out
+    line = errors[0]
+    if failure == "silent":
+        assert took < 0.5 + 1.0 + 1.0, took  # the timeout plus a second (+ CI slack)
+        assert "did not answer within 0.5s" in line or "Timeout" in line, line
+    if failure == "noperm":
+        assert users["limited"] in line and "may not run" in line, line
+    if failure == "wrongpass":
+        assert "refused the credentials" in line, line
+    if failure == "no-extra":
+        assert "pip install 'duetime[redis]'" in line, line
+
+
+def test_run_imports_from_the_working_directory_and_from_path(tmp_path, redis_server, monkeypatch):
+    """`duetime run --import myapp.tasks` from the folder that holds myapp/ (no
+    PYTHONPATH), and --path DIR; an unimportable module is one line, exit 2."""
+    pkg = tmp_path / "myapp_cli_errs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tasks.py").write_text("raise RuntimeError('imported, then failed')\n")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    env = {"DUETIME_REDIS_URL": redis_server.url, "DUETIME_NAMESPACE": "errs"}
+    r = runner.invoke(main, ["run", "--import", "myapp_cli_errs.tasks"], env=env)
+    assert r.exit_code == 2 and "imported, then failed" in r.output  # it was found
+    monkeypatch.chdir("/")
+    r = runner.invoke(main, ["run", "--import", "nope_cli_errs.tasks"], env=env)
+    assert r.exit_code == 2 and "cannot import task module 'nope_cli_errs.tasks'" in r.output
+    assert "Traceback" not in r.output
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "pathmod_cli_errs.py").write_text("X = 1\n")
+    r = runner.invoke(
+        main,
+        [
+            "run",
+            "--path",
+            str(tmp_path / "elsewhere"),
+            "--import",
+            "pathmod_cli_errs",
+            "--redis",
+            "redis://127.0.0.1:1/0",
+        ],
+        env=env,
+    )
+    assert r.exit_code == 3, r.output  # imported, then the (unreachable) server refused
+
+
+def test_run_with_its_metrics_port_in_use_is_one_line(redis_server, redis_ns):
+    holder = socket.socket()
+    holder.bind(("", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        r = CliRunner().invoke(
+            main,
+            ["run", "--redis", redis_server.url, "-n", redis_ns, "--metrics-port", str(port)],
+        )
+    finally:
+        holder.close()
+    assert r.exit_code == 2, r.output
+    assert f"cannot serve metrics on port {port}" in r.output and "Traceback" not in r.output
