@@ -265,6 +265,16 @@ class JobInfo:
     running: tuple[InvocationInfo, ...]
     skipped: tuple[Skip, ...]
     dead_letters: tuple[Event, ...]
+    task: str = ""  # the registered task's name, or a callable's module.qualname
+    args: str = "{}"  # a registered task's keyword arguments, as JSON text
+
+
+def describe_target(target: Target) -> tuple[str, str]:
+    """(task, arguments as JSON) of a job's target, for inspection."""
+    if isinstance(target, TaskRef):
+        return target.name, target.args_json
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{getattr(target, '__module__', None) or '?'}.{name}", "{}"
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
     rows = [
         [
             i.job_id,
+            render.clip(i.task, 30),
+            render.clip(i.args, 30),
             i.schedule,
             i.lane,
             i.state,
@@ -58,8 +60,9 @@ def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
         ]
         for i in jobs
     ]
-    head = ["ID", "SCHEDULE", "LANE", "STATE", "NEXT RUN", "RUNS", "FAILURES", "LAST ERROR"]
-    for line in render.table(head, rows, right=frozenset({5, 6})):
+    head = ["ID", "TASK", "ARGS", "SCHEDULE", "LANE", "STATE", "NEXT RUN", "RUNS", "FAILURES"]
+    head.append("LAST ERROR")
+    for line in render.table(head, rows, right=frozenset({7, 8})):
         click.echo(line)
 
 
@@ -92,6 +95,8 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     result = "-" if info.last_result is None else json.dumps(info.last_result)
     for label, value in (
         ("job", info.job_id),
+        ("task", info.task or "-"),
+        ("arguments", render.clip(info.args, 200) or "-"),
         ("schedule", info.schedule),
         ("lane", info.lane),
         ("state", info.state),
@@ -193,6 +198,14 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     help="Then wait for new events (XREAD BLOCK, no polling) until Ctrl-C.",
 )
 @click.option("--job", "job_id", default=None, metavar="ID", help="Only the events of job ID.")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="Only events of this kind (repeatable): claimed, succeeded, failed, retried, "
+    "dead_lettered, skipped, quarantined, lease_lost, ...",
+)
 @json_option
 def events(
     redis_url: str | None,
@@ -200,6 +213,7 @@ def events(
     count: int,
     follow: bool,
     job_id: str | None,
+    kinds: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Print recent events, oldest first.
@@ -218,7 +232,8 @@ def events(
 
     with open_namespace("events", redis_url, namespace) as store:
         top = queries.last_event_id(store) if follow else "+"
-        recent = queries.recent_events(store, count, job, until=top)
+        wanted = frozenset(kinds) or None
+        recent = queries.recent_events(store, count, job, until=top, kinds=wanted)
         if as_json and not follow:
             data = [render.event_json(e.event, e.id) for e in recent]
             click.echo(json.dumps(data, indent=2))
@@ -231,7 +246,9 @@ def events(
         try:
             for entry in recent:
                 emit(entry)
-            for entry in queries.follow(store, after=top, job_id=job) if follow else ():
+            for entry in (
+                queries.follow(store, after=top, job_id=job, kinds=wanted) if follow else ()
+            ):
                 emit(entry)
         except KeyboardInterrupt:  # the way out of --follow: exit 0
             pass

@@ -4,10 +4,19 @@ ISO 8601 in UTC, ``*_iso``) and as text for people (local time, aligned columns)
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from scheduler.model import Event, InvocationInfo, JobInfo, Skip
 from scheduler.stores.redis.queries import Entry, iso
+
+
+def args_value(args: str) -> Any:
+    """A job's arguments (JSON text) as a JSON value; text that is not JSON as is."""
+    try:
+        return json.loads(args) if args else None
+    except ValueError:
+        return args
 
 
 def event_json(event: Event, entry_id: str | None = None) -> dict[str, Any]:
@@ -55,6 +64,8 @@ def job_json(info: JobInfo) -> dict[str, Any]:
     """Every ``JobInfo`` field as a plain JSON object (``last_result`` is already JSON)."""
     return {
         "job_id": info.job_id,
+        "task": info.task,
+        "args": args_value(info.args),
         "schedule": info.schedule,
         "lane": info.lane,
         "state": info.state,

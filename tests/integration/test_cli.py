@@ -110,7 +110,7 @@ def test_ls_lists_live_jobs_by_next_run(cli, client):
     r = cli("ls")
     assert r.exit_code == 0, r.output
     header, *rows = r.stdout.splitlines()
-    assert header.split()[:5] == ["ID", "SCHEDULE", "LANE", "STATE", "NEXT"]
+    assert header.split()[:7] == ["ID", "TASK", "ARGS", "SCHEDULE", "LANE", "STATE", "NEXT"]
     assert [row.split()[0] for row in rows] == LIVE
     by_id = {row.split()[0]: row for row in rows}
     assert re.search(r"\(\d+\.\ds ago\)", by_id["overdue"])

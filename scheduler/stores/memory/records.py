@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.model import Event, InvocationInfo, JobInfo, JobSpec, Skip
+from scheduler.model import Event, InvocationInfo, JobInfo, JobSpec, Skip, describe_target
 
 RECENT = 20  # skipped ranges and dead letters kept per job
 
@@ -94,6 +94,7 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
     else:
         state = job.outcome or "failed"
     dues = [p.due for p in job.pending.values()]
+    task, args = describe_target(job.spec.target)
     return JobInfo(
         job_id=job.spec.job_id,
         schedule=job.spec.schedule.describe(),
@@ -111,4 +112,6 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         ),
         skipped=tuple(job.skipped or ()),
         dead_letters=tuple(job.dead_letters or ()),
+        task=task,
+        args=args,
     )

@@ -302,6 +302,8 @@ def job_info(
         running=tuple(invs),
         skipped=tuple(skipped),
         dead_letters=tuple(dead_letters),
+        task=spec.target.name if spec and isinstance(spec.target, TaskRef) else "",
+        args=spec.target.args_json if spec and isinstance(spec.target, TaskRef) else "",
     )
 
 

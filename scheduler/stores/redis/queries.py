@@ -261,27 +261,31 @@ def last_event_id(store: AnyStore) -> str:
 
 
 def recent_events(
-    store: AnyStore, count: int = 20, job_id: str | None = None, until: str = "+"
+    store: AnyStore,
+    count: int = 20,
+    job_id: str | None = None,
+    until: str = "+",
+    kinds: frozenset[str] | None = None,
 ) -> list[Entry]:
-    """The last ``count`` events (of ``job_id`` only, if given) up to stream id ``until``
-    (inclusive), oldest first. Filtering reads the stream backwards in chunks, so it
-    costs at most one pass over the capped stream (~10,000 entries)."""
+    """The last ``count`` events (of ``job_id`` only, and of ``kinds`` only, if given) up
+    to stream id ``until`` (inclusive), oldest first. Filtering reads the stream backwards
+    in chunks, so it costs at most one pass over the capped stream (~10,000 entries)."""
     if count <= 0:
         return []
     if job_id is not None:
         store = of_job(store, job_id)
     shards = parts(store)
     if len(shards) > 1:  # merged by time; stream ids are per shard
-        merged = [e for s in shards for e in recent_events(s, count, None, until)]
+        merged = [e for s in shards for e in recent_events(s, count, None, until, kinds)]
         return sorted(merged, key=lambda e: e.event.at)[-count:]
     store = shards[0]
     found: list[Entry] = []
     top = until
     while len(found) < count:
-        chunk = count if job_id is None else SCAN_CHUNK
+        chunk = count if job_id is None and kinds is None else SCAN_CHUNK
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
-            if job_id is None or fields.get("job") == job_id:
+            if _wanted(fields, job_id, kinds):
                 found.append(Entry(str(entry_id), codec.event(fields)))
                 if len(found) == count:
                     break
@@ -291,11 +295,18 @@ def recent_events(
     return found[::-1]
 
 
+def _wanted(fields: Mapping[str, str], job_id: str | None, kinds: frozenset[str] | None) -> bool:
+    return (job_id is None or fields.get("job") == job_id) and (
+        kinds is None or fields.get("kind") in kinds
+    )
+
+
 def follow(
     store: AnyStore,
     *,
     after: str | None = None,
     job_id: str | None = None,
+    kinds: frozenset[str] | None = None,
     block: float = 5.0,
     limit: int | None = None,
     timeout: float | None = None,
@@ -308,13 +319,14 @@ def follow(
     events were yielded or ``timeout`` seconds passed (``None``: forever, until the
     caller stops iterating, e.g. on Ctrl-C)."""
     start = last_event_id(store) if after is None else after
-    return _tail(parts(store)[0], start, job_id, block, limit, timeout)
+    return _tail(parts(store)[0], start, job_id, kinds, block, limit, timeout)
 
 
 def _tail(
     store: RedisStore,
     last: str,
     job_id: str | None,
+    kinds: frozenset[str] | None,
     block: float,
     limit: int | None,
     timeout: float | None,
@@ -332,7 +344,7 @@ def _tail(
         reply = store.redis.xread({store.keys.events: last}, block=wait_ms, count=100)
         for entry_id, fields in _stream_rows(reply):
             last = str(entry_id)
-            if job_id is not None and fields.get("job") != job_id:
+            if not _wanted(fields, job_id, kinds):
                 continue
             yield Entry(last, codec.event(fields))
             yielded += 1

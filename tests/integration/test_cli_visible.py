@@ -1,0 +1,51 @@
+"""Issue 13: failed and finished work is visible: `ls` and `show` (text and --json) name
+the task and its arguments; `events --kind` filters by kind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from scheduler.cli import main
+from scheduler.client import Client
+from scheduler.stores.redis import RedisStore
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def cli(redis_url, redis_ns):
+    runner = CliRunner()
+    env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
+    return lambda *args: runner.invoke(main, list(args), env=env)
+
+
+def test_ls_and_show_name_the_task_and_its_arguments(cli, redis_url, redis_ns):
+    with Client(RedisStore(redis_url, redis_ns)) as c:
+        c.enqueue("billing.invoice", delay=60, job_id="inv-1", kwargs={"customer": 42})
+        c.cancel("never-there")
+    listed = cli("ls")
+    assert listed.exit_code == 0
+    header, row = listed.output.splitlines()[:2]
+    assert header.split()[:3] == ["ID", "TASK", "ARGS"]
+    assert row.split()[:3] == ["inv-1", "billing.invoice", '{"customer":42}']
+    (data,) = json.loads(cli("ls", "--json").output)
+    assert data["task"] == "billing.invoice" and data["args"] == {"customer": 42}
+    shown = cli("show", "inv-1").output
+    assert "task         billing.invoice" in shown and 'arguments    {"customer":42}' in shown
+    assert json.loads(cli("show", "inv-1", "--json").output)["args"] == {"customer": 42}
+
+
+def test_events_kind_filters_recent_events(cli, redis_url, redis_ns):
+    with Client(RedisStore(redis_url, redis_ns)) as c:
+        for i in range(3):
+            c.enqueue("some.task", delay=60, job_id=f"j{i}")
+        c.cancel("j1")
+    kinds = {e["kind"] for e in json.loads(cli("events", "--json").output)}
+    assert {"scheduled", "cancelled"} <= kinds
+    only = json.loads(cli("events", "--json", "--kind", "cancelled").output)
+    assert [(e["kind"], e["job_id"]) for e in only] == [("cancelled", "j1")]
+    both = json.loads(cli("events", "--json", "--kind", "cancelled", "--kind", "scheduled").output)
+    assert len(both) == 4
