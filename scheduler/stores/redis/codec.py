@@ -7,6 +7,7 @@ Two equal definitions encode to the same text, which is how an upsert recognises
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any, NamedTuple
@@ -142,15 +143,20 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
     s = spec.schedule
     anchor: int | str = ""
     if isinstance(s, After):
-        kind, num, grace = "after", _ms(s.delay), 0
+        kind, num, grace = "after", ms_up(s.delay), 0
     elif isinstance(s, At):
-        kind, num, grace = "at", _ms(s.wall), 0
+        kind, num, grace = "at", ms_up(s.wall), 0
     elif isinstance(s, Cron):
         kind, (num, anchor) = "cron", calendar_plans.first_two(spec, redis_now_ms())
         grace = -1 if spec.misfire_grace is None else _ms(spec.misfire_grace)
     else:
+        if s.interval < 0.001:
+            raise ValueError(
+                f"interval {s.interval!r}s is below 1 ms, the resolution of a shared store "
+                "(its due times are epoch milliseconds): use an interval of at least 0.001 s"
+            )
         kind, num = "every", _ms(s.interval)
-        anchor = "" if s.anchor is None else _ms(s.anchor)
+        anchor = "" if s.anchor is None else ms_up(s.anchor)
         grace = _ms(grace_for(s.interval, spec.misfire_grace))
     window = "" if spec.catch_up_window is None else _ms(spec.catch_up_window)
     return [
@@ -171,6 +177,13 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def ms_up(seconds: float) -> int:
+    """A due instant (or delay) in whole ms, rounded up: a job never becomes due before
+    the instant asked for (Redis TIME is floored to the ms). Rounding to the nanosecond
+    first keeps float noise (0.3 * 1000 = 300.00000000000006) from adding a millisecond."""
+    return math.ceil(round(seconds * 1000, 6))
 
 
 RESULT_LIMIT = 64 * 1024  # bytes of a stored result; the commit may write past maxmemory
