@@ -199,9 +199,9 @@ def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine
 def test_arguments_that_do_not_parse_fail_at_once_as_malformed(make_engine, store):
     """Issue 12: arguments that reach a worker unparsed (a store that does not check
     them) fail at once as malformed, never after the lease lapsed."""
-    eng = make_engine(store=store)
     store.add(JobSpec("garbled", TaskRef("tests.add_to", "{not json"), After(0)))
     store.add(JobSpec("listed", TaskRef("tests.add_to", "[1, 2]"), After(0)))
+    eng = make_engine(store=store)  # after the adds: a Redis wake-up could trail wait_idle
     assert eng.wait_idle()
     for job in ("garbled", "listed"):
         info = eng.get(job)

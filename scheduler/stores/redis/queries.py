@@ -285,8 +285,9 @@ def recent_events(
         chunk = count if job_id is None and kinds is None else SCAN_CHUNK
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
-            if _wanted(fields, job_id, kinds):
-                found.append(Entry(str(entry_id), codec.event(fields)))
+            event = codec.event(fields)
+            if _wanted(event, job_id, kinds):
+                found.append(Entry(str(entry_id), event))
                 if len(found) == count:
                     break
         if len(rows) < chunk:
@@ -295,10 +296,8 @@ def recent_events(
     return found[::-1]
 
 
-def _wanted(fields: Mapping[str, str], job_id: str | None, kinds: frozenset[str] | None) -> bool:
-    return (job_id is None or fields.get("job") == job_id) and (
-        kinds is None or fields.get("kind") in kinds
-    )
+def _wanted(event: Event, job_id: str | None, kinds: frozenset[str] | None) -> bool:
+    return (job_id is None or event.job_id == job_id) and (kinds is None or event.kind in kinds)
 
 
 def follow(
@@ -344,9 +343,10 @@ def _tail(
         reply = store.redis.xread({store.keys.events: last}, block=wait_ms, count=100)
         for entry_id, fields in _stream_rows(reply):
             last = str(entry_id)
-            if not _wanted(fields, job_id, kinds):
+            event = codec.event(fields)
+            if not _wanted(event, job_id, kinds):
                 continue
-            yield Entry(last, codec.event(fields))
+            yield Entry(last, event)
             yielded += 1
             if limit is not None and yielded >= limit:
                 return
