@@ -21,6 +21,7 @@ class Pending:
     k: int | None = None  # series index of a recurring occurrence (None: retry / one-off)
     stalls: int = 0  # how many owners lost their lease on this invocation
     wall: float | None = None  # a calendar occurrence's epoch instant
+    ready: float = 0.0  # claimable from (store clock): max(due, when it was pushed)
 
 
 @dataclass(slots=True)

@@ -247,6 +247,7 @@ class MemoryStore:
             spec,
             job.generation,
             spec.lane,
+            max(scheduled, p.ready),
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
@@ -420,13 +421,15 @@ class MemoryStore:
         return job is not None and job.generation == e.generation and e.seq in job.pending
 
     def _push_locked(self, job: JobRecord, p: Pending) -> float:
+        now = self.clock.now()
+        p.ready = max(p.due, now)  # a time already past is claimable from now on
         seq = next(self._seq)
         job.pending[seq] = p
         heap = self._heaps.get(job.spec.lane)
         if heap is None:
             heap = self._heaps[job.spec.lane] = DueHeap()
         heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
-        return max(0.0, p.due - self.clock.now())
+        return max(0.0, p.due - now)
 
     def _drop_pending_locked(self, job: JobRecord) -> None:
         heap = self._heaps.get(job.spec.lane)
