@@ -59,7 +59,7 @@ class Scheduler(Client):
         store: Store | None = None,
         clock: Clock | None = None,
         lanes: Mapping[str, int] | None = None,
-        lane_timeouts: Mapping[str, float] | None = None,
+        lane_timeouts: Mapping[str, float | str] | None = None,
         lease: float | None | Literal["store"] = "store",
         rng: random.Random | None = None,
         resync: float | None = None,
@@ -281,6 +281,10 @@ class Scheduler(Client):
 
     def running(self) -> list[InvocationInfo]:
         return [inv for info in self.store.jobs() for inv in info.running]
+
+    def lane_load(self) -> dict[str, tuple[int, int]]:
+        """Per lane: its workers, and the invocations running on them or handed to them."""
+        return self._lanes.load()
 
     def wait_idle(self, timeout: float | None = 10.0) -> bool:
         """Block until nothing is due now, nothing runs and no wake-up is pending (for

@@ -4,7 +4,7 @@ and how a job record reads as a ``JobInfo`` snapshot."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,17 @@ class JobRecord:
         if self.dead_letters is None:
             self.dead_letters = deque(maxlen=RECENT)
         self.dead_letters.append(event)
+
+
+def lane_depths(jobs: Iterable[JobRecord], now: float) -> dict[str, tuple[int, int]]:
+    """Per lane: pending invocations of ``jobs``, and how many are due at ``now``."""
+    out: dict[str, tuple[int, int]] = {}
+    for job in jobs:
+        if job.pending:
+            queued, due = out.get(job.spec.lane, (0, 0))
+            ready = sum(1 for p in job.pending.values() if p.due <= now)
+            out[job.spec.lane] = (queued + len(job.pending), due + ready)
+    return out
 
 
 def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:

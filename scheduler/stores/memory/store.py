@@ -36,7 +36,7 @@ from scheduler.model import (
 )
 from scheduler.stores.base import WakeListener
 from scheduler.stores.memory import series
-from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info
+from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info, lane_depths
 
 
 class MemoryStore:
@@ -402,6 +402,11 @@ class MemoryStore:
     def events(self, limit: int = 100) -> list[Event]:
         with self._lock:
             return list(self._events)[-limit:] if limit > 0 else []
+
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
+        with self._lock:
+            return lane_depths(self._jobs.values(), self.clock.now())
 
     def subscribe(self, listener: WakeListener) -> Callable[[], None]:
         with self._lock:

@@ -291,6 +291,13 @@ class RedisStore(WakeSubscriptions):
             sec, usec = self._r.time()
         return int(sec) * 1000 + int(usec) // 1000
 
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
+        from scheduler.stores.redis import queries
+
+        with self.reachable():
+            return queries.lane_depths(self, self._redis_now_ms() / 1000)
+
     def cancel(self, job_id: str) -> bool:
         return bool(self.call_script("cancel", job_id))
 
