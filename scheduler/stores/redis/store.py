@@ -84,7 +84,7 @@ class RedisStore(WakeSubscriptions):
         wait_replicas: int = 0,
         wait_timeout_ms: int = 100,
     ) -> None:
-        import redis  # the optional dependency: pip install 'duetime[redis]'
+        import redis  # the optional dependency: the "redis" extra (README, Install)
 
         self._redis_mod = redis
         self._r: Any  # redis.Redis with decode_responses=True
