@@ -13,6 +13,7 @@ replica that does not know a name records the failure with a clear reason).
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from scheduler import validation
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.specs import epoch, make_spec, schedule_of
-from scheduler.stores.base import BulkAdd, Closable, Store, Upkeep
+from scheduler.stores.base import BulkAdd, Closable, HasClock, Store, Upkeep
 
 
 class Client:
@@ -60,27 +61,39 @@ class Client:
         task: str | Callable[..., Any],
         *,
         kwargs: Mapping[str, Any] | None = None,
-        delay: float | None = None,
+        delay: float | str | None = None,
         at: dt.datetime | float | None = None,
-        every: float | None = None,
+        every: float | str | None = None,
         anchor: dt.datetime | float | None = None,
         cron: str | Cron | None = None,
         tz: str | None = None,
         job_id: str | None = None,
+        allow_past: bool = False,
         **options: Any,
     ) -> str:
-        """Store a job; returns its id. Give exactly one of ``delay`` (seconds), ``at``
-        (aware datetime or epoch seconds), ``every`` (seconds, fixed rate from
-        ``anchor``, default now) or ``cron`` (an expression read in ``tz``, default UTC,
-        or a ``Cron`` with its daylight-saving policy and jitter). With an existing
-        ``job_id`` this is an upsert (equal definition: no-op keeping the anchor; changed:
-        replaced atomically). Options as for ``Scheduler.after``: lane, timeout, retry,
-        misfire, misfire_grace, catch_up_window, overlap,
-        delivery. On return the job is stored and replicas have been woken if it is the
-        earliest; on error nothing was written."""
+        """Store a job; returns its id. Give exactly one of ``delay`` (seconds, or a
+        duration string such as ``"90s"``, ``"1h30m"``, ``"PT1H"``), ``at`` (aware
+        datetime or epoch seconds; in the past: due now, but more than 24 h back is
+        refused unless ``allow_past=True``), ``every`` (seconds or a duration string,
+        fixed rate from ``anchor``, default now) or ``cron`` (an expression read in
+        ``tz``, default UTC, or a ``Cron`` with its daylight-saving policy and jitter).
+        With an existing ``job_id`` this is an upsert (equal definition: no-op keeping the
+        anchor; changed: replaced atomically). Options as for ``Scheduler.after``: lane,
+        timeout, retry, misfire, misfire_grace, catch_up_window, overlap, delivery. On
+        return the job is stored and replicas have been woken if it is the earliest; on
+        error nothing was written."""
         if delay is None and at is None and every is None and cron is None:
             delay = 0.0
-        schedule = schedule_of(delay=delay, at=at, every=every, anchor=anchor, cron=cron, tz=tz)
+        schedule = schedule_of(
+            delay=delay,
+            at=at,
+            every=every,
+            anchor=anchor,
+            cron=cron,
+            tz=tz,
+            allow_past=allow_past,
+            now=self._wall(),
+        )
         spec = make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False, **options)
         self.store.add(spec)
         return spec.job_id
@@ -97,7 +110,9 @@ class Client:
             when = {k: item.pop(k, None) for k in ("delay", "at", "every", "anchor", "cron", "tz")}
             if all(when[k] is None for k in ("delay", "at", "every", "cron")):
                 when["delay"] = 0.0
-            schedule = schedule_of(**when)
+            schedule = schedule_of(
+                **when, allow_past=bool(item.pop("allow_past", False)), now=self._wall()
+            )
             specs.append(make_spec(task, schedule, check_task=False, **item))
         if isinstance(self.store, BulkAdd):
             self.store.add_many(specs)
@@ -105,6 +120,10 @@ class Client:
             for spec in specs:
                 self.store.add(spec)
         return [spec.job_id for spec in specs]
+
+    def _wall(self) -> float:
+        """Epoch seconds now, on the store's clock if it has one (a test's fake clock)."""
+        return self.store.clock.wall() if isinstance(self.store, HasClock) else time.time()
 
     def cancel(self, job_id: str) -> bool:
         """True iff a future start was prevented (see ``Scheduler.cancel``)."""

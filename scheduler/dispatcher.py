@@ -170,10 +170,12 @@ class Dispatcher:
                 self._deadline = None if due_in is None else now + due_in
 
     def record(self, batch: ClaimBatch) -> None:
-        """Report the batch's claims and their dispatch lag (in the store's clock)."""
+        """Report the batch's claims and their dispatch lag (in the store's clock), from
+        when each became claimable: a job enqueued for a past time is not late."""
         if batch.now is not None:
             for claim in batch.claims:
-                self._metrics.claimed(claim.lane, batch.now - claim.scheduled)
+                since = claim.scheduled if claim.ready is None else claim.ready
+                self._metrics.claimed(claim.lane, batch.now - since)
 
     # ---- lifecycle and test support ------------------------------------------------------
 

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from scheduler import tasks, validation
+from scheduler import tasks, timeinput, validation
 from scheduler.client import Client
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
@@ -59,7 +59,7 @@ class Scheduler(Client):
         store: Store | None = None,
         clock: Clock | None = None,
         lanes: Mapping[str, int] | None = None,
-        lane_timeouts: Mapping[str, float] | None = None,
+        lane_timeouts: Mapping[str, float | str] | None = None,
         lease: float | None | Literal["store"] = "store",
         rng: random.Random | None = None,
         resync: float | None = None,
@@ -80,7 +80,7 @@ class Scheduler(Client):
             self.store.check_server()  # a shared store refuses a server that breaks them
         self._lease = self.store.default_lease if lease == "store" else lease
         if self._lease is not None:
-            validation.interval(self._lease, "lease")
+            self._lease = validation.interval(self._lease, "lease")
         sizes = {"default": num_workers, **dict(lanes or {})}
         timeouts = {
             k: validation.interval(v, f"timeout of lane {k!r}")
@@ -171,28 +171,40 @@ class Scheduler(Client):
 
     # ---- scheduling -------------------------------------------------------------------
 
-    def after(self, fn: JobTarget, delay: float, **options: Any) -> str:
-        """Run ``fn`` once, ``delay`` seconds from now. Returns the job id.
+    def after(self, fn: JobTarget, delay: float | str, **options: Any) -> str:
+        """Run ``fn`` once, ``delay`` seconds from now (or a duration string: ``"90s"``,
+        ``"1h30m"``, ``"PT1H"``). Returns the job id.
 
         On return the job is in the store (linearization point: the store's ``add``) and
         every dispatcher that should wake for it has been notified."""
         return self._add(fn, After(validation.delay(delay, "delay")), **options)
 
-    def at(self, fn: JobTarget, when: dt.datetime | float, **options: Any) -> str:
-        """Run ``fn`` once at ``when`` (an aware datetime, or epoch seconds); a time in the
-        past runs as soon as possible."""
-        return self._add(fn, At(epoch(when, "when")), **options)
+    def at(
+        self,
+        fn: JobTarget,
+        when: dt.datetime | float,
+        *,
+        allow_past: bool = False,
+        **options: Any,
+    ) -> str:
+        """Run ``fn`` once at ``when`` (an aware datetime, or epoch seconds). A time in
+        the past runs as soon as possible; one more than 24 h in the past is refused
+        (``ValueError``, likely a mistake) unless ``allow_past=True``."""
+        t = epoch(when, "when")
+        timeinput.check_past(t, self.clock.wall(), "when", allow_past, "allow_past=True")
+        return self._add(fn, At(t), **options)
 
     def every(
         self,
         fn: JobTarget,
-        interval: float,
+        interval: float | str,
         *,
         anchor: dt.datetime | float | None = None,
         **options: Any,
     ) -> str:
         """Run ``fn`` at every grid point ``anchor + k*interval`` (k >= 0) that lies after
-        this call; ``anchor`` defaults to now, so the first run is one interval away.
+        this call (``interval``: seconds, or a duration string); ``anchor`` defaults to
+        now, so the first run is one interval away.
         With an existing ``job_id`` this is an upsert: an equal definition is a no-op that
         keeps the anchor; a changed one replaces the job atomically."""
         iv = validation.interval(interval, "interval")
@@ -269,6 +281,10 @@ class Scheduler(Client):
 
     def running(self) -> list[InvocationInfo]:
         return [inv for info in self.store.jobs() for inv in info.running]
+
+    def lane_load(self) -> dict[str, tuple[int, int]]:
+        """Per lane: its workers, and the invocations running on them or handed to them."""
+        return self._lanes.load()
 
     def wait_idle(self, timeout: float | None = 10.0) -> bool:
         """Block until nothing is due now, nothing runs and no wake-up is pending (for

@@ -189,6 +189,9 @@ class Claim(NamedTuple):
     spec: JobSpec
     generation: int
     lane: str
+    # when it became claimable (store clock): the later of its due time and the moment it
+    # was enqueued, retried or resumed; dispatch lag counts from here (None: ``scheduled``)
+    ready: float | None = None
 
     @property
     def scheduled_ms(self) -> int:

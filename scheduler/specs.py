@@ -6,12 +6,13 @@ Everything here raises before anything is written (SPEC §5).
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler import cron as crons
-from scheduler import tasks, validation
+from scheduler import tasks, timeinput, validation
 from scheduler.model import (
     DEFAULT_RETRY,
     After,
@@ -73,15 +74,20 @@ def make_spec(
 
 def schedule_of(
     *,
-    delay: float | None = None,
+    delay: float | str | None = None,
     at: dt.datetime | float | None = None,
-    every: float | None = None,
+    every: float | str | None = None,
     anchor: dt.datetime | float | None = None,
     cron: str | Cron | None = None,
     tz: str | None = None,
+    allow_past: bool = False,
+    now: float | None = None,
 ) -> Schedule:
     """Exactly one of ``delay``, ``at``, ``every`` (with an optional ``anchor``) or
-    ``cron`` (an expression with an optional ``tz``, or a ``Cron`` with its policies)."""
+    ``cron`` (an expression with an optional ``tz``, or a ``Cron`` with its policies).
+    ``delay`` and ``every`` may be duration strings (``"90s"``). An ``at`` more than 24 h
+    before ``now`` (epoch seconds, default the local clock) is refused unless
+    ``allow_past``."""
     given = [
         name
         for name, v in (("delay", delay), ("at", at), ("every", every), ("cron", cron))
@@ -100,7 +106,10 @@ def schedule_of(
     if delay is not None:
         return After(validation.delay(delay, "delay"))
     if at is not None:
-        return At(epoch(at, "at"))
+        t = epoch(at, "at")
+        wall = time.time() if now is None else now
+        timeinput.check_past(t, wall, "at", allow_past, "allow_past=True")
+        return At(t)
     assert every is not None
     return Every(
         validation.interval(every, "every"), None if anchor is None else epoch(anchor, "anchor")

@@ -7,6 +7,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from scheduler import timeinput
+
 MAX_ID_LENGTH = 200
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
 
@@ -20,17 +22,31 @@ def _number(name: str, value: object) -> float:
     return f
 
 
+def _seconds(name: str, value: object) -> float:
+    """A number of seconds, or a duration string (``"90s"``, ``"1h30m"``, ``"PT1H"``:
+    ``scheduler.timeinput``)."""
+    if isinstance(value, str):
+        return timeinput.parse_duration(value, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{name} must be a number of seconds or a duration string such as '90s', "
+            f"'1h30m' or 'PT1H', got {type(value).__name__}"
+        )
+    return _number(name, value)
+
+
 def delay(value: object, name: str = "delay_seconds") -> float:
-    """A delay: a finite number ≥ 0 (0 means "as soon as possible")."""
-    f = _number(name, value)
+    """A delay: a finite number ≥ 0 (0 means "as soon as possible"), or a duration
+    string."""
+    f = _seconds(name, value)
     if f < 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
     return f
 
 
 def interval(value: object, name: str = "interval_seconds") -> float:
-    """A recurrence interval: a finite number > 0."""
-    f = _number(name, value)
+    """A recurrence interval: a finite number > 0, or a duration string."""
+    f = _seconds(name, value)
     if f <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return f

@@ -48,6 +48,10 @@ class Lanes(Generic[T]):
     def busy(self) -> int:
         return sum(p.busy() for p in self._pools.values())
 
+    def load(self) -> dict[str, tuple[int, int]]:
+        """Per lane: its workers, and the items running on them or queued for them."""
+        return {lane: (pool.size, pool.busy()) for lane, pool in self._pools.items()}
+
     def close(self) -> list[T]:
         return [item for pool in self._pools.values() for item in pool.close()]
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
+from scheduler.cli import when
 from scheduler.cli.app import (
     EXIT_REFUSED,
     connect,
@@ -27,10 +29,28 @@ from scheduler.model import Ambiguous, Cron, Missing
 @namespace_option
 @click.argument("task")
 @click.option("--kwargs", "kwargs_json", default="{}", help="Task keyword arguments (JSON).")
-@click.option("--in", "delay", type=float, default=None, help="Run once after SECONDS.")
-@click.option("--at", "at", type=float, default=None, help="Run once at epoch SECONDS.")
-@click.option("--every", type=float, default=None, help="Run every SECONDS (fixed rate).")
-@click.option("--anchor", type=float, default=None, help="Epoch seconds of the grid.")
+@click.option(
+    "--in",
+    "delay",
+    default=None,
+    metavar=when.DURATION,
+    help=f"Run once after DURATION: {when.DURATION_HELP}.",
+)
+@click.option(
+    "--at", "at", default=None, metavar=when.INSTANT, help=f"Run once at TIME: {when.INSTANT_HELP}."
+)
+@click.option(
+    "--allow-past",
+    is_flag=True,
+    help="Accept an --at more than 24 h in the past (a past --at runs at once; further "
+    "back than a day is refused as a likely mistake).",
+)
+@click.option(
+    "--every", default=None, metavar=when.DURATION, help="Run every DURATION (fixed rate)."
+)
+@click.option(
+    "--anchor", default=None, metavar=when.INSTANT, help="An instant of the --every grid (TIME)."
+)
 @click.option(
     "--cron",
     "cron_expr",
@@ -55,10 +75,9 @@ from scheduler.model import Ambiguous, Cron, Missing
 )
 @click.option(
     "--jitter",
-    type=float,
-    default=0.0,
-    metavar="SECONDS",
-    help="--cron: delay each run by a fixed, job-id-seeded part of SECONDS.",
+    default=None,
+    metavar=when.DURATION,
+    help="--cron: delay each run by a fixed, job-id-seeded part of DURATION.",
 )
 @click.option("--id", "job_id", default=None, help="Job id (an upsert if it exists).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -69,15 +88,16 @@ def enqueue(
     namespace: str,
     task: str,
     kwargs_json: str,
-    delay: float | None,
-    at: float | None,
-    every: float | None,
-    anchor: float | None,
+    delay: str | None,
+    at: str | None,
+    allow_past: bool,
+    every: str | None,
+    anchor: str | None,
     cron_expr: str | None,
     tz: str | None,
     ambiguous: str,
     missing: str,
-    jitter: float,
+    jitter: str | None,
     job_id: str | None,
     as_json: bool,
     wait_replicas: int,
@@ -96,11 +116,18 @@ def enqueue(
         raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
     if cron_expr is None and (tz or jitter):
         raise click.UsageError("--tz and --jitter apply to --cron only")
+    times: dict[str, Any] = {
+        "delay": when.duration("--in", delay),
+        "every": when.duration("--every", every),
+    }
+    spread = when.duration("--jitter", jitter) or 0.0
+    (times["at"],) = when.instants(("--at", at), allow_past=allow_past)
+    (times["anchor"],) = when.instants(("--anchor", anchor))
     try:
         cron = (
             None
             if cron_expr is None
-            else Cron(cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), jitter)
+            else Cron(cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), spread)
         )
         store = connect(
             redis_url,
@@ -111,14 +138,7 @@ def enqueue(
         )
         with Client(store) as client:
             jid = client.enqueue(
-                task,
-                kwargs=kwargs,
-                delay=delay,
-                at=at,
-                every=every,
-                anchor=anchor,
-                cron=cron,
-                job_id=job_id,
+                task, kwargs=kwargs, cron=cron, job_id=job_id, allow_past=True, **times
             )
     except ShardCountError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -132,9 +152,11 @@ def enqueue(
 @with_url
 @namespace_option
 @job_argument
-@click.option("--start", type=float, required=True, help="Window start, epoch seconds.")
-@click.option("--end", type=float, required=True, help="Window end (excluded), epoch seconds.")
-def backfill(redis_url: str | None, namespace: str, job_id: str, start: float, end: float) -> None:
+@click.option(
+    "--start", required=True, metavar=when.INSTANT, help=f"Window start: {when.INSTANT_HELP}."
+)
+@click.option("--end", required=True, metavar=when.INSTANT, help="Window end (excluded), TIME.")
+def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end: str) -> None:
     """Run the occurrences of recurring job ID in [START, END) that never ran.
 
     Those before the job existed and those it skipped (misfire, overlap) run once each;
@@ -142,9 +164,11 @@ def backfill(redis_url: str | None, namespace: str, job_id: str, start: float, e
     from scheduler.client import Client
 
     job_id = job_id_of(job_id)
+    a, b = when.instants(("--start", start), ("--end", end))
+    assert a is not None and b is not None
     with open_namespace("backfill", redis_url, namespace) as store:
         try:
-            queued = Client(store).backfill(job_id, start, end)
+            queued = Client(store).backfill(job_id, a, b)
         except ValueError as exc:
             fail(str(exc), EXIT_REFUSED)
     if not queued:

@@ -18,7 +18,7 @@ probing attributes): ``BatchAcks`` (a store whose calls are costly, Redis, takes
 claim whole batches, ``Scheduler(lookahead=...)``; ``claim_due`` may then be asked for more
 than it hands out in one call, the Redis store's cap is 100 per lane, and answers
 ``next_due_in == 0`` when a lane filled a whole batch and has room for more), ``BulkAdd``,
-``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable`` and ``Upkeep``.
+``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable``, ``Upkeep`` and ``QueueDepths``.
 """
 
 from __future__ import annotations
@@ -201,4 +201,14 @@ class Upkeep(Protocol):
 
     def purge_quarantined(self, entry_id: str) -> int:
         """Drop a quarantine entry and its data (``"*"``: all); how many were dropped."""
+        ...
+
+
+@runtime_checkable
+class QueueDepths(Protocol):
+    """A store that counts what waits in each lane (the facades' ``stats()``)."""
+
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane: pending invocations (not paused, not running), and how many of them
+        are due now by the store's clock."""
         ...

@@ -466,7 +466,7 @@ def test_enqueue_command(redis_url, redis_ns):
         ],
     )
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output) == {"job_id": "hourly"}
+    assert json.loads(out.stdout) == {"job_id": "hourly"}  # stderr: the --anchor echo
     once = runner.invoke(main, [*base, "billing.report", "--in", "30"])
     assert once.exit_code == 0 and once.output.strip()
     with Client(redis_url, namespace=redis_ns) as client:

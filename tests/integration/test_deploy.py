@@ -11,6 +11,7 @@ oracle: after legitimate work by a user it must hold no refusal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -118,6 +119,19 @@ def seconds(text: str | int | float) -> float:
     return sum(float(n) * units[u or "s"] for n, u in parts)
 
 
+def redis_command(argv: list[str]) -> tuple[str, dict[str, list[str]]]:
+    """``redis-server FILE --name value...`` as FILE and {name: values}."""
+    assert argv[0] == "redis-server" and not argv[1].startswith("--"), argv
+    options: dict[str, list[str]] = {}
+    for word in argv[2:]:
+        if word.startswith("--"):
+            name = word[2:]
+            options[name] = []
+        else:
+            options[name].append(word)
+    return argv[1], options
+
+
 # ---- the command lines ------------------------------------------------------------------
 
 
@@ -201,13 +215,13 @@ def test_compose_has_redis_three_replicas_and_a_producer():
     assert producers == ["producer"]
     redis = services["redis"]
     assert str(redis["image"]).startswith("redis:7")
-    # redis.conf and users.acl are mounted where the command and redis.conf expect them
-    mounts = {
-        src: dst.split(":")[0]
-        for src, dst in (v.split(":", 1) for v in redis["volumes"] if v.startswith("./"))
-    }
-    assert redis["command"][-1] == mounts["./redis.conf"]
-    assert f"aclfile {mounts['./users.acl']}" in CONF.read_text()
+    # the command names redis.conf, users.acl and the data volume where they are mounted
+    mounts = {src: dst.split(":")[0] for src, dst in (v.split(":", 1) for v in redis["volumes"])}
+    conf, options = redis_command(redis["command"])
+    assert conf == mounts["./redis.conf"]
+    assert options["aclfile"] == [mounts["./users.acl"]]
+    assert options["dir"] == [mounts["redis-data"]]
+    assert options["bind"] == ["*", "-::*"]  # the compose network reaches it
     assert "healthcheck" in redis
     for name in replicas + producers:
         assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
@@ -365,6 +379,138 @@ def test_every_duetime_env_var_named_in_deploy_is_read_by_the_cli():
     for path in sorted(p for p in DEPLOY.rglob("*") if p.is_file()):
         for name in set(re.findall(r"\bDUETIME_[A-Z_]+\b", path.read_text())):
             assert name in known, f"{path.relative_to(ROOT)}: the CLI does not read ${name}"
+
+
+# ---- redis.conf runs where it is -------------------------------------------------------
+
+PATH_DIRECTIVES = ("dir", "aclfile", "include", "logfile", "pidfile", "unixsocket",
+                   "dbfilename", "appenddirname", "tls-cert-file", "tls-key-file",
+                   "tls-ca-cert-file")  # fmt: skip
+
+
+def test_redis_conf_names_no_absolute_path():
+    """An absolute ``dir`` is applied while the file is read (a chdir), before any
+    command-line option, so a path that exists only in a container stops redis-server
+    anywhere else: every path in the file is relative to its working directory."""
+    found = {}
+    for line in CONF.read_text().splitlines():
+        words = line.split()
+        if words and words[0] in PATH_DIRECTIVES:
+            found[words[0]] = " ".join(words[1:]).strip('"')
+    assert found["dir"] == "./" and found["aclfile"] == "users.acl"
+    absolute = {k: v for k, v in found.items() if v.startswith(("/", "~"))}
+    assert not absolute, f"redis.conf names absolute paths: {absolute}"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def redis_from(argv: list[str], cwd: Path) -> Iterator[int]:
+    """``argv`` (a redis-server command line) run in ``cwd`` on a free port, until it
+    answers as duetime-monitor (with the placeholder password of users.acl)."""
+    import redis
+
+    binary = find_server()
+    if binary is None:
+        unavailable(f"no redis-server found: {INSTALL_HINT}")
+    port = free_port()
+    log = cwd / "redis.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [binary, *argv[1:], "--port", str(port), "--logfile", ""],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    client = redis.Redis(
+        port=port, username="duetime-monitor", password=acl_password("duetime-monitor")
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            assert proc.poll() is None, f"redis-server exited: {log.read_text()[-2000:]}"
+            try:
+                if client.ping():
+                    break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.02)
+        yield port
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(10)
+
+
+def logs_in_as_every_user(port: int) -> None:
+    """Every user of deploy/users.acl logs in with its password; the default user and a
+    wrong password are refused."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    for user in USERS:
+        r = redis.Redis(port=port, username=user, password=acl_password(user))
+        assert r.time()  # logged in (each user may run TIME, none may run ACL WHOAMI)
+        r.close()
+    replica = redis.Redis(
+        port=port, username="duetime-replica", password=acl_password("duetime-replica")
+    )
+    assert replica.info("persistence")["aof_enabled"] == 1  # the file's settings apply
+    replica.close()
+    for kwargs in ({}, {"username": "duetime-replica", "password": "wrong"}):
+        r = redis.Redis(port=port, retry=Retry(NoBackoff(), 0), **kwargs)
+        with pytest.raises((redis.AuthenticationError, redis.ResponseError)):
+            r.ping()
+        r.close()
+
+
+@pytest.mark.redis
+def test_redis_conf_runs_outside_a_container_as_the_docs_say(tmp_path):
+    """deploy/README.md's recipe, from a temporary directory: users.acl copied into the
+    working directory, ``redis-server path/to/deploy/redis.conf`` (the test only adds a
+    free port). The data lands in the working directory."""
+    guide = (DEPLOY / "README.md").read_text()
+    section = guide[guide.index("### Redis outside a container") :]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    lines = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+    assert "mkdir -p /var/lib/duetime-redis && cp deploy/users.acl /var/lib/duetime-redis/" in lines
+    assert "cd /var/lib/duetime-redis && redis-server /path/to/duetime/deploy/redis.conf" in lines
+    shutil.copy(ACL, tmp_path / "users.acl")
+    elsewhere = tmp_path / "not-the-data-dir"  # where the shell was: irrelevant once cd'd
+    elsewhere.mkdir()
+    with redis_from(["redis-server", str(CONF)], cwd=tmp_path) as port:
+        logs_in_as_every_user(port)
+        assert (tmp_path / "appendonlydir").is_dir()
+    assert not list(elsewhere.iterdir())
+
+
+@pytest.mark.redis
+def test_the_compose_redis_command_runs_with_its_mounts(tmp_path):
+    """docker-compose.yml's redis command on a real redis-server, each mount mapped to
+    its source (the volume to a temporary directory), run from another directory like
+    the image's: --dir, --aclfile and --bind override the file. Only the bind is changed
+    afterwards (last wins), to loopback."""
+    redis = compose()["services"]["redis"]
+    data = tmp_path / "volume"
+    data.mkdir()
+    sources = {}
+    for volume in redis["volumes"]:
+        src, dst = volume.split(":")[:2]
+        sources[dst] = data if src == "redis-data" else (DEPLOY / src).resolve()
+    argv = [str(sources.get(word, word)) for word in redis["command"]]
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    with redis_from([*argv, "--bind", "127.0.0.1"], cwd=workdir) as port:
+        logs_in_as_every_user(port)
+    assert (data / "appendonlydir").is_dir() and not (workdir / "appendonlydir").exists()
 
 
 # ---- a real redis-server from redis.conf + users.acl ------------------------------------

@@ -96,3 +96,37 @@ def test_password_is_never_shown():
     with pytest.raises(StoreUnavailableError) as err:
         s.cancel("a")
     assert "s3cret" not in str(err.value)
+
+
+def test_facade_lanes_and_stats_over_redis(store):
+    """The read-out over a shared store: queue depths are the namespace's (Redis ``TIME``
+    decides what is due), lag is this engine's claims."""
+    ran.pop("mark", None)
+    with JobScheduler(num_workers=1, store=store, lanes={"slow": 1}) as s:
+        s.schedule(mark, 60, lane="slow")
+        st = s.stats()
+        assert (st.lanes["slow"].queued, st.lanes["slow"].due) == (1, 0)
+        assert st.lanes["default"].queued == 0 and st.lag.samples == 0
+        s.schedule(mark, 0)
+        assert ran.setdefault("mark", threading.Event()).wait(WAIT)
+        st = s.stats()
+        assert st.lanes["default"].lag.samples == 1
+        assert 0.0 <= st.lag.max < 5.0
+        assert st.lanes["slow"].workers == 1 and st.lanes["slow"].queued == 1
+
+
+def test_queue_depths_add_up_over_shards(redis_url, redis_ns):
+    from scheduler.model import After
+    from scheduler.stores.base import QueueDepths
+    from scheduler.stores.redis.sharded import open_store
+    from tests.helpers import spec
+
+    sharded = open_store(redis_url + "?shards=4", redis_ns)
+    try:
+        assert isinstance(sharded, QueueDepths)
+        for i in range(12):
+            sharded.add(spec(f"j{i}", After(0 if i % 3 else 3600), lane="a" if i < 6 else "b"))
+        assert sharded.queue_depths() == {"a": (6, 4), "b": (6, 4)}
+        assert len({id(sharded.shard(f"j{i}")) for i in range(12)}) > 1  # spread
+    finally:
+        sharded.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import re
 import subprocess
 import sys
 import zipfile
@@ -59,3 +61,67 @@ def test_python_dash_m_scheduler_runs_the_cli():
         cwd=ROOT,
     )
     assert "demo" in out.stdout
+
+
+def test_the_wheel_installs_and_runs_as_the_readme_says(wheel, tmp_path):
+    """README, Install: a wheel built from the checkout installs and works from where it
+    was installed (scheduler, workers and the Lua scripts; the extras it declares)."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+         "--target", str(target), wheel.filename],
+        check=True,
+    )  # fmt: skip
+    code = (
+        "import scheduler, workers\n"
+        "from scheduler.stores.redis import scripts\n"
+        "print(scheduler.__file__); print(workers.__file__); print(scripts.lua_dir())\n"
+        "print(len(scripts.source('claim')) > 0)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert all(line.startswith(str(target)) for line in lines[:3]), lines
+    assert lines[2].endswith("_lua") and lines[3] == "True"
+    version = subprocess.run(
+        [sys.executable, "-m", "scheduler", "--version"], cwd=tmp_path, env=env,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert version.returncode == 0 and "0.1.0" in version.stdout
+    (meta,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    extras = set(re.findall(r"(?m)^Provides-Extra: (\S+)$", wheel.read(meta).decode()))
+    assert {"redis", "metrics", "embedded"} <= extras
+    readme = (ROOT / "README.md").read_text()
+    install = readme[readme.index("## Install") :]
+    named = {e for group in re.findall(r"\.whl\)\[([\w,]+)\]|'\.\[([\w,]+)\]'", install)
+             for part in group for e in part.split(",") if e}  # fmt: skip
+    assert named and named <= extras, named - extras
+
+
+REGISTRY_LINE = re.compile(r"pip install [\"']?duetime\[")
+# the metrics module belongs to the logging/metrics work of issue 13, which rewrites its
+# import error there; remove it from here once that has landed
+NOT_YET = {"scheduler/metrics.py"}
+
+
+def test_registry_install_lines_say_once_published():
+    """Nothing is published under the name duetime yet: every `pip install 'duetime[...]'`
+    the docs, the deploy files or the code show says so (on its line or the one before)."""
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    files += [p for p in (ROOT / "deploy").rglob("*") if p.is_file()]
+    files += [p for pkg in ("scheduler", "workers") for p in (ROOT / pkg).rglob("*.py")]
+    found, bare = 0, []
+    for path in files:
+        rel = path.relative_to(ROOT).as_posix()
+        lines = path.read_text(errors="replace").splitlines()
+        for i, line in enumerate(lines):
+            if REGISTRY_LINE.search(line):
+                found += 1
+                context = " ".join(lines[max(0, i - 1) : i + 1])
+                if "once" not in context or "published" not in context:
+                    bare.append(f"{rel}:{i + 1}: {line.strip()}")
+    assert found >= 3  # README, deploy/README.md, duetime.service
+    assert all(b.split(":")[0] in NOT_YET for b in bare), bare

@@ -22,7 +22,14 @@ def test_bad_delays_are_value_errors(once, delay):
     assert nothing_written(once)
 
 
-@pytest.mark.parametrize("delay", ["1", None, b"1", [1], True, 1j])
+@pytest.mark.parametrize("delay", ["soon", "1x", "-5s", "P1M", "nan"])
+def test_strings_that_are_not_durations_are_value_errors(once, delay):
+    with pytest.raises(ValueError, match="delay_seconds"):
+        once.schedule(lambda: None, delay)
+    assert nothing_written(once)
+
+
+@pytest.mark.parametrize("delay", [None, b"1", [1], True, 1j])
 def test_non_number_delays_are_type_errors(once, delay):
     with pytest.raises(TypeError, match="delay_seconds must be a number"):
         once.schedule(lambda: None, delay)
@@ -41,7 +48,14 @@ def test_bad_intervals_are_value_errors(recurring, interval):
     assert nothing_written(recurring)
 
 
-@pytest.mark.parametrize("interval", ["1", None, False])
+@pytest.mark.parametrize("interval", ["0s", "PT0S", "every minute"])
+def test_strings_that_are_not_intervals_are_value_errors(recurring, interval):
+    with pytest.raises(ValueError, match="interval_seconds"):
+        recurring.schedule("x", lambda: None, interval)
+    assert nothing_written(recurring)
+
+
+@pytest.mark.parametrize("interval", [None, False, b"1"])
 def test_non_number_intervals_are_type_errors(recurring, interval):
     with pytest.raises(TypeError):
         recurring.schedule("x", lambda: None, interval)

@@ -4,7 +4,7 @@ and how a job record reads as a ``JobInfo`` snapshot."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ class Pending:
     k: int | None = None  # series index of a recurring occurrence (None: retry / one-off)
     stalls: int = 0  # how many owners lost their lease on this invocation
     wall: float | None = None  # a calendar occurrence's epoch instant
+    ready: float = 0.0  # claimable from (store clock): max(due, when it was pushed)
 
 
 @dataclass(slots=True)
@@ -79,6 +80,17 @@ class JobRecord:
         if self.dead_letters is None:
             self.dead_letters = deque(maxlen=RECENT)
         self.dead_letters.append(event)
+
+
+def lane_depths(jobs: Iterable[JobRecord], now: float) -> dict[str, tuple[int, int]]:
+    """Per lane: pending invocations of ``jobs``, and how many are due at ``now``."""
+    out: dict[str, tuple[int, int]] = {}
+    for job in jobs:
+        if job.pending:
+            queued, due = out.get(job.spec.lane, (0, 0))
+            ready = sum(1 for p in job.pending.values() if p.due <= now)
+            out[job.spec.lane] = (queued + len(job.pending), due + ready)
+    return out
 
 
 def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:

@@ -36,7 +36,7 @@ from scheduler.model import (
 )
 from scheduler.stores.base import WakeListener
 from scheduler.stores.memory import series
-from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info
+from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info, lane_depths
 
 
 class MemoryStore:
@@ -247,6 +247,7 @@ class MemoryStore:
             spec,
             job.generation,
             spec.lane,
+            max(scheduled, p.ready),
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
@@ -402,6 +403,11 @@ class MemoryStore:
         with self._lock:
             return list(self._events)[-limit:] if limit > 0 else []
 
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
+        with self._lock:
+            return lane_depths(self._jobs.values(), self.clock.now())
+
     def subscribe(self, listener: WakeListener) -> Callable[[], None]:
         with self._lock:
             self._listeners.append(listener)
@@ -420,13 +426,15 @@ class MemoryStore:
         return job is not None and job.generation == e.generation and e.seq in job.pending
 
     def _push_locked(self, job: JobRecord, p: Pending) -> float:
+        now = self.clock.now()
+        p.ready = max(p.due, now)  # a time already past is claimable from now on
         seq = next(self._seq)
         job.pending[seq] = p
         heap = self._heaps.get(job.spec.lane)
         if heap is None:
             heap = self._heaps[job.spec.lane] = DueHeap()
         heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
-        return max(0.0, p.due - self.clock.now())
+        return max(0.0, p.due - now)
 
     def _drop_pending_locked(self, job: JobRecord) -> None:
         heap = self._heaps.get(job.spec.lane)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypedDict
 
 from scheduler.model import Event
 from scheduler.stores.redis import codec
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from scheduler.stores.redis.sharded import ShardedStore
     from scheduler.stores.redis.store import RedisStore
 
-    AnyStore = RedisStore | ShardedStore
+    AnyStore: TypeAlias = RedisStore | ShardedStore  # explicit: store.py imports this module
 
 SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job's events
 
@@ -103,6 +103,12 @@ def due_now(store: RedisStore, now: float | None = None) -> dict[str, int]:
         for lane in names:
             p.zcount(store.keys.due(lane), "-inf", now_ms)
         return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
+
+
+def lane_depths(store: RedisStore, now: float) -> dict[str, tuple[int, int]]:
+    """Per lane: pending invocations, and how many are due at ``now`` (epoch seconds)."""
+    due = due_now(store, now)
+    return {lane: (n, due.get(lane, 0)) for lane, n in queue_depths(store).items()}
 
 
 def running_count(store: RedisStore) -> int:

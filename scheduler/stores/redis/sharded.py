@@ -193,6 +193,14 @@ class ShardedStore(WakeSubscriptions):
             with self._lock:
                 self._due[i] = min(self._due[i], self.clock.now() + due_in)
 
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane, over every shard: pending invocations and how many are due now."""
+        out: dict[str, tuple[int, int]] = {}
+        for shard in self.shards:
+            for lane, (n, due) in shard.queue_depths().items():
+                out[lane] = (out.get(lane, (0, 0))[0] + n, out.get(lane, (0, 0))[1] + due)
+        return out
+
     def cancel(self, job_id: str) -> bool:
         return self.shard(job_id).cancel(job_id)
 

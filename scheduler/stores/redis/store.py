@@ -84,7 +84,7 @@ class RedisStore(WakeSubscriptions):
         wait_replicas: int = 0,
         wait_timeout_ms: int = 100,
     ) -> None:
-        import redis  # the optional dependency: pip install 'duetime[redis]'
+        import redis  # the optional dependency: the "redis" extra (README, Install)
 
         self._redis_mod = redis
         self._r: Any  # redis.Redis with decode_responses=True
@@ -290,6 +290,13 @@ class RedisStore(WakeSubscriptions):
         with self.reachable():
             sec, usec = self._r.time()
         return int(sec) * 1000 + int(usec) // 1000
+
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
+        from scheduler.stores.redis import queries
+
+        with self.reachable():
+            return queries.lane_depths(self, self._redis_now_ms() / 1000)
 
     def cancel(self, job_id: str) -> bool:
         return bool(self.call_script("cancel", job_id))
