@@ -184,11 +184,15 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
     missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
     if missing in ("redis", "hiredis"):
         return EXIT_USAGE, (
-            "the Redis client is not installed: pip install 'duetime[redis]' "
-            "(from a checkout: pip install -e '.[redis]')"
+            "the Redis client is not installed: pip install 'redis[hiredis]>=5' (the redis "
+            "extra: pip install -e '.[redis]' from a checkout; 'duetime[redis]' once published)"
         )
     if missing == "prometheus_client":
-        return EXIT_USAGE, "metrics need prometheus-client: pip install 'duetime[metrics]'"
+        return EXIT_USAGE, (
+            "metrics need prometheus-client: pip install 'prometheus-client>=0.20' (the "
+            "metrics extra: pip install -e '.[metrics]' from a checkout; once published, "
+            "'duetime[metrics]')"
+        )
     try:
         import redis
     except ImportError:  # pragma: no cover - handled above when a command needed it

@@ -156,9 +156,13 @@ def test_a_lease_entry_no_running_entry_backs_is_dropped(store):
     assert store.redis.zcard(store.keys.lease) == 0
 
 
-def test_background_passes_share_one_cursor_and_are_bounded(store):
+def test_background_passes_share_one_cursor_and_are_bounded(redis_url, redis_ns, clock):
+    """In a database of its own: SCAN walks the whole database, and the shared test
+    server's other namespaces would make the walk long."""
     from scheduler.stores.redis import upkeep
 
+    store = RedisStore(redis_url.rsplit("/", 1)[0] + "/7", redis_ns, clock=clock)
+    store._upkeep_at = float("inf")
     for i in range(30):
         store.add(spec(f"j{i}", After(0)))
     orphan(store, "all")
@@ -172,12 +176,14 @@ def test_background_passes_share_one_cursor_and_are_bounded(store):
             break
     assert done.complete and seen >= 30 and len(set(cursors)) > 1
     assert len(claim_ids(store)) == 30
+    store.close()
 
 
 def test_an_engine_repairs_at_start(redis_url, redis_ns, clock):
+    """In a database of its own: the start's pass covers 100 keys of the database."""
     from scheduler import Scheduler
 
-    s = RedisStore(redis_url, redis_ns, clock=clock)
+    s = RedisStore(redis_url.rsplit("/", 1)[0] + "/8", redis_ns, clock=clock)
     s.add(spec("lost", After(0)))
     orphan(s, "lost")
     eng = Scheduler(1, store=s, clock=clock)
