@@ -135,7 +135,7 @@ class Scheduler(Client):
             else Acks(
                 self.store.complete_many,
                 self._timers,
-                on_recorded=None if heartbeat is None else heartbeat.drop,
+                on_recorded=None if heartbeat is None else heartbeat.settled,
             )
         )
         self._runner = Runner(

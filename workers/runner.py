@@ -163,11 +163,13 @@ class Runner:
             self._track(claim.job_id, token, False)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
+            if self._heartbeat is not None:
+                self._heartbeat.finishing(claim)
             failpoints.hit("after_effect")
             queued = self._finish(claim, token, timeout, error, result)
         finally:
             if self._heartbeat is not None and not queued:
-                self._heartbeat.drop(claim)  # a queued ack drops it once recorded
+                self._heartbeat.drop(claim)  # a queued ack is settled once recorded
 
     def _finish(
         self,
@@ -282,6 +284,8 @@ class Runner:
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
         """Record the outcome (retried a few times; see workers.commits)."""
         result = commits.record(claim.invocation_id, write)
+        if self._heartbeat is not None:
+            self._heartbeat.settled(claim, result)  # a refusal is a lost lease: reported once
         if result is None:
             return
         if result is not Commit.OK:
