@@ -35,7 +35,7 @@ from scheduler.model import (
     Quarantined,
     Reconciled,
 )
-from scheduler.stores.redis import calendar_plans, codec, shards, upkeep, urls
+from scheduler.stores.redis import calendar_plans, codec, presence, shards, upkeep, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
@@ -485,6 +485,10 @@ class RedisStore(WakeSubscriptions):
         """Drop a quarantine entry and its raw data (``"*"``: all); how many were dropped."""
         with self.reachable():
             return upkeep.purge(self, entry_id)
+
+    def retire(self, owner: str) -> None:
+        """Replica ``owner`` stopped: it leaves the live set at once (presence.py)."""
+        presence.retire(self, owner)
 
     def close(self) -> None:
         self._close_subscriptions()
