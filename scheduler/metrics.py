@@ -44,11 +44,19 @@ class Metrics:
     def finished(self, lane: str, outcome: str) -> None:
         """outcome: succeeded | failed | retried | timeout | lease_lost | unknown_task."""
 
+    def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
+        """An invocation's call took ``seconds`` after waiting ``waited`` seconds for its
+        worker since the claim. ``task``: the registered task name, or ``callable`` (an
+        in-process callable); outcome: succeeded | failed | retried | timeout."""
+
     def renewed(self, count: int) -> None:
         """``count`` leases were renewed in one heartbeat."""
 
     def lease_lost(self, count: int) -> None:
         """``count`` running invocations lost their lease."""
+
+    def claim_round(self, error: BaseException | None) -> None:
+        """A claim round reached the store (``None``) or failed with ``error``."""
 
 
 class PrometheusMetrics(Metrics):

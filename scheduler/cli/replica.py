@@ -75,7 +75,16 @@ from scheduler.cli.app import (
     type=int,
     default=None,
     envvar="DUETIME_METRICS_PORT",
-    help="Serve Prometheus metrics on this port (needs duetime[metrics]).",
+    help="Serve /metrics (Prometheus; needs duetime[metrics]), /healthz and /readyz on this port.",
+)
+@click.option(
+    "--summary-every",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Log a one-line summary (jobs succeeded/failed/retried, lag and queue-wait "
+    "percentiles) this often at INFO; 0: never.",
 )
 @with_wait_options
 @shards_option
@@ -92,6 +101,7 @@ def run(
     log_level: str,
     log_format: str,
     metrics_port: int | None,
+    summary_every: float,
     wait_replicas: int,
     wait_timeout_ms: int,
     shards: int | None,
@@ -108,38 +118,21 @@ def run(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     from scheduler.engine import Scheduler
-    from scheduler.stores.redis import (
-        ShardCountError,
-        StoreConfigError,
-        StoreUnavailableError,
-        open_store,
-    )
+    from scheduler.signals import Signals
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with redis_url_or_embedded(redis_url, data_dir) as url:
-        try:
-            store = open_store(
-                url,
-                namespace,
-                shards=shards,
-                lease=lease,
-                resync=resync,
-                wait_replicas=wait_replicas,
-                wait_timeout_ms=wait_timeout_ms,
-            )
-        except ValueError as exc:  # a malformed URL or namespace
-            raise click.UsageError(str(exc)) from None
-        try:
-            store.check_server()  # refuses eviction and old servers; warns if AOF is off
-        except (StoreConfigError, ShardCountError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(EXIT_REFUSED) from None
-        except StoreUnavailableError as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(EXIT_UNREACHABLE) from None
-        engine = Scheduler(
-            workers, store=store, lanes=sizes, owner=owner, metrics=_metrics(store, metrics_port)
+        store = _open_checked(
+            url,
+            namespace,
+            shards=shards,
+            lease=lease,
+            resync=resync,
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
         )
+        signals = Signals(_metrics(store, metrics_port), owner=owner)
+        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=signals)
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s",
             owner,
@@ -147,10 +140,38 @@ def run(
             store.url,
             {"default": workers, **sizes},
         )
-        stop.wait()
+        while not stop.wait(summary_every or None):
+            signals.log_summary()
         logging.getLogger("duetime").info("replica %s shutting down", owner)
+        signals.stopping()
         engine.shutdown(wait=True, timeout=shutdown_timeout)
+        if summary_every:
+            signals.log_summary()
         store.close()
+
+
+def _open_checked(url: str, namespace: str, **options: Any) -> Any:
+    """The namespace's store, on a server that passed the checks (else exit 1 or 3)."""
+    from scheduler.stores.redis import (
+        ShardCountError,
+        StoreConfigError,
+        StoreUnavailableError,
+        open_store,
+    )
+
+    try:
+        store = open_store(url, namespace, **options)
+    except ValueError as exc:  # a malformed URL or namespace
+        raise click.UsageError(str(exc)) from None
+    try:
+        store.check_server()  # refuses eviction and old servers; warns if AOF is off
+    except (StoreConfigError, ShardCountError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
+    except StoreUnavailableError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_UNREACHABLE) from None
+    return store
 
 
 def _metrics(store: Any, port: int | None) -> Any:
