@@ -9,7 +9,7 @@ import signal
 import socket
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,6 +23,9 @@ from scheduler.cli.app import (
     shards_option,
     with_wait_options,
 )
+
+if TYPE_CHECKING:
+    from scheduler.signals import Signals
 
 
 @main.command()
@@ -78,6 +81,15 @@ from scheduler.cli.app import (
     help="Serve /metrics (Prometheus; needs duetime[metrics]), /healthz and /readyz on this port.",
 )
 @click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="DUETIME_METRICS_HOST",
+    metavar="ADDR",
+    help="The address --metrics-port binds: 0.0.0.0 (or this host's address) to be "
+    "scraped from elsewhere, e.g. in a container.",
+)
+@click.option(
     "--summary-every",
     type=click.FloatRange(min=0),
     default=60.0,
@@ -101,6 +113,7 @@ def run(
     log_level: str,
     log_format: str,
     metrics_port: int | None,
+    metrics_host: str,
     summary_every: float,
     wait_replicas: int,
     wait_timeout_ms: int,
@@ -131,7 +144,8 @@ def run(
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
         )
-        signals = Signals(_metrics(store, metrics_port), owner=owner)
+        signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
+        endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=signals)
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s",
@@ -147,6 +161,8 @@ def run(
         engine.shutdown(wait=True, timeout=shutdown_timeout)
         if summary_every:
             signals.log_summary()
+        if endpoint is not None:
+            endpoint.close()
         store.close()
 
 
@@ -174,14 +190,20 @@ def _open_checked(url: str, namespace: str, **options: Any) -> Any:
     return store
 
 
-def _metrics(store: Any, port: int | None) -> Any:
-    """Prometheus metrics on ``port`` (namespace gauges read from the store per scrape)."""
+def _serve(
+    store: Any, owner: str, namespace: str, signals: Signals, host: str, port: int | None
+) -> Any:
+    """Prometheus metrics, /healthz and /readyz on ``host:port``; the metrics wrap into
+    ``signals`` (namespace gauges are read from the store per scrape, by the metrics
+    leader only: presence.py). None without a port."""
     if port is None:
         return None
     from scheduler.metrics import PrometheusMetrics
-    from scheduler.stores.redis import queries
+    from scheduler.stores.redis import presence, queries
 
-    def namespace() -> dict[str, Any]:
+    def figures() -> dict[str, Any] | None:
+        if not presence.lead_metrics(queries.parts(store)[0], owner):
+            return None  # another replica exports them
         # only what the gauges show (stats() would also read thousands of events)
         return {
             "queue_depth": queries.queue_depths(store),
@@ -191,9 +213,17 @@ def _metrics(store: Any, port: int | None) -> Any:
             "quarantined": queries.quarantined_count(store),
         }
 
-    metrics = PrometheusMetrics(namespace_source=namespace)
-    metrics.serve(port)
-    return metrics
+    try:
+        metrics = PrometheusMetrics(namespace=namespace, namespace_source=figures)
+    except ImportError as exc:
+        click.echo(f"error: --metrics-port: {exc}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
+    signals.inner = metrics
+    try:
+        return metrics.serve(port, host, ready=signals.ready)
+    except OSError as exc:  # the port is taken, or the address is not this host's
+        click.echo(f"error: cannot serve metrics on {host}:{port}: {exc}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
 
 
 def _lane(text: str) -> tuple[str, int]:

@@ -1,5 +1,8 @@
 """Honest signals of ``duetime run`` as real processes on a real redis-server (issue 13):
-a replica stopped with SIGTERM leaves the live set at once.
+a replica stopped with SIGTERM leaves the live set at once; at the default log level it
+writes no line per successful job but a summary; its endpoint serves /healthz, /readyz
+and /metrics with a ``namespace`` label, the run-duration histogram, and the
+namespace-wide gauges on one replica only (the metrics leader).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler import Client
 from scheduler.stores.redis import RedisStore, queries
 from tests.faults.fleet import wait_until
 
@@ -103,3 +107,82 @@ def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(redis_url, r
         a.kill()
         b.kill()
         store.close()
+
+
+def test_default_log_level_endpoint_and_metrics_leader(redis_url, redis_ns, tmp_path):
+    pytest.importorskip("prometheus_client")
+    a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=True)
+    b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=True)
+    replicas = [a, b]
+    try:
+        for r in replicas:
+            assert wait_until(lambda r=r: r.get("/readyz")[0] == 200, 30), r.log.read_text()
+            assert r.get("/healthz") == (200, "ok\n")
+        with Client(redis_url, namespace=redis_ns) as client:
+            ids = [client.enqueue("tests.noop", delay=0.2) for _ in range(JOBS)]
+            assert wait_until(lambda: all(client.get(i).runs == 1 for i in ids), 30)
+        texts = [r.get("/metrics")[1] for r in replicas]
+        ns = redis_ns
+        leaders = [sample(t, "duetime_metrics_leader", namespace=ns) for t in texts]
+        assert sorted(leaders) == [0.0, 1.0], leaders  # one exports the namespace gauges
+        leader = leaders.index(1.0)
+        assert sample(texts[leader], "duetime_replicas_alive", namespace=ns) == 2
+        assert sample(texts[1 - leader], "duetime_replicas_alive", namespace=ns) is None
+        assert "duetime_queue_depth{" not in texts[1 - leader]
+        runs = [
+            sample(
+                t,
+                "duetime_run_duration_seconds_count",
+                namespace=ns,
+                task="tests.noop",
+                outcome="succeeded",
+            )
+            or 0
+            for t in texts
+        ]
+        assert sum(runs) == JOBS
+        for t in texts:
+            assert "process_cpu_seconds_total" in t and "python_gc_objects_collected_total" in t
+            assert all(
+                f'namespace="{ns}"' in line
+                for line in t.splitlines()
+                if line.startswith("duetime_")
+            )
+        # the leader stops: its key goes with it, and the other replica takes over
+        assert replicas[leader].stop() == 0
+        other = replicas[1 - leader]
+        status, text = other.get("/metrics")
+        assert sample(text, "duetime_metrics_leader", namespace=ns) == 1.0
+        assert sample(text, "duetime_replicas_alive", namespace=ns) == 1
+        assert other.stop() == 0
+    finally:
+        for r in replicas:
+            r.kill()
+    logs = [r.log.read_text() for r in replicas]
+    succeeded = 0
+    for log in logs:
+        assert " started" not in log and " succeeded\n" not in log, log  # no line per job
+        summaries = re.findall(r"summary of the last \d+s: (\d+) succeeded", log)
+        assert summaries, log  # the last period's summary, logged at shutdown
+        succeeded += sum(int(n) for n in summaries)
+    assert succeeded == JOBS
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_1(redis_url, redis_ns):
+    pytest.importorskip("prometheus_client")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "scheduler", "run", "--redis", redis_url]
+            + ["--namespace", redis_ns, "--metrics-port", str(port)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 1, out.stderr
+    assert f"error: cannot serve metrics on 127.0.0.1:{port}:" in out.stderr
+    assert "Traceback" not in out.stderr
