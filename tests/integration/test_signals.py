@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = 40
+NS = "signals"  # each test has a private redis-server (the shared one stays small)
 
 
 def free_port() -> int:
@@ -89,9 +90,10 @@ def live(store: RedisStore) -> set[str]:
     return {r["id"] for r in queries.replicas(store)}
 
 
-def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(redis_url, redis_ns, tmp_path):
+def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(private_redis, tmp_path):
     """Its ``replica:<id>`` key (TTL 3 leases: 90 s here) is deleted by the shutdown, so
     ``duetime stats`` stops listing it as soon as the process has exited."""
+    redis_url, redis_ns = private_redis.url, NS
     store = RedisStore(redis_url, redis_ns)
     a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=False)
     b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=False)
@@ -109,8 +111,9 @@ def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(redis_url, r
         store.close()
 
 
-def test_default_log_level_endpoint_and_metrics_leader(redis_url, redis_ns, tmp_path):
+def test_default_log_level_endpoint_and_metrics_leader(private_redis, tmp_path):
     pytest.importorskip("prometheus_client")
+    redis_url, redis_ns = private_redis.url, NS
     a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=True)
     b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=True)
     replicas = [a, b]
@@ -168,8 +171,9 @@ def test_default_log_level_endpoint_and_metrics_leader(redis_url, redis_ns, tmp_
     assert succeeded == JOBS
 
 
-def test_a_metrics_port_in_use_is_one_line_and_exit_1(redis_url, redis_ns):
+def test_a_metrics_port_in_use_is_one_line_and_exit_1(private_redis):
     pytest.importorskip("prometheus_client")
+    redis_url, redis_ns = private_redis.url, NS
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
