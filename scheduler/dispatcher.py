@@ -139,8 +139,10 @@ class Dispatcher:
             batch = self._store.claim_due(capacity, self._lease, self._owner)
         except Exception as exc:  # the store is unreachable or broken: keep going
             self._back_off(exc)
+            self._metrics.claim_round(exc)
             return None, False
         self._backoff = 0.0
+        self._metrics.claim_round(None)
         for claim in batch.claims:
             self._submit(claim, asked)
             capacity[claim.lane] -= 1

@@ -23,7 +23,7 @@ from scheduler.errors import SchedulerClosedError
 from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
 from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
-from scheduler.stores.base import BatchAcks, HasClock, Resyncing, ServerChecks, Store
+from scheduler.stores.base import BatchAcks, HasClock, Resyncing, Retiring, ServerChecks, Store
 from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
 from workers.heartbeat import Heartbeat
@@ -135,7 +135,7 @@ class Scheduler(Client):
             else Acks(
                 self.store.complete_many,
                 self._timers,
-                on_recorded=None if heartbeat is None else heartbeat.drop,
+                on_recorded=None if heartbeat is None else heartbeat.settled,
             )
         )
         self._runner = Runner(
@@ -324,6 +324,16 @@ class Scheduler(Client):
                 self._timers.close()
         else:
             self._runner.flush_acks()
+        self._retire()
+
+    def _retire(self) -> None:
+        """Leave the store's live replicas at once (no claim follows: the dispatcher is
+        closed and workers refill only while open); a dead replica's entry expires."""
+        if isinstance(self.store, Retiring):
+            try:
+                self.store.retire(self.owner)
+            except Exception as exc:  # unreachable: the entry expires on its own
+                log.warning("shutdown: could not leave the live replicas (%s)", exc)
 
     @property
     def closed(self) -> bool:

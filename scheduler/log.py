@@ -1,5 +1,11 @@
 """Structured logs: one line per state change, with job id, invocation, attempt, lane and
-replica as fields (``--log-format json`` prints them as one JSON object per line)."""
+replica as fields (``--log-format json`` prints them as one JSON object per line).
+
+Levels: a job's routine lines (a first attempt ``started``, ``succeeded``) are DEBUG, so
+a replica at its default level (INFO) writes no line per successful job; INFO and above
+keep what an operator acts on: failures (ERROR), retries and lost leases (WARNING), a
+later attempt's start (a retry or a takeover, INFO) and the replica's summary of each
+period (INFO, ``scheduler.signals``)."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-FIELDS = ("event", "job_id", "invocation", "attempt", "lane", "replica")
+FIELDS = ("event", "job_id", "invocation", "attempt", "lane", "replica", "summary")
 
 
 class JsonFormatter(logging.Formatter):

@@ -1,19 +1,26 @@
 """Metrics: what a replica reports, and the Prometheus exporter (optional extra).
 
-    pip install 'duetime[metrics]'      # prometheus-client
-    duetime run ... --metrics-port 9100
+    pip install -e '.[metrics]'         # prometheus-client; once published: duetime[metrics]
+    duetime run ... --metrics-port 9100 [--metrics-host 0.0.0.0]
 
-Per replica: dispatch lag (claim time minus scheduled time, in the store's clock, so
-replica clock skew does not distort it), claims, finished invocations by outcome, lease
-renewals and losses. Per namespace (read from the store on each scrape): queue depth per
-lane, running invocations, live replicas, and the store's counter of every event kind
-(skipped occurrences, retries, dead letters, data-loss alarms, ...).
+Every series carries a ``namespace`` label. Per replica: dispatch lag (claim time minus
+scheduled time, in the store's clock, so replica clock skew does not distort it), claims,
+finished invocations by outcome, run duration per task, lease renewals and losses, and
+the standard process, platform and GC collectors of prometheus-client. Per namespace
+(read from the store at scrape time, by one replica only, the *metrics leader*, so that
+they are not multiplied by the number of replicas; see ``namespace_source``): queue depth
+per lane, running invocations, live replicas, quarantined entries and the store's
+counter of every event kind (skipped occurrences, retries, dead letters, data-loss
+alarms, ...).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+log = logging.getLogger("duetime.metrics")
 
 LAG_BUCKETS = (
     0.0005,
@@ -33,6 +40,20 @@ LAG_BUCKETS = (
     30.0,
     60.0,
 )
+RUN_BUCKETS = (
+    0.001,
+    0.005,
+    0.025,
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    15.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+)
 
 
 class Metrics:
@@ -44,61 +65,110 @@ class Metrics:
     def finished(self, lane: str, outcome: str) -> None:
         """outcome: succeeded | failed | retried | timeout | lease_lost | unknown_task."""
 
+    def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
+        """An invocation's call took ``seconds`` after waiting ``waited`` seconds for its
+        worker since the claim. ``task``: the registered task name, or ``callable`` (an
+        in-process callable); outcome: succeeded | failed | retried | timeout."""
+
     def renewed(self, count: int) -> None:
         """``count`` leases were renewed in one heartbeat."""
 
     def lease_lost(self, count: int) -> None:
         """``count`` running invocations lost their lease."""
 
+    def claim_round(self, error: BaseException | None) -> None:
+        """A claim round reached the store (``None``) or failed with ``error``."""
+
+
+# The namespace-wide figures a source returns (stores/redis/queries.py reads them).
+NamespaceFigures = Mapping[str, Any]
+
 
 class PrometheusMetrics(Metrics):
-    """Prometheus series for one replica; ``namespace_source`` (optional) is read on each
-    scrape for namespace-wide gauges (see ``scheduler.stores.redis.queries``)."""
+    """Prometheus series for one replica of ``namespace``.
+
+    ``namespace_source`` (optional) is called on each scrape for the namespace-wide
+    gauges; it returns their figures, or ``None`` when this replica is not the one that
+    exports them (the CLI's source asks the store whether this replica holds the
+    ``metrics-leader`` key). ``registry``: a new one by default, with the process,
+    platform and GC collectors registered on it."""
 
     def __init__(
         self,
         *,
+        namespace: str = "default",
         registry: Any = None,
-        namespace_source: Callable[[], Mapping[str, Any]] | None = None,
+        namespace_source: Callable[[], NamespaceFigures | None] | None = None,
     ) -> None:
         try:
             import prometheus_client as prom
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError(
-                "metrics need prometheus-client: pip install 'duetime[metrics]'"
+                "metrics need prometheus-client: pip install 'prometheus-client>=0.20' (the "
+                "metrics extra; once published: 'duetime[metrics]')"
             ) from exc
         self._prom = prom
-        self.registry = registry if registry is not None else prom.CollectorRegistry()
-        r = self.registry
+        self.namespace = namespace
+        if registry is None:
+            registry = prom.CollectorRegistry()
+            prom.ProcessCollector(registry=registry)
+            prom.PlatformCollector(registry=registry)
+            prom.GCCollector(registry=registry)
+        self.registry = r = registry
+        ns = ["namespace"]
         self._lag = prom.Histogram(
             "duetime_dispatch_lag_seconds",
             "Claim time minus scheduled time, in the store's clock",
-            ["lane"],
+            [*ns, "lane"],
             buckets=LAG_BUCKETS,
             registry=r,
         )
         self._claims = prom.Counter(
-            "duetime_claims_total", "Invocations claimed here", ["lane"], registry=r
+            "duetime_claims_total", "Invocations claimed here", [*ns, "lane"], registry=r
         )
         self._runs = prom.Counter(
             "duetime_runs_total",
             "Invocations finished here, by outcome",
-            ["lane", "outcome"],
+            [*ns, "lane", "outcome"],
             registry=r,
         )
-        self._renewals = prom.Counter("duetime_lease_renewals_total", "Leases renewed", registry=r)
-        self._losses = prom.Counter(
-            "duetime_lease_losses_total", "Running invocations that lost their lease", registry=r
+        self._durations = prom.Histogram(
+            "duetime_run_duration_seconds",
+            "How long an invocation's call took here, per task ('callable': in-process)",
+            [*ns, "task", "outcome"],
+            buckets=RUN_BUCKETS,
+            registry=r,
         )
+        self._renewals = prom.Counter(
+            "duetime_lease_renewals_total", "Leases renewed", ns, registry=r
+        ).labels(namespace)
+        self._losses = prom.Counter(
+            "duetime_lease_losses_total",
+            "Running invocations that lost their lease (a refused renewal of a claim still "
+            "held, or a refused commit)",
+            ns,
+            registry=r,
+        ).labels(namespace)
+        self._children: dict[tuple[Any, ...], Any] = {}  # labels() is a lock and a dict
         if namespace_source is not None:
-            r.register(_NamespaceCollector(prom, namespace_source))
+            r.register(_NamespaceCollector(namespace, namespace_source))
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(self.namespace, *labels)
+        return child
 
     def claimed(self, lane: str, lag: float) -> None:
-        self._claims.labels(lane).inc()
-        self._lag.labels(lane).observe(max(0.0, lag))
+        self._child(self._claims, lane).inc()
+        self._child(self._lag, lane).observe(max(0.0, lag))
 
     def finished(self, lane: str, outcome: str) -> None:
-        self._runs.labels(lane, outcome).inc()
+        self._child(self._runs, lane, outcome).inc()
+
+    def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
+        self._child(self._durations, task, outcome).observe(max(0.0, seconds))
 
     def renewed(self, count: int) -> None:
         self._renewals.inc(count)
@@ -106,44 +176,70 @@ class PrometheusMetrics(Metrics):
     def lease_lost(self, count: int) -> None:
         self._losses.inc(count)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        """Expose /metrics on ``port`` (a daemon thread)."""
-        self._prom.start_http_server(port, addr=addr, registry=self.registry)
+    def serve(
+        self,
+        port: int,
+        addr: str = "127.0.0.1",
+        ready: Callable[[], tuple[bool, str]] | None = None,
+    ) -> Any:
+        """Serve /metrics, /healthz and /readyz on ``addr:port`` (a daemon thread);
+        returns the ``scheduler.endpoint.Endpoint`` (``close()`` stops it)."""
+        from scheduler.endpoint import Endpoint
+
+        return Endpoint(addr, port, registry=self.registry, ready=ready).start()
 
 
 class _NamespaceCollector:
-    """Reads namespace-wide figures from the store at scrape time."""
+    """Reads namespace-wide figures from the store at scrape time (when the source
+    returns them: on the metrics leader only). A store that cannot be read leaves them
+    out of this scrape; the replica's own series are still served."""
 
-    def __init__(self, prom: Any, source: Callable[[], Mapping[str, Any]]) -> None:
-        self._prom = prom
+    def __init__(self, namespace: str, source: Callable[[], NamespaceFigures | None]) -> None:
+        self._namespace = namespace
         self._source = source
 
     def collect(self) -> Iterable[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        data = self._source()
+        ns = self._namespace
+        try:
+            data = self._source()
+        except Exception as exc:  # Redis down or refusing: no namespace figures this time
+            log.warning("reading the namespace's figures for /metrics failed: %s", exc)
+            data = None
+        leader = GaugeMetricFamily(
+            "duetime_metrics_leader",
+            "1 on the replica that exports the namespace-wide gauges, else 0",
+            labels=["namespace"],
+        )
+        leader.add_metric([ns], 0 if data is None else 1)
+        yield leader
+        if data is None:
+            return
+
+        def gauge(name: str, doc: str, key: str) -> Any:
+            family = GaugeMetricFamily(name, doc, labels=["namespace"])
+            family.add_metric([ns], data.get(key, 0))
+            return family
+
         depth = GaugeMetricFamily(
-            "duetime_queue_depth", "Pending invocations per lane", labels=["lane"]
+            "duetime_queue_depth", "Pending invocations per lane", labels=["namespace", "lane"]
         )
         for lane, n in data.get("queue_depth", {}).items():
-            depth.add_metric([lane], n)
+            depth.add_metric([ns, lane], n)
         yield depth
-        yield GaugeMetricFamily(
-            "duetime_running", "Invocations running in the namespace", value=data.get("running", 0)
-        )
-        yield GaugeMetricFamily(
-            "duetime_replicas_alive",
-            "Replicas with a live heartbeat key",
-            value=data.get("replicas", 0),
-        )
-        yield GaugeMetricFamily(
+        yield gauge("duetime_running", "Invocations running in the namespace", "running")
+        yield gauge("duetime_replicas_alive", "Replicas with a live heartbeat key", "replicas")
+        yield gauge(
             "duetime_quarantined",
             "Entries moved aside because their data did not parse (duetime quarantine ls)",
-            value=data.get("quarantined", 0),
+            "quarantined",
         )
         events = CounterMetricFamily(
-            "duetime_events", "State changes recorded by the store", labels=["kind"]
+            "duetime_events",
+            "State changes recorded by the store",
+            labels=["namespace", "kind"],
         )
         for kind, n in data.get("events", {}).items():
-            events.add_metric([kind], n)
+            events.add_metric([ns, kind], n)
         yield events

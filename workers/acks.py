@@ -37,10 +37,11 @@ class Acks:
         *,
         max_delay: float = 0.002,
         max_batch: int = 200,
-        on_recorded: Callable[[Claim], None] | None = None,
+        on_recorded: Callable[[Claim, Commit | None], None] | None = None,
     ) -> None:
-        """``on_recorded(claim)`` runs once the claim's outcome was sent (committed,
-        refused or given up): the heartbeat keeps its lease until then."""
+        """``on_recorded(claim, result)`` runs once the claim's outcome was sent: its
+        answer (``Commit.OK``, or the refusal), or None when the write was given up. The
+        heartbeat keeps its lease until then, and judges a refusal."""
         self._on_recorded = on_recorded
         self._complete_many = complete_many
         self._timers = timers
@@ -72,14 +73,15 @@ class Acks:
             batch, self._batch = self._batch, []
         if not batch:
             return
+        results: list[Commit] | None = None
         try:
             results = commits.record(
                 f"{len(batch)} invocation(s)", lambda: self._complete_many(batch)
             )
         finally:
             if self._on_recorded is not None:
-                for claim, _ in batch:
-                    self._on_recorded(claim)
+                for i, (claim, _) in enumerate(batch):
+                    self._on_recorded(claim, None if results is None else results[i])
         if results is None:  # store unreachable: the leases expire, then they re-run
             return
         for (claim, _), result in zip(batch, results, strict=True):

@@ -1,6 +1,16 @@
 """Lease heartbeats: renew every running claim in one batch, every lease/3, off the jobs'
-threads. A claim whose renewal is refused has lost its lease: its job is told to stop
-(cancel token, reason "lease lost") and its completion will be refused by the store."""
+threads. A claim whose renewal is refused while its job still runs has lost its lease:
+its job is told to stop (cancel token, reason "lease lost") and its completion will be
+refused by the store.
+
+A renewal can be refused for a claim that is no longer held: the heartbeat snapshots the
+claims it holds, and by the time the store answers, a job may have finished and its
+outcome been recorded (which ends the lease). That is not a loss. Nor is a refusal for a
+claim whose outcome is being recorded (``finishing``): the commit's own answer tells
+whether the lease was still ours (``settled``), and a refused commit is reported once,
+there. So a loss is reported (logged, counted) only for a claim still held and running,
+or by a refused commit; never twice for one claim.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +37,7 @@ class Heartbeat:
         self._lease = lease
         self._lock = threading.Lock()
         self._held: dict[str, tuple[Claim, CancelToken]] = {}
+        self._finishing: set[str] = set()  # tokens whose outcome is being recorded
         self._ticking = False
         # the renewal is a store call: it runs on its own thread, never the timer thread
         self._beater = Offloaded(self._beat, "duetime-heartbeat")
@@ -43,9 +54,27 @@ class Heartbeat:
         if start:
             self._timers.call_later(self._lease / 3, self._beater.kick)
 
+    def finishing(self, claim: Claim) -> None:
+        """The job of ``claim`` returned and its outcome is about to be recorded: its lease
+        is still renewed, but a refused renewal is left to the commit to judge."""
+        with self._lock:
+            if claim.token in self._held:
+                self._finishing.add(claim.token)
+
+    def settled(self, claim: Claim, result: Commit | None) -> None:
+        """The outcome of ``claim`` was recorded (``result``; None: given up, the lease
+        will expire): stop renewing it. A refused commit is a lost lease, reported here
+        unless the heartbeat reported it already."""
+        with self._lock:
+            held = self._held.pop(claim.token, None)
+            self._finishing.discard(claim.token)
+        if held is not None and result is not None and result is not Commit.OK:
+            self._lost([(claim, held[1])], [result], "when recording its outcome")
+
     def drop(self, claim: Claim) -> None:
         with self._lock:
             self._held.pop(claim.token, None)
+            self._finishing.discard(claim.token)
 
     def renew_one(self, claim: Claim) -> bool:
         """Renew one claim now (before starting a job that waited). False if lost."""
@@ -67,20 +96,34 @@ class Heartbeat:
             results = self._store.renew([c for c, _ in held], self._lease)
         except Exception as exc:  # keep running what we hold; the store decides at commit
             log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
-            results = [Commit.OK] * len(held)
-        lost = sum(1 for r in results if r is not Commit.OK)
-        self._metrics.renewed(len(results) - lost)
-        if lost:
-            self._metrics.lease_lost(lost)
-        for (claim, token), result in zip(held, results, strict=True):
-            if result is not Commit.OK:
-                log.warning(
-                    "lease lost: job %s invocation %s attempt %d (%s)",
-                    claim.job_id,
-                    claim.invocation_id,
-                    claim.attempt,
-                    result.value,
-                )
-                token.cancel("lease lost")
-                self.drop(claim)
+            self._timers.call_later(self._lease / 3, self._beater.kick)
+            return
+        lost: list[tuple[Claim, CancelToken]] = []
+        why: list[Commit] = []
+        with self._lock:  # judged against what is held now, not at the snapshot
+            for (claim, token), result in zip(held, results, strict=True):
+                if result is Commit.OK:
+                    continue
+                if claim.token not in self._held or claim.token in self._finishing:
+                    continue  # finished meanwhile: its commit ended the lease, or will judge
+                del self._held[claim.token]
+                lost.append((claim, token))
+                why.append(result)
+        self._metrics.renewed(sum(1 for r in results if r is Commit.OK))
+        self._lost(lost, why, "at renewal")
         self._timers.call_later(self._lease / 3, self._beater.kick)
+
+    def _lost(self, lost: list[tuple[Claim, CancelToken]], why: list[Commit], when: str) -> None:
+        if not lost:
+            return
+        self._metrics.lease_lost(len(lost))
+        for (claim, token), result in zip(lost, why, strict=True):
+            log.warning(
+                "lease lost: job %s invocation %s attempt %d (%s, %s)",
+                claim.job_id,
+                claim.invocation_id,
+                claim.attempt,
+                result.value,
+                when,
+            )
+            token.cancel("lease lost")

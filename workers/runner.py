@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from scheduler.clock import Clock
 from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
-from scheduler.model import Claim, Commit, Target
+from scheduler.model import Claim, Commit, Target, TaskRef
 from scheduler.stores.base import Store
 from workers import commits, failpoints
 from workers.acks import Acks
@@ -35,6 +35,21 @@ class Work(NamedTuple):
 
     claim: Claim
     claimed_at: float
+
+
+class Ran(NamedTuple):
+    """How long an invocation waited for its worker after the claim, and then ran."""
+
+    waited: float
+    took: float
+
+
+def task_label(claim: Claim) -> str:
+    """The task of a claim as a metrics label: its registered name, or ``callable`` for an
+    in-process callable (a closure or lambda has no stable name; labels stay few: only
+    invocations that ran are labelled, and those name tasks registered here)."""
+    target = claim.spec.target
+    return target.name if isinstance(target, TaskRef) else "callable"
 
 
 class Runner:
@@ -139,8 +154,11 @@ class Runner:
             claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token
         )
         self._track(claim.job_id, token, True)
-        if log.isEnabledFor(logging.INFO):
-            log.info(
+        # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
+        level = logging.DEBUG if claim.attempt == 1 else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(
+                level,
                 "job %s invocation %s attempt %d started",
                 claim.job_id,
                 claim.invocation_id,
@@ -152,22 +170,26 @@ class Runner:
         error: BaseException | None = None
         result: Any = None
         cv = _current.set(ctx)
+        started = self._clock.now()
         try:
             result = fn()
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
             error = exc
         finally:
+            ran = Ran(started - work.claimed_at, self._clock.now() - started)
             _current.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)
             self._track(claim.job_id, token, False)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
+            if self._heartbeat is not None:
+                self._heartbeat.finishing(claim)
             failpoints.hit("after_effect")
-            queued = self._finish(claim, token, timeout, error, result)
+            queued = self._finish(claim, token, timeout, error, result, ran)
         finally:
             if self._heartbeat is not None and not queued:
-                self._heartbeat.drop(claim)  # a queued ack drops it once recorded
+                self._heartbeat.drop(claim)  # a queued ack is settled once recorded
 
     def _finish(
         self,
@@ -176,14 +198,16 @@ class Runner:
         timeout: float | None,
         error: BaseException | None,
         result: Any,
+        ran: Ran,
     ) -> bool:
         """Record the outcome; True if it was queued for a batched ack instead."""
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
             self._metrics.finished(claim.lane, "succeeded")
-            if log.isEnabledFor(logging.INFO):
-                log.info(
+            self._metrics.ran(claim.lane, task_label(claim), "succeeded", ran.took, ran.waited)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
                     "job %s invocation %s attempt %d succeeded",
                     claim.job_id,
                     claim.invocation_id,
@@ -195,7 +219,7 @@ class Runner:
                 return True
             self._commit(claim, lambda: self._store.complete(claim, result))
         else:
-            self._record_failure(claim, error)
+            self._record_failure(claim, error, ran)
         return False
 
     def flush_acks(self) -> None:
@@ -232,10 +256,11 @@ class Runner:
         self._metrics.finished(claim.lane, "failed")
         self._commit(claim, lambda: self._store.fail(claim, reason, None))
 
-    def _record_failure(self, claim: Claim, error: BaseException) -> None:
+    def _record_failure(self, claim: Claim, error: BaseException, ran: Ran) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        log.error(
+        log.log(
+            logging.ERROR if retry_in is None else logging.WARNING,
             "job %s invocation %s attempt %d failed (%s): %s\n%s",
             claim.job_id,
             claim.invocation_id,
@@ -252,6 +277,7 @@ class Runner:
             else ("failed" if retry_in is None else "retried")
         )
         self._metrics.finished(claim.lane, outcome)
+        self._metrics.ran(claim.lane, task_label(claim), outcome, ran.took, ran.waited)
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
         self._retrying(retry_in)
 
@@ -282,6 +308,8 @@ class Runner:
     def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
         """Record the outcome (retried a few times; see workers.commits)."""
         result = commits.record(claim.invocation_id, write)
+        if self._heartbeat is not None:
+            self._heartbeat.settled(claim, result)  # a refusal is a lost lease: reported once
         if result is None:
             return
         if result is not Commit.OK:

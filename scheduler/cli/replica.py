@@ -10,14 +10,16 @@ import socket
 import sys
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from scheduler.cli.app import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
+    EXIT_USAGE,
     TIMEOUT,
+    fail,
     main,
     namespace_option,
     redis_option,
@@ -27,6 +29,9 @@ from scheduler.cli.app import (
     timeout_option,
     with_wait_options,
 )
+
+if TYPE_CHECKING:
+    from scheduler.signals import Signals
 
 
 @main.command()
@@ -89,7 +94,25 @@ from scheduler.cli.app import (
     type=int,
     default=None,
     envvar="DUETIME_METRICS_PORT",
-    help="Serve Prometheus metrics on this port (needs duetime[metrics]).",
+    help="Serve /metrics (Prometheus; needs duetime[metrics]), /healthz and /readyz on this port.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="DUETIME_METRICS_HOST",
+    metavar="ADDR",
+    help="The address --metrics-port binds: 0.0.0.0 (or this host's address) to be "
+    "scraped from elsewhere, e.g. in a container.",
+)
+@click.option(
+    "--summary-every",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Log a one-line summary (jobs succeeded/failed/retried, lag and queue-wait "
+    "percentiles) this often at INFO; 0: never.",
 )
 @with_wait_options
 @shards_option
@@ -107,6 +130,8 @@ def run(
     log_level: str,
     log_format: str,
     metrics_port: int | None,
+    metrics_host: str,
+    summary_every: float,
     wait_replicas: int,
     wait_timeout_ms: int,
     shards: int | None,
@@ -122,39 +147,23 @@ def run(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     from scheduler.engine import Scheduler
-    from scheduler.stores.redis import (
-        ShardCountError,
-        StoreConfigError,
-        StoreUnavailableError,
-        open_store,
-    )
+    from scheduler.signals import Signals
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     with redis_url_or_embedded(redis_url, data_dir) as url:
         preflight(url)
-        try:
-            store = open_store(
-                url,
-                namespace,
-                shards=shards,
-                lease=lease,
-                resync=resync,
-                wait_replicas=wait_replicas,
-                wait_timeout_ms=wait_timeout_ms,
-            )
-        except ValueError as exc:  # a malformed URL or namespace
-            raise click.UsageError(str(exc)) from None
-        try:
-            store.check_server()  # refuses eviction and old servers; warns if AOF is off
-        except (StoreConfigError, ShardCountError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(EXIT_REFUSED) from None
-        except StoreUnavailableError as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(EXIT_UNREACHABLE) from None
-        engine = Scheduler(
-            workers, store=store, lanes=sizes, owner=owner, metrics=_metrics(store, metrics_port)
+        store = _open_checked(
+            url,
+            namespace,
+            shards=shards,
+            lease=lease,
+            resync=resync,
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
         )
+        signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
+        endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
+        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=signals)
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s",
             owner,
@@ -162,9 +171,15 @@ def run(
             store.url,
             {"default": workers, **sizes},
         )
-        stop.wait()
+        while not stop.wait(summary_every or None):
+            signals.log_summary()
         logging.getLogger("duetime").info("replica %s shutting down", owner)
+        signals.stopping()
         engine.shutdown(wait=True, timeout=shutdown_timeout)
+        if summary_every:
+            signals.log_summary()
+        if endpoint is not None:
+            endpoint.close()
         store.close()
 
 
@@ -180,10 +195,11 @@ def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
             importlib.import_module(module)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code at import
             where = ", ".join(paths) or os.getcwd()
-            raise click.UsageError(
+            fail(
                 f"cannot import task module {module!r} ({type(exc).__name__}: {exc}); run "
-                f"from the folder that holds it, or pass --path DIR (searched: {where})"
-            ) from None
+                f"from the folder that holds it, or pass --path DIR (searched: {where})",
+                EXIT_USAGE,
+            )
 
 
 def preflight(url: str) -> None:
@@ -200,14 +216,44 @@ def preflight(url: str) -> None:
         urls.close(client)
 
 
-def _metrics(store: Any, port: int | None) -> Any:
-    """Prometheus metrics on ``port`` (namespace gauges read from the store per scrape)."""
+def _open_checked(url: str, namespace: str, **options: Any) -> Any:
+    """The namespace's store, on a server that passed the checks (else exit 1 or 3)."""
+    from scheduler.stores.redis import (
+        ShardCountError,
+        StoreConfigError,
+        StoreUnavailableError,
+        open_store,
+    )
+
+    try:
+        store = open_store(url, namespace, **options)
+    except ValueError as exc:  # a malformed URL or namespace
+        raise click.UsageError(str(exc)) from None
+    try:
+        store.check_server()  # refuses eviction and old servers; warns if AOF is off
+    except (StoreConfigError, ShardCountError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_REFUSED) from None
+    except StoreUnavailableError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_UNREACHABLE) from None
+    return store
+
+
+def _serve(
+    store: Any, owner: str, namespace: str, signals: Signals, host: str, port: int | None
+) -> Any:
+    """Prometheus metrics, /healthz and /readyz on ``host:port``; the metrics wrap into
+    ``signals`` (namespace gauges are read from the store per scrape, by the metrics
+    leader only: presence.py). None without a port."""
     if port is None:
         return None
     from scheduler.metrics import PrometheusMetrics
-    from scheduler.stores.redis import queries
+    from scheduler.stores.redis import presence, queries
 
-    def namespace() -> dict[str, Any]:
+    def figures() -> dict[str, Any] | None:
+        if not presence.lead_metrics(queries.parts(store)[0], owner):
+            return None  # another replica exports them
         # only what the gauges show (stats() would also read thousands of events)
         return {
             "queue_depth": queries.queue_depths(store),
@@ -217,15 +263,19 @@ def _metrics(store: Any, port: int | None) -> Any:
             "quarantined": queries.quarantined_count(store),
         }
 
-    metrics = PrometheusMetrics(namespace_source=namespace)
     try:
-        metrics.serve(port)
-    except OSError as exc:
-        raise click.UsageError(
-            f"cannot serve metrics on port {port} ({exc.strerror or exc}): choose another "
-            "--metrics-port, or stop what holds it"
-        ) from None
-    return metrics
+        metrics = PrometheusMetrics(namespace=namespace, namespace_source=figures)
+    except ImportError as exc:
+        fail(f"--metrics-port: {exc}", EXIT_USAGE)
+    signals.inner = metrics
+    try:
+        return metrics.serve(port, host, ready=signals.ready)
+    except OSError as exc:  # the port is taken, or the address is not this host's
+        fail(
+            f"cannot serve metrics on {host}:{port} ({exc.strerror or exc}): choose another "
+            "--metrics-port or --metrics-host, or stop what holds it",
+            EXIT_USAGE,
+        )
 
 
 def _lane(text: str) -> tuple[str, int]:

@@ -184,6 +184,15 @@ class Closable(Protocol):
 
 
 @runtime_checkable
+class Retiring(Protocol):
+    """A store that lists live replicas (Redis): an engine that stops says so."""
+
+    def retire(self, owner: str) -> None:
+        """``owner`` stopped claiming for good: drop it from the live replicas now."""
+        ...
+
+
+@runtime_checkable
 class Upkeep(Protocol):
     """A store that can hold malformed data (Redis): the reconciler and the quarantine."""
 

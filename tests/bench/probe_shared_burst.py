@@ -9,6 +9,10 @@ used per job by Redis and by the replicas (from when all replicas are up), and t
 script calls per job. Typical use:
 
     PYTHONPATH=$PWD python tests/bench/probe_shared_burst.py --replicas 1 --task noop --runs 3
+
+The replicas run with ``--log-level ERROR`` unless ``--log-level`` says otherwise;
+``--log-level default`` passes no level, so they log as ``duetime run`` does by default.
+Their logs go to /dev/null (formatted and written, not kept).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def procs_cpu(procs: list[subprocess.Popen]) -> float:
     return tot
 
 
-def one(n: int, replicas: int, task: str) -> dict[str, float]:
+def one(n: int, replicas: int, task: str, log_level: str) -> dict[str, float]:
     import shared_tasks  # registers bench.hit (the witness task)
 
     with EmbeddedRedis(appendonly=False) as srv:
@@ -79,9 +83,9 @@ def one(n: int, replicas: int, task: str) -> dict[str, float]:
             "4",
             "--lease",
             "30",
-            "--log-level",
-            "ERROR",
         ]
+        if log_level != "default":
+            argv += ["--log-level", log_level]
         procs = [
             subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(replicas)
@@ -120,13 +124,18 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--task", choices=["noop", "witness"], default="noop")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--log-level",
+        default="ERROR",
+        help="the replicas' --log-level; 'default': none given (duetime run's default)",
+    )
     a = ap.parse_args()
     witness = None
     if a.task == "witness":
         witness = EmbeddedRedis(appendonly=False).start()
         os.environ["BENCH_WITNESS_URL"] = witness.url
     try:
-        runs = [one(a.jobs, a.replicas, a.task) for _ in range(a.runs)]
+        runs = [one(a.jobs, a.replicas, a.task, a.log_level) for _ in range(a.runs)]
     finally:
         if witness is not None:
             witness.stop()
@@ -134,7 +143,8 @@ def main() -> None:
         print("  run: " + "  ".join(f"{k} {v:,.2f}" for k, v in r.items()), file=sys.stderr)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(
-        f"{a.jobs} jobs, {a.replicas} replica(s) x 4 workers, task {a.task}, median of "
+        f"{a.jobs} jobs, {a.replicas} replica(s) x 4 workers, task {a.task}, "
+        f"log level {a.log_level}, median of "
         f"{a.runs}: {med['jobs_s']:,.0f} jobs/s; CPU per job: Redis {med['redis_us']:.1f} us, "
         f"replicas {med['replicas_us']:.0f} us; "
         f"{med['calls']:.3f} script calls per job"

@@ -62,7 +62,8 @@ def ns(redis_server) -> str:
     engine.after("tests.cli.ok", 0, job_id="done-ok")
     engine.after("tests.cli.boom", 0, job_id="done-boom")
     assert engine.wait_idle(5)
-    engine.shutdown(wait=True, timeout=5)
+    engine.shutdown(wait=True, timeout=5)  # a clean stop: it leaves the live replicas
+    assert store.claim_due({}, 30.0, "replica-1").claims == []  # one that is still alive
     store.close()
     with Client(url, namespace=name) as c:
         for job in ("done-ok", "done-boom"):  # the engine's commits may trail wait_idle
@@ -232,7 +233,8 @@ def test_stats_json_counts_the_queue_running_counters_and_replicas(cli, redis_se
     finally:
         store.close()
     assert d["counters"] == dict(sorted(kinds.items()))
-    assert d["replicas_alive"] == len(d["replicas"]) == 1  # the engine of the fixture
+    assert d["replicas_alive"] == len(d["replicas"]) == 1  # the fixture's "replica-1"
+    assert d["replicas"][0]["id"] == "replica-1"
     assert d["replicas"][0]["last_claim"] == pytest.approx(time.time(), abs=60)
 
 

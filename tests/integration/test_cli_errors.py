@@ -190,4 +190,4 @@ def test_run_with_its_metrics_port_in_use_is_one_line(redis_server, redis_ns):
     finally:
         holder.close()
     assert r.exit_code == 2, r.output
-    assert f"cannot serve metrics on port {port}" in r.output and "Traceback" not in r.output
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in r.output and "Traceback" not in r.output

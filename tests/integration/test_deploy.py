@@ -293,6 +293,36 @@ def test_k8s_deployment_pdb_configmap_secret():
         assert not {"--help", "-h", "--version"} & set(command), probe
 
 
+def test_k8s_probes_use_the_health_endpoints():
+    """Liveness on /healthz, readiness on /readyz, both on the port the replica serves
+    (--metrics-port, exposed as a named containerPort), bound where the kubelet reaches it."""
+    (container,) = k8s("Deployment")["spec"]["template"]["spec"]["containers"]
+    entry, _ = image_entrypoint_and_cmd()
+    _, params = parse(entry + container["args"])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == params["metrics_port"]
+    assert params["metrics_host"] not in ("127.0.0.1", "localhost", "::1")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path, probe
+        assert ports.get(get["port"], get["port"]) == params["metrics_port"], probe
+
+
+def test_replicas_that_serve_metrics_bind_an_address_scrapers_reach():
+    """--metrics-host defaults to 127.0.0.1; every deploy file that serves the endpoint
+    (for an outside scraper or the kubelet) says where it binds."""
+    serving = []
+    for where, argv in invocations():
+        name, params = parse(argv)
+        if name == "run" and params["metrics_port"] is not None:
+            serving.append(where)
+            assert params["metrics_host"] == "0.0.0.0", where
+    assert sum(w.startswith("compose service replica-") for w in serving) == 3
+    assert any(w.startswith("k8s") for w in serving)
+    assert any(w.startswith("duetime.service") for w in serving)
+    assert "prometheus-client" in (ROOT / "pyproject.toml").read_text()
+
+
 def test_systemd_unit():
     service = unit()["Service"]
     assert service["Restart"] == ["on-failure"]
@@ -319,7 +349,7 @@ def test_systemd_analyze_verify(tmp_path):
 def test_dockerfile():
     (base,) = dockerfile_instruction("FROM")
     assert base == "python:3.11-slim"
-    assert "EXTRAS=redis" in dockerfile_instruction("ARG")
+    assert "EXTRAS=redis,metrics" in dockerfile_instruction("ARG")  # the k8s probes need it
     assert any('pip install ".[${EXTRAS}]"' in r for r in dockerfile_instruction("RUN"))
     (user,) = dockerfile_instruction("USER")
     assert user.split(":")[0] not in ("0", "root")
@@ -724,12 +754,15 @@ def test_compose_replica_command_runs_under_its_acl(server, tmp_path):
 
     replica = compose()["services"]["replica-1"]
     command = list(replica["command"])
+    for option in ("--metrics-port", "--metrics-host"):  # the test's own, below
+        if option in command:
+            del command[command.index(option) : command.index(option) + 2]
     metrics_port = None
     if importlib.util.find_spec("prometheus_client") is not None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             metrics_port = sock.getsockname()[1]
-        command += ["--metrics-port", str(metrics_port)]
+        command += ["--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1"]
     user = urlsplit(replica["environment"]["DUETIME_REDIS_URL"]).username
     env = {
         **os.environ,
@@ -755,7 +788,10 @@ def test_compose_replica_command_runs_under_its_acl(server, tmp_path):
             if metrics_port is not None:
                 url = f"http://127.0.0.1:{metrics_port}/metrics"
                 with urllib.request.urlopen(url, timeout=5) as reply:
-                    assert "duetime_queue_depth" in reply.read().decode()
+                    assert "duetime_queue_depth" in reply.read().decode()  # the leader
+                url = f"http://127.0.0.1:{metrics_port}/readyz"
+                with urllib.request.urlopen(url, timeout=5) as reply:
+                    assert reply.status == 200
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(10) == 0, log.read_text()
         finally:

@@ -1,27 +1,43 @@
-"""Prometheus metrics: exact values under the fake clock."""
+"""Prometheus metrics: exact values under the fake clock; the endpoint's health checks."""
 
 from __future__ import annotations
 
+import sys
+import urllib.error
+import urllib.request
+
 import pytest
 
+from scheduler import task
 from scheduler.metrics import PrometheusMetrics
 
 prom = pytest.importorskip("prometheus_client")
 
 
 def value(metrics, name, **labels):
-    return metrics.registry.get_sample_value(name, labels or None)
+    return metrics.registry.get_sample_value(name, {"namespace": metrics.namespace, **labels})
+
+
+@task("tests.metrics.sleepy")
+def sleepy() -> None:
+    from tests.unit.test_metrics import CLOCK
+
+    CLOCK[0].advance(2.0)  # the call takes 2 s of the fake clock
+
+
+CLOCK: list = []
 
 
 def test_claims_lag_and_outcomes(make_engine, clock):
     metrics = PrometheusMetrics(
+        namespace="prod",
         namespace_source=lambda: {
             "queue_depth": {"default": 7},
             "running": 1,
             "replicas": 3,
             "events": {"skipped": 2},
             "quarantined": 4,
-        }
+        },
     )
     eng = make_engine(metrics=metrics)
 
@@ -43,8 +59,92 @@ def test_claims_lag_and_outcomes(make_engine, clock):
     assert value(metrics, "duetime_replicas_alive") == 3
     assert value(metrics, "duetime_events_total", kind="skipped") == 2
     assert value(metrics, "duetime_quarantined") == 4
+    assert value(metrics, "duetime_metrics_leader") == 1
+    assert value(metrics, "duetime_run_duration_seconds_count", task="callable", outcome="failed")
     text = prom.generate_latest(metrics.registry).decode()
     assert "duetime_dispatch_lag_seconds_bucket" in text
+    duetime = [line for line in text.splitlines() if line.startswith("duetime_")]
+    assert duetime and all('namespace="prod"' in line for line in duetime)
+    if sys.platform == "linux":  # the process collector reads /proc
+        assert "process_cpu_seconds_total" in text and "process_resident_memory_bytes" in text
+    assert "python_gc_objects_collected_total" in text and "python_info" in text
+
+
+def test_run_duration_per_task(make_engine, clock):
+    CLOCK[:] = [clock]
+    metrics = PrometheusMetrics()
+    eng = make_engine(metrics=metrics)
+    eng.after("tests.metrics.sleepy", 1)
+    eng.after(lambda: None, 1)
+    clock.advance(1)
+    assert eng.wait_idle()
+    got = value(
+        metrics,
+        "duetime_run_duration_seconds_sum",
+        task="tests.metrics.sleepy",
+        outcome="succeeded",
+    )
+    assert got == 2.0
+    assert (
+        value(metrics, "duetime_run_duration_seconds_count", task="callable", outcome="succeeded")
+        == 1
+    )
+    assert (
+        value(
+            metrics,
+            "duetime_run_duration_seconds_bucket",
+            task="tests.metrics.sleepy",
+            outcome="succeeded",
+            le="1.0",
+        )
+        == 0
+    )
+
+
+def test_only_the_leader_exports_the_namespace_gauges():
+    """A source that returns None (another replica holds ``metrics-leader``): none of the
+    namespace-wide series, and ``duetime_metrics_leader`` 0; a source that fails (Redis
+    down): the same, and the replica's own series are still served."""
+
+    def failing():
+        raise ConnectionError("down")
+
+    for source in (lambda: None, failing):
+        metrics = PrometheusMetrics(namespace="prod", namespace_source=source)
+        metrics.claimed("default", 0.5)
+        text = prom.generate_latest(metrics.registry).decode()
+        assert value(metrics, "duetime_metrics_leader") == 0
+        for name in ("duetime_queue_depth", "duetime_running", "duetime_replicas_alive"):
+            assert f"\n{name}{{" not in text and f"\n{name} " not in text
+        assert value(metrics, "duetime_claims_total", lane="default") == 1
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_endpoint_serves_metrics_and_health():
+    state = {"ready": (False, "no claim round has reached the store yet")}
+    metrics = PrometheusMetrics(namespace="prod")
+    endpoint = metrics.serve(0, "127.0.0.1", ready=lambda: state["ready"])
+    base = f"http://127.0.0.1:{endpoint.port}"
+    try:
+        assert get(base + "/healthz") == (200, "ok\n")
+        assert get(base + "/readyz") == (
+            503,
+            "not ready: no claim round has reached the store yet\n",
+        )
+        state["ready"] = (True, "the last claim round reached the store 0.1s ago")
+        assert get(base + "/readyz")[0] == 200
+        status, text = get(base + "/metrics")
+        assert status == 200 and "duetime_lease_losses_total" in text
+        assert get(base + "/nope")[0] == 404
+    finally:
+        endpoint.close()
 
 
 def test_the_example_alert_rules_are_valid_and_name_real_metrics():
@@ -67,13 +167,23 @@ def test_the_example_alert_rules_are_valid_and_name_real_metrics():
     )
     exported |= {f"{m}_total" for m in exported} | {f"{m}_bucket" for m in exported}
     rules = [r for g in doc["groups"] for r in g["rules"]]
-    assert {"DuetimeQuarantineNotEmpty"} <= {r["alert"] for r in rules}
+    assert {
+        "DuetimeQuarantineNotEmpty",
+        "DuetimeDataLoss",
+        "DuetimeDispatchLagHigh",
+        "DuetimeJobFailures",
+        "DuetimeLeaseLosses",
+        "DuetimeNoLiveReplica",
+    } <= {r["alert"] for r in rules}
     for rule in rules:
         assert set(rule) >= {"alert", "expr", "labels", "annotations"}, rule
         assert rule["labels"]["severity"] in {"page", "ticket"}
         assert rule["annotations"]["summary"] and rule["annotations"]["runbook"]
         for name in re.findall(r"duetime_[a-z_]+", rule["expr"]):
             assert name in exported, (rule["alert"], name)
+        # every aggregation keeps the namespace apart (one alert per namespace)
+        for agg in re.findall(r"\b(?:sum|max|min|avg|count)\b(?: by \(([^)]*)\))?", rule["expr"]):
+            assert "namespace" in agg, (rule["alert"], rule["expr"])
     if shutil.which("promtool"):
         out = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True)
         assert out.returncode == 0, out.stderr

@@ -102,9 +102,7 @@ def test_the_wheel_installs_and_runs_as_the_readme_says(wheel, tmp_path):
 
 
 REGISTRY_LINE = re.compile(r"pip install [\"']?duetime\[")
-# the metrics module belongs to the logging/metrics work of issue 13, which rewrites its
-# import error there; remove it from here once that has landed
-NOT_YET = {"scheduler/metrics.py"}
+NOT_YET: set[str] = set()  # files allowed a bare registry line (none)
 
 
 def test_registry_install_lines_say_once_published():

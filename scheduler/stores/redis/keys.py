@@ -46,6 +46,7 @@ class Keys:
         self.quarantine = p + "quarantine"  # list: malformed due members (before 0.2; legacy)
         self.quarantined = p + "quarantined"  # hash: entry id -> JSON record of what moved
         self.reconcile = p + "reconcile"  # string: the reconciler's SCAN cursor, shared
+        self.metrics_leader = p + "metrics-leader"  # string, TTL: replica exporting gauges
         self.fence = p + "fence"  # counter: fencing numbers
         self.gen = p + "gen"  # counter: job definition generations
         self.seq = p + "seq"  # counter: FIFO order of due entries

@@ -423,6 +423,11 @@ class ShardedStore(WakeSubscriptions):
         with self._lock:
             self._trusted = False
 
+    def retire(self, owner: str) -> None:
+        """Replica ``owner`` stopped: its live key goes from every shard it claimed in."""
+        for s in self.shards:
+            s.retire(owner)
+
     def close(self) -> None:
         self._close_subscriptions()
         urls.close(self._r)

@@ -35,7 +35,7 @@ from scheduler.model import (
     Quarantined,
     Reconciled,
 )
-from scheduler.stores.redis import calendar_plans, codec, shards, upkeep, urls
+from scheduler.stores.redis import calendar_plans, codec, presence, shards, upkeep, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
@@ -467,15 +467,13 @@ class RedisStore(WakeSubscriptions):
         self._notify(self.due_in(due_ms))
 
     # ---- upkeep: the reconciler and the quarantine (upkeep.py) ----------------------------
-
     def _upkeep(self) -> None:
         """A reconciler pass, at most once per resync period (never raises)."""
         self._upkeep_at = time.monotonic() + self.resync
         upkeep.background_pass(self)
 
     def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        """Check every job of the namespace once (``duetime doctor``), repairing what a
-        crash or a past bug left behind unless ``dry_run``."""
+        """Check every job once (``duetime doctor``); repair unless ``dry_run``."""
         with self.reachable():
             return upkeep.reconcile_all(self, dry_run)
 
@@ -492,6 +490,10 @@ class RedisStore(WakeSubscriptions):
         """Drop a quarantine entry and its raw data (``"*"``: all); how many were dropped."""
         with self.reachable():
             return upkeep.purge(self, entry_id)
+
+    def retire(self, owner: str) -> None:
+        """Replica ``owner`` stopped: it leaves the live set at once (presence.py)."""
+        presence.retire(self, owner)
 
     def close(self) -> None:
         self._close_subscriptions()

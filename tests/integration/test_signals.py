@@ -1,0 +1,192 @@
+"""Honest signals of ``duetime run`` as real processes on a real redis-server (issue 13):
+a replica stopped with SIGTERM leaves the live set at once; at the default log level it
+writes no line per successful job but a summary; its endpoint serves /healthz, /readyz
+and /metrics with a ``namespace`` label, the run-duration histogram, and the
+namespace-wide gauges on one replica only (the metrics leader).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from scheduler import Client
+from scheduler.stores.redis import RedisStore, queries
+from tests.faults.fleet import wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = 40
+NS = "signals"  # each test has a private redis-server (the shared one stays small)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:  # not listening yet
+        return 0, str(exc)
+
+
+class Replica:
+    """``duetime run`` at its default log level, with the endpoint on a free port."""
+
+    def __init__(self, url: str, ns: str, log: Path, metrics: bool) -> None:
+        self.port = free_port()
+        self.log = log
+        argv = [sys.executable, "-m", "scheduler", "run", "--redis", url, "--namespace", ns]
+        argv += ["--import", "tests.helpers", "--workers", "2", "--resync", "0.5"]
+        if metrics:
+            argv += ["--metrics-port", str(self.port)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def get(self, path: str) -> tuple[int, str]:
+        return get(f"http://127.0.0.1:{self.port}{path}")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of one series in a text exposition (labels in any order)."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        if found == labels:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def live(store: RedisStore) -> set[str]:
+    return {r["id"] for r in queries.replicas(store)}
+
+
+def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(private_redis, tmp_path):
+    """Its ``replica:<id>`` key (TTL 3 leases: 90 s here) is deleted by the shutdown, so
+    ``duetime stats`` stops listing it as soon as the process has exited."""
+    redis_url, redis_ns = private_redis.url, NS
+    store = RedisStore(redis_url, redis_ns)
+    a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=False)
+    b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=False)
+    try:
+        assert wait_until(lambda: len(live(store)) == 2, 30), a.log.read_text()
+        ids = live(store)
+        (a_id,) = [i for i in ids if f"-{a.proc.pid}-" in i]
+        assert a.stop() == 0, a.log.read_text()
+        assert live(store) == ids - {a_id}  # at once: no wait for the key's TTL
+        assert b.stop() == 0, b.log.read_text()
+        assert live(store) == set()
+    finally:
+        a.kill()
+        b.kill()
+        store.close()
+
+
+def test_default_log_level_endpoint_and_metrics_leader(private_redis, tmp_path):
+    pytest.importorskip("prometheus_client")
+    redis_url, redis_ns = private_redis.url, NS
+    a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=True)
+    b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=True)
+    replicas = [a, b]
+    try:
+        for r in replicas:
+            assert wait_until(lambda r=r: r.get("/readyz")[0] == 200, 30), r.log.read_text()
+            assert r.get("/healthz") == (200, "ok\n")
+        with Client(redis_url, namespace=redis_ns) as client:
+            ids = [client.enqueue("tests.noop", delay=0.2) for _ in range(JOBS)]
+            assert wait_until(lambda: all(client.get(i).runs == 1 for i in ids), 30)
+        texts = [r.get("/metrics")[1] for r in replicas]
+        ns = redis_ns
+        leaders = [sample(t, "duetime_metrics_leader", namespace=ns) for t in texts]
+        assert sorted(leaders) == [0.0, 1.0], leaders  # one exports the namespace gauges
+        leader = leaders.index(1.0)
+        assert sample(texts[leader], "duetime_replicas_alive", namespace=ns) == 2
+        assert sample(texts[1 - leader], "duetime_replicas_alive", namespace=ns) is None
+        assert "duetime_queue_depth{" not in texts[1 - leader]
+        runs = [
+            sample(
+                t,
+                "duetime_run_duration_seconds_count",
+                namespace=ns,
+                task="tests.noop",
+                outcome="succeeded",
+            )
+            or 0
+            for t in texts
+        ]
+        assert sum(runs) == JOBS
+        for t in texts:
+            assert "process_cpu_seconds_total" in t and "python_gc_objects_collected_total" in t
+            assert all(
+                f'namespace="{ns}"' in line
+                for line in t.splitlines()
+                if line.startswith("duetime_")
+            )
+        # the leader stops: its key goes with it, and the other replica takes over
+        assert replicas[leader].stop() == 0
+        other = replicas[1 - leader]
+        status, text = other.get("/metrics")
+        assert sample(text, "duetime_metrics_leader", namespace=ns) == 1.0
+        assert sample(text, "duetime_replicas_alive", namespace=ns) == 1
+        assert other.stop() == 0
+    finally:
+        for r in replicas:
+            r.kill()
+    logs = [r.log.read_text() for r in replicas]
+    succeeded = 0
+    for log in logs:
+        assert " started" not in log and " succeeded\n" not in log, log  # no line per job
+        summaries = re.findall(r"summary of the last \d+s: (\d+) succeeded", log)
+        assert summaries, log  # the last period's summary, logged at shutdown
+        succeeded += sum(int(n) for n in summaries)
+    assert succeeded == JOBS
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_1(private_redis):
+    pytest.importorskip("prometheus_client")
+    redis_url, redis_ns = private_redis.url, NS
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "scheduler", "run", "--redis", redis_url]
+            + ["--namespace", redis_ns, "--metrics-port", str(port)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 1, out.stderr
+    assert f"error: cannot serve metrics on 127.0.0.1:{port}:" in out.stderr
+    assert "Traceback" not in out.stderr
