@@ -53,7 +53,8 @@ class Heartbeat:
             failpoints.hit("renew")
             return self._store.renew([claim], self._lease) == [Commit.OK]
         except Exception as exc:  # unreachable store: we cannot prove we still own it
-            log.warning("renewing %s failed: %s", claim.invocation_id, exc)
+            if not getattr(exc, "logged", False):  # a corrupt key: reported, rate-limited
+                log.warning("renewing %s failed: %s", claim.invocation_id, exc)
             return False
 
     def _beat(self) -> None:
@@ -66,7 +67,8 @@ class Heartbeat:
             failpoints.hit("renew")
             results = self._store.renew([c for c, _ in held], self._lease)
         except Exception as exc:  # keep running what we hold; the store decides at commit
-            log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
+            if not getattr(exc, "logged", False):  # a corrupt key: reported, rate-limited
+                log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
             results = [Commit.OK] * len(held)
         lost = sum(1 for r in results if r is not Commit.OK)
         self._metrics.renewed(len(results) - lost)
