@@ -30,6 +30,7 @@ SCRIPTS = (
     "trigger",
     "plan",
     "backfill",
+    "quarantine",
 )
 
 INCLUDE_DIR = "include"

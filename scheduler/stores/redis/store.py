@@ -339,11 +339,12 @@ class RedisStore(WakeSubscriptions):
         return ClaimBatch(claims, due_in, now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
-        """A claimed job whose definition cannot be read: record it as failed (it lands
-        in its dead letters, with the reason) instead of crashing the loop."""
-        reason = f"malformed job data in Redis ({type(exc).__name__}: {exc}); quarantined"
-        log.error("job %s: %s", c.get("j"), reason)
-        self.call_script("fail", c["j"], c["t"], reason, "")
+        """A claimed job whose definition cannot be read: moved aside, into the
+        namespace's quarantine (quarantine.lua drops the claim's RUNNING entry and lease,
+        renames the job key and records why), instead of crashing the loop."""
+        reason = f"malformed job data in Redis ({type(exc).__name__}: {exc})"
+        log.error("job %s: %s; moved aside (quarantined)", c.get("j"), reason)
+        self.call_script("quarantine", c["j"], c["t"], reason[:1000])
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         if not claims:
