@@ -29,10 +29,23 @@ from scheduler.stores.redis import calendar_plans, codec, shards, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
-from scheduler.stores.redis.server_checks import StoreConfigError, check_info
+from scheduler.stores.redis.server_checks import (
+    StoreConfigError,
+    StoreCorruptError,
+    check_info,
+    check_keys,
+    corrupt_error,
+    log_rate_limited,
+)
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
-__all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
+__all__ = [
+    "RedisStore",
+    "StoreConfigError",
+    "StoreCorruptError",
+    "StoreFullError",
+    "StoreUnavailableError",
+]
 
 log = logging.getLogger("duetime.redis")
 
@@ -146,7 +159,9 @@ class RedisStore(WakeSubscriptions):
 
     def call_script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` (lua/) with the namespace's prefix and time argument, then
-        ``args``; its reply. Bad input refused by the script raises ValueError."""
+        ``args``; its reply. Bad input refused by the script raises ValueError; a
+        namespace key of the wrong type, ``StoreCorruptError`` (logged at most once a
+        minute per key)."""
         argv = [self.keys.prefix, self._now_arg(), *args]
         try:
             with self.reachable():
@@ -159,6 +174,8 @@ class RedisStore(WakeSubscriptions):
                 raise ValueError(f"the store refused the request: {exc}") from exc
             if "duetime layout" in str(exc):
                 raise StoreConfigError(str(exc).removeprefix("duetime ")) from exc
+            if "duetime corrupt" in str(exc):
+                raise log_rate_limited(log, corrupt_error(str(exc), self.url)) from exc
             raise
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
@@ -176,8 +193,9 @@ class RedisStore(WakeSubscriptions):
     def check_server(self) -> list[str]:
         """Check the server before running on it: Redis >= 7.0 and
         ``maxmemory-policy noeviction`` (raises ``StoreConfigError`` with the fix
-        otherwise); returns warnings (AOF off). Also records the namespace's epoch, whose
-        disappearance later means Redis lost its data."""
+        otherwise); returns warnings (AOF off). Refuses a namespace whose own keys are of
+        the wrong type (``StoreCorruptError`` naming the key and what to do). Also records
+        the namespace's epoch, whose disappearance later means Redis lost its data."""
         try:
             info = self._r.info()
         except self._redis_mod.ConnectionError as exc:
@@ -186,11 +204,19 @@ class RedisStore(WakeSubscriptions):
         if self._checked is not None:
             return self._checked
         shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
+        self.check_keys()
         self.adopt_epoch()
         for w in warnings:
             log.warning(w)
         self._checked = warnings
         return warnings
+
+    def check_keys(self) -> None:
+        """Raise ``StoreCorruptError`` if a namespace-wide key (due sets, lease, running,
+        events, stats, counters, ...) holds the wrong type: such a key cannot be moved
+        aside like one job, and every script would refuse to run on it."""
+        with self.reachable():
+            check_keys(self._r, self.keys, self.url)
 
     def _watch_epoch(self, epoch: str) -> None:
         """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
