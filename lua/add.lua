@@ -48,14 +48,14 @@ if not num or not grace or grace < (kind == 'cron' and -1 or 0) or not max_stall
     or max_stalls < 1 or (window ~= '' and not (int(window) and int(window) >= 0)) then
   return redis.error_reply('ERR duetime bad-input number')
 end
-if not RULES.kind[1](kind) then return redis.error_reply('ERR duetime bad-input kind') end
+if not rule_ok('kind', kind) then return redis.error_reply('ERR duetime bad-input kind') end
 if (series and num <= 0) or (kind == 'after' and num < 0) then
   return redis.error_reply('ERR duetime bad-input interval')
 end
 if anchor_arg ~= '' and not int(anchor_arg) then
   return redis.error_reply('ERR duetime bad-input anchor')
 end
-if not (RULES.misfire[1](misfire) and RULES.overlap[1](overlap) and RULES.delivery[1](delivery)) then
+if not (rule_ok('misfire', misfire) and rule_ok('overlap', overlap) and rule_ok('delivery', delivery)) then
   return redis.error_reply('ERR duetime bad-input policy')
 end
 

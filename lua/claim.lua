@@ -54,7 +54,9 @@ local resent = resent_reply(owner, req)
 if resent then return resent end   -- a resend: same reply, nothing claimed twice
 
 -- the namespace keys this call may touch, once, before its first write
-local corrupt = running_ok() or aside_ok() or seq_ok() or expect(P .. 'epoch', 'string') or
+local epoch = redis.pcall('GET', P .. 'epoch')  -- the reply's; its type, checked here
+local corrupt = running_ok() or aside_ok() or seq_ok() or
+  (type(epoch) == 'table' and expect(P .. 'epoch', 'string')) or
   events_ok('claimed', 'quarantined', 'skipped', 'lease_lost', 'abandoned', 'dead_lettered')
 for _, lc in ipairs(caps) do corrupt = corrupt or lane_ok(lc[1]) end
 local fence, bad_fence = expect_int(P .. 'fence')
@@ -94,8 +96,7 @@ write_claims(b)
 local nxt = next_due(left)
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
-local epoch = redis.call('GET', P .. 'epoch') or ''
-local reply = cjson.encode({now = now, next = nxt, claims = b.claims, epoch = epoch,
+local reply = cjson.encode({now = now, next = nxt, claims = b.claims, epoch = epoch or '',
   fence = fence_before, plan = b.plans})
 remember_reply(owner, req, reply)
 return reply

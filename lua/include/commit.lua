@@ -40,7 +40,9 @@ local function commit_plan(job, token, outcome, r, code, data, extra)
   end
   if not r then return {code = code} end
   local f, why, t = read_job(job, COMMIT_FIELDS)
-  if f and extra and extra(job) then why, t = 'malformed job data: ' .. extra(job), 'hash' end
+  if not why and extra and extra(job) then  -- (checked even if the job is gone: it writes)
+    why, t = 'malformed job data: ' .. extra(job), f and 'hash' or 'none'
+  end
   if why then
     plan.q = {id = job, job = job, type = t, reason = why .. '; the invocation of ' ..
       fmt(r.sched) .. ' (attempt ' .. fmt(r.attempt) .. ') ' .. outcome}
