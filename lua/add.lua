@@ -3,8 +3,8 @@
 --
 -- Equal definition of a live job: no-op, the anchor and pending occurrence are kept.
 -- Changed definition: replaced atomically (new generation; the old pending occurrence
--- is removed, old retries become stale; a running invocation may finish). An existing job
--- that does not parse is moved aside first (include/replace.lua), then the job is created.
+-- is removed, old retries become stale; a running invocation may finish). Decide, then
+-- write: an old job that does not parse is moved aside first (include/replace.lua).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats,

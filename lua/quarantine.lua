@@ -4,7 +4,9 @@
 -- JSON object, an unknown schedule kind). Token-checked like complete.lua: only the
 -- claim's owner, within its lease, moves it; its RUNNING entry and lease are dropped and
 -- the job key is renamed to quarantined:<job> with the record of include/aside.lua
--- (by "claim": found at claim time), counted by one `quarantined` event.
+-- (by "claim": found at claim time), counted by one `quarantined` event. Decide, then
+-- write: the token is checked first; a corrupt namespace key stops the call before any
+-- write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, lease, running, events, stats, quarantined,
