@@ -3,11 +3,12 @@
 --
 -- Equal definition of a live job: no-op, the anchor and pending occurrence are kept.
 -- Changed definition: replaced atomically (new generation; the old pending occurrence
--- is removed, old retries become stale; a running invocation may finish).
+-- is removed, old retries become stale; a running invocation may finish). Decide, then
+-- write: an old job that does not parse is moved aside first (include/replace.lua).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
 -- ARGV[5] lane              ARGV[6] kind: after | at | every | cron
@@ -22,43 +23,50 @@
 -- Returns: {outcome, due_in_ms, seq_before, seq_after} with outcome created | replaced |
 --          unchanged and the namespace's seq counter before and after this call (a client
 --          that finds it below a value it saw acknowledged knows Redis lost writes),
---          or an error reply "ERR duetime bad-input <what>" (nothing written)
+--          or an error reply "ERR duetime bad-input <what>" or "ERR duetime corrupt
+--          ..." (nothing written)
 
 --@include core
 --@include job
 --@include events
 --@include due
 --@include grid
+--@include check
+--@include aside
+--@include replace
 
 local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local num, anchor_arg = int(ARGV[7]), ARGV[8]
 local grace, max_stalls = int(ARGV[9]), int(ARGV[13])
 local misfire, overlap, delivery, window = ARGV[10], ARGV[11], ARGV[12], ARGV[14] or ''
 local series = kind == 'every' or kind == 'cron'
-if job == '' or def == '' or lane == '' then return redis.error_reply('ERR duetime bad-input id') end
+if job == '' or def == '' or lane == '' or #job > FIELD_MAX or #lane > FIELD_MAX then
+  return redis.error_reply('ERR duetime bad-input id')
+end
+if #def > DEF_MAX then return redis.error_reply('ERR duetime bad-input def') end
 if not num or not grace or grace < (kind == 'cron' and -1 or 0) or not max_stalls
     or max_stalls < 1 or (window ~= '' and not (int(window) and int(window) >= 0)) then
   return redis.error_reply('ERR duetime bad-input number')
 end
-if kind ~= 'after' and kind ~= 'at' and not series then
-  return redis.error_reply('ERR duetime bad-input kind')
-end
+if not rule_ok('kind', kind) then return redis.error_reply('ERR duetime bad-input kind') end
 if (series and num <= 0) or (kind == 'after' and num < 0) then
   return redis.error_reply('ERR duetime bad-input interval')
 end
 if anchor_arg ~= '' and not int(anchor_arg) then
   return redis.error_reply('ERR duetime bad-input anchor')
 end
-if (misfire ~= 'skip' and misfire ~= 'run_once' and misfire ~= 'catch_up')
-    or (overlap ~= 'skip' and overlap ~= 'allow' and overlap ~= 'queue')
-    or (delivery ~= 'at_least_once' and delivery ~= 'at_most_once') then
+if not (rule_ok('misfire', misfire) and rule_ok('overlap', overlap) and rule_ok('delivery', delivery)) then
   return redis.error_reply('ERR duetime bad-input policy')
 end
 
-local now = now_ms()
+local corrupt = aside_ok() or seq_ok() or expect(P .. 'lanes', 'set') or lane_ok(lane) or
+  events_ok('scheduled', 'quarantined') or select(2, expect_int(P .. 'gen'))
+local now, jk = now_ms(), jkey(job)
+local old, bad, aside = read_old(job)
+corrupt = corrupt or bad
+if corrupt then return corrupt end
 local seq_before = tonumber(redis.call('GET', P .. 'seq') or '0')
-local jk = jkey(job)
-local old = fields(jk, 'def', 'cancelled', 'state', 'next', 'e', 'lane', 'running')
+if aside then move_aside(now, 'add', aside) end
 local live = old.def and old.cancelled ~= '1' and (not old.state or old.state == '')
 if live and old.def == def then
   local due_in = -1
@@ -96,11 +104,9 @@ if not layout then redis.call('SET', P .. 'layout', LAYOUT) end
 local due, k = nil, 0
 if kind == 'after' then
   due = now + num
-elseif kind == 'at' then
+elseif kind ~= 'every' then  -- at, cron: the first occurrence
   due = num
-elseif kind == 'cron' then
-  due = num
-  if anchor_arg ~= '' then redis.call('HSET', jk, 'after', anchor_arg) end
+  if kind == 'cron' and anchor_arg ~= '' then redis.call('HSET', jk, 'after', anchor_arg) end
 else
   local anchor = now
   if anchor_arg ~= '' then anchor = int(anchor_arg) end

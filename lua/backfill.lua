@@ -4,21 +4,26 @@
 -- recorded skipped range, and no earlier backfill queued it (the bf:<job> set). Each run
 -- keeps its invocation identity (job id + scheduled instant), so nothing that ran (or
 -- was queued by a backfill) runs again. Nothing at or after the pending occurrence is
--- touched: the series itself runs those.
+-- touched: the series itself runs those. Decide, then write: the job, its skipped
+-- ranges and its bf set are checked first; a job whose data does not parse is moved
+-- aside (include/aside.lua); a corrupt namespace key stops the call before writing.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
---   bf:<job_id>, layout
+--   bf:<job_id>, quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation the caller read the schedule from
 -- ARGV[5..] candidate occurrences, epoch ms, computed by the caller from that schedule
 -- Returns: how many runs were queued; -1 if the job is gone, cancelled or was replaced
---          since the caller read it (nothing written)
+--          since the caller read it (nothing written), or was moved aside (it did not
+--          parse); or an error reply "ERR duetime corrupt ..." 
 
 --@include core
---@include job
 --@include events
 --@include due
+--@include skips
+--@include check
+--@include aside
 
 local job, gen = ARGV[3], ARGV[4]
 if job == '' or not int(gen) then return redis.error_reply('ERR duetime bad-input id') end
@@ -29,8 +34,21 @@ for i = 5, #ARGV do
   cands[#cands + 1] = t
 end
 
-local jk = jkey(job)
-local f = fields(jk, 'gen', 'cancelled', 'state', 'next', 'since', 'lane')
+local corrupt = aside_ok() or seq_ok() or events_ok('backfilled', 'quarantined')
+if corrupt then return corrupt end
+local f, why, t = read_job(job, {'gen', 'cancelled', 'state', 'next', 'since', 'lane', 'retries'})
+local bft = redis.call('TYPE', P .. 'bf:' .. job)['ok']
+if f and (skips_problem(job) or (bft ~= 'none' and bft ~= 'zset')) then
+  why, t = 'malformed job data: ' .. (skips_problem(job) or 'bf:' .. job .. ' is a ' .. bft ..
+    ', not a zset'), 'hash'
+end
+if why then
+  move_aside(now_ms(), 'backfill', {id = job, job = job, reason = why, type = t})
+  return -1
+end
+if not f then return -1 end
+corrupt = lane_ok(f.lane)
+if corrupt then return corrupt end
 if f.gen ~= gen or f.cancelled == '1' or (f.state and f.state ~= '') then return -1 end
 local pending, since = tonumber(f.next), int(f.since or '')
 local ranges = {}

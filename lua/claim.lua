@@ -4,12 +4,18 @@
 -- is greater than every earlier one. A recurring job's next occurrence (anchor + k*iv,
 -- misfire policy applied) is written here, in the same step, so a series can be neither
 -- lost nor doubled (calendar series: include/calendar.lua). A resend of the same
--- request returns the same reply.
+-- request returns the same reply. Decide, then write: every expired lease and every
+-- fetched due member is inspected (parsed, its job's key type and fields checked) before
+-- the first write that concerns it, and no member leaves its due set before its fate is
+-- decided; one whose data does not parse is moved aside on its own (the quarantine,
+-- include/aside.lua) and the rest are claimed normally. A namespace key of the wrong type
+-- stops the call before any write ("ERR duetime corrupt <key> is a <type>, expected
+-- <type>").
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantine, claimed:<owner>,
---   replica:<owner>, epoch, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
+--   claimed:<owner>, replica:<owner>, epoch, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)
@@ -20,12 +26,13 @@
 --          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
 --          the namespace's epoch key ("" if missing: Redis lost its data); "fence" is the
 --          fence counter before this call (below a fence already handed out: claims lost);
---          "plan" lists calendar jobs that need the caller to compute occurrences.
+--          "plan" lists calendar jobs that need the caller to compute occurrences;
+--          or an error reply "ERR duetime corrupt ..." (nothing written)
 
 --@include core
 --@include resend
 --@include reap
---@include admit
+--@include inspect
 
 local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
 if owner == '' or not string.match(req, '^[%w%-]+$') then
@@ -46,26 +53,19 @@ end
 local resent = resent_reply(owner, req)
 if resent then return resent end   -- a resend: same reply, nothing claimed twice
 
+-- the namespace keys this call may touch, once, before its first write
+local epoch = redis.pcall('GET', P .. 'epoch')  -- the reply's; its type, checked here
+local corrupt = running_ok() or aside_ok() or seq_ok() or
+  (type(epoch) == 'table' and expect(P .. 'epoch', 'string')) or
+  events_ok('claimed', 'quarantined', 'skipped', 'lease_lost', 'abandoned', 'dead_lettered')
+for _, lc in ipairs(caps) do corrupt = corrupt or lane_ok(lc[1]) end
+local fence, bad_fence = expect_int(P .. 'fence')
+corrupt = corrupt or bad_fence
+if corrupt then return corrupt end
+
 local now = now_ms()
 lease = int(lease)
-local fence_before = tonumber(redis.call('GET', P .. 'fence') or '0')
-
--- Claim up to `cap` due members of `lane` into batch `b`; returns the capacity left.
-local function claim_lane(b, lane, cap)
-  local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
-  while cap > 0 and budget > 0 do
-    -- at most min(cap, budget) members, so every member fetched is decided in this round
-    local due = redis.call('ZRANGEBYSCORE', P .. 'due:' .. lane, '-inf', now, 'LIMIT', 0,
-      math.min(cap, budget))
-    if #due == 0 then break end
-    redis.call('ZREM', P .. 'due:' .. lane, unpack(due))
-    for _, member in ipairs(due) do
-      budget = budget - 1
-      if admit(b, lane, member) then cap = cap - 1 end
-    end
-  end
-  return cap
-end
+local fence_before = tonumber(fence or '0')
 
 -- When to ask again: the earliest head of `lanes` (those with capacity left) or lease
 -- expiry; -1 for none.
@@ -81,7 +81,8 @@ local function next_due(lanes)
 end
 
 -- 1. expired leases: attempt+1 (at-least-once), abandoned (at-most-once) or dead letter
-reap(now)
+corrupt = reap(now)
+if corrupt then return corrupt end  -- a due set a retry would go to: nothing written yet
 
 -- 2. claim, lane by lane; the batch's fences, RUNNING entries and leases are written once
 local b = new_batch(owner, now, lease, fence_before)
@@ -95,8 +96,7 @@ write_claims(b)
 local nxt = next_due(left)
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
-local epoch = redis.call('GET', P .. 'epoch') or ''
-local reply = cjson.encode({now = now, next = nxt, claims = b.claims, epoch = epoch,
+local reply = cjson.encode({now = now, next = nxt, claims = b.claims, epoch = epoch or '',
   fence = fence_before, plan = b.plans})
 remember_reply(owner, req, reply)
 return reply

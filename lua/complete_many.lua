@@ -3,14 +3,18 @@
 -- with the guarantee of complete.lua for each one on its own: each is token-checked and
 -- refused when its token no longer owns the invocation or its lease has expired (a stale
 -- owner can never commit); one refusal does not affect the others. A resend of the batch
--- (or an item committed before) answers "ok" again and counts once.
+-- (or an item committed before) answers "ok" again and counts once. Decide, then write:
+-- every item is checked (RUNNING entry, job) before the first write; one that does not
+-- parse is moved aside on its own (include/commit.lua), the others are recorded; a
+-- corrupt namespace key stops the call before any write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
--- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found"
+-- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found" |
+--          "quarantined" (as complete.lua); or an error reply "ERR duetime corrupt ..."
 
 --@include core
 --@include job
@@ -18,6 +22,7 @@
 --@include tokens
 --@include retire
 --@include settle
+--@include commit
 
 if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
   return redis.error_reply('ERR duetime bad-input triples')
@@ -29,29 +34,31 @@ for i = 3, #ARGV, 3 do
   end
   jobs[#jobs + 1], tokens[#tokens + 1], results[#results + 1] = ARGV[i], ARGV[i + 1], ARGV[i + 2]
 end
-local n = #jobs
+local corrupt = commit_guard('succeeded')
+if corrupt then return corrupt end
 local now = now_ms()
 local datas = redis.call('HMGET', P .. 'running', unpack(tokens))
 -- leases are reaped by claims, so an expired one is rare: look up deadlines only then
 local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
 
--- The token check of owned() (include/tokens.lua), on the prefetched RUNNING entry and lease.
+-- The token check of owned() (include/tokens.lua), on the prefetched RUNNING entry.
 local function check(job, token, data)
   local r = parse_running(data)
   local code = not_owned(job, token, r)
-  if code then return nil, code end
-  if expired then
+  if not code and expired then
     local deadline = redis.call('ZSCORE', P .. 'lease', token)
-    if deadline and tonumber(deadline) <= now then return nil, 'lease_lost' end
+    if deadline and tonumber(deadline) <= now then code = 'lease_lost' end
   end
-  return r
+  if code then return nil, code, data end
+  return r, nil, data
 end
 
--- One success, as complete.lua records it. The common case (a one-off job whose only
--- invocation this was) is retired with one HSET instead of complete + settle's steps.
-local function succeed(job, token, result, r)
+-- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
+-- again). The common case (a one-off job whose only invocation this was) is retired with
+-- one HSET instead of complete + settle's steps.
+local function succeed(job, token, result, r, f)
   local jk = jkey(job)
-  local f = fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
+  f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
     'retries')
   if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
@@ -64,30 +71,44 @@ local function succeed(job, token, result, r)
       redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
       redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
     end
-    event_tallied(now, 'succeeded', job, r.sched, r.attempt, '')
-    return
+  else
+    redis.call('HINCRBY', jk, 'runs', 1)
+    redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
+      'last_run', fmt(now))
+    settle(now, job, 'succeeded')
   end
-  redis.call('HINCRBY', jk, 'runs', 1)
-  redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
-    'last_run', fmt(now))
   event_tallied(now, 'succeeded', job, r.sched, r.attempt, '')
-  settle(now, job, 'succeeded')
 end
 
-local out, taken, seen = {}, {}, {}
-for i = 1, n do
-  local job, token, result = jobs[i], tokens[i], results[i]
-  if seen[token] then
-    out[i] = seen[token]                -- the same item twice in one batch: one commit
+-- 1. decide every item, read only (the same token twice: one item)
+local plans, first = {}, {}
+for i = 1, #jobs do
+  if not first[tokens[i]] then
+    first[tokens[i]] = i
+    local plan, bad = commit_plan(jobs[i], tokens[i], 'succeeded', check(jobs[i], tokens[i], datas[i]))
+    if not plan then return bad end
+    plans[i] = plan
+  end
+end
+-- 2. write (a job's second item reads its fields again: the first one changed them)
+local out, taken, done, aside = {}, {}, {}, {}
+for i = 1, #jobs do
+  local plan = plans[i]
+  if not plan then
+    out[i] = out[first[tokens[i]]]
+  elseif plan.q and aside[plan.q.id] then  -- a second invocation of a job moved aside
+    drop_running(tokens[i])
+    out[i] = 'quarantined'
+  elseif plan.q then
+    aside[plan.q.id] = true
+    out[i] = commit_aside(now, 'complete_many', plan)
+  elseif plan.code then
+    out[i] = plan.code
   else
-    local r, code = check(job, token, datas[i])
-    if r then
-      taken[#taken + 1] = token
-      succeed(job, token, result, r)
-      code = 'ok'
-    end
-    out[i] = code
-    seen[token] = code
+    taken[#taken + 1] = tokens[i]
+    succeed(jobs[i], tokens[i], results[i], plan.r, not done[jobs[i]] and plan.f or nil)
+    done[jobs[i]] = true
+    out[i] = 'ok'
   end
 end
 if #taken > 0 then

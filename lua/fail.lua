@@ -2,13 +2,18 @@
 -- fail.lua: record the failure of a claimed invocation; retry it (attempt+1) after a
 -- delay, or record it as failed and dead-lettered. Token-checked like complete.lua; a
 -- resend answers "ok" again. A retry of a replaced or cancelled job is not scheduled.
+-- Decide, then write: the RUNNING entry, the job and its dead letters are checked before
+-- the first write; one that does not parse is moved aside with this outcome
+-- (include/commit.lua), and a corrupt namespace key stops the call before any write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
--- Returns: "ok" | "lease_lost" | "not_found"
+-- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING
+--          entry or job did not parse: moved aside, the failure in its record), or an
+--          error reply "ERR duetime corrupt ..." (nothing written)
 
 --@include core
 --@include job
@@ -17,17 +22,25 @@
 --@include due
 --@include dead
 --@include settle
+--@include commit
 
 local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
 if retry ~= '' and not (int(retry) and int(retry) >= 0) then
   return redis.error_reply('ERR duetime bad-input retry')
 end
+local corrupt = commit_guard('retried', 'failed', 'dead_lettered')
+if corrupt then return corrupt end
 local now = now_ms()
-local r, code = take(now, job, token)
-if not r then return code end
-local jk = jkey(job)
-local f = fields(jk, 'gen', 'cancelled', 'lane')
+local outcome = (retry ~= '' and 'failed (a retry was asked): ' or 'failed: ') ..
+  string.sub(err, 1, 200)
+local r, code, data = owned(now, job, token)
+local plan, bad = commit_plan(job, token, outcome, r, code, data, dead_problem)
+if not plan then return bad end
+if plan.q then return commit_aside(now, 'fail', plan) end
+if plan.code then return plan.code end
+drop_running(token)
+local jk, f = jkey(job), plan.f or {}
 redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(now))
 local how = 'failed'
 if retry ~= '' and f.gen == r.gen and f.cancelled ~= '1' then

@@ -4,10 +4,13 @@
 -- plan of a series that claim.lua left waiting in state `replan` (mode "replan").
 -- Compare-and-set: nothing is written unless the job is still as the replica read it
 -- (same generation, same due entry, same pending occurrence, not paused), so replicas
--- racing on one series write it once and a stale plan is dropped.
+-- racing on one series write it once and a stale plan is dropped. Decide, then write:
+-- the job (and its skipped ranges) are checked first; a job whose data does not parse is
+-- moved aside (include/aside.lua); a corrupt namespace key stops the call before writing.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
--- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>, layout
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
+--   quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation read     ARGV[5] due entry seq read (e)
 -- ARGV[6] pending occurrence read (next, epoch ms)
@@ -17,12 +20,15 @@
 -- ARGV[10] replan: the occurrence after it
 -- ARGV[11] replan: first skipped occurrence (ms; "" with ARGV[12..14]: nothing skipped)
 -- ARGV[12] last skipped occurrence  ARGV[13] how many  ARGV[14] reason
--- Returns: 1 written; 0 the job moved on meanwhile (nothing written)
+-- Returns: 1 written; 0 the job moved on meanwhile (nothing written) or was moved aside
+--          (it did not parse); or an error reply "ERR duetime corrupt ..." 
 
 --@include core
 --@include job
 --@include due
 --@include skips
+--@include check
+--@include aside
 
 local job, gen, seq, pending, mode = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6]), ARGV[7]
 local occ1, go, occ2 = int(ARGV[8]), ARGV[9], int(ARGV[10] or '')
@@ -37,9 +43,19 @@ if mode == 'replan' and (not occ2 or (go ~= '1' and go ~= '0')
   return redis.error_reply('ERR duetime bad-input plan')
 end
 
+local corrupt = aside_ok() or seq_ok() or events_ok('skipped', 'quarantined')
+if corrupt then return corrupt end
 local jk = jkey(job)
-local f = fields(jk, 'gen', 'e', 'next', 'after', 'replan', 'paused', 'cancelled', 'lane',
-  'kind')
+local f, why, t = read_job(job, {'gen', 'e', 'next', 'after', 'replan', 'paused', 'cancelled',
+  'lane', 'kind'})
+if f and skips_problem(job) then why, t = 'malformed job data: ' .. skips_problem(job), 'hash' end
+if why then
+  move_aside(now_ms(), 'plan', {id = job, job = job, reason = why, type = t})
+  return 0
+end
+if not f then return 0 end
+corrupt = lane_ok(f.lane)
+if corrupt then return corrupt end
 if f.gen ~= gen or f.e ~= seq or f.next ~= fmt(pending) or f.kind ~= 'cron'
     or f.paused == '1' or f.cancelled == '1' then
   return 0

@@ -6,7 +6,7 @@
 -- expire). Each repair re-checks its condition here, in this one call.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
--- Key families: job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
+-- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, reconcile, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] COUNT: SCAN's count hint, 1..1000
@@ -27,6 +27,12 @@ end
 if given ~= '' and not string.match(given, '^%d+$') then
   return redis.error_reply('ERR duetime bad-input cursor')
 end
+-- the namespace keys this call may touch, once, before its first write
+local corrupt = aside_ok() or seq_ok() or expect(P .. 'running', 'hash') or
+  expect(P .. 'lease', 'zset') or expect(P .. 'reconcile', 'string') or
+  events_ok('requeued', 'abandoned', 'quarantined')
+if corrupt then return corrupt end
+
 local cursor = given
 if cursor == '' then cursor = redis.call('GET', P .. 'reconcile') or '0' end
 if not string.match(cursor, '^%d+$') then cursor = '0' end  -- a garbled cursor: start over

@@ -1,13 +1,18 @@
 #!lua flags=allow-oom
 -- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
--- by a shutting-down replica so nobody waits for its lease). Token-checked.
+-- by a shutting-down replica so nobody waits for its lease). Token-checked. Decide, then
+-- write: the RUNNING entry and the job are checked before the first write; one that does
+-- not parse is moved aside (include/commit.lua), and a corrupt namespace key stops the
+-- call before any write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token
--- Returns: "ok" | "lease_lost" | "not_found"
+-- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING
+--          entry or job did not parse: moved aside), or an error reply "ERR duetime
+--          corrupt ..." (nothing written)
 
 --@include core
 --@include job
@@ -15,15 +20,20 @@
 --@include tokens
 --@include due
 --@include settle
+--@include commit
 
 local job, token = ARGV[3], ARGV[4]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
+local corrupt = commit_guard('released')
+if corrupt then return corrupt end
 local now = now_ms()
-local r, code = take(now, job, token)
-if not r then return code end
-local jk = jkey(job)
+local plan, bad = commit_plan(job, token, 'released (not started)', owned(now, job, token))
+if not plan then return bad end
+if plan.q then return commit_aside(now, 'release', plan) end
+if plan.code then return plan.code end
+drop_running(token)
+local jk, r, f = jkey(job), plan.r, plan.f or {}
 redis.call('HSET', jk, 'last_token', token)
-local f = fields(jk, 'gen', 'cancelled', 'lane')
 event(now, 'released', job, r.sched, r.attempt, '')
 if f.gen == r.gen and f.cancelled ~= '1' then
   push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched)

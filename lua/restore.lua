@@ -19,6 +19,9 @@
 
 local id = ARGV[3]
 if id == '' then return redis.error_reply('ERR duetime bad-input id') end
+local corrupt = aside_ok() or seq_ok() or expect(P .. 'running', 'hash') or
+  events_ok('restored', 'requeued', 'abandoned', 'quarantined')
+if corrupt then return corrupt end
 local raw = redis.call('HGET', P .. 'quarantined', id)
 if not raw then return 'missing' end
 local ok, rec = pcall(cjson.decode, raw)

@@ -2,26 +2,40 @@
 -- resume.lua: make a paused job claimable again; occurrences missed meanwhile follow the
 -- job's misfire policy when claim.lua meets them. Releases a held (queued) occurrence if
 -- nothing of the job runs.
+-- Decide, then write: the job's key type and fields are checked first; a job whose data
+-- does not parse is moved aside (the quarantine, include/aside.lua), and a corrupt
+-- namespace key stops the call before any write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
---   dead:<job_id>, bf:<job_id>, layout
+--   dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
--- Returns: 1 if the job was paused, else 0
+-- Returns: 1 if the job was paused, else 0 (also when the job was moved aside: it did not
+--          parse); or an error reply "ERR duetime corrupt ..."
 
 --@include core
 --@include job
 --@include events
 --@include due
 --@include settle
+--@include check
+--@include aside
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
-local jk = jkey(job)
-local f = fields(jk, 'paused', 'stash', 'lane', 'running', 'queued')
-if f.paused ~= '1' then return 0 end
-local now = now_ms()
+local corrupt = aside_ok() or seq_ok() or events_ok('resumed', 'quarantined')
+if corrupt then return corrupt end
+local jk, now = jkey(job), now_ms()
+local f, why, t = read_job(job, {'gen', 'paused', 'stash', 'lane', 'running', 'queued',
+  'cancelled', 'kind', 'e', 'retries'})
+if why then
+  move_aside(now, 'resume', {id = job, job = job, reason = why, type = t})
+  return 0
+end
+if not f or f.paused ~= '1' then return 0 end
+corrupt = lane_ok(f.lane)
+if corrupt then return corrupt end
 redis.call('HDEL', jk, 'paused', 'stash')
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
   redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)

@@ -2,23 +2,37 @@
 -- trigger.lua: run a live job once now, outside its schedule (recorded as "triggered").
 -- The extra invocation's scheduled time is now; it does not move the job's schedule and
 -- is not subject to its misfire policy.
+-- Decide, then write: the job's key type and fields are checked first; a job whose data
+-- does not parse is moved aside (the quarantine, include/aside.lua), and a corrupt
+-- namespace key stops the call before any write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
--- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, layout
+-- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, quarantined,
+--   quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
--- Returns: 1 if a run was added, 0 if the job is unknown, finished or cancelled
+-- Returns: 1 if a run was added, 0 if the job is unknown, finished or cancelled (or was
+--          moved aside: it did not parse); or an error reply "ERR duetime corrupt ..."
 
 --@include core
---@include job
 --@include events
 --@include due
+--@include check
+--@include aside
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
-local f = fields(jkey(job), 'def', 'cancelled', 'state', 'lane', 'gen')
-if not f.def or f.cancelled == '1' or (f.state and f.state ~= '') then return 0 end
+local corrupt = aside_ok() or seq_ok() or events_ok('triggered', 'quarantined')
+if corrupt then return corrupt end
 local now = now_ms()
+local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'lane', 'retries'})
+if why then
+  move_aside(now, 'trigger', {id = job, job = job, reason = why, type = t})
+  return 0
+end
+if not f or f.cancelled == '1' or (f.state and f.state ~= '') then return 0 end
+corrupt = lane_ok(f.lane)
+if corrupt then return corrupt end
 push_retry(job, f.lane, f.gen, now, 1, 0, now)
 event(now, 'triggered', job, now, 1, '')
 return 1

@@ -151,6 +151,8 @@ class Dispatcher:
 
     def _back_off(self, exc: Exception) -> None:
         self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))
+        if getattr(exc, "logged", False):  # the store already reported it, rate-limited
+            return
         log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
 
     def _park_after(self, batch: ClaimBatch | None, starved: bool) -> None:

@@ -42,6 +42,9 @@ class Commit(str, enum.Enum):
     OK = "ok"
     LEASE_LOST = "lease_lost"  # the token is no longer the invocation's owner
     NOT_FOUND = "not_found"  # the store knows no such job
+    # the invocation's data in the store did not parse (its job, or its RUNNING entry): it
+    # was moved aside (the quarantine), with this outcome in its record; not a lease loss
+    QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True)

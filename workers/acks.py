@@ -86,10 +86,4 @@ class Acks:
             return
         for (claim, _), result in zip(batch, results, strict=True):
             if result is not Commit.OK:
-                log.warning(
-                    "stale commit rejected for job %s invocation %s attempt %d (%s)",
-                    claim.job_id,
-                    claim.invocation_id,
-                    claim.attempt,
-                    result.value,
-                )
+                commits.refused(claim, result)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from scheduler.model import Claim, Commit
 from workers import failpoints
 
 log = logging.getLogger("duetime.workers")
@@ -22,6 +23,26 @@ COMMIT_RETRY_PAUSES = (0.05, 0.25, 1.0)  # seconds between tries to record an ou
 T = TypeVar("T")
 
 
+def refused(claim: Claim, result: Commit) -> None:
+    """Log an outcome the store did not record as asked (``result`` is not OK)."""
+    if result is Commit.QUARANTINED:
+        log.error(
+            "job %s invocation %s attempt %d: its data in the store does not parse; the "
+            "store moved it aside (quarantined) with this outcome in its record",
+            claim.job_id,
+            claim.invocation_id,
+            claim.attempt,
+        )
+        return
+    log.warning(
+        "stale commit rejected for job %s invocation %s attempt %d (%s)",
+        claim.job_id,
+        claim.invocation_id,
+        claim.attempt,
+        result.value,
+    )
+
+
 def record(what: str, write: Callable[[], T]) -> T | None:
     """``write()``'s result, or None once every retry failed (logged)."""
     failpoints.hit("before_complete")
@@ -29,6 +50,8 @@ def record(what: str, write: Callable[[], T]) -> T | None:
         try:
             return write()
         except Exception as exc:
+            if getattr(exc, "logged", False):  # already reported, rate-limited (a corrupt key)
+                return None
             if pause is None:
                 log.error(
                     "recording the outcome of %s failed: %s; it will run again once "

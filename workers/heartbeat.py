@@ -82,7 +82,8 @@ class Heartbeat:
             failpoints.hit("renew")
             return self._store.renew([claim], self._lease) == [Commit.OK]
         except Exception as exc:  # unreachable store: we cannot prove we still own it
-            log.warning("renewing %s failed: %s", claim.invocation_id, exc)
+            if not getattr(exc, "logged", False):  # a corrupt key: reported, rate-limited
+                log.warning("renewing %s failed: %s", claim.invocation_id, exc)
             return False
 
     def _beat(self) -> None:
@@ -95,7 +96,8 @@ class Heartbeat:
             failpoints.hit("renew")
             results = self._store.renew([c for c, _ in held], self._lease)
         except Exception as exc:  # keep running what we hold; the store decides at commit
-            log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
+            if not getattr(exc, "logged", False):  # a corrupt key: reported, rate-limited
+                log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
             self._timers.call_later(self._lease / 3, self._beater.kick)
             return
         lost: list[tuple[Claim, CancelToken]] = []
@@ -107,6 +109,12 @@ class Heartbeat:
                 if claim.token not in self._held or claim.token in self._finishing:
                     continue  # finished meanwhile: its commit ended the lease, or will judge
                 del self._held[claim.token]
+                if result is Commit.QUARANTINED:  # its data did not parse: moved aside
+                    log.error(
+                        "job %s invocation %s: moved aside", claim.job_id, claim.invocation_id
+                    )
+                    token.cancel("quarantined")
+                    continue
                 lost.append((claim, token))
                 why.append(result)
         self._metrics.renewed(sum(1 for r in results if r is Commit.OK))

@@ -313,10 +313,4 @@ class Runner:
         if result is None:
             return
         if result is not Commit.OK:
-            log.warning(
-                "stale commit rejected for job %s invocation %s attempt %d (%s)",
-                claim.job_id,
-                claim.invocation_id,
-                claim.attempt,
-                result.value,
-            )
+            commits.refused(claim, result)

@@ -1,34 +1,26 @@
--- include/admit.lua: admission of a due member (already removed from its due set) at
--- claim time. A malformed member is quarantined; one of a gone, cancelled or replaced
--- job is dropped; a paused job's is stashed in its hash; a retry or a one-off becomes a
--- claim; a series occurrence follows the misfire policy (include/fixed_rate.lua,
--- include/calendar.lua), then the overlap policy if an invocation of the job runs.
--- Provides: quarantine, stash, overlap, series_due, admit
--- Key families: layout, job:<job_id>, events, stats, quarantine, skips:<job_id>, fence,
---   running, lease, due:<lane>, seq, wake
+-- include/admit.lua: admission of an inspected due member (include/inspect.lua; already
+-- removed from its due set) at claim time. A member or job whose data does not parse is
+-- moved aside (include/aside.lua); one of a gone, cancelled or replaced job is dropped; a
+-- paused job's is stashed in its hash; a retry or a one-off becomes a claim; a series
+-- occurrence follows the misfire policy (include/fixed_rate.lua, include/calendar.lua),
+-- then the overlap policy if an invocation of the job runs.
+-- Provides: stash, overlap, series_due, admit
+-- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
+--   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
 
 --@include core
 --@include job
---@include events
---@include capped
---@include due
 --@include skips
+--@include aside
 --@include issue
 --@include calendar
 --@include fixed_rate
 
--- Move a malformed due member aside (the last 1000 are kept) and record it.
-local function quarantine(now, member)
-  event(now, 'quarantined', '', nil, nil, 'malformed due entry: ' .. member)
-  push_capped(P .. 'quarantine', member, 1000)
-end
-
 -- Keep the due member of a paused job in its hash (resume.lua puts it back), scored by
 -- its occurrence (`kind` 's') or by now (a retry, whose count it keeps).
-local function stash(now, jk, kind, pending, member)
+local function stash(now, jk, kind, pending, member, stashed)
   local score = kind == 's' and tonumber(pending) or now
-  redis.call('HSET', jk, 'stash', (redis.call('HGET', jk, 'stash') or '') ..
-    fmt(score) .. ' ' .. member .. '\n')
+  redis.call('HSET', jk, 'stash', (stashed or '') .. fmt(score) .. ' ' .. member .. '\n')
   if kind == 'r' then redis.call('HINCRBY', jk, 'retries', 1) end
 end
 
@@ -62,29 +54,28 @@ local function series_due(b, job, lane, f)
   return run
 end
 
--- Decide about due `member` of `lane` for claim batch `b`; true if it became a claim.
-local function admit(b, lane, member)
-  local m = parse_member(member)
-  if not m then
-    quarantine(b.now, member)
+-- Decide about inspected due member `x` of `lane` for claim batch `b`; true if it became
+-- a claim.
+local function admit(b, lane, x)
+  if x.bad then
+    local q = x.bad
+    q.member, q.lane, q.score, q.running, q.token = x.member, lane, x.score, '', ''
+    move_aside(b.now, 'claim', q)
     return false
   end
+  local m, f = x.m, x.f
   local job, jk = m.job, jkey(m.job)
-  local f = fields(jk, 'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running',
-    'overlap', 'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued', 'window',
-    'after', 'replan', 'go')
-  if not f.gen or f.cancelled == '1' then return false end          -- gone or cancelled
+  if not f or f.cancelled == '1' then return false end              -- gone or cancelled
   if m.kind == 's' and f.e ~= m.seq then return false end           -- replaced: stale
   if m.kind == 'r' and f.gen ~= m.gen then return false end         -- old generation
   if m.kind == 'r' then redis.call('HINCRBY', jk, 'retries', -1) end
   if f.paused == '1' then                                           -- paused: stash it
-    stash(b.now, jk, m.kind, f.next, member)
+    stash(b.now, jk, m.kind, f.next, x.member, f.stash)
     return false
   end
   local running = tonumber(f.running)
   if m.kind == 'r' then
-    issue(b, job, running, m.gen, tonumber(m.sched), tonumber(m.attempt), tonumber(m.stalls),
-      f.def)
+    issue(b, job, running, m.gen, m.sched, m.attempt, m.stalls, f.def)
     return true
   end
   if f.kind ~= 'every' and f.kind ~= 'cron' then

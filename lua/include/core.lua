@@ -1,6 +1,6 @@
 -- include/core.lua: what every script runs first: the key prefix, number helpers, the
 -- check of ARGV[2], the check of the namespace's data layout, and the clock.
--- Provides: P, fmt, int, LAYOUT, layout, now_ms
+-- Provides: P, fmt, int, corrupt_key, expect, expect_int, LAYOUT, layout, now_ms
 -- Key families: layout
 --
 -- Conventions of every script:
@@ -9,6 +9,8 @@
 --   ARGV[2]  "" to use Redis TIME as "now", or an integer epoch ms (test clocks only)
 --   times are integer epoch milliseconds, formatted with %d (never tostring)
 --   every script validates its input before its first write (scripts do not roll back)
+--   decide, then write: every script reads and checks what it will parse (key types,
+--            fields) before the first write that concerns it (lua/README.md)
 
 local P = ARGV[1]
 
@@ -22,6 +24,30 @@ local function int(s)
   return nil
 end
 
+-- Namespace-wide keys (due sets, lease, running, events, stats, counters, ...) cannot be
+-- moved aside: a script that finds one of the wrong type answers this error before its
+-- first write ("ERR duetime corrupt <key> is a <type>, expected <type>").
+local function corrupt_key(key, what)
+  return redis.error_reply('ERR duetime corrupt ' .. key .. ' ' .. what)
+end
+
+-- nil if `key` is of type `want` (or absent), else the error reply.
+local function expect(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then return corrupt_key(key, 'is a ' .. t .. ', expected ' .. want) end
+  return nil
+end
+
+-- A counter (fence, seq, gen): its value (nil if absent), or nil and the error reply.
+local function expect_int(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    return nil, corrupt_key(key, 'is a ' .. redis.call('TYPE', key)['ok'] .. ', expected string')
+  end
+  if v and not int(v) then return nil, corrupt_key(key, 'is not an integer, expected an integer') end
+  return v or nil
+end
+
 if ARGV[2] ~= '' and not int(ARGV[2]) then
   return redis.error_reply('ERR duetime bad-input now')
 end
@@ -30,7 +56,11 @@ end
 -- namespace written by another layout is refused loudly instead of misread silently
 -- (e.g. producers and replicas of different versions during a rolling upgrade).
 local LAYOUT = '1'
-local layout = redis.call('GET', P .. 'layout')
+local layout = redis.pcall('GET', P .. 'layout')
+if type(layout) == 'table' then
+  return corrupt_key(P .. 'layout', 'is a ' .. redis.call('TYPE', P .. 'layout')['ok'] ..
+    ', expected string')
+end
 if layout and layout ~= LAYOUT then
   return redis.error_reply('ERR duetime layout ' .. layout .. ' in this namespace, but this ' ..
     'duetime writes layout ' .. LAYOUT .. ': run one version of duetime per namespace')

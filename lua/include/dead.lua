@@ -1,11 +1,18 @@
 -- include/dead.lua: dead letters: an invocation given up on is recorded as an event and in
 -- the job's list of its 20 most recent dead letters (JSON).
--- Provides: dead_letter
+-- Provides: dead_problem, dead_letter
 -- Key families: layout, events, stats, dead:<job_id>
 
 --@include core
 --@include events
 --@include capped
+
+-- Why `job`'s dead letters cannot be written (nil: they can), checked with the job.
+local function dead_problem(job)
+  local t = redis.call('TYPE', P .. 'dead:' .. job)['ok']
+  if t ~= 'none' and t ~= 'list' then return 'dead:' .. job .. ' is a ' .. t .. ', not a list' end
+  return nil
+end
 
 local function dead_letter(now, job, sched, attempt, reason)
   event(now, 'dead_lettered', job, sched, attempt, reason)

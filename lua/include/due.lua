@@ -3,11 +3,19 @@
 -- seq) or "<seq>|r|<gen>|<sched>|<attempt>|<stalls>|<job>" (a retry, released or
 -- queued invocation); the seq counter keeps equal due times in FIFO order. A push
 -- publishes a wake-up when the new member heads its lane.
--- Provides: next_seq, wake_if_head, push_series, push_retry, parse_member
+-- Provides: lane_ok, seq_ok, next_seq, wake_if_head, push_series, push_retry, parse_member
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake
 
 --@include core
 --@include job
+--@include utf8
+
+-- Namespace checks, before the first write: the due set of `lane`; the seq counter.
+local function lane_ok(lane) return expect(P .. 'due:' .. lane, 'zset') end
+local function seq_ok()
+  local _, bad = expect_int(P .. 'seq')
+  return bad
+end
 
 local function next_seq()
   return string.format('%012x', redis.call('INCR', P .. 'seq'))
@@ -40,16 +48,19 @@ local function push_retry(job, lane, gen, sched, attempt, stalls, due)
 end
 
 -- A due member, parsed: {seq, kind = 's' | 'r', job; a retry also has gen, sched,
--- attempt, stalls (strings)}; nil if malformed.
+-- attempt, stalls}; nil if malformed (numbers as core's int() reads them, a UTF-8 job id).
 local function parse_member(member)
-  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.*)$')
+  if #member > 2048 then return nil end
+  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$')
+  if not seq or #seq > 16 then return nil end
   local m = {seq = seq, kind = kind}
   if kind == 's' then
     m.job = rest
   elseif kind == 'r' then
-    m.gen, m.sched, m.attempt, m.stalls, m.job =
-      string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+    local gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
+    if not (job and int(gen) and int(sched) and int(attempt) and int(stalls)) then return nil end
+    m.gen, m.sched, m.attempt, m.stalls, m.job = gen, int(sched), int(attempt), int(stalls), job
   end
-  if m.job then return m end
-  return nil
+  if not m.job or (string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
+  return m
 end

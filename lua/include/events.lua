@@ -1,9 +1,24 @@
 -- include/events.lua: the event stream (capped at ~10,000 entries) and its counters, one
 -- per event kind; batch scripts add counters up and write them once (flush_tally).
--- Provides: xadd_event, event, tally, event_tallied, flush_tally
+-- Provides: events_ok, xadd_event, event, tally, event_tallied, flush_tally
 -- Key families: layout, events, stats
 
 --@include core
+
+-- Checked once per call: the stream and the counters of the event kinds `...` that the
+-- script may write (HINCRBY fails on a counter that is not an integer).
+local function events_ok(...)
+  local bad = expect(P .. 'events', 'stream') or expect(P .. 'stats', 'hash')
+  if bad then return bad end
+  local kinds = {...}
+  local got = redis.call('HMGET', P .. 'stats', unpack(kinds))
+  for i = 1, #kinds do
+    if got[i] and not (#got[i] <= 18 and string.match(got[i], '^%-?%d+$')) then
+      return corrupt_key(P .. 'stats', 'field ' .. kinds[i] .. ' is not an integer, expected an integer')
+    end
+  end
+  return nil
+end
 
 local function xadd_event(now, kind, job, sched, attempt, detail)
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'job', job,

@@ -8,7 +8,6 @@
 --@include core
 --@include job
 --@include events
---@include utf8
 
 -- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
 -- expiry); `fence_before` is the fence counter before the call. `plans` lists the
@@ -19,13 +18,10 @@ local function new_batch(owner, now, lease, fence_before)
 end
 
 -- Claim invocation `sched` (attempt, stalls) of `job` (generation `gen`; `running` of its
--- invocations ran before it) into batch `b`; `...`: more job hash fields to set.
+-- invocations ran before it) into batch `b`; `...`: more job hash fields to set. The
+-- job's fields were checked (include/check.lua): `def` is UTF-8 of at most DEF_MAX bytes,
+-- so it cannot break the decoding of the whole reply.
 local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
-  if def and string.find(def, '[\128-\255]') and not utf8_ok(def) then
-    -- binary garbage (e.g. a pickle) would break the whole reply's decoding: send a
-    -- definition the replica cannot parse, so it quarantines this one job (fail.lua)
-    def = 'invalid UTF-8 in the stored job definition'
-  end
   b.fence = (b.fence or b.fence_before) + 1
   local fence = b.fence
   local token = b.owner .. ':' .. fmt(fence)

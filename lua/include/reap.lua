@@ -1,43 +1,93 @@
 -- include/reap.lua: reaping expired leases (claim.lua, before it claims): each invocation
 -- whose lease expired is due again with attempt+1 (at-least-once), abandoned (at-most-
 -- once) or dead-lettered (its owner stalled max_stalls times, or the job was replaced or
--- cancelled meanwhile); then its job settles.
--- Provides: reap_one, reap
+-- cancelled meanwhile); then its job settles. Decide, then write: every expired lease is
+-- inspected first (its RUNNING entry parsed, its job's fields checked); a lease whose
+-- RUNNING entry is missing or does not parse, or whose job does not parse, is moved aside
+-- on its own (include/aside.lua); a corrupt due set it would write to stops the call
+-- before any write.
+-- Provides: REAP_FIELDS, inspect_lease, reap_one, reap
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq,
---   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>
+--   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>
 
 --@include core
---@include job
 --@include tokens
 --@include events
 --@include due
 --@include dead
 --@include settle
+--@include check
+--@include aside
 
--- The running invocation `r` of `token`, whose lease expired (already out of RUNNING).
-local function reap_one(now, token, r)
-  local jk = jkey(r.job)
-  local f = fields(jk, 'gen', 'cancelled', 'delivery', 'max_stalls', 'lane')
-  event(now, 'lease_lost', r.job, r.sched, r.attempt, token)
+-- Every field reaping and settling may parse.
+local REAP_FIELDS = {'gen', 'cancelled', 'delivery', 'max_stalls', 'lane', 'queued', 'paused',
+  'kind', 'e', 'retries', 'running'}
+
+-- What reaping expired lease `token` needs, read only: {token, r, data (the RUNNING entry
+-- as stored), f (its job's checked fields; nil: gone)} or `bad` (what to record when it is
+-- moved aside); or nil and the error reply for a corrupt due set.
+local function inspect_lease(token)
+  local r, data = running_of(token)
+  local x = {token = token, r = r, data = data or ''}
+  if not r then
+    local why = r == nil and 'lease without a RUNNING entry' or 'malformed RUNNING entry'
+    x.bad = {id = token_entry(token), job = '', reason = why, type = ''}
+    return x
+  end
+  local f, why, t = read_job(r.job, REAP_FIELDS)
+  if f and dead_problem(r.job) then why, t = 'malformed job data: ' .. dead_problem(r.job), 'hash' end
+  if why then
+    x.bad = {id = r.job, job = r.job, reason = why, type = t}
+    return x
+  end
+  x.f = f
+  if f then
+    local bad = lane_ok(f.lane)
+    if bad then return nil, bad end
+  end
+  return x
+end
+
+-- Reap inspected lease `x` (already out of RUNNING).
+local function reap_one(now, x)
+  local r, f = x.r, x.f
+  if x.bad then
+    local q = x.bad
+    q.member, q.lane, q.running, q.token = '', '', x.data, x.token
+    move_aside(now, 'reap', q)
+    return
+  end
+  event(now, 'lease_lost', r.job, r.sched, r.attempt, x.token)
   local how = 'failed'
-  local live = f.gen == r.gen and f.cancelled ~= '1'
+  local live = f and f.gen == r.gen and f.cancelled ~= '1'
   if live and f.delivery == 'at_most_once' then
     how = 'abandoned'
     event(now, 'abandoned', r.job, r.sched, r.attempt, 'lease lost')
   elseif live and r.stalls + 1 < tonumber(f.max_stalls) then
     push_retry(r.job, f.lane, r.gen, r.sched, r.attempt + 1, r.stalls + 1, now)
     how = 'released'
-  elseif f.gen then
+  elseif f then
     dead_letter(now, r.job, r.sched, r.attempt, 'lease lost')
   end
   settle(now, r.job, how)
 end
 
--- Reap up to 100 leases expired at `now` (one call stays short).
+-- Reap up to 100 leases expired at `now` (one call stays short). Returns an error reply
+-- (nothing written) if a due set to write to is corrupt. A lease of a job that an earlier
+-- one moved aside waits for the next call.
 local function reap(now)
+  local looks, bad_jobs = {}, {}
   for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'LIMIT', 0, 100)) do
-    local r = running_of(token)
-    drop_running(token)
-    if r then reap_one(now, token, r) end
+    local x, bad = inspect_lease(token)
+    if not x then return bad end
+    local job = x.r and x.r.job
+    if job and bad_jobs[job] then break end
+    if job and x.bad then bad_jobs[job] = true end
+    looks[#looks + 1] = x
   end
+  for _, x in ipairs(looks) do
+    drop_running(x.token)
+    reap_one(now, x)
+  end
+  return nil
 end

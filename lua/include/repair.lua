@@ -2,7 +2,7 @@
 -- have left behind, re-checked and repaired inside the calling script.
 -- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, repair_job
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>
 --
 -- Left alone (legitimate states): finished, cancelled or paused jobs (a paused job's
 -- pending entries wait in its `stash`); a series parked by catch-up (`queued`) while an
@@ -13,13 +13,16 @@
 -- queued again at its pending time, except a one-off at-most-once job whose invocation
 -- was issued (`running` > 0 with no RUNNING entry): that one is recorded as abandoned
 -- (RELIABILITY §2: never run twice); a `running` count that no RUNNING entry backs is
--- set right (a parked occurrence is then released). Data that does not parse is only
--- reported: the claim moves such a job aside when it comes due.
+-- set right (a parked occurrence is then released). A job whose data does not parse is
+-- moved aside (include/aside.lua, found by "reconcile"), as a claim would when it comes
+-- due: an orphan that does not parse would never come due.
 
 --@include job
 --@include events
 --@include due
 --@include settle
+--@include check
+--@include aside
 
 -- job id -> number of its RUNNING entries (one HVALS of the namespace's RUNNING hash).
 local function running_jobs()
@@ -55,6 +58,7 @@ local function requeue_orphan(now, job, jk, f, running, due, dry)
     return {'orphan (issued, at-most-once)', 'abandoned'}
   end
   if dry then return {'orphan: no due entry, nothing running', 'none (dry run)'} end
+  if lane_ok(f.lane) then return {'orphan whose lane\'s due set is corrupt', 'reported'} end
   redis.call('HSET', jk, 'running', '0')
   push_series(job, f.lane, due, 0)
   event(now, 'requeued', job, due, nil, 'reconciler: no due entry, nothing running')
@@ -65,15 +69,18 @@ end
 -- Returns nil (healthy or left alone) or {what, did}.
 local function repair_job(now, job, counts, dry)
   local jk = jkey(job)
-  if redis.call('TYPE', jk).ok ~= 'hash' then return {'malformed: not a hash', 'reported'} end
-  local f = fields(jk, unpack(REPAIR_FIELDS))
-  if not f.gen or (f.state and f.state ~= '') or f.cancelled == '1' or f.paused == '1' then
+  local f, why, kind = read_job(job, REPAIR_FIELDS)
+  if why then
+    if dry then return {why, 'none (dry run)'} end
+    move_aside(now, 'reconcile', {id = job, job = job, reason = why, member = '', lane = '',
+      type = kind, running = '', token = ''})
+    return {why, 'moved aside'}
+  end
+  if not f or (f.state and f.state ~= '') or f.cancelled == '1' or f.paused == '1' then
     return nil
   end
   local running, retries, due = int(f.running), int(f.retries), int(f.next or '')
-  if not running or not retries or not due or not f.lane or f.lane == '' then
-    return {'malformed: running, retries, next or lane', 'reported'}
-  end
+  if not due then return nil end  -- a job with nothing pending (a one-off between runs)
   local count = counts[job] or 0
   local member = series_member(job, f.e)
   local queued = f.queued and f.queued ~= ''

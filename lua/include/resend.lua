@@ -6,10 +6,11 @@
 
 --@include core
 
--- The reply already given to request `req` of `owner`, or nil.
+-- The reply already given to request `req` of `owner`, or nil. A record of another type
+-- is no record (remember_reply overwrites it: it is this replica's own bookkeeping).
 local function resent_reply(owner, req)
-  local last = redis.call('GET', P .. 'claimed:' .. owner)
-  if last and string.sub(last, 1, #req + 1) == req .. '\n' then
+  local last = redis.pcall('GET', P .. 'claimed:' .. owner)
+  if type(last) == 'string' and string.sub(last, 1, #req + 1) == req .. '\n' then
     return string.sub(last, #req + 2)
   end
   return nil

@@ -13,7 +13,9 @@
 local function settle(now, job, how)
   local jk = jkey(job)
   if redis.call('EXISTS', jk) == 0 then return end
-  if redis.call('HINCRBY', jk, 'running', -1) > 0 then return end
+  local left = redis.call('HINCRBY', jk, 'running', -1)
+  if left > 0 then return end
+  if left < 0 then redis.call('HSET', jk, 'running', '0') end  -- never below 0
   local f = fields(jk, 'queued', 'cancelled', 'paused', 'kind', 'e', 'retries', 'lane', 'gen')
   local queued, cancelled, paused, kind = f.queued, f.cancelled, f.paused, f.kind
   if queued and queued ~= '' and cancelled ~= '1' and paused ~= '1' then

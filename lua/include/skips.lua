@@ -1,11 +1,18 @@
 -- include/skips.lua: skipped occurrences: a range of them is recorded as one event and in
 -- the job's list of its 20 most recent skipped ranges ("first|last|count|reason").
--- Provides: record_skip_at
+-- Provides: skips_problem, record_skip_at
 -- Key families: layout, events, stats, skips:<job_id>
 
 --@include core
 --@include events
 --@include capped
+
+-- Why `job`'s list of skipped ranges cannot be written (nil: it can), checked with the job.
+local function skips_problem(job)
+  local t = redis.call('TYPE', P .. 'skips:' .. job)['ok']
+  if t ~= 'none' and t ~= 'list' then return 'skips:' .. job .. ' is a ' .. t .. ', not a list' end
+  return nil
+end
 
 local function record_skip_at(now, job, first, last, count, reason)
   event(now, 'skipped', job, first, nil, fmt(count) .. ' occurrence(s): ' .. reason)

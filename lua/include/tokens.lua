@@ -1,57 +1,66 @@
 -- include/tokens.lua: running invocations, held under a token (RUNNING entry + lease), and
 -- the token check of complete / fail / release: only the current owner, within its
--- lease, may commit; a resend of a commit that already happened answers "ok".
--- Provides: parse_running, running_of, not_owned, owned, drop_running, take
+-- lease, may commit; a resend of a commit that already happened answers "ok". A RUNNING
+-- entry that does not parse is reported as such ("corrupt"), never as a lease loss.
+-- Provides: running_ok, parse_running, running_of, not_owned, owned, drop_running
 -- Key families: layout, job:<job_id>, running, lease
 
 --@include core
 --@include job
+--@include utf8
 
--- A RUNNING entry ("gen|sched|attempt|stalls|fence|job"), parsed; nil for none.
+-- Checked once per call by every script that reads or writes RUNNING entries or leases.
+local function running_ok()
+  return expect(P .. 'lease', 'zset') or expect(P .. 'running', 'hash')
+end
+
+-- A RUNNING entry ("gen|sched|attempt|stalls|fence|job"), parsed; nil for none, false if
+-- it does not parse (numbers as core's int() reads them, a UTF-8 job id).
 local function parse_running(data)
   if not data then return nil end
+  if #data > 2048 then return false end
   local gen, sched, attempt, stalls, fence, job =
-    string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
-  return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
-          stalls = tonumber(stalls), fence = tonumber(fence), job = job}
+    string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
+  if not (job and int(gen) and int(sched) and int(attempt) and int(stalls) and int(fence)) or
+      (string.find(job, '[\128-\255]') and not utf8_ok(job)) then
+    return false
+  end
+  return {gen = gen, sched = int(sched), attempt = int(attempt), stalls = int(stalls),
+          fence = int(fence), job = job}
 end
 
--- The running invocation held under `token`, parsed; nil if none.
+-- The running invocation held under `token`, parsed (nil: none; false: does not parse),
+-- and the entry as stored.
 local function running_of(token)
-  return parse_running(redis.call('HGET', P .. 'running', token))
+  local data = redis.call('HGET', P .. 'running', token)
+  return parse_running(data), data
 end
 
--- Why `token` may not commit for `job`, given its running invocation `r` (nil if none):
--- nil when it owns one (its lease is checked by the caller), else the code to answer
--- ('ok' for a resend of a commit that already happened).
+-- Why `token` may not commit for `job`, given its running invocation `r` (nil if none,
+-- false if its entry does not parse): nil when it owns one (its lease is checked by the
+-- caller), else the code to answer ('ok' for a resend of a commit that already happened,
+-- 'corrupt' for an entry that does not parse).
 local function not_owned(job, token, r)
+  if r == false then return 'corrupt' end
   if r and r.job ~= job then return 'lease_lost' end  -- a token of another job
   if r then return nil end
-  if redis.call('HGET', jkey(job), 'last_token') == token then return 'ok' end
+  if redis.pcall('HGET', jkey(job), 'last_token') == token then return 'ok' end  -- pcall: any type
   if redis.call('EXISTS', jkey(job)) == 1 then return 'lease_lost' end
   return 'not_found'
 end
 
--- Token check shared by complete / fail / release: returns the running invocation, or
--- an error code ('ok' for a resend of a commit that already happened).
+-- Token check shared by complete / fail / release (read only): returns the running
+-- invocation, or nil and the code to answer; and the RUNNING entry as stored.
 local function owned(now, job, token)
-  local r = running_of(token)
+  local r, data = running_of(token)
   local code = not_owned(job, token, r)
-  if code then return nil, code end
+  if code then return nil, code, data end
   local deadline = redis.call('ZSCORE', P .. 'lease', token)
-  if deadline and tonumber(deadline) <= now then return nil, 'lease_lost' end
-  return r
+  if deadline and tonumber(deadline) <= now then return nil, 'lease_lost', data end
+  return r, nil, data
 end
 
 local function drop_running(token)
   redis.call('HDEL', P .. 'running', token)
   redis.call('ZREM', P .. 'lease', token)
-end
-
--- complete / fail / release: take the invocation out of RUNNING if `token` owns it.
--- Returns the running invocation, or nil and the code to answer with.
-local function take(now, job, token)
-  local r, code = owned(now, job, token)
-  if r then drop_running(token) end
-  return r, code
 end

@@ -43,9 +43,11 @@ def test_a_pickle_blob_in_a_job_definition_is_quarantined_never_unpickled(
     assert sorted(c.job_id for c in batch.claims) == sorted(["good", uni])
     mine = next(c for c in batch.claims if c.job_id == uni)
     assert json.loads(mine.spec.target.args_json) == {"text": "é 😀"}
-    for bad in ("blob", "surrogate"):
-        info = redis_client.hgetall(store.keys.job(bad))
-        assert info[b"state"] == b"failed" and b"malformed job data" in info[b"last_error"]
+    for bad in ("blob", "surrogate"):  # moved aside by claim.lua itself: never claimed
+        record = json.loads(redis_client.hget(store.keys.quarantined, bad))
+        assert record["reason"] == "malformed job data: field def is not non-empty UTF-8 text"
+        assert not redis_client.exists(store.keys.job(bad))
+        assert redis_client.hget(store.keys.quarantined_data(bad), "def")  # kept as it was
     store.close()
 
 

@@ -1,6 +1,11 @@
-"""Malformed data found in Redis is quarantined with a reason; the loop goes on (SPEC §5)."""
+"""Malformed data found in Redis is quarantined with a reason; the loop goes on (SPEC §5).
+
+The quarantine (lua/README.md): a record in the namespace's ``quarantined`` hash, the job
+key renamed to ``quarantined:<job>`` as it was, one ``quarantined`` event."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -11,7 +16,18 @@ from tests.helpers import spec
 pytestmark = pytest.mark.redis
 
 
-def test_a_job_hash_with_a_corrupt_definition_is_failed_not_fatal(
+def quarantined(store: RedisStore, client, job: str) -> dict:
+    """The quarantine record of ``job``, checked: moved aside whole, counted once."""
+    record = json.loads(client.hget(store.keys.quarantined, job))
+    assert record["id"] == record["job"] == job and record["by"] == "claim"
+    assert not client.exists(store.keys.job(job))  # moved aside as it was
+    assert client.type(store.keys.quarantined_data(job)) == b"hash"
+    kinds = [e.kind for e in store.events(1000) if e.job_id == job]
+    assert kinds.count("quarantined") == 1 and "failed" not in kinds
+    return record
+
+
+def test_a_job_hash_with_a_corrupt_definition_is_moved_aside_not_fatal(
     redis_url, redis_ns, redis_client, clock
 ):
     store = RedisStore(redis_url, redis_ns, clock=clock)
@@ -20,11 +36,11 @@ def test_a_job_hash_with_a_corrupt_definition_is_failed_not_fatal(
     redis_client.hset(store.keys.job("bad"), "def", "{not json")
     batch = store.claim_due({"default": 10}, 30, "o")
     assert [c.job_id for c in batch.claims] == ["good"]
-    info = redis_client.hgetall(store.keys.job("bad"))
-    assert info[b"state"] == b"failed"
-    assert b"malformed job data" in info[b"last_error"]
-    assert redis_client.lrange(store.keys.dead("bad"), 0, -1)
-    assert "malformed" in store.get("bad").dead_letters[0].detail
+    record = quarantined(store, redis_client, "bad")
+    assert record["reason"].startswith("malformed job data in Redis (JSONDecodeError")
+    assert record["token"] and record["running"].endswith("|bad")  # the claim, dropped
+    assert redis_client.zcard(store.keys.lease) == 1  # the good claim's only
+    assert store.get("bad") is None
     store.close()
 
 
@@ -47,9 +63,7 @@ def test_arguments_that_are_not_a_json_object_are_moved_aside_at_claim(
     redis_client.hset(store.keys.job("bad"), "def", json.dumps(definition))
     batch = store.claim_due({"default": 10}, 30, "o")
     assert [c.job_id for c in batch.claims] == ["good"]
-    info = store.get("bad")
-    assert info is not None and info.state == "failed"
-    assert "malformed job data" in (info.last_error or "")
-    assert "lease" not in (info.last_error or "")
+    record = quarantined(store, redis_client, "bad")
+    assert "malformed job data" in record["reason"] and "lease" not in record["reason"]
     assert redis_client.zcard(store.keys.lease) == 1  # the good claim's only
     store.close()

@@ -259,3 +259,21 @@ def test_the_in_process_store_has_no_quarantine(clock):
 
     with pytest.raises(TypeError, match="no quarantine"):
         Client(MemoryStore(clock)).quarantined()
+
+
+def test_a_malformed_orphan_is_moved_aside_not_left_forever(store):
+    """An orphan whose data does not parse would never come due (no claim would move it
+    aside): the reconciler moves it to the quarantine itself."""
+    store.add(spec("garbled", After(0)))
+    store.add(spec("fine", After(0)))
+    orphan(store, "garbled")
+    store.redis.hset(store.keys.job("garbled"), "next", "soon")
+    assert store.reconcile(dry_run=True).findings[0].action == "none (dry run)"
+    found = {f.job_id: f for f in store.reconcile().findings}
+    assert found["garbled"].action == "moved aside"
+    assert "field next is not" in found["garbled"].problem
+    assert found["fine"].action == "requeued"
+    (q,) = store.quarantined()
+    assert (q.entry_id, q.found_by) == ("garbled", "reconcile")
+    assert store.redis.exists(store.keys.quarantined_data("garbled"))
+    assert claim_ids(store) == ["fine"]

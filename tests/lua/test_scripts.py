@@ -8,6 +8,7 @@ its input before its first write: the namespace's whole keyspace is compared bef
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -552,16 +553,36 @@ def test_malformed_due_entries_are_quarantined_and_good_jobs_still_claimed(rs, c
     redis_client.zadd(lane, {m: NOW for m in ghosts})  # point to a job that does not exist
     clock.advance(1)
     assert [c.job_id for c in claim(rs, {"default": 1})] == ["good"]
-    assert [x.decode() for x in redis_client.lrange(rs.keys.quarantine, 0, -1)] == ["!!!"]
+
+    def records() -> dict[str, dict]:
+        got = redis_client.hgetall(rs.keys.quarantined)
+        return {k.decode(): json.loads(v) for k, v in got.items()}
+
+    entry = {m: "m:" + hashlib.sha1(m.encode()).hexdigest()[:16] for m in garbage}
+    assert list(records()) == [entry["!!!"]]
     assert claim(rs) == []  # the rest, with capacity to spare
     assert due(redis_client, rs) == []
-    quarantine = [x.decode() for x in redis_client.lrange(rs.keys.quarantine, 0, -1)]
-    assert sorted(quarantine) == sorted(garbage)
+    assert sorted(records()) == sorted(entry.values())
+    for m, rec in ((m, records()[entry[m]]) for m in garbage):
+        assert rec == {
+            "id": entry[m],
+            "job": "",
+            "reason": "malformed due entry",
+            "at": NOW + 1000,
+            "by": "claim",
+            "member": m,
+            "lane": "default",
+            "score": NOW + 1000,
+            "type": "",
+            "running": "",
+            "token": "",
+        }
     quarantined = [e for e in events(redis_client, rs) if e["kind"] == "quarantined"]
-    assert sorted(e["detail"] for e in quarantined) == sorted(
-        f"malformed due entry: {m}" for m in garbage
-    )
+    assert [e["detail"] for e in quarantined] == ["malformed due entry"] * len(garbage)
+    assert redis_client.hget(rs.keys.stats, "quarantined") == str(len(garbage)).encode()
+    assert not redis_client.exists(rs.keys.quarantine)  # the legacy list is no longer written
     assert not redis_client.exists(rs.keys.job("ghost"))
+    assert redis_client.exists(rs.keys.job("good"))  # "00ff|r|x|y|z|w|good" names it: untouched
 
 
 # ---- the event stream ---------------------------------------------------------------------

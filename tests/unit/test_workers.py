@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import sys
@@ -198,12 +199,17 @@ def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine
 
 def test_arguments_that_do_not_parse_fail_at_once_as_malformed(make_engine, store):
     """Issue 12: arguments that reach a worker unparsed (a store that does not check
-    them) fail at once as malformed, never after the lease lapsed."""
+    them) fail at once as malformed, never after the lease lapsed. A shared store reads
+    them at claim and moves the job aside (its quarantine) instead."""
     store.add(JobSpec("garbled", TaskRef("tests.add_to", "{not json"), After(0)))
     store.add(JobSpec("listed", TaskRef("tests.add_to", "[1, 2]"), After(0)))
     eng = make_engine(store=store)  # after the adds: a Redis wake-up could trail wait_idle
     assert eng.wait_idle()
     for job in ("garbled", "listed"):
+        if hasattr(store, "keys"):  # RedisStore
+            record = json.loads(store.redis.hget(store.keys.quarantined, job))
+            assert record["reason"].startswith("malformed job data"), record
+            continue
         info = eng.get(job)
         assert info.state == "failed" and info.attempts == 1, info
         assert info.last_error.startswith("malformed job data"), info.last_error

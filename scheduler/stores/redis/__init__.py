@@ -14,7 +14,7 @@ entries stored under it (codec.py). Rooms of this wing:
 * queries.py - read-side queries for the CLI and operators (``duetime ls``, ``show``...).
 """
 
-from scheduler.stores.redis.server_checks import StoreConfigError
+from scheduler.stores.redis.server_checks import StoreConfigError, StoreCorruptError
 from scheduler.stores.redis.sharded import ShardedStore, open_store
 from scheduler.stores.redis.shards import ShardCountError
 from scheduler.stores.redis.store import RedisStore, StoreFullError, StoreUnavailableError
@@ -24,6 +24,7 @@ __all__ = [
     "ShardCountError",
     "ShardedStore",
     "StoreConfigError",
+    "StoreCorruptError",
     "StoreFullError",
     "StoreUnavailableError",
     "open_store",

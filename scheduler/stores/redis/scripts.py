@@ -33,6 +33,7 @@ SCRIPTS = (
     "reconcile",
     "restore",
     "purge",
+    "quarantine",
 )
 
 INCLUDE_DIR = "include"

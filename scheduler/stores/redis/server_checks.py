@@ -1,11 +1,18 @@
-"""What a Redis server must offer before duetime runs on it (``RedisStore.check_server``)."""
+"""What a Redis server must offer before duetime runs on it (``RedisStore.check_server``),
+and what a namespace's own keys must be: the types the scripts expect (a script that finds
+one otherwise answers ``ERR duetime corrupt <key> ...`` and writes nothing)."""
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from scheduler.errors import DuetimeError
+from scheduler.stores.redis.keys import Keys
 
 MIN_REDIS = (7, 0)
 
@@ -36,3 +43,100 @@ def check_info(info: Mapping[str, Any], url: str) -> list[str]:
             "'appendonly yes' (and 'appendfsync always' for the strict contract)"
         ]
     return []
+
+
+class StoreCorruptError(StoreConfigError):
+    """A namespace-wide key (a due set, ``lease``, ``running``, ``events``, ``stats``, a
+    counter, ...) holds the wrong type or a counter that is not an integer. Such a key
+    cannot be moved aside like one job: every script that meets it refuses to run
+    (nothing written) until an operator repairs it. ``key`` names it; ``logged`` is True
+    once the store has reported it (at most one log line per key per minute)."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.logged = False
+
+
+LOG_EVERY = 60.0  # seconds between two log lines about the same corrupt key
+_logged: dict[str, float] = {}
+_logged_lock = threading.Lock()
+_CORRUPT = re.compile(r"duetime corrupt (\S+) (.*)$", re.DOTALL)
+
+
+def corrupt_error(reply: str, url: str) -> StoreCorruptError:
+    """The ``StoreCorruptError`` for a script's ``ERR duetime corrupt <key> ...`` reply."""
+    m = _CORRUPT.search(reply)
+    key, what = (m.group(1), m.group(2)) if m else ("?", reply)
+    return StoreCorruptError(
+        f"Redis at {url}: {key} {what}. duetime writes nothing to this namespace while "
+        f"it is so (it cannot be moved aside like one job). Inspect it (redis-cli TYPE "
+        f"{key}), then rename it out of the way (RENAME {key} {key}.corrupt) or delete it; "
+        "the data it held is then rebuilt or reported by `duetime doctor`",
+        key,
+    )
+
+
+def log_rate_limited(logger: logging.Logger, exc: StoreCorruptError) -> StoreCorruptError:
+    """Log ``exc`` unless a line about the same key was logged in the last minute (per
+    process); marks it ``logged`` so that generic handlers stay quiet. Returns it."""
+    now = time.monotonic()
+    with _logged_lock:
+        last = _logged.get(exc.key)
+        fresh = last is None or now - last >= LOG_EVERY
+        if fresh:
+            _logged[exc.key] = now
+    if fresh:
+        logger.error("%s", exc)
+    exc.logged = True
+    return exc
+
+
+def check_keys(client: Any, keys: Keys, url: str) -> None:
+    """Raise ``StoreCorruptError`` for the first namespace-wide key of ``keys`` that holds
+    the wrong type, or a counter or stats field that is not an integer (a replica refuses
+    to start on it rather than fail on every claim)."""
+    shapes = {
+        keys.lanes: "set",
+        keys.lease: "zset",
+        keys.running: "hash",
+        keys.events: "stream",
+        keys.stats: "hash",
+        keys.quarantined: "hash",
+        keys.quarantine: "list",
+        keys.reconcile: "string",
+        keys.epoch: "string",
+        keys.layout: "string",
+        keys.shards: "string",
+    }
+    counters = [keys.fence, keys.seq, keys.gen, keys.ids]
+    for key in counters:
+        shapes[key] = "string"
+    if _text(client.type(keys.lanes)) == "set":
+        for lane in sorted(_text(x) for x in client.smembers(keys.lanes)):
+            shapes[keys.due(lane)] = "zset"
+    with client.pipeline(transaction=False) as p:
+        for key in shapes:
+            p.type(key)
+        found = [_text(t) for t in p.execute()]
+    for (key, want), got in zip(shapes.items(), found, strict=True):
+        if got not in ("none", want):
+            raise corrupt_error(f"duetime corrupt {key} is a {got}, expected {want}", url)
+    for key in counters:
+        value = client.get(key)
+        if value is not None and not _INTEGER.match(_text(value)):
+            raise corrupt_error(f"duetime corrupt {key} is not an integer, expected one", url)
+    for field, value in client.hgetall(keys.stats).items():
+        if not _INTEGER.match(_text(value)):
+            raise corrupt_error(
+                f"duetime corrupt {keys.stats} field {_text(field)} is not an integer, "
+                "expected an integer",
+                url,
+            )
+
+
+_INTEGER = re.compile(r"^-?\d{1,18}$")
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

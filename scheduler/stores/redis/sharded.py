@@ -156,6 +156,7 @@ class ShardedStore(WakeSubscriptions):
         self._counted = True
         with self.shards[0].reachable():
             for s in self.shards[1:]:
+                s.check_keys()
                 s.adopt_epoch()
         return warnings
 

@@ -24,25 +24,28 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
-from scheduler.model import (
-    AddResult,
-    Claim,
-    ClaimBatch,
-    Commit,
-    Event,
-    JobInfo,
-    JobSpec,
-    Quarantined,
-    Reconciled,
-)
+from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores.redis import calendar_plans, codec, presence, shards, upkeep, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
-from scheduler.stores.redis.server_checks import StoreConfigError, check_info
+from scheduler.stores.redis.server_checks import (
+    StoreConfigError,
+    StoreCorruptError,
+    check_info,
+    check_keys,
+    corrupt_error,
+    log_rate_limited,
+)
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
-__all__ = ["RedisStore", "StoreConfigError", "StoreFullError", "StoreUnavailableError"]
+__all__ = [
+    "RedisStore",
+    "StoreConfigError",
+    "StoreCorruptError",
+    "StoreFullError",
+    "StoreUnavailableError",
+]
 
 log = logging.getLogger("duetime.redis")
 
@@ -65,7 +68,7 @@ def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
 
 
-class RedisStore(WakeSubscriptions):
+class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
     ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
@@ -157,7 +160,9 @@ class RedisStore(WakeSubscriptions):
 
     def call_script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` (lua/) with the namespace's prefix and time argument, then
-        ``args``; its reply. Bad input refused by the script raises ValueError."""
+        ``args``; its reply. Bad input refused by the script raises ValueError; a
+        namespace key of the wrong type, ``StoreCorruptError`` (logged at most once a
+        minute per key)."""
         argv = [self.keys.prefix, self._now_arg(), *args]
         try:
             with self.reachable():
@@ -170,6 +175,8 @@ class RedisStore(WakeSubscriptions):
                 raise ValueError(f"the store refused the request: {exc}") from exc
             if "duetime layout" in str(exc):
                 raise StoreConfigError(str(exc).removeprefix("duetime ")) from exc
+            if "duetime corrupt" in str(exc):
+                raise log_rate_limited(log, corrupt_error(str(exc), self.url)) from exc
             raise
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
@@ -187,8 +194,9 @@ class RedisStore(WakeSubscriptions):
     def check_server(self) -> list[str]:
         """Check the server before running on it: Redis >= 7.0 and
         ``maxmemory-policy noeviction`` (raises ``StoreConfigError`` with the fix
-        otherwise); returns warnings (AOF off). Also records the namespace's epoch, whose
-        disappearance later means Redis lost its data."""
+        otherwise); returns warnings (AOF off). Refuses a namespace whose own keys are of
+        the wrong type (``StoreCorruptError`` naming the key and what to do). Also records
+        the namespace's epoch, whose disappearance later means Redis lost its data."""
         try:
             info = self._r.info()
         except self._redis_mod.ConnectionError as exc:
@@ -197,12 +205,20 @@ class RedisStore(WakeSubscriptions):
         if self._checked is not None:
             return self._checked
         shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
+        self.check_keys()
         self.adopt_epoch()
         for w in warnings:
             log.warning(w)
         self._checked = warnings
         self._upkeep()  # a replica starts with a reconciler pass
         return warnings
+
+    def check_keys(self) -> None:
+        """Raise ``StoreCorruptError`` if a namespace-wide key (due sets, lease, running,
+        events, stats, counters, ...) holds the wrong type: such a key cannot be moved
+        aside like one job, and every script would refuse to run on it."""
+        with self.reachable():
+            check_keys(self._r, self.keys, self.url)
 
     def _watch_epoch(self, epoch: str) -> None:
         """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
@@ -360,11 +376,12 @@ class RedisStore(WakeSubscriptions):
         return ClaimBatch(claims, due_in, now / 1000)
 
     def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
-        """A claimed job whose definition cannot be read: record it as failed (it lands
-        in its dead letters, with the reason) instead of crashing the loop."""
-        reason = f"malformed job data in Redis ({type(exc).__name__}: {exc}); quarantined"
-        log.error("job %s: %s", c.get("j"), reason)
-        self.call_script("fail", c["j"], c["t"], reason, "")
+        """A claimed job whose definition cannot be read: moved aside, into the
+        namespace's quarantine (quarantine.lua drops the claim's RUNNING entry and lease,
+        renames the job key and records why), instead of crashing the loop."""
+        reason = f"malformed job data in Redis ({type(exc).__name__}: {exc})"
+        log.error("job %s: %s; moved aside (quarantined)", c.get("j"), reason)
+        self.call_script("quarantine", c["j"], c["t"], reason[:1000])
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         if not claims:
@@ -465,31 +482,6 @@ class RedisStore(WakeSubscriptions):
 
     def _on_wake(self, channel: str, due_ms: int) -> None:
         self._notify(self.due_in(due_ms))
-
-    # ---- upkeep: the reconciler and the quarantine (upkeep.py) ----------------------------
-    def _upkeep(self) -> None:
-        """A reconciler pass, at most once per resync period (never raises)."""
-        self._upkeep_at = time.monotonic() + self.resync
-        upkeep.background_pass(self)
-
-    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        """Check every job once (``duetime doctor``); repair unless ``dry_run``."""
-        with self.reachable():
-            return upkeep.reconcile_all(self, dry_run)
-
-    def quarantined(self) -> list[Quarantined]:
-        """What was moved aside because it did not parse, oldest first."""
-        with self.reachable():
-            return upkeep.quarantined(self)
-
-    def restore(self, entry_id: str) -> str:
-        """Put a quarantined job back (``restored``, ``missing``, ``exists``, ``no-job``)."""
-        return upkeep.restore(self, entry_id)
-
-    def purge_quarantined(self, entry_id: str) -> int:
-        """Drop a quarantine entry and its raw data (``"*"``: all); how many were dropped."""
-        with self.reachable():
-            return upkeep.purge(self, entry_id)
 
     def retire(self, owner: str) -> None:
         """Replica ``owner`` stopped: it leaves the live set at once (presence.py)."""

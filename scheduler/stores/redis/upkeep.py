@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
@@ -42,6 +44,43 @@ class UpkeepStore(Protocol):
     def redis(self) -> Any: ...
 
     def call_script(self, name: str, *args: Any) -> Any: ...
+
+    def reachable(self) -> AbstractContextManager[None]: ...
+
+
+class Periodic(UpkeepStore, Protocol):
+    """A store that runs background passes (``RedisStore``)."""
+
+    resync: float
+    _upkeep_at: float
+
+
+class UpkeepMethods:
+    """``RedisStore``'s upkeep methods (mixed in; each is a function of this module)."""
+
+    def _upkeep(self: Periodic) -> None:
+        """A reconciler pass, at most once per resync period (never raises)."""
+        self._upkeep_at = time.monotonic() + self.resync
+        background_pass(self)
+
+    def reconcile(self: UpkeepStore, *, dry_run: bool = False) -> Reconciled:
+        """Check every job once (``duetime doctor``); repair unless ``dry_run``."""
+        with self.reachable():
+            return reconcile_all(self, dry_run)
+
+    def quarantined(self: UpkeepStore) -> list[Quarantined]:
+        """What was moved aside because it did not parse, oldest first."""
+        with self.reachable():
+            return quarantined(self)
+
+    def restore(self: UpkeepStore, entry_id: str) -> str:
+        """Put a quarantined job back (``restored``, ``missing``, ``exists``, ``no-job``)."""
+        return restore(self, entry_id)
+
+    def purge_quarantined(self: UpkeepStore, entry_id: str) -> int:
+        """Drop a quarantine entry and its raw data (``"*"``: all); how many were dropped."""
+        with self.reachable():
+            return purge(self, entry_id)
 
 
 def background_pass(store: UpkeepStore) -> None:

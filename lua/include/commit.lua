@@ -1,0 +1,67 @@
+-- include/commit.lua: what complete, complete_many, fail and release decide before their
+-- first write: the namespace keys they touch (once per call), then per invocation the
+-- token check (include/tokens.lua) and its job's key type and fields (include/check.lua).
+-- A RUNNING entry that does not parse, or a job whose data does not parse, is moved aside
+-- (include/aside.lua) with the outcome the caller reported in its reason, its RUNNING
+-- entry and lease dropped, and the caller is answered "quarantined": the outcome is
+-- recorded there, and never reported as a lease loss.
+-- Provides: COMMIT_FIELDS, commit_guard, commit_plan, commit_aside
+-- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
+--   quarantined, quarantined:<entry>
+
+--@include core
+--@include events
+--@include tokens
+--@include due
+--@include check
+--@include aside
+
+-- Every field a commit, with settle() after it, may parse.
+local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
+  'running', 'runs', 'failures'}
+
+-- The namespace keys of a commit that may write events of kinds `...`: nil if sound,
+-- else the error reply.
+local function commit_guard(...)
+  return running_ok() or aside_ok() or seq_ok() or events_ok('quarantined', ...)
+end
+
+-- The plan for `token`'s commit of `job` (read only), given its token check (`r`, `code`,
+-- `data`: as owned() returns them). `outcome`: what the caller reports ("succeeded", ...);
+-- `extra(job)`: why a further key of the job cannot be written, or nil. Returns {r, f}
+-- (commit: the invocation, and its job's checked fields, nil if the job is gone), {code}
+-- (answer it), {q} (move it aside); or nil and the error reply for a corrupt due set.
+local function commit_plan(job, token, outcome, r, code, data, extra)
+  local plan = {token = token, data = data or ''}
+  if code == 'corrupt' then
+    plan.q = {id = token_entry(token), job = job, type = '',
+      reason = 'malformed RUNNING entry; the invocation ' .. outcome}
+    return plan
+  end
+  if not r then return {code = code} end
+  local f, why, t = read_job(job, COMMIT_FIELDS)
+  if not why and extra and extra(job) then  -- (checked even if the job is gone: it writes)
+    why, t = 'malformed job data: ' .. extra(job), f and 'hash' or 'none'
+  end
+  if why then
+    plan.q = {id = job, job = job, type = t, reason = why .. '; the invocation of ' ..
+      fmt(r.sched) .. ' (attempt ' .. fmt(r.attempt) .. ') ' .. outcome}
+    return plan
+  end
+  if f then
+    local bad = lane_ok(f.lane)
+    if bad then return nil, bad end
+  end
+  plan.r, plan.f = r, f
+  return plan
+end
+
+-- Move planned item `plan` aside, found by script `by` (its RUNNING entry and lease are
+-- dropped); the code to answer.
+local function commit_aside(now, by, plan)
+  local q = plan.q
+  q.member, q.lane, q.running, q.token = '', '', plan.data, plan.token
+  drop_running(plan.token)
+  move_aside(now, by, q)
+  return 'quarantined'
+end
