@@ -38,3 +38,8 @@ class PayloadError(DuetimeError, ValueError):
 
 class InvocationTimeout(DuetimeError, TimeoutError):
     """A job ran past its timeout (recorded as its failure; it was asked to stop)."""
+
+
+class InvocationCancelled(DuetimeError):
+    """A running async job was cancelled (``cancel(interrupt=True)``, or its lease was
+    lost) and did not fail by itself: recorded as such, never as a success."""

@@ -7,6 +7,7 @@ plus JSON arguments (never pickled code).
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ def task(name: str | None = None) -> Callable[[F], F]:
 
     def register(fn: F) -> F:
         validation.callable_job(fn, "a task")
+        validation.runnable(fn, "a task")
         key = validation.name(name or default_name(fn), "task name")
         with _lock:
             old = _tasks.get(key)
@@ -72,4 +74,4 @@ def resolve(target: Target) -> Callable[[], Any]:
     kwargs = json.loads(target.args_json)  # ValueError if it is not JSON
     if not isinstance(kwargs, dict):
         raise TypeError(f"the arguments are a JSON {type(kwargs).__name__}, not an object")
-    return lambda: fn(**kwargs)
+    return functools.partial(fn, **kwargs)  # a partial: an async task stays recognisable

@@ -83,9 +83,30 @@ def name(value: object, what: str) -> str:
 
 
 def callable_job(fn: object, name: str = "job") -> Callable[[], Any]:
+    runnable(fn, name)
     if not callable(fn):
         raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
     return fn
+
+
+def runnable(fn: object, what: str) -> None:
+    """Refuse what can never run as a job (issue 14): a coroutine object (a called
+    ``async def``) or an async generator function; the message says what to pass."""
+    import inspect
+
+    if inspect.iscoroutine(fn) or inspect.isawaitable(fn):
+        if inspect.iscoroutine(fn):
+            fn.close()  # no "never awaited" warning: the caller is told instead
+        raise TypeError(
+            f"{what} is an awaitable (a called async def), not a function: pass the "
+            "function itself, e.g. schedule(fetch, ...) rather than schedule(fetch(), ...); "
+            "bind arguments with functools.partial or kwargs="
+        )
+    if inspect.isasyncgenfunction(fn):
+        raise TypeError(
+            f"{what} is an async generator function, which cannot be awaited once: wrap it, "
+            "e.g. async def job(): async for item in gen(): ..."
+        )
 
 
 def kwargs(value: object) -> dict[str, Any]:

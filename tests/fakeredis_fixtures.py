@@ -42,6 +42,7 @@ UNSUPPORTED: dict[str, str] = {
         "test_arguments_that_do_not_parse_fail_at_once_as_malformed",
     )
 }
+UNSUPPORTED["test_async_jobs.py::test_an_async_registered_task_runs_through_every_store"] = _NO_INFO
 
 
 def lua_comment_shebang(source: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 
@@ -11,21 +12,33 @@ class CancelToken:
     """Cooperative cancellation: set once, with a reason; jobs poll ``cancelled()``.
     The event behind ``wait`` is created only if someone waits (most jobs never do)."""
 
-    __slots__ = ("reason", "_event", "_lock")
+    __slots__ = ("reason", "_event", "_lock", "_callbacks")
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self._event: threading.Event | None = None
         self._lock = _token_lock
+        self._callbacks: list[Callable[[], None]] | None = None
 
     def cancel(self, reason: str) -> None:
         with self._lock:
             if self.reason is not None:
                 return
             self.reason = reason
-            event = self._event
+            event, callbacks = self._event, self._callbacks
         if event is not None:
             event.set()
+        for callback in callbacks or ():
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from the cancelling thread) when the token is cancelled; at
+        once if it already is (an async job's task is cancelled this way)."""
+        with self._lock:
+            if self.reason is None:
+                self._callbacks = [*(self._callbacks or ()), callback]
+                return
+        callback()
 
     def cancelled(self) -> bool:
         return self.reason is not None

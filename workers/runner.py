@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from scheduler.clock import Clock
-from scheduler.errors import InvocationTimeout, TaskNotRegisteredError
+from scheduler.errors import InvocationCancelled, InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit, Target, TaskRef
 from scheduler.stores.base import Store
-from workers import commits, failpoints
+from workers import commits, coroutines, failpoints
 from workers.acks import Acks
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
@@ -171,8 +171,9 @@ class Runner:
         result: Any = None
         cv = _current.set(ctx)
         started = self._clock.now()
+        is_coroutine = coroutines.is_async(fn)
         try:
-            result = fn()
+            result = coroutines.call(fn, is_coroutine, token)
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
             error = exc
         finally:
@@ -181,6 +182,8 @@ class Runner:
             if timer is not None:
                 self._timers.cancel(timer)
             self._track(claim.job_id, token, False)
+        if is_coroutine and token.reason is not None and not isinstance(error, Exception):
+            error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:
@@ -314,3 +317,10 @@ class Runner:
             return
         if result is not Commit.OK:
             commits.refused(claim, result)
+
+
+def _why_cancelled(reason: str, timeout: float | None) -> BaseException:
+    """What an async job cancelled by its token ended as (never a success)."""
+    if reason == "timeout":
+        return InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
+    return InvocationCancelled(f"the async job was cancelled ({reason})")

@@ -1,0 +1,166 @@
+"""Issue 14 (first step): `async def` jobs really run, in both stores; cancellation reaches
+the coroutine and is recorded as what it was; what cannot run is refused or fails, and
+nothing is ever reported as succeeded without having run."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+
+import pytest
+
+from scheduler import current_invocation, task
+from scheduler.model import After, JobSpec, TaskRef
+from tests.helpers import WAIT
+
+ran: list[str] = []
+
+
+@task("tests.async.add")
+async def add_async(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    ran.append("add")
+    return a + b
+
+
+def test_an_async_def_runs_in_process_and_its_result_is_recorded(make_engine):
+    eng = make_engine(2)
+    seen: list[object] = []
+
+    async def job() -> str:
+        await asyncio.sleep(0.001)
+        inv = current_invocation()
+
+        async def child() -> str:  # a task it spawns sees the invocation too
+            return current_invocation().job_id
+
+        seen.append((inv.job_id, await asyncio.create_task(child())))
+        return "done"
+
+    eng.after(job, 0, job_id="a")
+    eng.after(lambda: "sync", 0, job_id="s")  # sync and async mix in one lane
+    assert eng.wait_idle()
+    assert eng.get("a").state == "succeeded" and eng.get("a").last_result == "done"
+    assert eng.get("s").last_result == "sync"
+    assert seen == [("a", "a")]
+
+
+def test_an_async_registered_task_runs_through_every_store(make_engine, store):
+    ran.clear()
+    store.add(JobSpec("t", TaskRef("tests.async.add", '{"a": 2, "b": 3}'), After(0)))
+    eng = make_engine(store=store)
+    assert eng.wait_idle()
+    eng.shutdown(wait=True)  # batched acks are recorded by then
+    info = store.get("t")
+    assert info.state == "succeeded" and info.last_result == 5 and ran == ["add"]
+
+
+def test_failures_of_an_async_job_are_isolated_and_recorded(make_engine):
+    eng = make_engine()
+
+    async def boom() -> None:
+        raise ValueError("boom")
+
+    async def cancels_itself() -> None:
+        raise asyncio.CancelledError()
+
+    eng.after(boom, 0, job_id="boom")
+    eng.after(cancels_itself, 0, job_id="self")
+    eng.after(lambda: None, 0, job_id="after")
+    assert eng.wait_idle()
+    assert eng.get("boom").state == "failed" and "ValueError: boom" in eng.get("boom").last_error
+    assert eng.get("self").state == "failed" and "CancelledError" in eng.get("self").last_error
+    assert eng.get("after").state == "succeeded"
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+def test_a_timeout_cancels_the_coroutine_and_is_recorded_as_a_timeout(make_engine, clock, swallow):
+    eng = make_engine()
+    started, saw_cancel = threading.Event(), threading.Event()
+
+    async def slow() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            saw_cancel.set()
+            if not swallow:
+                raise
+        return "pretended to finish"
+
+    eng.after(slow, 0, job_id="slow", timeout=5)
+    assert started.wait(WAIT)
+    clock.advance(5)
+    assert saw_cancel.wait(WAIT)
+    assert eng.wait_idle()
+    info = eng.get("slow")
+    assert info.state == "failed" and "timeout" in info.last_error, info
+
+
+def test_cancel_with_interrupt_reaches_the_coroutine_never_a_success(make_engine):
+    eng = make_engine()
+    started = threading.Event()
+
+    async def polite() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return "swallowed it"
+        return "never"
+
+    eng.after(polite, 0, job_id="p")
+    assert started.wait(WAIT)
+    eng.cancel("p", interrupt=True, wait=True, timeout=WAIT)
+    assert eng.wait_idle()  # the outcome is recorded once the worker is idle again
+    info = eng.get("p")
+    assert info.runs == 0 and info.failures == 1, info  # never counted as a success
+    assert "the async job was cancelled" in (info.last_error or ""), info
+
+
+async def agen():
+    yield 1
+
+
+async def coro_fn() -> int:
+    return 1
+
+
+class AsyncCallable:
+    async def __call__(self) -> int:
+        return 7
+
+
+def test_what_cannot_run_is_refused_when_scheduled_or_registered(make_engine):
+    eng = make_engine()
+    coro = coro_fn()
+    with pytest.raises(TypeError, match="awaitable .*pass the function itself"):
+        eng.after(coro, 0)
+    with pytest.raises(TypeError, match="async generator"):
+        eng.after(agen, 0)
+    with pytest.raises(TypeError, match="async generator"):
+        task("tests.async.gen")(agen)
+    assert eng.jobs() == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "make", "outcome"),
+    [
+        ("sync function", lambda: lambda: 1, ("succeeded", 1)),
+        ("async def", lambda: coro_fn, ("succeeded", 1)),
+        ("partial of an async def", lambda: functools.partial(coro_fn), ("succeeded", 1)),
+        ("object with an async __call__", AsyncCallable, ("succeeded", 7)),
+        ("lambda returning a coroutine", lambda: lambda: coro_fn(), ("failed", None)),
+    ],
+)
+def test_no_kind_of_callable_is_reported_as_succeeded_without_running(
+    make_engine, kind, make, outcome
+):
+    eng = make_engine()
+    eng.after(make(), 0, job_id="j")
+    assert eng.wait_idle()
+    info = eng.get("j")
+    assert (info.state, info.last_result) == outcome, (kind, info)
+    if outcome[0] == "failed":
+        assert "returned an awaitable instead of running" in info.last_error
