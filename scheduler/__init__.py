@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scheduler.api import JobScheduler, RecurringJobScheduler
+    from scheduler.async_client import AsyncClient
     from scheduler.client import Client
     from scheduler.clock import Clock, MonotonicClock
     from scheduler.engine import Scheduler
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "JobScheduler": "scheduler.api",
     "RecurringJobScheduler": "scheduler.api",
+    "AsyncClient": "scheduler.async_client",
     "Client": "scheduler.client",
     "Clock": "scheduler.clock",
     "MonotonicClock": "scheduler.clock",
@@ -72,8 +74,8 @@ _HOMES = {
 }
 
 __all__ = [
-    "Ambiguous", "Client", "Clock", "Cron", "current_invocation", "Delivery", "DuetimeError",
-    "InvocationContext",
+    "Ambiguous", "AsyncClient", "Client", "Clock", "Cron", "current_invocation", "Delivery",
+    "DuetimeError", "InvocationContext",
     "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "MemoryStore",
     "Misfire", "Missing", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
     "RedisStore", "RetryPolicy", "Scheduler", "SchedulerClosedError", "task",

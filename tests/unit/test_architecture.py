@@ -110,6 +110,7 @@ def test_the_public_names_are_unchanged_and_resolve():
     assert sorted(scheduler.__all__) == sorted(
         [
             "Ambiguous",
+            "AsyncClient",  # issue 14; the rest as before the house moved (issue 11)
             "Client",
             "Clock",
             "Cron",
