@@ -102,7 +102,7 @@ if layout ~= lay and layout ~= LAYOUT_EXACT then redis.call('SET', P .. 'layout'
 
 local due, k = nil, 0
 if kind == 'after' then
-  due = now_up() + num
+  due = (num > 0 and now_up() or now) + num  -- none claims it before this call: 0 is now
 elseif kind ~= 'every' then  -- at, cron: the first occurrence
   due = num
   if kind == 'cron' and anchor_arg ~= '' then redis.call('HSET', jk, 'after', anchor_arg) end
