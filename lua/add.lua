@@ -12,12 +12,11 @@
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
 -- ARGV[5] lane              ARGV[6] kind: after | at | every | cron
--- ARGV[7] after: delay ms; at: due epoch ms; every: interval ms; cron: the first
---         occurrence (epoch ms, computed by the caller from Redis TIME)
--- ARGV[8] every: anchor epoch ms or "" (= now); cron: the occurrence after the first
+-- ARGV[7] after: delay ms (from Redis TIME rounded up); at: due epoch ms; every: interval
+--         ("<ms>" or "<p>/<q>" ms, include/grid.lua); cron: the first occurrence (epoch ms)
+-- ARGV[8] every: anchor epoch ms or "" (= now, rounded up); cron: the occurrence after the first
 -- ARGV[9] misfire grace ms (cron: -1 = the gap to the next occurrence, at most 60 s)
--- ARGV[10] misfire: skip | run_once | catch_up
--- ARGV[11] overlap: skip | allow | queue
+-- ARGV[10] misfire: skip | run_once | catch_up      ARGV[11] overlap: skip | allow | queue
 -- ARGV[12] delivery: at_least_once | at_most_once     ARGV[13] max stalls (>= 1)
 -- ARGV[14] catch-up window ms, or "" (none)
 -- Returns: {outcome, due_in_ms, seq_before, seq_after} with outcome created | replaced |
@@ -35,8 +34,9 @@
 --@include aside
 --@include replace
 
-local job, def, lane, kind = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local num, anchor_arg = int(ARGV[7]), ARGV[8]
+local job, def, lane, kind, anchor_arg = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8]
+local iv = kind == 'every' and interval_of(ARGV[7])
+local num = kind == 'every' and (iv and 1 or 0) or int(ARGV[7])
 local grace, max_stalls = int(ARGV[9]), int(ARGV[13])
 local misfire, overlap, delivery, window = ARGV[10], ARGV[11], ARGV[12], ARGV[14] or ''
 local series = kind == 'every' or kind == 'cron'
@@ -87,10 +87,8 @@ local set = {'def', def, 'kind', kind, 'gen', fmt(gen)}
 local function opt(name, value)
   if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end
 end
-opt('lane', lane)
+opt('lane', lane); opt('delivery', delivery); opt('max_stalls', fmt(max_stalls))
 opt('running', old.running or '0')   -- invocations of a replaced definition may still run
-opt('delivery', delivery)
-opt('max_stalls', fmt(max_stalls))
 if series then
   opt('misfire', misfire)
   opt('overlap', overlap)
@@ -99,21 +97,23 @@ if series then
 end
 redis.call('HSET', jk, unpack(set))
 redis.call('SADD', P .. 'lanes', lane)
-if not layout then redis.call('SET', P .. 'layout', LAYOUT) end
+local lay = (iv and iv.b > 0) and LAYOUT_EXACT or LAYOUT  -- a fractional interval: layout 2
+if layout ~= lay and layout ~= LAYOUT_EXACT then redis.call('SET', P .. 'layout', lay) end
 
 local due, k = nil, 0
 if kind == 'after' then
-  due = now + num
+  due = (num > 0 and now_up() or now) + num  -- none claims it before this call: 0 is now
 elseif kind ~= 'every' then  -- at, cron: the first occurrence
   due = num
   if kind == 'cron' and anchor_arg ~= '' then redis.call('HSET', jk, 'after', anchor_arg) end
 else
-  local anchor = now
-  if anchor_arg ~= '' then anchor = int(anchor_arg) end
-  redis.call('HSET', jk, 'interval', fmt(num), 'anchor', fmt(anchor))
-  k = math.max(0, last_le(anchor, num, now) + 1)  -- grid points after now, never before anchor
-  due = occ(anchor, num, k)
+  local anchor = anchor_arg == '' and now_up() or int(anchor_arg)
+  redis.call('HSET', jk, 'interval', ARGV[7], 'anchor', fmt(anchor))
+  -- grid points after now, never before the anchor (the default anchor, now: one interval on)
+  k = math.max(anchor_arg == '' and 1 or 0, last_le(anchor, iv, now) + 1)
+  due = occ(anchor, iv, k)
 end
+if kind == 'at' and due < now then redis.call('HSET', jk, 'ready', fmt(now)) end  -- lag from now
 push_series(job, lane, due, k)
 if series then redis.call('HSET', jk, 'since', fmt(due)) end
 event(now, 'scheduled', job, due, nil, outcome)

@@ -37,6 +37,7 @@ if not f or f.paused ~= '1' then return 0 end
 corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
 redis.call('HDEL', jk, 'paused', 'stash')
+redis.call('HSET', jk, 'ready', fmt(now))  -- its due members are claimable from now (lag)
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
   redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)
   local seq = string.match(member, '^(%x+)|s|')

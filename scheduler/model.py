@@ -233,6 +233,9 @@ class Event(NamedTuple):
     scheduled: float | None = None
     attempt: int | None = None
     detail: str = ""
+    # a claim: when the job became claimable, if later than ``scheduled`` (enqueued with a
+    # past due time, retried, resumed); dispatch lag counts from here
+    ready: float | None = None
 
 
 @dataclass(frozen=True)

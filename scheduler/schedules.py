@@ -6,9 +6,11 @@ compare them with a brute-force model (tests/unit/test_schedules.py).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from scheduler import cron as crons
 from scheduler.model import Cron, Misfire
@@ -16,13 +18,40 @@ from scheduler.model import Cron, Misfire
 DEFAULT_GRACE_CAP = 60.0
 
 
-def occurrence(anchor: float, interval: float, k: int) -> float:
+DENOMINATOR_MAX = 10**6  # per millisecond: the finest fraction an interval is read as
+
+
+@functools.lru_cache(maxsize=4096)
+def exact_interval(seconds: float) -> Fraction:
+    """The interval a float of seconds stands for, exactly: the fraction of a millisecond
+    with denominator <= 10^6 that the float is the nearest double of (``1/3`` is 1000/3 ms,
+    ``0.1`` is 100 ms), else the float's value rounded up to the nanosecond. Both stores
+    compute their grid from it, so they agree on it, and no occurrence is early."""
+    ms = Fraction(seconds) * 1000
+    if ms.denominator == 1:
+        return ms / 1000
+    near = ms.limit_denominator(DENOMINATOR_MAX)
+    if float(near / 1000) == seconds:
+        return near / 1000
+    return Fraction(math.ceil(ms * 10**6), 10**9)
+
+
+def occurrence(anchor: float, interval: float | Fraction, k: int) -> float:
     """Due time of occurrence k: anchor + k * interval, computed from k (never by adding
-    intervals up), so there is no drift however many runs there have been."""
-    return anchor + k * interval
+    intervals up), so there is no drift however many runs there have been, and rounded
+    up, never down. Integer anchors with an integer or Fraction interval (the shared
+    store's milliseconds) give ``anchor + ceil(k * interval)``; float seconds (the
+    in-process store) give the least float >= anchor + k * exact_interval(interval)."""
+    if isinstance(anchor, int) and isinstance(interval, int | Fraction):
+        return anchor + math.ceil(k * interval)
+    exact = Fraction(anchor) + k * exact_interval(float(interval))
+    t = float(exact)
+    while Fraction(t) < exact:
+        t = math.nextafter(t, math.inf)
+    return t
 
 
-def last_index_at_or_before(anchor: float, interval: float, now: float) -> int:
+def last_index_at_or_before(anchor: float, interval: float | Fraction, now: float) -> int:
     """The largest k with occurrence(k) <= now (-1 if the anchor is still ahead)."""
     if now < anchor:
         return -1
@@ -35,7 +64,7 @@ def last_index_at_or_before(anchor: float, interval: float, now: float) -> int:
     return k
 
 
-def first_index_at_or_after(anchor: float, interval: float, t: float) -> int:
+def first_index_at_or_after(anchor: float, interval: float | Fraction, t: float) -> int:
     """The smallest k >= 0 with occurrence(k) >= t."""
     k = max(0, math.ceil((t - anchor) / interval))
     while k > 0 and occurrence(anchor, interval, k - 1) >= t:
@@ -65,7 +94,7 @@ class Plan:
 
 def plan(
     anchor: float,
-    interval: float,
+    interval: float | Fraction,
     k: int,
     now: float,
     policy: Misfire,
@@ -193,7 +222,11 @@ BACKFILL_LIMIT = 10_000  # occurrences one backfill call may consider
 
 
 def window(
-    job_id: str, cron: Cron | None, grid: tuple[float, float] | None, start: float, end: float
+    job_id: str,
+    cron: Cron | None,
+    grid: tuple[float, float | Fraction] | None,
+    start: float,
+    end: float,
 ) -> list[float]:
     """The occurrences in [start, end), ascending: of ``cron`` (wall epoch seconds), or
     of the fixed-rate ``grid`` (anchor, interval; k >= 0) in the same clock as start/end.

@@ -73,7 +73,8 @@ local function admit(b, lane, x)
     stash(b.now, jk, m.kind, f.next, x.member, f.stash)
     return false
   end
-  local running = tonumber(f.running)
+  local running, since = tonumber(f.running), tonumber(f.ready or '') or 0
+  b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
     issue(b, job, running, m.gen, m.sched, m.attempt, m.stalls, f.def)
     return true
@@ -84,6 +85,7 @@ local function admit(b, lane, x)
   end
   local run = series_due(b, job, lane, f)
   if not run then return false end
+  b.ready = math.max(run, since)
   issue(b, job, running, f.gen, run, 1, 0, f.def)
   return true
 end

@@ -10,6 +10,7 @@
 --@include core
 --@include job
 --@include utf8
+--@include interval
 
 local DEF_MAX, FIELD_MAX = 1048576, 1024  -- bytes: a definition or stash; any other field
 
@@ -30,8 +31,8 @@ end
 -- field -> its rule: the least integer it may hold, or a kind of text (flat tables: every
 -- call builds them). ENUMS: an enumeration's values between spaces (2 spaces: "" too).
 local RULES = {gen = 0, running = 0, k = 0, runs = 0, failures = 0, max_stalls = 1,
-  interval = 1, grace = -1, retries = 'int', anchor = 'int', next = 'int', after = 'int|',
-  since = 'int|', window = '0|', kind = 'enum', misfire = 'enum', overlap = 'enum',
+  interval = 'iv', grace = -1, retries = 'int', anchor = 'int', next = 'int', after = 'int|',
+  since = 'int|', ready = 'int|', window = '0|', kind = 'enum', misfire = 'enum', overlap = 'enum',
   delivery = 'enum', state = 'enum', cancelled = 'enum', paused = 'enum', replan = 'enum',
   go = 'enum', e = 'hex', lane = 'name', def = 'utf8', queued = 'queued', stash = 'stash'}
 local ENUMS = {kind = ' after at every cron ', misfire = ' skip run_once catch_up ',
@@ -40,8 +41,8 @@ local ENUMS = {kind = ' after at every cron ', misfire = ' skip run_once catch_u
   replan = '  0 1 ', go = '  0 1 '}
 local WHAT = {[0] = 'an integer >= 0', [1] = 'an integer >= 1', [-1] = 'an integer >= -1',
   int = 'an integer', ['int|'] = 'an integer or empty', ['0|'] = 'empty or >= 0',
-  hex = 'hex or empty', name = 'a lane name', utf8 = 'non-empty UTF-8 text',
-  queued = '"<ms>|<k>" or empty', stash = 'lines of "<ms> <due member>"',
+  iv = 'whole ms >= 1 or "<p>/<q>" ms', hex = 'hex or empty', name = 'a lane name',
+  utf8 = 'non-empty UTF-8 text', queued = '"<ms>|<k>" or empty', stash = 'lines of "<ms> <due member>"',
   kind = 'after, at, every or cron', misfire = 'skip, run_once or catch_up',
   overlap = 'skip, allow or queue', delivery = 'at_least_once or at_most_once',
   state = 'a final state or empty', flag = '0, 1 or empty'}
@@ -55,12 +56,11 @@ local function rule_ok(name, v)
   if rule == 'enum' then
     return not string.find(v, ' ', 1, true) and string.find(ENUMS[name], ' ' .. v .. ' ', 1, true) ~= nil
   end
+  if rule == 'iv' then return interval_of(v) ~= nil end
   if rule == 'hex' then return #v <= 16 and string.match(v, '^%x*$') ~= nil end
   if rule == 'name' then return v ~= '' end
   if rule == 'utf8' then return v ~= '' and (not string.find(v, '[\128-\255]') or utf8_ok(v)) end
-  if rule == 'queued' or rule == 'stash' then
-    return v == '' or (rule == 'queued' and queued_ok or stash_ok)(v)
-  end
+  if rule == 'queued' or rule == 'stash' then return v == '' or (rule == 'queued' and queued_ok or stash_ok)(v) end
   return true
 end
 

@@ -1,6 +1,7 @@
 -- include/core.lua: what every script runs first: the key prefix, number helpers, the
 -- check of ARGV[2], the check of the namespace's data layout, and the clock.
--- Provides: P, fmt, int, corrupt_key, expect, expect_int, LAYOUT, layout, now_ms
+-- Provides: P, fmt, int, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT, layout, now_ms,
+--   now_up
 -- Key families: layout
 --
 -- Conventions of every script:
@@ -55,19 +56,28 @@ end
 -- The data layout these scripts read and write. add.lua records it in the namespace; a
 -- namespace written by another layout is refused loudly instead of misread silently
 -- (e.g. producers and replicas of different versions during a rolling upgrade).
-local LAYOUT = '1'
+-- Layout 2 is layout 1 plus fractional intervals ("<p>/<q>" ms, include/grid.lua): add.lua
+-- records it when it writes one, so an older duetime refuses the namespace loudly.
+local LAYOUT, LAYOUT_EXACT = '1', '2'
 local layout = redis.pcall('GET', P .. 'layout')
 if type(layout) == 'table' then
   return corrupt_key(P .. 'layout', 'is a ' .. redis.call('TYPE', P .. 'layout')['ok'] ..
     ', expected string')
 end
-if layout and layout ~= LAYOUT then
+if layout and layout ~= LAYOUT and layout ~= LAYOUT_EXACT then
   return redis.error_reply('ERR duetime layout ' .. layout .. ' in this namespace, but this ' ..
-    'duetime writes layout ' .. LAYOUT .. ': run one version of duetime per namespace')
+    'duetime reads layouts 1 and 2: run one version of duetime per namespace')
 end
 
 local function now_ms()
   if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Now rounded up to the ms: what a delay counts from, so a job is never due early.
+local function now_up()
+  if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 end

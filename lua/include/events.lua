@@ -20,10 +20,12 @@ local function events_ok(...)
   return nil
 end
 
-local function xadd_event(now, kind, job, sched, attempt, detail)
-  redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'job', job,
-    'sched', sched and fmt(sched) or '', 'attempt', attempt and fmt(attempt) or '',
-    'detail', detail or '', 'at', fmt(now))
+-- `ready` (claimed events, when later than `sched`): when the job became claimable.
+local function xadd_event(now, kind, job, sched, attempt, detail, ready)
+  local f = {'kind', kind, 'job', job, 'sched', sched and fmt(sched) or '',
+    'attempt', attempt and fmt(attempt) or '', 'detail', detail or '', 'at', fmt(now)}
+  if ready then f[#f + 1], f[#f + 2] = 'ready', fmt(ready) end
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', unpack(f))
 end
 
 local function event(now, kind, job, sched, attempt, detail)
@@ -34,8 +36,8 @@ end
 -- Batch scripts: the same event, with its counter added up in `tally` and written once
 -- by flush_tally() before the script returns (one HINCRBY per kind instead of per job).
 local tally = {}
-local function event_tallied(now, kind, job, sched, attempt, detail)
-  xadd_event(now, kind, job, sched, attempt, detail)
+local function event_tallied(now, kind, job, sched, attempt, detail, ready)
+  xadd_event(now, kind, job, sched, attempt, detail, ready)
   tally[kind] = (tally[kind] or 0) + 1
 end
 

@@ -20,7 +20,7 @@ end
 -- invocations runs and overlap is not allowed): park it, or apply the misfire plan and
 -- push the next occurrence. Returns the occurrence to run now (ms), or nil.
 local function every_due(now, job, lane, f, busy, window)
-  local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), tonumber(f.interval),
+  local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), interval_of(f.interval),
     tonumber(f.grace)
   if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
     redis.call('HSET', jkey(job), 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))

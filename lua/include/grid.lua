@@ -1,16 +1,25 @@
 -- include/grid.lua: fixed-rate grid arithmetic: occurrence k of a series is due at
--- anchor + k * interval (integer ms, exact), and the misfire plan of a due occurrence.
--- Pure (no Redis calls). Mirrors scheduler/schedules.py; tests/lua/test_fixed_rate_parity.py
--- runs both on the same inputs and requires the same answers.
+-- anchor + ceil(k * interval) ms, exact (the interval a fraction of a ms: a + b/q), and
+-- the misfire plan of a due occurrence. Pure (no Redis calls). Mirrors
+-- scheduler/schedules.py; tests/lua/test_fixed_rate_parity.py runs both on the same
+-- inputs and requires the same answers. Exact while every due time is below 2^53 ms.
 -- Provides: occ, last_le, first_ge, plan
 -- Key families: none
 
-local function occ(anchor, iv, k) return anchor + k * iv end
+--@include interval
+
+local function occ(anchor, iv, k)
+  if iv.b == 0 then return anchor + k * iv.a end
+  local kh, kl = divmod(k, iv.q)               -- k*b/q = kh*b + kl*b/q, kl*b < 10^12
+  local up, rest = divmod(kl * iv.b, iv.q)
+  if rest > 0 then up = up + 1 end
+  return anchor + k * iv.a + kh * iv.b + up
+end
 
 -- The largest k with occ(k) <= t (-1 if the anchor is still ahead).
 local function last_le(anchor, iv, t)
   if t < anchor then return -1 end
-  local k = math.floor((t - anchor) / iv)
+  local k = math.floor((t - anchor) / iv.ms)
   while occ(anchor, iv, k) > t do k = k - 1 end
   while occ(anchor, iv, k + 1) <= t do k = k + 1 end
   return k
@@ -18,7 +27,7 @@ end
 
 -- The smallest k >= 0 with occ(k) >= t.
 local function first_ge(anchor, iv, t)
-  local k = math.max(0, math.ceil((t - anchor) / iv))
+  local k = math.max(0, math.ceil((t - anchor) / iv.ms))
   while k > 0 and occ(anchor, iv, k - 1) >= t do k = k - 1 end
   while occ(anchor, iv, k) < t do k = k + 1 end
   return k

@@ -18,7 +18,7 @@
 -- Every field admission may parse (read once per member, passed on).
 local ADMIT_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'overlap',
   'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued', 'window', 'after', 'replan',
-  'go', 'stash', 'retries'}
+  'go', 'stash', 'retries', 'ready'}
 
 -- What admission needs to know about due `member` (scored `score`), read only: {member,
 -- score, m (parsed), f (its job's checked fields; nil: no such job)}, or `bad` (what to

@@ -36,9 +36,10 @@ local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
     b.lease_add[#b.lease_add + 1] = token
   end
   redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', fmt(attempt), ...)
-  event_tallied(b.now, 'claimed', job, sched, attempt, b.owner)
+  local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
+  event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, ready > sched and ready or nil)
   b.claims[#b.claims + 1] = {j = job, s = sched, a = attempt, t = token, f = fence,
-                             l = until_ms, g = gen, def = def}
+                             l = until_ms, g = gen, def = def, r = ready}
 end
 
 local function write_claims(b)

@@ -1,6 +1,8 @@
 """One truth for fixed-rate arithmetic: scheduler/schedules.py (Python) and the grid unit
 of the Lua scripts (lua/include/grid.lua: ``occ``, ``last_le``, ``first_ge``, ``plan``),
-run on the same integer-millisecond inputs, give the same answers.
+run on the same integer-millisecond inputs, give the same answers. Intervals are stored
+fields: whole ms ("250") or exact fractions of a ms ("1000/3" for every=1/3 s;
+scheduler/stores/redis/rates.py), so occurrence k is due at anchor + ceil(k * p/q) ms.
 
 The Lua side runs in the real redis-server (EVAL), because Redis's Lua 5.1 numbers are
 doubles: integers are exact up to 2^53 ms (the year 287,396), and every value these inputs
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 from scheduler import schedules
 from scheduler.model import Misfire
+from scheduler.stores.redis import rates
 from scheduler.stores.redis import scripts as lua
 
 pytestmark = pytest.mark.redis
@@ -43,7 +46,8 @@ end
 
 local answers = {}
 for i, c in ipairs(cjson.decode(ARGV[1])) do
-  local anchor, iv, k, now, t, policy, grace, window = unpack(c, 1, 8)
+  local anchor, field, k, now, t, policy, grace, window = unpack(c, 1, 8)
+  local iv = interval_of(field)
   if window == cjson.null then window = nil end
   local run, next_k, skip_from, skip_to, reason = plan(anchor, iv, k, now, policy, grace, window)
   answers[i] = {out(occ(anchor, iv, k)), out(last_le(anchor, iv, t)),
@@ -66,7 +70,8 @@ def lua_grid(redis_server: Any) -> Iterator[Any]:
 
 
 def python_answers(case: list[Any]) -> list[str | None]:
-    anchor, iv, k, now, t, policy, grace, window = case
+    anchor, field, k, now, t, policy, grace, window = case
+    iv = rates.decode(field)
     p = schedules.plan(anchor, iv, k, now, Misfire(policy), grace, window)
     first, last = p.skipped or (None, None)
 
@@ -87,13 +92,19 @@ def python_answers(case: list[Any]) -> list[str | None]:
 
 @st.composite
 def cases(draw: st.DrawFn) -> list[Any]:
-    """[anchor, interval, k, now, t, policy, grace, window]: occurrence k (the one after
-    the last run) is due at `now`; `t` is a time near it for last_le / first_ge."""
+    """[anchor, interval field, k, now, t, policy, grace, window]: occurrence k (the one
+    after the last run) is due at `now`; `t` is a time near it for last_le / first_ge. The
+    interval is whole ms or p/q ms (q <= 10^6, p < 2^53: the stated domain)."""
     anchor = draw(st.integers(1_700_000_000_000, 1_900_000_000_000))
-    iv = draw(st.one_of(st.integers(1, 1000), st.integers(1, DAY), st.integers(1, TEN_YEARS)))
+    whole = draw(st.one_of(st.integers(1, 1000), st.integers(1, DAY), st.integers(1, TEN_YEARS)))
+    q = draw(st.one_of(st.just(1), st.sampled_from([2, 3, 7, 1000, 10**6]), st.integers(1, 10**6)))
+    whole = max(1, min(whole, EXACT // q - 1))
+    p = whole * q + draw(st.integers(0, q - 1))
+    field = str(p) if q == 1 else f"{p}/{q}"
+    iv = -(-p // q)  # the interval rounded up, in whole ms
     k_max = min(10**9, (EXACT - anchor - LATENESS_MAX - 4 * iv) // iv)
     k = draw(st.one_of(st.integers(0, 100), st.integers(0, k_max), st.just(k_max)))
-    due = anchor + k * iv
+    due = schedules.occurrence(anchor, rates.decode(field), k)
     lateness = draw(
         st.one_of(
             st.sampled_from([0, 1]),
@@ -105,14 +116,14 @@ def cases(draw: st.DrawFn) -> list[Any]:
     policy = draw(st.sampled_from([m.value for m in Misfire]))
     grace = draw(st.one_of(st.just(0), st.just(min(iv, 60_000)), st.integers(0, 2 * iv)))
     window = draw(st.one_of(st.none(), st.just(0), st.integers(0, 10**10)))
-    return [anchor, iv, k, due + lateness, t, policy, grace, window]
+    return [anchor, field, k, due + lateness, t, policy, grace, window]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(cases(), min_size=1, max_size=60))
 def test_python_and_redis_lua_agree_on_fixed_rate_arithmetic(lua_grid, batch):
     for case, got in zip(batch, lua_grid(batch), strict=True):
-        assert max(case[3], case[4]) + case[1] < EXACT  # inside the exact domain
+        assert max(case[3], case[4]) + rates.decode(case[1]) < EXACT  # the exact domain
         assert got == python_answers(case), f"input {case}"
 
 
@@ -121,10 +132,27 @@ def test_the_batch_reaches_the_edge_of_the_exact_domain(lua_grid):
     anchor, iv = 1_800_000_000_000, TEN_YEARS
     k = (EXACT - anchor - LATENESS_MAX - 4 * iv) // iv
     batch = [
-        [anchor, iv, k, anchor + k * iv + late, anchor + k * iv + dt, policy, 60_000, None]
+        [anchor, str(iv), k, anchor + k * iv + late, anchor + k * iv + dt, policy, 60_000, None]
         for late in (0, 1, iv - 1, iv, 2 * iv + 5)
         for dt in (-1, 0, 1, iv)
         for policy in ("skip", "run_once", "catch_up")
     ]
     assert max(c[3] + iv for c in batch) > EXACT // 2
+    assert lua_grid(batch) == [python_answers(c) for c in batch]
+
+
+def test_fractional_intervals_near_the_edge_of_the_exact_domain(lua_grid):
+    """every=1/3 s and the finest fraction (1/10^6 ms) with due times near 2^53 ms."""
+    batch = []
+    for p, q in ((1000, 3), (10**6 + 1, 10**6), (333_333_333_334, 10**6), (EXACT - 1, 10**6)):
+        iv = rates.decode(f"{p}/{q}")
+        anchor = 1_800_000_000_000
+        k = int((EXACT - anchor - 4 * iv - LATENESS_MAX) // iv)
+        due = schedules.occurrence(anchor, iv, k)
+        batch += [
+            [anchor, f"{p}/{q}", k, due + late, due + dt, policy, 60_000, None]
+            for late in (0, 1, 2 * int(iv) + 5)
+            for dt in (-1, 0, 1)
+            for policy in ("skip", "run_once", "catch_up")
+        ]
     assert lua_grid(batch) == [python_answers(c) for c in batch]

@@ -613,7 +613,10 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
         "dead_lettered",
     } <= {e["kind"] for e in evs}
     for e in evs:
-        assert set(e) == {"kind", "job", "sched", "attempt", "detail", "at"}
+        # a claim made later than its scheduled time also says when it became claimable
+        extra = {"ready"} if e["kind"] == "claimed" and "ready" in e else set()
+        assert set(e) == {"kind", "job", "sched", "attempt", "detail", "at"} | extra
+        assert not extra or int(e["ready"]) > int(e["sched"])
         assert e["at"].isdigit() and NOW <= int(e["at"]) <= NOW + 5000
         assert e["sched"] == "" or e["sched"].isdigit()
         assert e["attempt"] == "" or e["attempt"].isdigit()

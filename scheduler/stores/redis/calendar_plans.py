@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Cron, JobSpec
+from scheduler.stores.redis import rates
 from scheduler.stores.redis.keys import Keys
 
 log = logging.getLogger("duetime.redis")
@@ -127,8 +128,9 @@ def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: floa
     """The occurrences (epoch ms) of a stored recurring job in [start, end), for
     backfill.lua; raises ValueError for a one-off job or an oversized window."""
     sched = spec.schedule
-    grid = None
-    if h.get("anchor") and h.get("interval"):
-        grid = (int(h["anchor"] or 0) / 1000, int(h["interval"] or 1) / 1000)
+    if h.get("anchor") and h.get("interval"):  # the stored grid, in ms (exact)
+        grid = (int(h["anchor"] or 0), rates.decode(h["interval"] or "1"))
+        ms = schedules.window(spec.job_id, None, grid, start * 1000, end * 1000)
+        return [int(x) for x in ms]
     cron = sched if isinstance(sched, Cron) else None
-    return [_ms(x) for x in schedules.window(spec.job_id, cron, grid, start, end)]
+    return [_ms(x) for x in schedules.window(spec.job_id, cron, None, start, end)]

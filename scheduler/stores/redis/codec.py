@@ -36,7 +36,7 @@ from scheduler.model import (
     TaskRef,
 )
 from scheduler.schedules import grace_for
-from scheduler.stores.redis import calendar_plans
+from scheduler.stores.redis import calendar_plans, rates
 
 
 def task_ref(target: Any) -> TaskRef:
@@ -142,6 +142,7 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
         )
     s = spec.schedule
     anchor: int | str = ""
+    num: int | str
     if isinstance(s, After):
         kind, num, grace = "after", ms_up(s.delay), 0
     elif isinstance(s, At):
@@ -155,7 +156,7 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
                 f"interval {s.interval!r}s is below 1 ms, the resolution of a shared store "
                 "(its due times are epoch milliseconds): use an interval of at least 0.001 s"
             )
-        kind, num = "every", _ms(s.interval)
+        kind, num = "every", rates.encode(s.interval)  # exact: "<ms>" or "<p>/<q>" ms
         anchor = "" if s.anchor is None else ms_up(s.anchor)
         grace = _ms(grace_for(s.interval, spec.misfire_grace))
     window = "" if spec.catch_up_window is None else _ms(spec.catch_up_window)
@@ -201,13 +202,14 @@ def claim(c: dict[str, Any], spec: JobSpec) -> Claim:
         spec=spec,
         generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
         lane=spec.lane,
+        ready=c["r"] / 1000 if "r" in c else None,
     )
 
 
 def event(f: Mapping[str, str]) -> Event:
     """One entry of the namespace's event stream as an ``Event`` (the one parser of the
     stream's format; a field that is missing reads as empty)."""
-    sched, attempt = f.get("sched", ""), f.get("attempt", "")
+    sched, attempt, ready = f.get("sched", ""), f.get("attempt", ""), f.get("ready", "")
     return Event(
         at=int(f.get("at") or 0) / 1000,
         kind=f.get("kind", "?"),
@@ -215,6 +217,7 @@ def event(f: Mapping[str, str]) -> Event:
         scheduled=int(sched) / 1000 if sched else None,
         attempt=int(attempt) if attempt else None,
         detail=f.get("detail", ""),
+        ready=int(ready) / 1000 if ready else None,
     )
 
 

@@ -233,12 +233,14 @@ def merge_stats(each: list[Stats]) -> Stats:
 
 
 def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
-    """Dispatch lag (claim time minus scheduled time, both Redis time) of the claims among
-    the last ``window`` events: p50, p90, p99 and max in ms, and the sample count."""
+    """Dispatch lag (claim time minus when the job became claimable: the later of its
+    scheduled time and the enqueue, retry or resume time the claimed event records; Redis
+    time) of the claims among the last ``window`` events: p50, p90, p99 and max in ms, and
+    the sample count."""
     rows = store.redis.xrevrange(store.keys.events, count=window)
     events = (codec.event(f) for _, f in rows)
     lags = sorted(
-        round((e.at - e.scheduled) * 1000)
+        round((e.at - max(e.scheduled, e.ready or e.scheduled)) * 1000)
         for e in events
         if e.kind == "claimed" and e.scheduled is not None
     )
