@@ -113,7 +113,8 @@ def _jobs_table(jobs: list[JobInfo], now: float) -> list[str]:
 def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> None:
     """Show one job in full.
 
-    Every field, running invocations, recent skips (with reasons) and dead letters, and
+    Every field, the last error's traceback, the durations of recent runs (from the event
+    stream), running invocations, recent skips (with reasons) and dead letters, and
     the last 20 events. Exit 1 if there is no such job (finished ones are kept a day)."""
 
     job_id = job_id_of(job_id)
@@ -126,10 +127,12 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
                 EXIT_REFUSED,
             )
         recent = queries.recent_events(store, 20, job_id)
+        runs = queries.recent_runs(store, job_id)
         now = queries.redis_now(store)
     if as_json:
         events = [render.event_json(e.event, e.id) for e in recent]
-        click.echo(json.dumps({**render.job_json(info), "events": events}, indent=2))
+        out = {**render.job_json(info), "recent_runs": runs, "events": events}
+        click.echo(json.dumps(out, indent=2))
         return
     result = "-" if info.last_result is None else json.dumps(info.last_result)
     for label, value in (
@@ -147,6 +150,11 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("last error", info.last_error or "-"),
     ):
         click.echo(f"{label:<13}{value}")
+    if info.last_traceback:
+        click.echo("traceback    (of the last error)")
+        for line in info.last_traceback.rstrip().splitlines():
+            click.echo(f"  {line}")
+    click.echo(f"durations    {_durations(runs) if runs else 'none in the recent events'}")
     click.echo(f"running      {len(info.running) or 'none'}")
     for inv in info.running:
         click.echo(
@@ -167,6 +175,11 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     click.echo(f"events       {f'(last {len(recent)})' if recent else 'none'}")
     for entry in recent:
         click.echo("  " + render.event_line(entry))
+
+
+def _durations(runs: list[queries.Run]) -> str:
+    """The recent runs' durations, newest first: ``1.234s succeeded, 0.5s failed, ...``."""
+    return ", ".join(f"{r['duration']:.3g}s {r['outcome']}" for r in runs) + " (newest first)"
 
 
 @main.command()

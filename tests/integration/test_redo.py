@@ -223,3 +223,26 @@ def test_cli_purge_counts_asks_and_refuses_while_replicas_live(cli, client, rs, 
     assert r.exit_code == 0 and json.loads(r.output)["deleted"] == keys + 1
     assert list(rs.redis.scan_iter(match=rs.keys.prefix + "*")) == []
     assert cli("purge", "bad ns", "--yes").exit_code == 2
+
+
+def test_show_gives_run_durations_and_the_last_traceback(cli, client, rs, clock):
+    client.enqueue("t.tick", every=60, job_id="r1")
+    for took, boom in ((1.5, False), (2.25, True)):
+        clock.advance(60)
+        (c,) = rs.claim_due(CAPS, 10.0, "o1").claims
+        clock.advance(took)
+        if boom:
+            tb = 'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: boom\n'
+            assert rs.fail(c, "ValueError: boom", None, tb) is Commit.OK
+        else:
+            assert rs.complete(c, None) is Commit.OK
+    r = cli("show", "r1")
+    assert r.exit_code == 0, r.output
+    assert "durations    2.25s failed, 1.5s succeeded (newest first)" in r.output
+    assert "traceback    (of the last error)" in r.output and "  ValueError: boom" in r.output
+    data = json.loads(cli("show", "r1", "--json").output)
+    assert [(x["duration"], x["outcome"]) for x in data["recent_runs"]] == [
+        (2.25, "failed"),
+        (1.5, "succeeded"),
+    ]
+    assert data["last_traceback"].endswith("ValueError: boom\n")

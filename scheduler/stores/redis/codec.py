@@ -312,6 +312,7 @@ def job_info(
         attempts=int(h.get("attempts", 0)),
         last_result=json.loads(result) if result else None,
         last_error=h.get("last_error") or None,
+        last_traceback=(h.get("last_tb") or None) if h.get("last_error") else None,
         running=tuple(invs),
         skipped=tuple(skipped),
         dead_letters=tuple(dead_letters),
