@@ -246,3 +246,17 @@ def test_show_gives_run_durations_and_the_last_traceback(cli, client, rs, clock)
         (1.5, "succeeded"),
     ]
     assert data["last_traceback"].endswith("ValueError: boom\n")
+
+
+def test_an_index_of_another_type_never_stops_a_script(client, rs):
+    for key in (rs.keys.done("failed"), rs.keys.dead_jobs, rs.keys.paused):
+        rs.redis.set(key, "planted")
+    client.enqueue("t.a", job_id="x1")
+    client.enqueue("t.a", job_id="x2", delay=60)
+    assert client.pause("x2") and client.resume("x2")
+    fail_now(rs, "x1")  # retires (done:failed) and dead-letters (dead-jobs)
+    assert client.get("x1").state == "failed"
+    assert client.retry("x1") == 1 and client.delete("x1")
+    assert rs.redis.get(rs.keys.paused) == "planted"
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        client.list_jobs("paused")

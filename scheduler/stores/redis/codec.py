@@ -236,6 +236,17 @@ def running_entry(data: str) -> RunningEntry:
     return RunningEntry(int(gen), int(sched) / 1000, int(attempt), int(stalls), int(fence), job)
 
 
+def member_job(member: str) -> str:
+    """The job id of a due member (``<seq>|s|<job>``, ``<seq>|r|gen|sched|attempt|stalls|
+    <job>``; include/due.lua) or of a listing index entry (the job id itself)."""
+    head = member.split("|", 2)
+    if len(head) == 3 and head[1] == "s":
+        return head[2]
+    if len(head) == 3 and head[1] == "r":
+        return member.split("|", 6)[-1]
+    return member
+
+
 def owner_of(token: str) -> str:
     """The replica id inside a claim token (``<owner>:<n>``)."""
     return token.rsplit(":", 1)[0]

@@ -147,8 +147,8 @@ def _zpage(
     got.sort(reverse=reverse)
     page = got[:count]
     if len(page) < count:  # every set was read to its end
-        return [_job_of(m) for _, m in page], None
-    return [_job_of(m) for _, m in page], list(page[-1])
+        return [codec.member_job(m) for _, m in page], None
+    return [codec.member_job(m) for _, m in page], list(page[-1])
 
 
 def _after(
@@ -179,17 +179,6 @@ def _score(score: float) -> str:
     return str(int(score)) if score == int(score) else repr(score)
 
 
-def _job_of(member: str) -> str:
-    """The job id of a due member (``<seq>|s|<job>``, ``<seq>|r|g|s|a|st|<job>``) or of
-    an index entry (the job id itself)."""
-    head = member.split("|", 2)
-    if len(head) == 3 and head[1] == "s":
-        return head[2]
-    if len(head) == 3 and head[1] == "r":
-        return member.split("|", 6)[-1]
-    return member
-
-
 def _infos(part: RedisStore, ids: list[str], state: str) -> list[JobInfo]:
     """The jobs ``ids`` (each once, in order) that are still in ``state``."""
     ids = list(dict.fromkeys(ids))
@@ -203,7 +192,9 @@ def _infos(part: RedisStore, ids: list[str], state: str) -> list[JobInfo]:
             if state == "dead":
                 p.lrange(k.dead(job_id), 0, -1)
         replies = p.execute()
-    running, rest = replies[0], replies[1:]
+    wanted = set(ids)  # the RUNNING entries of these jobs only, each parsed once
+    running = {t: v for t, v in replies[0].items() if codec.running_entry(v).job_id in wanted}
+    rest = replies[1:]
     step = 2 if state == "dead" else 1
     out = []
     for n, job_id in enumerate(ids):
