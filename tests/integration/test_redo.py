@@ -260,3 +260,15 @@ def test_an_index_of_another_type_never_stops_a_script(client, rs):
     assert rs.redis.get(rs.keys.paused) == "planted"
     with pytest.raises(Exception, match="WRONGTYPE"):
         client.list_jobs("paused")
+
+
+def test_live_lists_running_paused_then_scheduled_without_scanning_keys(client, rs):
+    for n in range(3000):  # other data in the database: live pages do not SCAN it
+        rs.redis.set(f"other:{n}", "x")
+    for n in range(4):
+        client.enqueue("t.a", delay=0 if n == 0 else 60 + n, job_id=f"l{n}")
+    rs.claim_due(CAPS, 10.0, "o1")
+    assert client.pause("l3")
+    assert all_pages(client, "live", 50) == ["l0", "l3", "l1", "l2"]
+    assert all_pages(client, "live", 1) == ["l0", "l3", "l1", "l2"]
+    rs.redis.delete(*[f"other:{n}" for n in range(3000)])

@@ -6,8 +6,9 @@ index (docs/performance.md): ``scheduled`` from the lanes' due sets in due order
 resume.lua), the finished states from ``done:<state>`` (written where a job retires,
 include/retire.lua, trimmed to the day a finished job is kept; newest first), ``dead`` from
 ``dead-jobs`` (jobs with dead letters, include/dead.lua; newest first) and ``all`` from a
-SCAN of the job keys (``live``: the same, keeping scheduled, running and paused jobs:
-what ``duetime ls`` lists by default). Indexes are derived data: every job a page names
+SCAN of the job keys (on a database shared with other data a page may come back short:
+SCAN visits every key). ``live`` (what ``duetime ls`` lists by default) is running, then
+paused, then scheduled jobs. Indexes are derived data: every job a page names
 is read again and kept only if it is still in that state, so a stale entry is skipped,
 never shown.
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 FINISHED = ("succeeded", "failed", "abandoned", "cancelled")
 STATES = ("scheduled", "running", "paused", *FINISHED, "dead", "all", "live")
-LIVE = ("scheduled", "running", "paused")
+LIVE = ("running", "paused", "scheduled")  # what ``live`` lists, in this order
 MAX_ROUNDS = 20  # index reads per page when --task leaves a round short
 MAX_LIMIT = 1000
 
@@ -86,9 +87,11 @@ def list_jobs(
     for _ in range(MAX_ROUNDS):
         if shard >= len(parts) or len(out) >= limit:
             break
-        part = parts[shard]
-        ids, inner = _ids(part, state, inner, limit - len(out))
-        for info in _infos(part, [i for i in ids if i not in seen], state):
+        try:
+            infos, inner = _round(parts[shard], state, inner, limit - len(out), seen)
+        except (TypeError, IndexError, KeyError):  # a cursor of the wrong shape
+            raise ValueError(f"not a cursor of duetime ls for --state {state}") from None
+        for info in infos:
             seen.add(info.job_id)
             if task is None or info.task == task:
                 out.append(info)
@@ -96,6 +99,22 @@ def list_jobs(
             shard += 1
     done = shard >= len(parts)
     return Page(out[:limit], None if done else encode_cursor(shard, inner))
+
+
+def _round(
+    part: RedisStore, state: str, inner: Any, count: int, seen: set[str]
+) -> tuple[list[JobInfo], Any]:
+    """One read of a shard's index for ``state``: the jobs found still in that state (not
+    in ``seen``), and where the next read starts (None: the shard is done). ``live``
+    reads running, then paused, then scheduled jobs (each a state of its own)."""
+    if state != "live":
+        ids, inner = _ids(part, state, inner, count)
+        return _infos(part, [i for i in ids if i not in seen], state), inner
+    phase, sub = (0, None) if inner is None else (int(inner[0]), inner[1])
+    infos, sub = _round(part, LIVE[phase], sub, count, seen)
+    if sub is None:
+        phase += 1
+    return infos, (None if phase >= len(LIVE) else [phase, sub])
 
 
 def _ids(part: RedisStore, state: str, inner: Any, count: int) -> tuple[list[str], Any]:
@@ -115,7 +134,7 @@ def _ids(part: RedisStore, state: str, inner: Any, count: int) -> tuple[list[str
         ids = [codec.running_entry(v).job_id for v in entries.values()]
     elif state == "paused":
         nxt, ids = r.sscan(k.paused, start, count=count)
-    else:  # all, live
+    else:  # all
         nxt, keys = _scan(r, k.lanes, start, k.job("*"), max(count, 100))
         ids = [key[len(k.job("")) :] for key in keys]
     ids = [str(i) for i in ids][skip:]
@@ -203,7 +222,7 @@ def _infos(part: RedisStore, ids: list[str], state: str) -> list[JobInfo]:
         if not h or h.get("def") is None:
             continue
         info = codec.job_info(job_id, h, [], dead, running)
-        keep = {"all": True, "dead": bool(info.dead_letters), "live": info.state in LIVE}
+        keep = {"all": True, "dead": bool(info.dead_letters)}
         if keep.get(state, info.state == state):
             out.append(info)
     return out
