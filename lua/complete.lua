@@ -8,7 +8,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
+--   done:<state>, paused
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
 -- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING
@@ -30,7 +31,7 @@ local now = now_ms()
 local plan, bad = commit_plan(job, token, 'succeeded', owned(now, job, token))
 if not plan then return bad end
 if plan.q then return commit_aside(now, 'complete', plan) end
-if plan.code then return plan.code end
+if plan.code then return commit_code(plan) end
 drop_running(token)
 local jk = jkey(job)
 redis.call('HINCRBY', jk, 'runs', 1)

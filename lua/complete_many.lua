@@ -10,7 +10,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
+--   done:<state>, paused
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found" |
@@ -103,7 +104,7 @@ for i = 1, #jobs do
     aside[plan.q.id] = true
     out[i] = commit_aside(now, 'complete_many', plan)
   elseif plan.code then
-    out[i] = plan.code
+    out[i] = commit_code(plan)
   else
     taken[#taken + 1] = tokens[i]
     succeed(jobs[i], tokens[i], results[i], plan.r, not done[jobs[i]] and plan.f or nil)

@@ -8,9 +8,11 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
+--   dead-jobs, done:<state>, paused
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
+-- ARGV[7] the error's traceback (optional; its last 8 KiB are kept as last_tb)
 -- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING
 --          entry or job did not parse: moved aside, the failure in its record), or an
 --          error reply "ERR duetime corrupt ..." (nothing written)
@@ -38,10 +40,11 @@ local r, code, data = owned(now, job, token)
 local plan, bad = commit_plan(job, token, outcome, r, code, data, dead_problem)
 if not plan then return bad end
 if plan.q then return commit_aside(now, 'fail', plan) end
-if plan.code then return plan.code end
+if plan.code then return commit_code(plan) end
 drop_running(token)
 local jk, f = jkey(job), plan.f or {}
-redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(now))
+local tb = string.sub(ARGV[7] or '', -8192)
+redis.call('HSET', jk, 'last_error', err, 'last_token', token, 'last_run', fmt(now), 'last_tb', tb)
 local how = 'failed'
 if retry ~= '' and f.gen == r.gen and f.cancelled ~= '1' then
   event(now, 'retried', job, r.sched, r.attempt, err)

@@ -7,7 +7,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, events, stats, quarantined, quarantined:<entry>,
---   layout
+--   layout,
+--   paused
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was active and is now paused, else 0 (also when the job was
@@ -41,5 +42,6 @@ if member then
   stash = f.next .. ' ' .. member .. '\n'
 end
 redis.call('HSET', jk, 'paused', '1', 'stash', stash, 'e', '')
+redis.pcall('SADD', P .. 'paused', job)  -- the listing index (derived: pcall)
 event(now_ms(), 'paused', job, nil, nil, '')
 return 1

@@ -8,7 +8,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
---   dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
+--   dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
+--   done:<state>, paused
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was paused, else 0 (also when the job was moved aside: it did not
@@ -38,6 +39,7 @@ corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
 redis.call('HDEL', jk, 'paused', 'stash')
 redis.call('HSET', jk, 'ready', fmt(now))  -- its due members are claimable from now (lag)
+redis.pcall('SREM', P .. 'paused', job)  -- the listing index (derived: pcall)
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
   redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)
   local seq = string.match(member, '^(%x+)|s|')

@@ -15,13 +15,16 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler import validation
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.specs import epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Store, Upkeep
+
+if TYPE_CHECKING:
+    from scheduler.stores.redis.listing import Page
 
 
 class Client:
@@ -166,6 +169,60 @@ class Client:
 
     def events(self, limit: int = 100) -> list[Event]:
         return self.store.events(limit)
+
+    # ---- failed and finished work (a shared store) ----------------------------------------
+
+    def _shared(self) -> Any:
+        if not hasattr(self.store, "parts"):
+            raise TypeError("listing, retry and delete need the shared (Redis) store")
+        return self.store
+
+    def list_jobs(
+        self,
+        state: str = "scheduled",
+        *,
+        task: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """One page of the jobs in ``state``: scheduled, running, paused, failed, dead (with
+        dead letters), abandoned, cancelled, succeeded or all; of ``task`` only if given;
+        at most ``limit``, after ``cursor`` (a previous page's ``cursor``; None when the
+        listing is complete). Finished jobs are kept for a day. See
+        ``scheduler.stores.redis.listing``."""
+        from scheduler.stores.redis import listing
+
+        return listing.list_jobs(self._shared(), state, task=task, limit=limit, cursor=cursor)
+
+    def retry(self, job_id: str) -> int:
+        """Queue every dead-lettered invocation of the job again, due now, at attempt 1 (a
+        failed one-off is live again); recorded as a ``retried_by_operator`` event.
+        Returns how many were queued; raises ``JobNotFoundError`` for an unknown job and
+        ``ValueError`` when there is nothing to retry (running, or no dead letter)."""
+        from scheduler.stores.redis import redo
+
+        done = redo.retry(self._shared(), validation.job_id(job_id))
+        if done.refused == "unknown":
+            raise JobNotFoundError(job_id)
+        if done.refused:
+            why = redo.RETRY_REFUSALS[done.refused]
+            raise ValueError(f"job {job_id!r} cannot be retried: {why}")
+        return done.queued
+
+    def retry_failed(self, task: str | None = None) -> dict[str, int]:
+        """``retry`` every job with dead letters (of ``task`` if given): job id -> how many
+        invocations were queued (0: refused meanwhile, e.g. running)."""
+        from scheduler.stores.redis import redo
+
+        return {r.job_id: r.queued for r in redo.retry_failed(self._shared(), task)}
+
+    def delete(self, job_id: str) -> bool:
+        """Remove the job and everything it owns (its hash, pending invocations, skips, dead
+        letters, backfill record, index entries). A running invocation may finish; its
+        outcome is then dropped. False if there was no such job."""
+        from scheduler.stores.redis import redo
+
+        return redo.delete(self._shared(), validation.job_id(job_id))
 
     # ---- upkeep (a shared store; the in-process store never holds malformed data) -------
 

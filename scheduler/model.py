@@ -276,6 +276,7 @@ class JobInfo:
     dead_letters: tuple[Event, ...]
     task: str = ""  # the registered task's name, or a callable's module.qualname
     args: str = "{}"  # a registered task's keyword arguments, as JSON text
+    last_traceback: str | None = None  # the last error's traceback (its last 8 KiB)
 
 
 def describe_target(target: Target) -> tuple[str, str]:

@@ -34,6 +34,13 @@ def refused(claim: Claim, result: Commit) -> None:
             claim.attempt,
         )
         return
+    if result is Commit.NOT_FOUND:
+        log.info(
+            "job %s was deleted while invocation %s ran; its outcome is dropped",
+            claim.job_id,
+            claim.invocation_id,
+        )
+        return
     log.warning(
         "stale commit rejected for job %s invocation %s attempt %d (%s)",
         claim.job_id,

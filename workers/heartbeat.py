@@ -64,12 +64,14 @@ class Heartbeat:
     def settled(self, claim: Claim, result: Commit | None) -> None:
         """The outcome of ``claim`` was recorded (``result``; None: given up, the lease
         will expire): stop renewing it. A refused commit is a lost lease, reported here
-        unless the heartbeat reported it already."""
+        unless the heartbeat reported it already; NOT_FOUND (the job was deleted while
+        it ran) is not."""
         with self._lock:
             held = self._held.pop(claim.token, None)
             self._finishing.discard(claim.token)
-        if held is not None and result is not None and result is not Commit.OK:
-            self._lost([(claim, held[1])], [result], "when recording its outcome")
+        if held is None or result is None or result in (Commit.OK, Commit.NOT_FOUND):
+            return  # NOT_FOUND: the job was deleted while it ran, no lease was lost
+        self._lost([(claim, held[1])], [result], "when recording its outcome")
 
     def drop(self, claim: Claim) -> None:
         with self._lock:

@@ -281,7 +281,7 @@ class Runner:
         )
         self._metrics.finished(claim.lane, outcome)
         self._metrics.ran(claim.lane, task_label(claim), outcome, ran.took, ran.waited)
-        self._commit(claim, lambda: self._store.fail(claim, reason, retry_in))
+        self._commit(claim, lambda: self._store.fail(claim, reason, retry_in, tb))
         self._retrying(retry_in)
 
     def _retrying(self, retry_in: float | None) -> None:

@@ -5,7 +5,9 @@
 -- (include/aside.lua) with the outcome the caller reported in its reason, its RUNNING
 -- entry and lease dropped, and the caller is answered "quarantined": the outcome is
 -- recorded there, and never reported as a lease loss.
--- Provides: COMMIT_FIELDS, commit_guard, commit_plan, commit_aside
+-- A job deleted while an invocation ran (delete.lua keeps its RUNNING entry and lease) is
+-- answered "not_found", its RUNNING entry and lease dropped: never a lease loss.
+-- Provides: COMMIT_FIELDS, commit_guard, commit_plan, commit_aside, commit_code
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
 --   quarantined, quarantined:<entry>
 
@@ -29,8 +31,9 @@ end
 -- The plan for `token`'s commit of `job` (read only), given its token check (`r`, `code`,
 -- `data`: as owned() returns them). `outcome`: what the caller reports ("succeeded", ...);
 -- `extra(job)`: why a further key of the job cannot be written, or nil. Returns {r, f}
--- (commit: the invocation, and its job's checked fields, nil if the job is gone), {code}
--- (answer it), {q} (move it aside); or nil and the error reply for a corrupt due set.
+-- (commit: the invocation, and its job's checked fields), {code} (answer it with
+-- commit_code; `gone`: the job was deleted while it ran), {q} (move it aside); or nil and
+-- the error reply for a corrupt due set.
 local function commit_plan(job, token, outcome, r, code, data, extra)
   local plan = {token = token, data = data or ''}
   if code == 'corrupt' then
@@ -48,10 +51,9 @@ local function commit_plan(job, token, outcome, r, code, data, extra)
       fmt(r.sched) .. ' (attempt ' .. fmt(r.attempt) .. ') ' .. outcome}
     return plan
   end
-  if f then
-    local bad = lane_ok(f.lane)
-    if bad then return nil, bad end
-  end
+  if not f then return {code = 'not_found', gone = token} end  -- deleted while it ran
+  local bad = lane_ok(f.lane)
+  if bad then return nil, bad end
   plan.r, plan.f = r, f
   return plan
 end
@@ -64,4 +66,11 @@ local function commit_aside(now, by, plan)
   drop_running(plan.token)
   move_aside(now, by, q)
   return 'quarantined'
+end
+
+-- The answer of a plan that names a code; a deleted job's invocation ends here (its
+-- RUNNING entry and lease are dropped).
+local function commit_code(plan)
+  if plan.gone then drop_running(plan.gone) end
+  return plan.code
 end

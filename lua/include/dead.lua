@@ -1,7 +1,9 @@
 -- include/dead.lua: dead letters: an invocation given up on is recorded as an event and in
--- the job's list of its 20 most recent dead letters (JSON).
+-- the job's list of its 20 most recent dead letters (JSON); the job is listed in dead-jobs
+-- (`duetime ls --state dead`, `retry --failed`), trimmed to a day, written with pcall (an
+-- index: one of another type is skipped).
 -- Provides: dead_problem, dead_letter
--- Key families: layout, events, stats, dead:<job_id>
+-- Key families: layout, events, stats, dead:<job_id>, dead-jobs
 
 --@include core
 --@include events
@@ -18,4 +20,6 @@ local function dead_letter(now, job, sched, attempt, reason)
   event(now, 'dead_lettered', job, sched, attempt, reason)
   push_capped(P .. 'dead:' .. job,
     cjson.encode({at = now, sched = sched, attempt = attempt, reason = reason}), 20)
+  redis.pcall('ZADD', P .. 'dead-jobs', now, job)
+  redis.pcall('ZREMRANGEBYSCORE', P .. 'dead-jobs', '-inf', now - 86400000)
 end

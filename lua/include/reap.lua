@@ -8,7 +8,8 @@
 -- before any write.
 -- Provides: REAP_FIELDS, inspect_lease, reap_one, reap
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq,
---   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>
+--   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
+--   dead-jobs, done:<state>, paused
 
 --@include core
 --@include tokens

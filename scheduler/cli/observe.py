@@ -20,31 +20,71 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import queries
+from scheduler.stores.redis import listing, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
+    from scheduler.model import JobInfo
     from scheduler.stores.redis.queries import Entry
 
 
 @main.command("ls")
 @with_url
 @namespace_option
+@click.option(
+    "--state",
+    type=click.Choice(listing.STATES),
+    default="live",
+    show_default=True,
+    help="Jobs in this state (dead: with dead letters; live: scheduled, running or paused).",
+)
+@click.option("--task", default=None, help="Only jobs of this task (filters within pages).")
+@click.option("--limit", type=click.IntRange(1, listing.MAX_LIMIT), default=50, show_default=True)
+@click.option("--cursor", default=None, help="Go on from where an earlier page ended.")
 @json_option
-def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
-    """List live jobs, soonest next run first.
+def ls(
+    redis_url: str | None,
+    namespace: str,
+    state: str,
+    task: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+) -> None:
+    """List jobs of one state, a page at a time.
 
-    Live: scheduled, running or paused. NEXT RUN: local time, and relative to Redis TIME."""
+    Scheduled jobs come soonest first, finished and dead ones newest first (finished jobs
+    are kept for a day). When there is more, the last line gives the --cursor of the next
+    page (--json: "cursor", null at the end). NEXT RUN: local time, and relative to Redis
+    TIME. Exit 0 (also for an empty page), 2 for a bad option or cursor, 3 if Redis is
+    unreachable or refuses."""
 
     with open_namespace("ls", redis_url, namespace) as store:
-        jobs = sorted(store.jobs(), key=lambda i: (i.next_run is None, i.next_run or 0.0, i.job_id))
+        try:
+            page = listing.list_jobs(store, state, task=task, limit=limit, cursor=cursor)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
         now = queries.redis_now(store)
+    jobs = page.jobs
+    if state in ("scheduled", "live"):
+        jobs = sorted(jobs, key=lambda i: (i.next_run is None, i.next_run or 0.0, i.job_id))
     if as_json:
-        click.echo(json.dumps([render.job_json(i) for i in jobs], indent=2))
+        out = {"state": state, "jobs": [render.job_json(i) for i in jobs], "cursor": page.cursor}
+        click.echo(json.dumps(out, indent=2))
         return
     if not jobs:
-        click.echo(f"no live jobs in namespace {namespace!r}")
-        return
+        click.echo(
+            f"no {state} jobs in namespace {namespace!r}" + (" on this page" if page.cursor else "")
+        )
+    else:
+        for line in _jobs_table(jobs, now):
+            click.echo(line)
+    if page.cursor:
+        more = f" --task {task}" if task else ""
+        click.echo(f"more: duetime ls --state {state}{more} --cursor {page.cursor}")
+
+
+def _jobs_table(jobs: list[JobInfo], now: float) -> list[str]:
     rows = [
         [
             i.job_id,
@@ -62,8 +102,7 @@ def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
     ]
     head = ["ID", "TASK", "ARGS", "SCHEDULE", "LANE", "STATE", "NEXT RUN", "RUNS", "FAILURES"]
     head.append("LAST ERROR")
-    for line in render.table(head, rows, right=frozenset({7, 8})):
-        click.echo(line)
+    return render.table(head, rows, right=frozenset({7, 8}))
 
 
 @main.command()
@@ -74,7 +113,8 @@ def ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
 def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> None:
     """Show one job in full.
 
-    Every field, running invocations, recent skips (with reasons) and dead letters, and
+    Every field, the last error's traceback, the durations of recent runs (from the event
+    stream), running invocations, recent skips (with reasons) and dead letters, and
     the last 20 events. Exit 1 if there is no such job (finished ones are kept a day)."""
 
     job_id = job_id_of(job_id)
@@ -87,10 +127,12 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
                 EXIT_REFUSED,
             )
         recent = queries.recent_events(store, 20, job_id)
+        runs = queries.recent_runs(store, job_id)
         now = queries.redis_now(store)
     if as_json:
         events = [render.event_json(e.event, e.id) for e in recent]
-        click.echo(json.dumps({**render.job_json(info), "events": events}, indent=2))
+        out = {**render.job_json(info), "recent_runs": runs, "events": events}
+        click.echo(json.dumps(out, indent=2))
         return
     result = "-" if info.last_result is None else json.dumps(info.last_result)
     for label, value in (
@@ -108,6 +150,11 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("last error", info.last_error or "-"),
     ):
         click.echo(f"{label:<13}{value}")
+    if info.last_traceback:
+        click.echo("traceback    (of the last error)")
+        for line in info.last_traceback.rstrip().splitlines():
+            click.echo(f"  {line}")
+    click.echo(f"durations    {_durations(runs) if runs else 'none in the recent events'}")
     click.echo(f"running      {len(info.running) or 'none'}")
     for inv in info.running:
         click.echo(
@@ -128,6 +175,11 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     click.echo(f"events       {f'(last {len(recent)})' if recent else 'none'}")
     for entry in recent:
         click.echo("  " + render.event_line(entry))
+
+
+def _durations(runs: list[queries.Run]) -> str:
+    """The recent runs' durations, newest first: ``1.234s succeeded, 0.5s failed, ...``."""
+    return ", ".join(f"{r['duration']:.3g}s {r['outcome']}" for r in runs) + " (newest first)"
 
 
 @main.command()

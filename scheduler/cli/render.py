@@ -76,6 +76,7 @@ def job_json(info: JobInfo) -> dict[str, Any]:
         "attempts": info.attempts,
         "last_result": info.last_result,
         "last_error": info.last_error,
+        "last_traceback": info.last_traceback,
         "running": [invocation_json(i) for i in info.running],
         "skipped": [skip_json(s) for s in info.skipped],
         "dead_letters": [event_json(e) for e in info.dead_letters],

@@ -42,6 +42,9 @@ from scheduler.model import (
 WakeListener = Callable[[float | None], None]
 
 
+TRACEBACK_MAX = 8192  # bytes of a failure's traceback a store keeps (the end of it)
+
+
 class Store(Protocol):
     #: Lease used by engines that do not choose one. ``None``: claims never expire
     #: (an in-process owner cannot die without its store).
@@ -99,9 +102,11 @@ class Store(Protocol):
         or its lease has expired."""
         ...
 
-    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
+    def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
         """Record a failure; retry the invocation (attempt+1) after ``retry_in`` seconds,
-        or, with ``None``, record it as failed and dead-lettered. Token-checked."""
+        or, with ``None``, record it as failed and dead-lettered. Token-checked.
+        ``traceback``: the error's traceback, kept beside the last error (its last
+        ``TRACEBACK_MAX`` bytes)."""
         ...
 
     def release(self, claim: Claim) -> Commit:

@@ -379,6 +379,20 @@ def test_final_failure_is_dead_lettered(store, clock):
     assert [e.kind for e in info.dead_letters] == ["dead_lettered"]
 
 
+def test_a_failure_keeps_the_end_of_its_traceback_beside_the_error(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store).claims
+    tb = "Traceback (most recent call last):\n" + "  frame\n" * 2000 + "ValueError: boom\n"
+    assert store.fail(c, "ValueError: boom", None, tb) is Commit.OK
+    kept = store.get("a").last_traceback
+    assert kept is not None and kept.endswith("ValueError: boom\n")
+    assert len(kept.encode()) == 8192 and tb.endswith(kept)
+    store.add(spec("b", After(0)))
+    (c,) = claim(store).claims
+    assert store.fail(c, "plain", None) is Commit.OK
+    assert store.get("b").last_traceback is None
+
+
 def test_recurring_job_keeps_its_schedule_through_failures(store, clock):
     store.add(every("r", 1))
     clock.advance(1)

@@ -38,6 +38,9 @@ NEW_COMMANDS = [
     "backfill",
     "doctor",
     "quarantine",
+    "retry",
+    "delete",
+    "purge",
 ]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 
@@ -124,7 +127,7 @@ def test_ls_lists_live_jobs_by_next_run(cli, client):
 def test_ls_json_matches_client_jobs(cli, client):
     r = cli("ls", "--json")
     assert r.exit_code == 0, r.output
-    data = json.loads(r.stdout)
+    data = json.loads(r.stdout)["jobs"]
     infos = {i.job_id: i for i in client.jobs()}
     assert [d["job_id"] for d in data] == LIVE and set(infos) == set(LIVE)
     for d in data:
@@ -349,7 +352,8 @@ def test_help_for_every_command():
         r = runner.invoke(main, [name, "--help"])
         assert r.exit_code == 0 and r.output.startswith("Usage: "), name
         if name in NEW_COMMANDS and name != "quarantine":  # a group: its commands have them
-            assert "--redis URL" in r.output and "--namespace" in r.output
+            assert "--redis URL" in r.output
+            assert ("NAMESPACE" if name == "purge" else "--namespace") in r.output
     assert "--follow" in runner.invoke(main, ["events", "--help"]).output
 
 
@@ -374,7 +378,7 @@ def test_python_dash_m_scheduler_ls(redis_server, ns):
         timeout=30,
     )
     assert out.returncode == 0, out.stderr
-    assert [d["job_id"] for d in json.loads(out.stdout)] == LIVE
+    assert [d["job_id"] for d in json.loads(out.stdout)["jobs"]] == LIVE
     bad = subprocess.run(
         [sys.executable, "-m", "scheduler", "ls", "--redis", UNREACHABLE],
         capture_output=True,

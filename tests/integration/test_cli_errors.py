@@ -38,6 +38,10 @@ COMMANDS = {
     "quarantine show": ["j"],
     "quarantine restore": ["j"],
     "quarantine purge": ["j"],
+    "retry": ["j"],
+    "retry --failed": ["--failed", "--dry-run"],
+    "delete": ["j"],
+    "purge": ["--yes"],  # NAMESPACE: added in the test
     "run": ["--workers", "1"],
     "demo": [],
 }
@@ -119,6 +123,8 @@ def test_every_command_fails_with_one_line_and_its_exit_code(
         if failure == "bad-namespace":
             pytest.skip("demo picks a namespace of its own")
         extra = ["--redis", url, "--seconds", "1"]
+    if command == "purge":
+        extra = ["bad ns" if failure == "bad-namespace" else "errs", *extra]
     t0 = time.monotonic()
     result = invoke(command, url, extra, ns="bad ns" if failure == "bad-namespace" else "errs")
     took = time.monotonic() - t0

@@ -31,7 +31,7 @@ def test_ls_and_show_name_the_task_and_its_arguments(cli, redis_url, redis_ns):
     header, row = listed.output.splitlines()[:2]
     assert header.split()[:3] == ["ID", "TASK", "ARGS"]
     assert row.split()[:3] == ["inv-1", "billing.invoice", '{"customer":42}']
-    (data,) = json.loads(cli("ls", "--json").output)
+    (data,) = json.loads(cli("ls", "--json").output)["jobs"]
     assert data["task"] == "billing.invoice" and data["args"] == {"customer": 42}
     shown = cli("show", "inv-1").output
     assert "task         billing.invoice" in shown and 'arguments    {"customer":42}' in shown

@@ -44,7 +44,7 @@ def test_enqueue_ls_show_stats_cancel_on_a_sharded_namespace(where, request, red
     url = f"{base}?shards=4"
     r = run("ls", "--redis", url, "-n", redis_ns, "--json")
     assert r.exit_code == 0, r.output
-    assert sorted(j["job_id"] for j in json.loads(r.output)) == [f"j{i}" for i in range(6)]
+    assert sorted(j["job_id"] for j in json.loads(r.output)["jobs"]) == [f"j{i}" for i in range(6)]
     r = run("stats", "--redis", base, "-n", redis_ns, "--json", env={"DUETIME_SHARDS": "4"})
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["queue_depths"] == {"default": 6}  # summed over shards

@@ -815,6 +815,12 @@ def test_producer_user_enqueues_cancels_and_inspects(server):
         assert client.events(10)
         assert client.cancel(job) is True
         assert client.get(job).state == "cancelled"
+        for state in ("scheduled", "running", "paused", "cancelled", "dead", "all", "live"):
+            client.list_jobs(state)
+        assert job in {i.job_id for i in client.list_jobs("cancelled").jobs}
+        with pytest.raises(ValueError, match="no dead letter"):
+            client.retry(job)
+        assert client.delete(job) is True
         store: Any = client.store
         assert store.redis.xread({store.keys.events: "0-0"}, count=1)  # events --follow
     assert refusals(server.admin) == []
@@ -836,7 +842,7 @@ def test_compose_producer_command_runs_under_its_acl(server):
     assert result.exit_code == 0, result.output
     job_id = producer["command"][producer["command"].index("--id") + 1]
     assert result.output.strip().splitlines()[-1] == job_id
-    for argv in (["ls"], ["stats"], ["events"], ["show", job_id]):
+    for argv in (["ls"], ["ls", "--state", "dead"], ["stats"], ["events"], ["show", job_id]):
         if argv[0] in main.commands:
             result = runner.invoke(main, argv, env=env)
             assert result.exit_code == 0, (argv, result.output)
@@ -869,6 +875,8 @@ def test_monitor_user_reads_and_cannot_write(server):
             r.execute_command(*argv[1:])
     with Client(server.url("duetime-monitor"), namespace=NS) as monitor:
         assert monitor.get("hourly-report").state == "scheduled"
+        for state in ("scheduled", "running", "paused", "failed", "dead", "all"):
+            monitor.list_jobs(state)  # ls --state reads only
         assert refusals(server.admin) == []
         with pytest.raises(redis.exceptions.NoPermissionError):
             monitor.enqueue("myapp.hello", job_id="not-allowed")

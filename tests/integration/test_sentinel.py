@@ -110,7 +110,7 @@ def test_client_and_cli_take_a_sentinel_url(shared_sentinel_cluster, redis_ns):
         assert client.get("j1").state == "scheduled"
     out = runner.invoke(main, ["ls", "--redis", url, "-n", redis_ns, "--json"])
     assert out.exit_code == 0, out.output
-    assert sorted(j["job_id"] for j in json.loads(out.output)) == ["j1", "j2"]
+    assert sorted(j["job_id"] for j in json.loads(out.output)["jobs"]) == ["j1", "j2"]
 
 
 @pytest.mark.parametrize("command", [["ls"], ["enqueue", "tests.x"], ["run"]])

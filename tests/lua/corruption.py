@@ -267,7 +267,10 @@ class Diff:
         return {k if n == 1 else f"{k}x{n}" for k, n in got.items()}
 
 
-BOOKKEEPING = re.compile(r"^(fence|seq|gen|lanes|layout|epoch|ids|claimed:.*|replica:.*)$")
+# (done:<state>, dead-jobs and paused are listing indexes: derived, re-checked on every read)
+BOOKKEEPING = re.compile(
+    r"^(fence|seq|gen|lanes|layout|epoch|ids|claimed:.*|replica:.*|done:.*|dead-jobs|paused)$"
+)
 
 
 def diff(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]]) -> Diff:

@@ -47,6 +47,8 @@ SHEBANGS = {
     "restore": "#!lua",
     "resume": "#!lua",
     "trigger": "#!lua",
+    "retry": "#!lua",
+    "delete": "#!lua flags=allow-oom",  # freeing memory must work when it is full
 }
 
 lua_files = pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.name)

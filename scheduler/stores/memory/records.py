@@ -51,6 +51,7 @@ class JobRecord:
     attempts: int = 0
     last_result: Any = None
     last_error: str | None = None
+    last_traceback: str = ""
     last_token: str = ""  # token of the last commit: a resend answers OK again
     since: float | None = None  # the series' first occurrence (lowered by backfill)
     backfilled: set[float] | None = None  # occurrences a backfill has queued
@@ -118,6 +119,7 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         attempts=job.attempts,
         last_result=job.last_result,
         last_error=job.last_error,
+        last_traceback=(job.last_traceback or None) if job.last_error else None,
         running=tuple(
             InvocationInfo(r.job_id, r.scheduled, r.attempt, r.fence, r.lease_until)
             for r in running

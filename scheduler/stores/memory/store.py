@@ -34,7 +34,7 @@ from scheduler.model import (
     Overlap,
     Skip,
 )
-from scheduler.stores.base import WakeListener
+from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
 from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info, lane_depths
 
@@ -267,8 +267,9 @@ class MemoryStore:
     def complete(self, claim: Claim, result: Any) -> Commit:
         return self._finish(claim, "succeeded", result=result)
 
-    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
-        return self._finish(claim, "failed", error=error, retry_in=retry_in)
+    def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
+        tb = traceback.encode()[-TRACEBACK_MAX:].decode(errors="ignore")
+        return self._finish(claim, "failed", error=error, retry_in=retry_in, traceback=tb)
 
     def release(self, claim: Claim) -> Commit:
         return self._finish(claim, "released")
@@ -281,6 +282,7 @@ class MemoryStore:
         result: Any = None,
         error: str = "",
         retry_in: float | None = None,
+        traceback: str = "",
     ) -> Commit:
         with self._lock:
             now = self.clock.now()
@@ -306,7 +308,7 @@ class MemoryStore:
                     job.last_result, job.last_error = result, None
             elif retry_in is not None and same:
                 assert job is not None
-                job.last_error = error
+                job.last_error, job.last_traceback = error, traceback
                 self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
                 woke = self._push_locked(
                     job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls)
@@ -315,7 +317,7 @@ class MemoryStore:
                 self._event_locked(now, "failed", r.job_id, r.scheduled, r.attempt, error)
                 if job is not None:
                     job.failures += 1
-                    job.last_error = error
+                    job.last_error, job.last_traceback = error, traceback
                     job.note_dead_letter(
                         Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error)
                     )

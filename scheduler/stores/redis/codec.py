@@ -239,6 +239,17 @@ def running_entry(data: str) -> RunningEntry:
     return RunningEntry(int(gen), int(sched) / 1000, int(attempt), int(stalls), int(fence), job)
 
 
+def member_job(member: str) -> str:
+    """The job id of a due member (``<seq>|s|<job>``, ``<seq>|r|gen|sched|attempt|stalls|
+    <job>``; include/due.lua) or of a listing index entry (the job id itself)."""
+    head = member.split("|", 2)
+    if len(head) == 3 and head[1] == "s":
+        return head[2]
+    if len(head) == 3 and head[1] == "r":
+        return member.split("|", 6)[-1]
+    return member
+
+
 def owner_of(token: str) -> str:
     """The replica id inside a claim token (``<owner>:<n>``)."""
     return token.rsplit(":", 1)[0]
@@ -315,6 +326,7 @@ def job_info(
         attempts=int(h.get("attempts", 0)),
         last_result=json.loads(result) if result else None,
         last_error=h.get("last_error") or None,
+        last_traceback=(h.get("last_tb") or None) if h.get("last_error") else None,
         running=tuple(invs),
         skipped=tuple(skipped),
         dead_letters=tuple(dead_letters),

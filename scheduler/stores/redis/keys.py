@@ -53,6 +53,8 @@ class Keys:
         self.epoch = p + "epoch"  # random id set once: gone = Redis lost our data
         self.layout = p + "layout"  # data layout version of the scripts that wrote it
         self.shards = p + "shards"  # shard 0 only: the namespace's shard count, fixed
+        self.paused = p + "paused"  # set: jobs paused (ls --state paused; may hold stale ids)
+        self.dead_jobs = p + "dead-jobs"  # zset: job -> its last dead letter (ms), a day
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
@@ -65,6 +67,9 @@ class Keys:
 
     def dead(self, job_id: str) -> str:
         return f"{self.prefix}dead:{job_id}"  # list: recent dead letters (JSON)
+
+    def done(self, state: str) -> str:
+        return f"{self.prefix}done:{state}"  # zset: job -> retired at (ms), for a day
 
     def backfilled(self, job_id: str) -> str:
         return f"{self.prefix}bf:{job_id}"  # zset: occurrences a backfill has queued

@@ -268,6 +268,44 @@ def last_event_id(store: AnyStore) -> str:
     return str(newest[0][0]) if newest else "0-0"
 
 
+class Run(TypedDict):
+    """One ended run of a job, from its events: claimed, then its outcome."""
+
+    scheduled: float | None
+    attempt: int | None
+    started: float  # the claim, epoch seconds
+    outcome: str  # succeeded, failed (for good) or retried
+    duration: float  # seconds from the claim to the outcome
+
+
+RUN_ENDS = frozenset({"succeeded", "failed", "retried"})
+
+
+def recent_runs(store: AnyStore, job_id: str, count: int = 10) -> list[Run]:
+    """The job's last ``count`` runs whose claim and outcome are both still in the event
+    stream (capped at ~10,000 events), newest first; one backward pass over the stream."""
+    entries = recent_events(store, 4 * count, job_id, kinds=RUN_ENDS | {"claimed"})
+    started: dict[tuple[float | None, int | None], float] = {}
+    runs: list[Run] = []
+    for entry in entries:  # oldest first
+        e = entry.event
+        key = (e.scheduled, e.attempt)
+        if e.kind == "claimed":
+            started[key] = e.at
+        elif key in started:
+            at = started.pop(key)
+            runs.append(
+                Run(
+                    scheduled=e.scheduled,
+                    attempt=e.attempt,
+                    started=at,
+                    outcome=e.kind,
+                    duration=round(e.at - at, 6),
+                )
+            )
+    return runs[::-1][:count]
+
+
 def recent_events(
     store: AnyStore,
     count: int = 20,

@@ -34,6 +34,8 @@ SCRIPTS = (
     "restore",
     "purge",
     "quarantine",
+    "retry",
+    "delete",
 )
 
 INCLUDE_DIR = "include"

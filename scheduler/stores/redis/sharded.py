@@ -331,8 +331,8 @@ class ShardedStore(WakeSubscriptions):
                 out[n] = code
         return out
 
-    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
-        return self.shard(claim.job_id).fail(claim, error, retry_in)
+    def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
+        return self.shard(claim.job_id).fail(claim, error, retry_in, traceback)
 
     def release(self, claim: Claim) -> Commit:
         return self.shard(claim.job_id).release(claim)

@@ -25,6 +25,7 @@ from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+from scheduler.stores.base import TRACEBACK_MAX
 from scheduler.stores.redis import calendar_plans, codec, presence, shards, upkeep, urls
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
@@ -407,16 +408,10 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
             out += [Commit(code) for code in self.call_script("complete_many", *args)]
         return out
 
-    def fail(self, claim: Claim, error: str, retry_in: float | None) -> Commit:
-        return Commit(
-            self.call_script(
-                "fail",
-                claim.job_id,
-                claim.token,
-                error[:4000],
-                "" if retry_in is None else _ms(retry_in),
-            )
-        )
+    def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
+        tb = traceback.encode()[-TRACEBACK_MAX:].decode(errors="ignore")
+        retry = "" if retry_in is None else _ms(retry_in)
+        return Commit(self.call_script("fail", claim.job_id, claim.token, error[:4000], retry, tb))
 
     def release(self, claim: Claim) -> Commit:
         return Commit(self.call_script("release", claim.job_id, claim.token))

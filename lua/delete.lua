@@ -1,0 +1,45 @@
+#!lua flags=allow-oom
+-- delete.lua: remove a job and everything it owns: its hash, its series member, its
+-- skips, dead letters and backfill record, and its entries in the listing indexes. A
+-- running invocation is not touched and may finish; its commit then finds no job and is
+-- answered "not_found" (include/commit.lua), never as a lease loss. Retry members of the
+-- job left in a due set are dropped by claim.lua as members of a gone job.
+-- Decide, then write: the job key's type and its lane and series entry are read before the
+-- first write; a job key of any type is deleted (nothing of it is parsed but the lane and
+-- seq, and a due set of another type is left alone), and a corrupt event stream or
+-- counter stops the call before any write.
+--
+-- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
+-- Key families: job:<job_id>, due:<lane>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
+--   done:<state>, dead-jobs, paused, events, stats, layout
+-- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
+-- ARGV[3] job id
+-- Returns: 1 if the job existed and was deleted, 0 if there was no such job; or an error
+--          reply "ERR duetime corrupt ..." (nothing written)
+
+--@include core
+--@include job
+--@include events
+
+local STATES = {'succeeded', 'failed', 'abandoned', 'cancelled'}
+
+local job = ARGV[3]
+if job == '' then return redis.error_reply('ERR duetime bad-input id') end
+local corrupt = events_ok('deleted')
+if corrupt then return corrupt end
+local jk = jkey(job)
+local t = redis.call('TYPE', jk)['ok']
+if t == 'none' then return 0 end
+local lane, e = nil, nil
+if t == 'hash' then
+  local got = redis.call('HMGET', jk, 'lane', 'e')
+  lane, e = got[1] or DEFAULTS.lane, got[2]
+end
+-- write
+if lane and e and e ~= '' then redis.pcall('ZREM', P .. 'due:' .. lane, series_member(job, e)) end
+redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job)
+for _, state in ipairs(STATES) do redis.pcall('ZREM', P .. 'done:' .. state, job) end
+redis.pcall('ZREM', P .. 'dead-jobs', job)
+redis.pcall('SREM', P .. 'paused', job)
+event(now_ms(), 'deleted', job, nil, nil, t == 'hash' and '' or ('a ' .. t .. ' key'))
+return 1

@@ -1,0 +1,228 @@
+"""Jobs of one state, a page at a time: ``duetime ls --state`` and ``Client.list_jobs``.
+
+Each state is read from where the store already keeps it, so no pending job pays for an
+index (docs/performance.md): ``scheduled`` from the lanes' due sets in due order,
+``running`` from the RUNNING hash, ``paused`` from the ``paused`` set (pause.lua /
+resume.lua), the finished states from ``done:<state>`` (written where a job retires,
+include/retire.lua, trimmed to the day a finished job is kept; newest first), ``dead`` from
+``dead-jobs`` (jobs with dead letters, include/dead.lua; newest first) and ``all`` from a
+SCAN of the job keys (on a database shared with other data a page may come back short:
+SCAN visits every key). ``live`` (what ``duetime ls`` lists by default) is running, then
+paused, then scheduled jobs. Indexes are derived data: every job a page names
+is read again and kept only if it is still in that state, so a stale entry is skipped,
+never shown.
+
+A cursor is opaque text (base64 of JSON: the shard, and where its index was left); None
+means the listing is complete. A page holds at most ``limit`` jobs; a job with several
+pending invocations is named once per page. ``task`` filters the jobs read: a page then
+reads up to ``MAX_ROUNDS`` x ``limit`` index entries to fill itself, and may come back
+short (or empty) with a cursor to go on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scheduler.model import JobInfo
+from scheduler.stores.redis import codec
+
+if TYPE_CHECKING:
+    from scheduler.stores.redis.queries import AnyStore
+    from scheduler.stores.redis.store import RedisStore
+
+FINISHED = ("succeeded", "failed", "abandoned", "cancelled")
+STATES = ("scheduled", "running", "paused", *FINISHED, "dead", "all", "live")
+LIVE = ("running", "paused", "scheduled")  # what ``live`` lists, in this order
+MAX_ROUNDS = 20  # index reads per page when --task leaves a round short
+MAX_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: the jobs, and the cursor of the next page (None: done)."""
+
+    jobs: list[JobInfo]
+    cursor: str | None
+
+
+def encode_cursor(shard: int, inner: Any) -> str:
+    raw = json.dumps([shard, inner], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> tuple[int, Any]:
+    """(shard, where its index was left); (0, None) for the first page."""
+    if not cursor:
+        return 0, None
+    try:
+        shard, inner = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(shard, int) and shard >= 0:
+            return shard, inner
+    except (ValueError, TypeError):
+        pass
+    raise ValueError(f"not a cursor of duetime ls: {cursor!r}")
+
+
+def list_jobs(
+    store: AnyStore,
+    state: str = "scheduled",
+    *,
+    task: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page:
+    """One page of the jobs in ``state`` (one of ``STATES``), whose task is ``task`` if
+    given, after ``cursor`` (a previous page's; None: from the start)."""
+    if state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}")
+    shard, inner = decode_cursor(cursor)
+    parts = store.parts
+    out: list[JobInfo] = []
+    seen: set[str] = set()
+    for _ in range(MAX_ROUNDS):
+        if shard >= len(parts) or len(out) >= limit:
+            break
+        try:
+            infos, inner = _round(parts[shard], state, inner, limit - len(out), seen)
+        except (TypeError, IndexError, KeyError):  # a cursor of the wrong shape
+            raise ValueError(f"not a cursor of duetime ls for --state {state}") from None
+        for info in infos:
+            seen.add(info.job_id)
+            if task is None or info.task == task:
+                out.append(info)
+        if inner is None:
+            shard += 1
+    done = shard >= len(parts)
+    return Page(out[:limit], None if done else encode_cursor(shard, inner))
+
+
+def _round(
+    part: RedisStore, state: str, inner: Any, count: int, seen: set[str]
+) -> tuple[list[JobInfo], Any]:
+    """One read of a shard's index for ``state``: the jobs found still in that state (not
+    in ``seen``), and where the next read starts (None: the shard is done). ``live``
+    reads running, then paused, then scheduled jobs (each a state of its own)."""
+    if state != "live":
+        ids, inner = _ids(part, state, inner, count)
+        return _infos(part, [i for i in ids if i not in seen], state), inner
+    phase, sub = (0, None) if inner is None else (int(inner[0]), inner[1])
+    infos, sub = _round(part, LIVE[phase], sub, count, seen)
+    if sub is None:
+        phase += 1
+    return infos, (None if phase >= len(LIVE) else [phase, sub])
+
+
+def _ids(part: RedisStore, state: str, inner: Any, count: int) -> tuple[list[str], Any]:
+    """Up to about ``count`` job ids of ``state`` in one shard after ``inner``, and where
+    the next read starts (None: the shard is done)."""
+    r, k = part.redis, part.keys
+    if state == "scheduled":
+        lanes = sorted(str(lane) for lane in r.smembers(k.lanes))
+        return _zpage(part, [k.due(lane) for lane in lanes], inner, count, reverse=False)
+    if state in FINISHED:
+        return _zpage(part, [k.done(state)], inner, count, reverse=True)
+    if state == "dead":
+        return _zpage(part, [k.dead_jobs], inner, count, reverse=True)
+    start, skip = (0, 0) if inner is None else (int(inner[0]), int(inner[1]))
+    if state == "running":
+        nxt, entries = r.hscan(k.running, start, count=count)
+        ids = [codec.running_entry(v).job_id for v in entries.values()]
+    elif state == "paused":
+        nxt, ids = r.sscan(k.paused, start, count=count)
+    else:  # all
+        nxt, keys = _scan(r, k.lanes, start, k.job("*"), max(count, 100))
+        ids = [key[len(k.job("")) :] for key in keys]
+    ids = [str(i) for i in ids][skip:]
+    if len(ids) > count:  # SCAN's COUNT is a hint: the rest of this batch comes next
+        return ids[:count], [start, skip + count]
+    return ids, (None if int(nxt) == 0 else [int(nxt), 0])
+
+
+def _scan(r: Any, slot_key: str, start: int, match: str, count: int) -> tuple[int, list[str]]:
+    """One SCAN step; in Redis Cluster, on the node that holds the shard's slot."""
+    if not hasattr(r, "get_node_from_key"):
+        nxt, keys = r.scan(start, match=match, count=count)
+        return int(nxt), keys
+    nxt, keys = r.scan(start, match=match, count=count, target_nodes=r.get_node_from_key(slot_key))
+    if isinstance(nxt, dict):  # the cluster client answers {node: cursor}
+        nxt = next(iter(nxt.values()))
+    return int(nxt), keys
+
+
+def _zpage(
+    part: RedisStore, keys: list[str], inner: Any, count: int, *, reverse: bool
+) -> tuple[list[str], Any]:
+    """The next ``count`` members of sorted sets ``keys`` merged by (score, member), after
+    ``inner`` ([score, member]; descending if ``reverse``), as job ids."""
+    after = None if inner is None else (float(inner[0]), str(inner[1]))
+    got: list[tuple[float, str]] = []
+    for key in keys:
+        got += _after(part, key, after, count, reverse)
+    got.sort(reverse=reverse)
+    page = got[:count]
+    if len(page) < count:  # every set was read to its end
+        return [codec.member_job(m) for _, m in page], None
+    return [codec.member_job(m) for _, m in page], list(page[-1])
+
+
+def _after(
+    part: RedisStore, key: str, after: tuple[float, str] | None, count: int, reverse: bool
+) -> list[tuple[float, str]]:
+    """Up to ``count`` (score, member) of ``key`` strictly after ``after`` in its order."""
+    r = part.redis
+    edge = "+inf" if reverse else "-inf"
+    start = edge if after is None else _score(after[0])
+    end = "-inf" if reverse else "+inf"
+    out: list[tuple[float, str]] = []
+    offset = 0
+    while len(out) < count:
+        batch = r.zrange(
+            key, start, end, byscore=True, desc=reverse, offset=offset, num=count, withscores=True
+        )
+        for member, score in batch:
+            item = (float(score), str(member))
+            if after is None or (item < after if reverse else item > after):
+                out.append(item)
+        if len(batch) < count:
+            break
+        offset += len(batch)
+    return out[:count]
+
+
+def _score(score: float) -> str:
+    return str(int(score)) if score == int(score) else repr(score)
+
+
+def _infos(part: RedisStore, ids: list[str], state: str) -> list[JobInfo]:
+    """The jobs ``ids`` (each once, in order) that are still in ``state``."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return []
+    k = part.keys
+    with part.redis.pipeline(transaction=False) as p:
+        p.hgetall(k.running)
+        for job_id in ids:
+            p.hgetall(k.job(job_id))
+            if state == "dead":
+                p.lrange(k.dead(job_id), 0, -1)
+        replies = p.execute()
+    wanted = set(ids)  # the RUNNING entries of these jobs only, each parsed once
+    running = {t: v for t, v in replies[0].items() if codec.running_entry(v).job_id in wanted}
+    rest = replies[1:]
+    step = 2 if state == "dead" else 1
+    out = []
+    for n, job_id in enumerate(ids):
+        h = rest[n * step]
+        dead = rest[n * step + 1] if state == "dead" else []
+        if not h or h.get("def") is None:
+            continue
+        info = codec.job_info(job_id, h, [], dead, running)
+        keep = {"all": True, "dead": bool(info.dead_letters)}
+        if keep.get(state, info.state == state):
+            out.append(info)
+    return out

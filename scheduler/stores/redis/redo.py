@@ -1,0 +1,73 @@
+"""An operator's redo and removal in a shared namespace: ``retry`` (retry.lua),
+``retry_failed`` (every job with dead letters, through the ``dead-jobs`` index), ``delete``
+(delete.lua) and the namespace's removal from every shard (``purge_namespace``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduler.stores.redis import listing, queries, upkeep
+
+if TYPE_CHECKING:
+    from scheduler.stores.redis.queries import AnyStore
+
+RETRY_REFUSALS = {
+    "unknown": "there is no such job (finished jobs are kept for a day)",
+    "running": "an invocation of it is running; retry once it ended",
+    "not_failed": "it has no dead letter to retry (it did not fail, or it was cancelled)",
+}
+
+
+@dataclass(frozen=True)
+class Retried:
+    """What ``retry`` did to one job: ``queued`` invocations (0: refused, ``refused`` is
+    the code: unknown, running, not_failed)."""
+
+    job_id: str
+    queued: int
+    refused: str = ""
+
+
+def retry(store: AnyStore, job_id: str) -> Retried:
+    """Queue every dead-lettered invocation of ``job_id`` again, due now, at attempt 1."""
+    reply = store.shard(job_id).call_script("retry", job_id)
+    if isinstance(reply, int):
+        return Retried(job_id, reply)
+    return Retried(job_id, 0, str(reply))
+
+
+def retryable(store: AnyStore, task: str | None = None) -> list[str]:
+    """Every job with dead letters (failed one-offs among them), optionally of ``task``."""
+    out: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = listing.list_jobs(store, "dead", task=task, limit=500, cursor=cursor)
+        out += [i.job_id for i in page.jobs if not i.running]
+        cursor = page.cursor
+        if cursor is None:
+            return list(dict.fromkeys(out))
+
+
+def retry_failed(store: AnyStore, task: str | None = None) -> list[Retried]:
+    """``retry`` every job with dead letters (of ``task`` if given); one result each."""
+    return [retry(store, job_id) for job_id in retryable(store, task)]
+
+
+def delete(store: AnyStore, job_id: str) -> bool:
+    """Remove ``job_id`` and what it owns (delete.lua). False if there was no such job."""
+    return int(store.shard(job_id).call_script("delete", job_id)) == 1
+
+
+def namespace_keys(store: AnyStore) -> int:
+    """How many keys the namespace holds, every shard (a SCAN per shard)."""
+    total = 0
+    for part in queries.parts(store):
+        for _ in part.redis.scan_iter(match=part.keys.prefix + "*", count=1000):
+            total += 1
+    return total
+
+
+def purge_namespace(store: AnyStore) -> int:
+    """Delete every key of the namespace, every shard; how many went."""
+    return sum(upkeep.delete_namespace(part) for part in queries.parts(store))
