@@ -17,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.client import Client
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
+
+if TYPE_CHECKING:
+    from scheduler.stores.redis.listing import Page
 
 
 class AsyncClient:
@@ -103,6 +106,27 @@ class AsyncClient:
 
     async def events(self, limit: int = 100) -> list[Event]:
         return await asyncio.to_thread(self.sync.events, limit)
+
+    async def list_jobs(
+        self,
+        state: str = "scheduled",
+        *,
+        task: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        return await asyncio.to_thread(
+            lambda: self.sync.list_jobs(state, task=task, limit=limit, cursor=cursor)
+        )
+
+    async def retry(self, job_id: str) -> int:
+        return await asyncio.to_thread(self.sync.retry, job_id)
+
+    async def retry_failed(self, task: str | None = None) -> dict[str, int]:
+        return await asyncio.to_thread(self.sync.retry_failed, task)
+
+    async def delete(self, job_id: str) -> bool:
+        return await asyncio.to_thread(self.sync.delete, job_id)
 
     async def quarantined(self) -> list[Quarantined]:
         return await asyncio.to_thread(self.sync.quarantined)
