@@ -17,10 +17,22 @@ user has them), not a script: nothing here decides about jobs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from scheduler.stores.redis.store import RedisStore
+from scheduler.stores.redis.keys import Keys
+
+
+class RedisStore(Protocol):
+    """What presence needs of a ``store.RedisStore`` (store.py imports this module)."""
+
+    keys: Keys
+
+    @property
+    def redis(self) -> Any: ...
+
+    def reachable(self) -> AbstractContextManager[None]: ...
+
 
 METRICS_LEADER_TTL = 120.0  # seconds: longer than any sane scrape interval (1 m default)
 

@@ -105,12 +105,6 @@ def due_now(store: RedisStore, now: float | None = None) -> dict[str, int]:
         return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
 
 
-def lane_depths(store: RedisStore, now: float) -> dict[str, tuple[int, int]]:
-    """Per lane: pending invocations, and how many are due at ``now`` (epoch seconds)."""
-    due = due_now(store, now)
-    return {lane: (n, due.get(lane, 0)) for lane, n in queue_depths(store).items()}
-
-
 def running_count(store: RedisStore) -> int:
     """Invocations currently claimed by some replica (HLEN ``running``)."""
     return int(store.redis.hlen(store.keys.running))

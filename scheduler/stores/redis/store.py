@@ -310,10 +310,15 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
 
     def queue_depths(self) -> dict[str, tuple[int, int]]:
         """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
-        from scheduler.stores.redis import queries
-
         with self.reachable():
-            return queries.lane_depths(self, self._redis_now_ms() / 1000)
+            now = self._redis_now_ms()
+            lanes = sorted(self._r.smembers(self.keys.lanes))
+            with self._r.pipeline(transaction=False) as p:
+                for lane in lanes:
+                    p.zcard(self.keys.due(lane))
+                    p.zcount(self.keys.due(lane), "-inf", now)
+                n = p.execute()
+        return {lane: (int(n[2 * i]), int(n[2 * i + 1])) for i, lane in enumerate(lanes)}
 
     def cancel(self, job_id: str) -> bool:
         return bool(self.call_script("cancel", job_id))
