@@ -164,3 +164,88 @@ def test_no_kind_of_callable_is_reported_as_succeeded_without_running(
     assert (info.state, info.last_result) == outcome, (kind, info)
     if outcome[0] == "failed":
         assert "returned an awaitable instead of running" in info.last_error
+
+
+# ---- the other guarantees, for async jobs as for sync ones -----------------------------------
+
+
+def test_async_jobs_never_start_early_and_equal_due_times_keep_fifo_order(make_engine, clock):
+    eng = make_engine(1)
+    order: list[tuple[str, float]] = []
+
+    def make(label: str):
+        async def job() -> None:
+            order.append((label, clock.now()))
+
+        return job
+
+    t0 = clock.now()
+    for label in ("a", "b", "c"):
+        eng.after(make(label), 10, job_id=label)
+    clock.advance(9.999)
+    assert eng.wait_idle() and order == []  # not one millisecond early
+    clock.advance(0.001)
+    assert eng.wait_idle()
+    assert [label for label, _ in order] == ["a", "b", "c"]
+    assert all(t >= t0 + 10 for _, t in order)
+
+
+def test_async_failures_are_retried_then_dead_lettered(make_engine, clock):
+    from scheduler import RetryPolicy
+
+    eng = make_engine()
+    attempts: list[int] = []
+
+    async def flaky() -> None:
+        attempts.append(current_invocation().attempt)
+        raise RuntimeError("try again")
+
+    eng.after(flaky, 0, job_id="f", retry=RetryPolicy(max_attempts=3, backoff=1, jitter=0))
+    for _ in range(5):
+        assert eng.wait_idle()
+        clock.advance(10)
+    assert eng.wait_idle()
+    info = eng.get("f")
+    assert attempts == [1, 2, 3] and info.state == "failed" and len(info.dead_letters) == 1
+
+
+def test_an_async_fixed_rate_job_runs_on_its_grid_and_skips_overlaps(make_engine, clock):
+    eng = make_engine(2)
+    started, release = threading.Event(), threading.Event()
+    runs: list[float] = []
+
+    async def tick() -> None:
+        runs.append(clock.now())
+        if len(runs) == 1:
+            started.set()
+            while not release.is_set():  # an overlap: still running at the next tick
+                await asyncio.sleep(0.001)
+
+    t0 = clock.now()
+    eng.every(tick, 5, job_id="t", anchor=t0)
+    clock.advance(5)
+    assert started.wait(WAIT)
+    clock.advance(5)  # due while the first run runs: skipped (overlap="skip")
+    assert eng._dispatcher.wait_quiet(WAIT)  # it has claimed (skipped) it and sleeps again
+    assert any(s.reason == "overlap" for s in eng.get("t").skipped)
+    release.set()
+    assert eng.wait_idle()
+    clock.advance(5)
+    assert eng.wait_idle()
+    assert runs[0] == t0 + 5 and runs[-1] == t0 + 15 and len(runs) == 2
+    assert any(s.reason == "overlap" for s in eng.get("t").skipped)
+
+
+def test_an_async_job_may_schedule_cancel_and_shut_down_its_own_engine(make_engine):
+    eng = make_engine(2)
+    done = threading.Event()
+
+    async def parent() -> str:
+        child = eng.after(lambda: None, 3600, job_id="child")  # re-entrant: no deadlock
+        assert eng.cancel(child) is True
+        eng.shutdown(wait=True, timeout=5)  # from inside: its own task is not waited for
+        done.set()
+        return "ok"
+
+    eng.after(parent, 0, job_id="p")
+    assert done.wait(WAIT)
