@@ -9,9 +9,12 @@ from scheduler.cli import demo_shared as demo
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
-def test_demo_proves_once_and_takeover(redis_url):
+def test_demo_proves_once_and_takeover(redis_url, redis_client):
     lines: list[str] = []
+    before = set(redis_client.scan_iter(match=b"duetime:{demo-*"))
     report = demo.run(redis_url, seconds=4, echo=lines.append)
+    # issue 13: the demo leaves nothing behind in a user's Redis (it used to leave ~40 keys)
+    assert set(redis_client.scan_iter(match=b"duetime:{demo-*")) == before
     assert report.killed_pid is not None and report.per_pid[report.killed_pid] > 0
     assert report.ok, report
     assert report.completed == report.invocations >= 24
