@@ -303,6 +303,25 @@ class Scheduler(Client):
 
     # ---- lifecycle ----------------------------------------------------------------------
 
+    async def serve(self, *, shutdown_timeout: float | None = 30.0) -> None:
+        """Run this engine inside an asyncio program until the task awaiting this is
+        cancelled; cancellation is SPEC §4.8's shutdown (stop claiming, hand unstarted
+        claims back, let running jobs finish up to ``shutdown_timeout``), done off the
+        event loop, after which the ``CancelledError`` propagates. The engine's workers
+        are threads: the loop is never blocked by jobs.
+
+            task = asyncio.create_task(Scheduler(4, store=store).serve())
+            ...
+            task.cancel()  # a clean stop"""
+        import asyncio
+
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            await asyncio.shield(
+                asyncio.to_thread(self.shutdown, wait=True, timeout=shutdown_timeout)
+            )
+
     def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
         """Stop claiming, hand claimed-but-unstarted invocations back to the store at once,
         and (``wait``) let running jobs finish, up to ``timeout`` seconds. Idempotent; safe
