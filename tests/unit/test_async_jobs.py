@@ -249,3 +249,25 @@ def test_an_async_job_may_schedule_cancel_and_shut_down_its_own_engine(make_engi
 
     eng.after(parent, 0, job_id="p")
     assert done.wait(WAIT)
+
+
+def test_what_an_async_job_leaves_running_is_cancelled_when_it_ends(make_engine):
+    """Each worker thread reuses its event loop: a task the job spawned and did not await
+    must not outlive the job (as with asyncio.run)."""
+    eng = make_engine()
+    orphan_cancelled = threading.Event()
+
+    async def leaky() -> None:
+        async def forever() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                orphan_cancelled.set()
+                raise
+
+        asyncio.get_running_loop().create_task(forever())
+        await asyncio.sleep(0)
+
+    eng.after(leaky, 0, job_id="leaky")
+    assert eng.wait_idle()
+    assert orphan_cancelled.is_set() and eng.get("leaky").state == "succeeded"
