@@ -270,6 +270,28 @@ def remember_url(url: str) -> None:
     click.get_current_context().meta["duetime.url"] = url
 
 
+def bounded_client(url: str, **kwargs: Any) -> Any:
+    """A redis-py client for ``url`` whose every call is bounded by ``--timeout`` (the URL
+    is remembered for the command's error messages)."""
+    from scheduler.stores.redis import urls
+
+    remember_url(url)
+    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
+    return urls.connect(url, socket_timeout=timeout, socket_connect_timeout=timeout, **kwargs)
+
+
+def preflight(url: str) -> None:
+    """One PING bounded by --timeout before anything else (a server that never answers
+    fails here, at once, instead of hanging a replica's or the demo's start)."""
+    from scheduler.stores.redis import urls
+
+    client = bounded_client(url)
+    try:
+        client.ping()
+    finally:
+        urls.close(client)
+
+
 def connect(
     redis_url: str, namespace: str, *, shards: int | None = None, **kwargs: Any
 ) -> AnyStore:
@@ -278,17 +300,14 @@ def connect(
     ``ShardedStore`` if the URL says ``?shards=N`` or $DUETIME_SHARDS is set."""
     from scheduler.stores.redis import open_store, urls
 
-    remember_url(redis_url)
-    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
     base, in_url = urls.split_shards(redis_url)
     env = os.environ.get("DUETIME_SHARDS")
     if shards is None:
         shards = int(env) if env else in_url
     elif in_url is not None and in_url != shards:
         raise ValueError(f"two shard counts: --shards {shards} and the URL's shards={in_url}")
-    client = urls.connect(
-        base, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout
-    )
+    client = bounded_client(base, decode_responses=True)
+    remember_url(redis_url)  # the full URL, not the one without ?shards=N
     store = open_store(client, namespace, shards=shards, **kwargs)
     store.url = urls.safe(redis_url)
     for part in store.parts:

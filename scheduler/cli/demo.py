@@ -9,7 +9,7 @@ import time
 import click
 
 from scheduler.api import JobScheduler, RecurringJobScheduler
-from scheduler.cli.app import EXIT_REFUSED, main, redis_url_or_embedded, timeout_option
+from scheduler.cli.app import EXIT_REFUSED, main, preflight, redis_url_or_embedded, timeout_option
 
 
 @main.command()
@@ -41,7 +41,6 @@ def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
         _demo_in_process(seconds)
         return
     from scheduler.cli import demo_shared
-    from scheduler.cli.replica import preflight
 
     with redis_url_or_embedded(redis_url) as url:
         preflight(url)

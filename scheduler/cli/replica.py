@@ -18,13 +18,12 @@ from scheduler.cli.app import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    TIMEOUT,
     fail,
     main,
     namespace_option,
+    preflight,
     redis_option,
     redis_url_or_embedded,
-    remember_url,
     shards_option,
     timeout_option,
     with_wait_options,
@@ -200,20 +199,6 @@ def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
                 f"from the folder that holds it, or pass --path DIR (searched: {where})",
                 EXIT_USAGE,
             )
-
-
-def preflight(url: str) -> None:
-    """One PING bounded by --timeout before anything else (a server that never answers
-    fails here, at once, instead of hanging the replica's start)."""
-    from scheduler.stores.redis import urls
-
-    remember_url(url)
-    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
-    client = urls.connect(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    try:
-        client.ping()
-    finally:
-        urls.close(client)
 
 
 def _open_checked(url: str, namespace: str, **options: Any) -> Any:
