@@ -20,7 +20,7 @@
 
 -- Every field a commit, with settle() after it, may parse.
 local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
-  'running', 'runs', 'failures'}
+  'running', 'runs', 'failures', 'lists'}
 
 -- The namespace keys of a commit that may write events of kinds `...`: nil if sound,
 -- else the error reply.
