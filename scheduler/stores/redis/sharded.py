@@ -53,9 +53,9 @@ from scheduler.model import (
     Quarantined,
     Reconciled,
 )
+from scheduler.stores.redis import ops, upkeep, urls
 from scheduler.stores.redis import shards as sharding
-from scheduler.stores.redis import urls
-from scheduler.stores.redis.store import LIVE, MAX_BATCH, RedisStore
+from scheduler.stores.redis.store import MAX_BATCH, RedisStore
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 log = logging.getLogger("duetime.redis")
@@ -345,28 +345,20 @@ class ShardedStore(WakeSubscriptions):
     def jobs(self) -> list[JobInfo]:
         """Every live job of every shard (a SCAN per shard: an operator's call)."""
         self._count()
-        infos = [i for s in self.shards for i in s.jobs() if i.state in LIVE]
-        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+        return ops.by_next_run(i for s in self.shards for i in s.jobs())
 
     def events(self, limit: int = 100) -> list[Event]:
         """The most recent ``limit`` events of all shards, oldest first (merged by time;
         equal times keep shard order)."""
         self._count()
-        merged = [e for s in self.shards for e in s.events(limit)]
-        return sorted(merged, key=lambda e: e.at)[-limit:] if limit > 0 else []
+        return ops.merge_events((s.events(limit) for s in self.shards), limit)
 
     # ---- upkeep: the reconciler and the quarantine, shard by shard -----------------------
 
     def reconcile(self, *, dry_run: bool = False) -> Reconciled:
         """``RedisStore.reconcile`` on every shard, added up."""
         self._count()
-        each = [s.reconcile(dry_run=dry_run) for s in self.shards]
-        return Reconciled(
-            sum(r.scanned for r in each),
-            tuple(f for r in each for f in r.findings),
-            sum(r.leases_dropped for r in each),
-            all(r.complete for r in each),
-        )
+        return upkeep.sum_reconciled([s.reconcile(dry_run=dry_run) for s in self.shards])
 
     def quarantined(self) -> list[Quarantined]:
         self._count()

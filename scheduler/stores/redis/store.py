@@ -26,7 +26,16 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores.base import TRACEBACK_MAX
-from scheduler.stores.redis import calendar_plans, codec, presence, shards, upkeep, urls
+from scheduler.stores.redis import (
+    calendar_plans,
+    codec,
+    ops,
+    presence,
+    sansio,
+    shards,
+    upkeep,
+    urls,
+)
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
@@ -50,7 +59,7 @@ __all__ = [
 
 log = logging.getLogger("duetime.redis")
 
-LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
@@ -300,6 +309,9 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
 
+    def redis_now_ms(self) -> int:
+        return self._redis_now_ms()
+
     def _redis_now_ms(self) -> int:
         """The scripts' "now": the test clock if one was given, else Redis TIME."""
         if self._fixed_clock:
@@ -320,21 +332,22 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 n = p.execute()
         return {lane: (int(n[2 * i]), int(n[2 * i + 1])) for i, lane in enumerate(lanes)}
 
+    # the producer's and inspector's operations are ops.py's, shared with AsyncClient
+
     def cancel(self, job_id: str) -> bool:
-        return bool(self.call_script("cancel", job_id))
+        return sansio.run(self, ops.cancel(self.keys, job_id))
 
     def pause(self, job_id: str) -> bool:
-        return bool(self.call_script("pause", job_id))
+        return sansio.run(self, ops.pause(self.keys, job_id))
 
     def resume(self, job_id: str) -> bool:
-        return bool(self.call_script("resume", job_id))
+        return sansio.run(self, ops.resume(self.keys, job_id))
 
     def trigger(self, job_id: str) -> bool:
-        return bool(self.call_script("trigger", job_id))
+        return sansio.run(self, ops.trigger(self.keys, job_id))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
-        with self.reachable():
-            return calendar_plans.backfill(self, job_id, start, end)
+        return sansio.run(self, ops.backfill(self.keys, job_id, start, end))
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
@@ -424,30 +437,15 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     # ---- inspection -------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobInfo | None:
-        k = self.keys
-        with self.reachable(), self._r.pipeline(transaction=False) as p:
-            p.hgetall(k.job(job_id))
-            p.lrange(k.skips(job_id), 0, -1)
-            p.lrange(k.dead(job_id), 0, -1)
-            p.hgetall(k.running)
-            h, skips, dead, running = p.execute()
-        return codec.job_info(job_id, h, skips, dead, running) if h else None
+        return sansio.run(self, ops.get(self.keys, job_id))
 
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
-        start = len(self.keys.job(""))
-        with self.reachable():
-            ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"), count=1000))
-        infos = [i for i in (self.get(j) for j in ids) if i is not None and i.state in LIVE]
-        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+        return sansio.run(self, ops.jobs(self.keys))
 
     def events(self, limit: int = 100) -> list[Event]:
-        if limit <= 0:
-            return []
-        with self.reachable():
-            rows = self._r.xrevrange(self.keys.events, count=limit)
-        return [codec.event(f) for _, f in reversed(rows)]
+        return sansio.run(self, ops.events(self.keys, limit))
 
     # ---- wake-ups -----------------------------------------------------------------------
 
