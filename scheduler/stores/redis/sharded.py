@@ -432,13 +432,19 @@ def open_store(
     """The store for a URL: a ``RedisStore`` for one shard, else a ``ShardedStore``. The
     shard count is ``shards``, else the URL's ``shards=N``, else 1; both given must agree.
     ``kwargs`` go to the store (``clock``, ``lease``, ``resync``, ``wait_replicas``...)."""
+    n = shard_count_for(redis_url, shards)
+    if n == 1:
+        return RedisStore(redis_url, namespace, **kwargs)
+    return ShardedStore(redis_url, namespace, shards=n, **kwargs)
+
+
+def shard_count_for(redis_url: str | Any, shards: int | None) -> int:
+    """The shard count: ``shards``, else the URL's ``shards=N``, else 1 (both given must
+    agree)."""
     n = shards
     if isinstance(redis_url, str):
         _, from_url = urls.split_shards(redis_url)
         if n is not None and from_url is not None and n != from_url:
             raise ValueError(f"two shard counts: shards={n} and the URL's shards={from_url}")
         n = n if n is not None else from_url
-    n = sharding.shard_count(1 if n is None else n)
-    if n == 1:
-        return RedisStore(redis_url, namespace, **kwargs)
-    return ShardedStore(redis_url, namespace, shards=n, **kwargs)
+    return sharding.shard_count(1 if n is None else n)

@@ -23,7 +23,6 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores.base import TRACEBACK_MAX
 from scheduler.stores.redis import (
@@ -40,12 +39,15 @@ from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
 from scheduler.stores.redis.server_checks import (
+    UNREACHABLE,
     StoreConfigError,
     StoreCorruptError,
+    StoreFullError,
+    StoreUnavailableError,
     check_info,
     check_keys,
-    corrupt_error,
-    log_rate_limited,
+    refused,
+    unreachable,
 )
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
@@ -63,15 +65,6 @@ LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
-
-
-class StoreUnavailableError(DuetimeError, ConnectionError):
-    """Redis could not be reached (or answered with an error we cannot act on)."""
-
-
-class StoreFullError(DuetimeError, RuntimeError):
-    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
-    written. Running jobs can still record their outcomes."""
 
 
 def _ms(seconds: float) -> str:
@@ -156,17 +149,8 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         to check (the URL is shown without its password)."""
         try:
             yield
-        except self._redis_mod.exceptions.OutOfMemoryError as exc:
-            raise StoreFullError(
-                f"Redis at {self.url} is out of memory (maxmemory reached; policy "
-                "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
-                f"and cancel unneeded ones, then retry ({exc})"
-            ) from exc
-        except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
-            raise StoreUnavailableError(
-                f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
-                "(DUETIME_REDIS_URL) right?"
-            ) from exc
+        except UNREACHABLE as exc:
+            raise unreachable(exc, self.url) from exc
 
     def call_script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` (lua/) with the namespace's prefix and time argument, then
@@ -181,13 +165,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                     return self.waiter.call(self._scripts[name], argv, self._route)
                 return self._scripts[name](keys=self._route, args=argv)
         except self._redis_mod.ResponseError as exc:
-            if "duetime bad-input" in str(exc):
-                raise ValueError(f"the store refused the request: {exc}") from exc
-            if "duetime layout" in str(exc):
-                raise StoreConfigError(str(exc).removeprefix("duetime ")) from exc
-            if "duetime corrupt" in str(exc):
-                raise log_rate_limited(log, corrupt_error(str(exc), self.url)) from exc
-            raise
+            raise refused(exc, self.url) from exc
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once, then cached)."""
