@@ -10,9 +10,9 @@ Not part of the test run. In one run, medians of ``--runs`` (default 3):
   burst and lag with 1 and 3 duetime replicas running a sync task (``bench.hit``) and an
   ``async def`` one (``bench.ahit``), next to arq and saq.
 
-    python3 -m venv /work/.venv-bench
-    /work/.venv-bench/bin/pip install arq saq 'redis[hiredis]' psutil && pip install -e .
-    PYTHONPATH=. /work/.venv-bench/bin/python tests/bench/bench_async.py [--quick]
+    python3 -m venv .venv-bench
+    .venv-bench/bin/pip install arq saq 'redis[hiredis]' psutil && pip install -e .
+    PYTHONPATH=. .venv-bench/bin/python tests/bench/bench_async.py [--quick]
 """
 
 from __future__ import annotations
