@@ -49,7 +49,9 @@ class _Facade:
         lane needs more workers (or its long jobs a lane of their own)."""
         store = self.engine.store
         depths = store.queue_depths() if isinstance(store, QueueDepths) else {}
-        return readout.build(self._lags.recent(), self.engine.lane_load(), depths)
+        return readout.build(
+            self._lags.recent(), self.engine.lane_load(), depths, self.engine.loop_lag()
+        )
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop starting jobs; with ``wait``, return once running jobs have finished.

@@ -1,29 +1,35 @@
 """``AsyncClient``: ``Client`` for asyncio code (FastAPI, Starlette, aiohttp, an async job).
 
 Every public method of ``Client`` has an awaitable twin with the same arguments, the same
-validation and the same errors. This first version runs each call of the sync ``Client``
-in a worker thread (``asyncio.to_thread``), so a call never blocks the event loop, and one
-``AsyncClient`` may be shared by any number of tasks (the Redis connection pool is
-thread-safe). Every URL form works (Sentinel, Cluster, shards), as for ``Client``.
+validation and the same errors. Given a URL, it talks to Redis through ``redis.asyncio``
+(stores/redis/async_store.py): no thread per call, and the operations are the sync
+stores' own (stores/redis/ops.py and sansio.py: which script, keys and arguments, how a
+reply is read), so both clients behave alike. Every URL form works (``redis://``,
+``rediss://``, ``unix://``, Sentinel, Cluster, ``shards=N``). One ``AsyncClient`` may be
+shared by any number of tasks of one event loop. Given a ``Store`` object (a
+``MemoryStore`` in tests) it calls the sync ``Client`` in a worker thread.
 
     async with AsyncClient("redis://127.0.0.1:6379/0", namespace="prod") as client:
         job_id = await client.enqueue("billing.invoice", delay="1h", kwargs={"id": 7})
-
-Not yet: calls on ``redis.asyncio`` itself (no thread per call); see issue 14.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler.client import Client
+from scheduler import validation
+from scheduler.client import Client, backfill_window, job_spec, job_specs
+from scheduler.errors import JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
 
 if TYPE_CHECKING:
+    from scheduler.stores.redis.async_store import AsyncStore
     from scheduler.stores.redis.listing import Page
 
 
@@ -40,13 +46,32 @@ class AsyncClient:
         wait_timeout_ms: int = 100,
         shards: int | None = None,
     ) -> None:
-        self.sync = Client(
-            redis_url,
-            namespace=namespace,
-            wait_replicas=wait_replicas,
-            wait_timeout_ms=wait_timeout_ms,
-            shards=shards,
-        )
+        self.sync: Client | None = None
+        self.store: AsyncStore | None = None
+        if isinstance(redis_url, str):
+            from scheduler.stores.redis.async_store import AsyncStore
+            from scheduler.stores.redis.sharded import shard_count_for
+
+            self.store = AsyncStore(
+                redis_url,
+                namespace,
+                shards=shard_count_for(redis_url, shards),
+                wait_replicas=wait_replicas,
+                wait_timeout_ms=wait_timeout_ms,
+            )
+        else:
+            self.sync = Client(redis_url, namespace=namespace)
+
+    def _native(self) -> AsyncStore:
+        assert self.store is not None
+        return self.store
+
+    @staticmethod
+    def _wall(st: AsyncStore) -> float:
+        return st.clock.wall() if st.clock is not None else time.time()
+
+    async def _thread(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(functools.partial(getattr(self.sync, name), *args, **kwargs))
 
     async def enqueue(
         self,
@@ -63,49 +88,101 @@ class AsyncClient:
         allow_past: bool = False,
         **options: Any,
     ) -> str:
-        return await asyncio.to_thread(
-            self.sync.enqueue,
-            task,
-            kwargs=kwargs,
-            delay=delay,
-            at=at,
-            every=every,
-            anchor=anchor,
-            cron=cron,
-            tz=tz,
-            job_id=job_id,
-            allow_past=allow_past,
-            **options,
+        when = {"delay": delay, "at": at, "every": every, "anchor": anchor, "cron": cron}
+        make = job_spec(
+            task, when, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, **options
         )
+        if self.sync is not None:
+            spec = make(self.sync._wall())
+            await asyncio.to_thread(self.sync.store.add, spec)
+            return spec.job_id
+        from scheduler.stores.redis import ops
+
+        st = self._native()
+        spec = make(self._wall(st))
+        layout = await st.checked(record=True)
+        await st.run(ops.add(layout.part(spec.job_id), spec, st.payload_limit))
+        return spec.job_id
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
-        return await asyncio.to_thread(self.sync.enqueue_many, list(jobs))
+        if self.sync is not None:
+            return list(await self._thread("enqueue_many", list(jobs)))
+        from scheduler.stores.redis import ops
+
+        st = self._native()
+        specs = job_specs(jobs, self._wall(st))
+        layout = await st.checked(record=True)
+        args = [
+            await st.run(ops.add_args(layout.part(s.job_id), s, st.payload_limit)) for s in specs
+        ]
+        await st.add_many(specs, args)
+        return [spec.job_id for spec in specs]
+
+    async def _flag(self, name: str, job_id: str) -> bool:
+        if self.sync is not None:
+            return bool(await self._thread(name, job_id))
+        from scheduler.stores.redis import ops
+
+        jid, st = validation.job_id(job_id), self._native()
+        layout = await st.checked()
+        return bool(await st.run(getattr(ops, name)(layout.part(jid), jid)))
 
     async def cancel(self, job_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.cancel, job_id)
+        return await self._flag("cancel", job_id)
 
     async def pause(self, job_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.pause, job_id)
+        return await self._flag("pause", job_id)
 
     async def resume(self, job_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.resume, job_id)
+        return await self._flag("resume", job_id)
 
     async def trigger(self, job_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.trigger, job_id)
+        return await self._flag("trigger", job_id)
 
     async def backfill(
         self, job_id: str, start: dt.datetime | float, end: dt.datetime | float
     ) -> int:
-        return await asyncio.to_thread(self.sync.backfill, job_id, start, end)
+        if self.sync is not None:
+            return int(await self._thread("backfill", job_id, start, end))
+        from scheduler.stores.redis import ops
+
+        a, b = backfill_window(start, end)
+        jid, st = validation.job_id(job_id), self._native()
+        layout = await st.checked()
+        return await st.run(ops.backfill(layout.part(jid), jid, a, b))
 
     async def get(self, job_id: str) -> JobInfo:
-        return await asyncio.to_thread(self.sync.get, job_id)
+        if self.sync is not None:
+            info: JobInfo = await self._thread("get", job_id)
+            return info
+        from scheduler.stores.redis import ops
+
+        jid, st = validation.job_id(job_id), self._native()
+        layout = await st.checked()
+        found = await st.run(ops.get(layout.part(jid), jid))
+        if found is None:
+            raise JobNotFoundError(job_id)
+        return found
 
     async def jobs(self) -> list[JobInfo]:
-        return await asyncio.to_thread(self.sync.jobs)
+        if self.sync is not None:
+            return list(await self._thread("jobs"))
+        from scheduler.stores.redis import ops
+
+        st = self._native()
+        layout = await st.checked()
+        each = [await st.run(ops.jobs(keys)) for keys in layout.parts]
+        return ops.by_next_run(i for infos in each for i in infos)
 
     async def events(self, limit: int = 100) -> list[Event]:
-        return await asyncio.to_thread(self.sync.events, limit)
+        if self.sync is not None:
+            return list(await self._thread("events", limit))
+        from scheduler.stores.redis import ops
+
+        st = self._native()
+        layout = await st.checked()
+        each = [await st.run(ops.events(keys, limit)) for keys in layout.parts]
+        return ops.merge_events(each, limit)
 
     async def list_jobs(
         self,
@@ -115,33 +192,95 @@ class AsyncClient:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
-        return await asyncio.to_thread(
-            lambda: self.sync.list_jobs(state, task=task, limit=limit, cursor=cursor)
+        if self.sync is not None:
+            page: Page = await self._thread(
+                "list_jobs", state, task=task, limit=limit, cursor=cursor
+            )
+            return page
+        from scheduler.stores.redis import listing
+
+        st = self._native()
+        layout = await st.checked()
+        return await st.run(
+            listing.page(layout.parts, state, task=task, limit=limit, cursor=cursor)
         )
 
     async def retry(self, job_id: str) -> int:
-        return await asyncio.to_thread(self.sync.retry, job_id)
+        if self.sync is not None:
+            return int(await self._thread("retry", job_id))
+        from scheduler.stores.redis import redo
+
+        jid, st = validation.job_id(job_id), self._native()
+        layout = await st.checked()
+        return redo.queued(await st.run(redo.retry_op(layout.part(jid), jid)))
 
     async def retry_failed(self, task: str | None = None) -> dict[str, int]:
-        return await asyncio.to_thread(self.sync.retry_failed, task)
+        if self.sync is not None:
+            return dict(await self._thread("retry_failed", task))
+        from scheduler.stores.redis import redo
+
+        st = self._native()
+        layout = await st.checked()
+        return {r.job_id: r.queued for r in await st.run(redo.retry_failed_op(layout, task))}
 
     async def delete(self, job_id: str) -> bool:
-        return await asyncio.to_thread(self.sync.delete, job_id)
+        if self.sync is not None:
+            return bool(await self._thread("delete", job_id))
+        from scheduler.stores.redis import redo
+
+        jid, st = validation.job_id(job_id), self._native()
+        layout = await st.checked()
+        return await st.run(redo.delete_op(layout.part(jid), jid))
 
     async def quarantined(self) -> list[Quarantined]:
-        return await asyncio.to_thread(self.sync.quarantined)
+        if self.sync is not None:
+            return list(await self._thread("quarantined"))
+        from scheduler.stores.redis import upkeep
+
+        st = self._native()
+        layout = await st.checked()
+        return [q for k in layout.parts for q in await st.run(upkeep.quarantined_op(k))]
 
     async def restore(self, entry_id: str) -> str:
-        return await asyncio.to_thread(self.sync.restore, entry_id)
+        if self.sync is not None:
+            return str(await self._thread("restore", entry_id))
+        from scheduler.stores.redis import upkeep
+
+        eid, st = validation.job_id(entry_id), self._native()
+        layout = await st.checked()
+        first = layout.part(eid)
+        for keys in [first, *(k for k in layout.parts if k is not first)]:
+            outcome = await st.run(upkeep.restore_op(keys, eid))
+            if outcome != "missing":
+                return outcome
+        return "missing"
 
     async def purge_quarantined(self, entry_id: str = "*") -> int:
-        return await asyncio.to_thread(self.sync.purge_quarantined, entry_id)
+        if self.sync is not None:
+            return int(await self._thread("purge_quarantined", entry_id))
+        from scheduler.stores.redis import upkeep
+
+        eid = entry_id if entry_id == "*" else validation.job_id(entry_id)
+        st = self._native()
+        layout = await st.checked()
+        return sum([await st.run(upkeep.purge_op(k, eid)) for k in layout.parts])
 
     async def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        return await asyncio.to_thread(lambda: self.sync.reconcile(dry_run=dry_run))
+        if self.sync is not None:
+            done: Reconciled = await self._thread("reconcile", dry_run=dry_run)
+            return done
+        from scheduler.stores.redis import upkeep
+
+        st = self._native()
+        layout = await st.checked()
+        each = [await st.run(upkeep.reconcile_op(k, dry_run)) for k in layout.parts]
+        return upkeep.sum_reconciled(each)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)
+        if self.sync is not None:
+            await self._thread("close")
+        elif self.store is not None:
+            await self.store.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self

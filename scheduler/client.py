@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler import validation
 from scheduler.errors import JobNotFoundError
-from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
+from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Store, Upkeep
 
@@ -85,19 +85,10 @@ class Client:
         timeout, retry, misfire, misfire_grace, catch_up_window, overlap, delivery. On
         return the job is stored and replicas have been woken if it is the earliest; on
         error nothing was written."""
-        if delay is None and at is None and every is None and cron is None:
-            delay = 0.0
-        schedule = schedule_of(
-            delay=delay,
-            at=at,
-            every=every,
-            anchor=anchor,
-            cron=cron,
-            tz=tz,
-            allow_past=allow_past,
-            now=self._wall(),
-        )
-        spec = make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False, **options)
+        when = {"delay": delay, "at": at, "every": every, "anchor": anchor, "cron": cron}
+        spec = job_spec(
+            task, when, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, **options
+        )(self._wall())
         self.store.add(spec)
         return spec.job_id
 
@@ -106,17 +97,7 @@ class Client:
         keywords). Returns their ids in order. Every item is validated before anything is
         written; a shared store then sends them in one round trip (each add atomic on its
         own)."""
-        specs = []
-        for item in jobs:
-            item = dict(item)
-            task = item.pop("task")
-            when = {k: item.pop(k, None) for k in ("delay", "at", "every", "anchor", "cron", "tz")}
-            if all(when[k] is None for k in ("delay", "at", "every", "cron")):
-                when["delay"] = 0.0
-            schedule = schedule_of(
-                **when, allow_past=bool(item.pop("allow_past", False)), now=self._wall()
-            )
-            specs.append(make_spec(task, schedule, check_task=False, **item))
+        specs = job_specs(jobs, self._wall())
         if isinstance(self.store, BulkAdd):
             self.store.add_many(specs)
         else:
@@ -151,9 +132,7 @@ class Client:
         job existed, or skipped by its misfire or overlap policy), each once, as soon as
         workers are free; occurrences that ran, or that an earlier backfill queued, are
         not run again. Returns how many runs were queued."""
-        a, b = epoch(start, "start"), epoch(end, "end")
-        if b <= a:
-            raise ValueError(f"backfill window is empty: end ({b}) must be after start ({a})")
+        a, b = backfill_window(start, end)
         return self.store.backfill(validation.job_id(job_id), a, b)
 
     def get(self, job_id: str) -> JobInfo:
@@ -201,13 +180,7 @@ class Client:
         ``ValueError`` when there is nothing to retry (running, or no dead letter)."""
         from scheduler.stores.redis import redo
 
-        done = redo.retry(self._shared(), validation.job_id(job_id))
-        if done.refused == "unknown":
-            raise JobNotFoundError(job_id)
-        if done.refused:
-            why = redo.RETRY_REFUSALS[done.refused]
-            raise ValueError(f"job {job_id!r} cannot be retried: {why}")
-        return done.queued
+        return redo.queued(redo.retry(self._shared(), validation.job_id(job_id)))
 
     def retry_failed(self, task: str | None = None) -> dict[str, int]:
         """``retry`` every job with dead letters (of ``task`` if given): job id -> how many
@@ -264,3 +237,52 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---- what Client and AsyncClient both do before a store is asked ---------------------------
+
+SCHEDULE_ARGS = ("delay", "at", "every", "anchor", "cron")
+
+
+def job_spec(
+    task: str | Callable[..., Any],
+    when: Mapping[str, Any],
+    *,
+    tz: str | None = None,
+    job_id: str | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    allow_past: bool = False,
+    **options: Any,
+) -> Callable[[float], JobSpec]:
+    """``enqueue``'s validation: given the schedule arguments ``when`` (delay, at, every,
+    anchor, cron; none: due now) and the rest, a function of "now" (epoch seconds) that
+    returns the job's spec or raises what the caller did wrong."""
+    when = {k: when.get(k) for k in SCHEDULE_ARGS}
+    if all(when[k] is None for k in ("delay", "at", "every", "cron")):
+        when["delay"] = 0.0
+
+    def at(now: float) -> JobSpec:
+        schedule = schedule_of(**when, tz=tz, allow_past=allow_past, now=now)
+        return make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False, **options)
+
+    return at
+
+
+def job_specs(jobs: Iterable[Mapping[str, Any]], now: float) -> list[JobSpec]:
+    """``enqueue_many``'s validation: every item's spec (``task`` plus ``enqueue``'s
+    keywords), or the first error."""
+    specs = []
+    for item in jobs:
+        item = dict(item)
+        task = item.pop("task")
+        when = {k: item.pop(k, None) for k in SCHEDULE_ARGS}
+        specs.append(job_spec(task, when, **item)(now))
+    return specs
+
+
+def backfill_window(start: dt.datetime | float, end: dt.datetime | float) -> tuple[float, float]:
+    """``backfill``'s window as epoch seconds; ValueError if it is empty."""
+    a, b = epoch(start, "start"), epoch(end, "end")
+    if b <= a:
+        raise ValueError(f"backfill window is empty: end ({b}) must be after start ({a})")
+    return a, b

@@ -22,6 +22,7 @@ from scheduler.dispatcher import Dispatcher
 from scheduler.errors import SchedulerClosedError
 from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
+from scheduler.readout import Lag
 from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
 from scheduler.stores.base import BatchAcks, HasClock, Resyncing, Retiring, ServerChecks, Store
 from scheduler.stores.memory import MemoryStore
@@ -281,6 +282,13 @@ class Scheduler(Client):
 
     def running(self) -> list[InvocationInfo]:
         return [inv for info in self.store.jobs() for inv in info.running]
+
+    def loop_lag(self) -> Lag:
+        """Over the recent ``async def`` jobs (up to 5,000): how long each one's code kept
+        its event loop from running callbacks, in seconds (p50, p90, p99, max). Blocking
+        code inside an ``async def`` (``time.sleep``, a sync client, CPU work) cannot be
+        pre-empted: it shows here; await instead, or make the job a plain ``def``."""
+        return Lag.of(list(self._runner.loop_lags))
 
     def lane_load(self) -> dict[str, tuple[int, int]]:
         """Per lane: its workers, and the invocations running on them or handed to them."""

@@ -79,6 +79,11 @@ class Metrics:
     def claim_round(self, error: BaseException | None) -> None:
         """A claim round reached the store (``None``) or failed with ``error``."""
 
+    def loop_lag(self, lane: str, seconds: float) -> None:
+        """An ``async def`` job ended; its code kept its event loop from running any
+        callback for up to ``seconds`` at a time (blocking code between two awaits:
+        workers/coroutines.py)."""
+
 
 # The namespace-wide figures a source returns (stores/redis/queries.py reads them).
 NamespaceFigures = Mapping[str, Any]
@@ -149,6 +154,14 @@ class PrometheusMetrics(Metrics):
             ns,
             registry=r,
         ).labels(namespace)
+        self._loop_lag = prom.Histogram(
+            "duetime_loop_lag_seconds",
+            "How long an async job's code kept its event loop from running callbacks "
+            "(blocking code inside an async def cannot be pre-empted)",
+            [*ns, "lane"],
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self._children: dict[tuple[Any, ...], Any] = {}  # labels() is a lock and a dict
         if namespace_source is not None:
             r.register(_NamespaceCollector(namespace, namespace_source))
@@ -169,6 +182,9 @@ class PrometheusMetrics(Metrics):
 
     def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
         self._child(self._durations, task, outcome).observe(max(0.0, seconds))
+
+    def loop_lag(self, lane: str, seconds: float) -> None:
+        self._child(self._loop_lag, lane).observe(max(0.0, seconds))
 
     def renewed(self, count: int) -> None:
         self._renewals.inc(count)

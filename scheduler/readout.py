@@ -59,10 +59,13 @@ class LaneStats:
 
 @dataclass(frozen=True)
 class Stats:
-    """``lag`` over the recent claims of every lane, and each lane's ``LaneStats``."""
+    """``lag`` over the recent claims of every lane, and each lane's ``LaneStats``;
+    ``loop_lag``: over recent ``async def`` jobs, how long each one's code kept its event
+    loop from running callbacks (``Scheduler.loop_lag``; 0 samples: no async job ran)."""
 
     lag: Lag
     lanes: dict[str, LaneStats]
+    loop_lag: Lag = Lag(0, 0.0, 0.0, 0.0, 0.0)
 
 
 class LagWindow(Metrics):
@@ -90,6 +93,7 @@ def build(
     lags: Mapping[str, list[float]],
     load: Mapping[str, tuple[int, int]],
     depths: Mapping[str, tuple[int, int]],
+    loop_lag: Lag | None = None,
 ) -> Stats:
     """``Stats`` from the lags per lane, each lane's (workers, busy) and each lane's
     (queued, due) in the store. Lanes of the store that this engine does not serve are
@@ -104,4 +108,5 @@ def build(
         )
         for lane, (workers, busy) in load.items()
     }
-    return Stats(Lag.of(x for lane in load for x in lags.get(lane, ())), lanes)
+    overall = Lag.of(x for lane in load for x in lags.get(lane, ()))
+    return Stats(overall, lanes, loop_lag or Lag.of(()))

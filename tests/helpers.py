@@ -50,3 +50,30 @@ class Recorder:
     def wait_for(self, count: int, timeout: float = WAIT) -> bool:
         with self.lock:
             return self.changed.wait_for(lambda: len(self.starts) >= count, timeout)
+
+
+class Blocking:
+    """An ``AsyncClient`` seen through ``Client``'s sync interface: each call runs its
+    coroutine to completion on one private event loop (the client's connections belong
+    to it). Lets the ``Client`` tests run against ``AsyncClient`` unchanged."""
+
+    def __init__(self, client: Any) -> None:
+        import asyncio
+
+        self.client = client
+        self.loop = asyncio.new_event_loop()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+        return lambda *a, **kw: self.loop.run_until_complete(method(*a, **kw))
+
+    def __enter__(self) -> Blocking:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.run_until_complete(self.client.close())
+            self.loop.close()

@@ -1,16 +1,25 @@
-"""Running ``async def`` jobs (issue 14, first step): each invocation of a coroutine
-function is awaited to completion on its worker thread's event loop (one per worker
-thread, reused; what a job leaves running is cancelled when it ends), so a lane with N
-workers runs at most N jobs at once, sync or async, and the two mix in one lane.
-Cancellation reaches the coroutine: a timeout, a lease loss or ``cancel(interrupt=True)``
-cancels its task (the job sees ``CancelledError`` at its next await), and the outcome is
-recorded as what it was, never as a success, even when the job swallows the
-``CancelledError``. ``current_invocation()`` works inside the coroutine and in the tasks it
-spawns (context variables are copied into them).
+"""Running ``async def`` jobs (issue 14): each invocation of a coroutine function is
+awaited to completion on its worker thread's event loop (one per worker thread, reused;
+what a job leaves running is cancelled when it ends), so a lane with N workers runs at
+most N jobs at once, sync or async, and the two mix in one lane. Cancellation reaches the
+coroutine: a timeout, a lease loss or ``cancel(interrupt=True)`` cancels its task (the job
+sees ``CancelledError`` at its next await), and the outcome is recorded as what it was,
+never as a success, even when the job swallows the ``CancelledError``.
+``current_invocation()`` works inside the coroutine and in the tasks it spawns (context
+variables are copied into them).
 
-Not yet: one loop per lane running several jobs at once, and a loop-lag metric. Blocking
-code inside an ``async def`` blocks its worker thread, as a sync job would; it cannot be
-pre-empted.
+Eager start (as Python 3.12's eager tasks): the job's task is created with its first step
+captured instead of queued, and that step runs at once, with the loop set as the running
+loop and the task as the current one (``asyncio.current_task()``, ``asyncio.timeout()``
+work). A job that finishes without suspending never enters the loop (most of the cost of
+``run_until_complete``); one that suspends is then run by the loop as usual.
+
+Loop lag: blocking code inside an ``async def`` (``time.sleep``, a sync client, CPU work)
+stalls its loop and cannot be pre-empted; ``lag()`` says by how much. It is the longest
+time the loop could not run a callback during the last job of this thread: the duration
+of the eager first step, and the lateness of a probe callback that the loop runs every
+``PROBE`` seconds while the job is suspended. The runner reports it to the engine
+(``Scheduler.loop_lag()``, ``stats().loop_lag``, the ``duetime_loop_lag_seconds`` metric).
 """
 
 from __future__ import annotations
@@ -19,10 +28,15 @@ import asyncio
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from workers.context import CancelToken
+
+_perf = time.perf_counter
+_set_running_loop = asyncio.events._set_running_loop
+PROBE = 0.05  # seconds between two lag probes while a job is suspended on its loop
 
 
 class NotAwaitedError(TypeError):
@@ -41,9 +55,10 @@ def is_async(fn: object) -> bool:
 
 
 def call(fn: Callable[[], Any], is_coroutine: bool, token: CancelToken) -> Any:
-    """Call a job: a sync one directly; a coroutine function to completion on a new event
-    loop, cancelled when ``token`` is. A sync callable that returns an awaitable fails
-    (``NotAwaitedError``): reporting it as a success would say it ran."""
+    """Call a job: a sync one directly; a coroutine function to completion on this
+    thread's event loop (eagerly started), cancelled when ``token`` is. A sync callable
+    that returns an awaitable fails (``NotAwaitedError``): reporting it as a success
+    would say it ran."""
     if not is_coroutine:
         result = fn()
         if inspect.isawaitable(result):
@@ -55,33 +70,103 @@ def call(fn: Callable[[], Any], is_coroutine: bool, token: CancelToken) -> Any:
             )
         return result
     loop = _thread_loop()
+    task = loop.start(fn)
+    if task.done():  # finished without suspending: the loop was never entered
+        try:
+            return task.result()
+        finally:  # what the job spawned ends with it (as asyncio.run does)
+            if loop.has_ready():
+                _cancel_leftovers(loop)
+    token.on_cancel(lambda: _cancel_from(loop, task))
+    probe: list[asyncio.TimerHandle] = []
+    _probe(loop, task, loop.time() + PROBE, probe)
     try:
-        return loop.run_until_complete(_until_cancelled(fn, token))
-    finally:  # what the job spawned and left running ends with it (as asyncio.run does)
-        leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for t in leftovers:
-            t.cancel()
-        if leftovers:
-            loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+        return loop.run_until_complete(task)
+    finally:
+        probe[-1].cancel()
+        _cancel_leftovers(loop)
+
+
+class _Loop(asyncio.SelectorEventLoop):
+    """A worker thread's loop that can start a task eagerly (``start``)."""
+
+    _capture = False  # the next call_soon is a new task's first step: keep it
+    _step: Any = None
+    _context: Any = None
+
+    def call_soon(  # type: ignore[override]
+        self, callback: Any, *args: Any, context: Any = None
+    ) -> Any:
+        if self._capture:
+            self._capture = False
+            self._step, self._context = callback, context
+            return None  # Task ignores the handle
+        return super().call_soon(callback, *args, context=context)
+
+    def start(self, fn: Callable[[], Any]) -> asyncio.Task[Any]:
+        """A task of ``fn()`` whose first step has run already (with this loop running
+        and the task current); how long that step took (the loop was stalled) is this
+        thread's ``lag()``."""
+        self._capture = True
+        try:
+            task: asyncio.Task[Any] = asyncio.Task(fn(), loop=self)
+        finally:
+            self._capture = False
+        step, context = self._step, self._context
+        self._step = self._context = None
+        began = _perf()
+        _set_running_loop(self)
+        try:
+            context.run(step)  # SystemExit, KeyboardInterrupt: raised here, as by a loop
+        finally:
+            _set_running_loop(None)
+            _local.lag = _perf() - began
+        return task
+
+    def has_ready(self) -> bool:
+        """True if callbacks are queued (a task the job spawned, a late cancel)."""
+        return bool(self._ready)  # type: ignore[attr-defined]
 
 
 _local = threading.local()
 
 
-def _thread_loop() -> asyncio.AbstractEventLoop:
+def lag() -> float:
+    """The loop lag (seconds) of the last async job this thread ran (see the module
+    docstring)."""
+    return float(getattr(_local, "lag", 0.0))
+
+
+def _thread_loop() -> _Loop:
     """This worker thread's event loop, made once and reused by every async job it runs
     (a new loop per invocation cost ~5x the CPU of a sync job)."""
-    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    loop: _Loop | None = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
-        loop = _local.loop = asyncio.new_event_loop()
+        loop = _local.loop = _Loop()
     return loop
 
 
-async def _until_cancelled(fn: Callable[[], Any], token: CancelToken) -> Any:
-    loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(fn())
-    token.on_cancel(lambda: _cancel_from(loop, task))
-    return await task
+def _probe(loop: _Loop, task: asyncio.Task[Any], due: float, handle: list[Any]) -> None:
+    """Schedule a probe at loop time ``due`` (its handle appended to ``handle``): run, it
+    records how late it ran as this thread's lag, and schedules the next one."""
+
+    def probe() -> None:
+        _local.lag = max(_local.lag, loop.time() - due)
+        if not task.done():
+            _probe(loop, task, due + PROBE, handle)
+
+    handle.append(loop.call_at(due, probe))
+
+
+def _cancel_leftovers(loop: _Loop) -> None:
+    """Cancel the tasks a job left running and let them end; else run what is queued."""
+    leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in leftovers:
+        t.cancel()
+    if leftovers:
+        loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+    elif loop.has_ready():
+        loop.run_until_complete(asyncio.sleep(0))
 
 
 def _cancel_from(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:

@@ -10,6 +10,7 @@ import logging
 import random
 import threading
 import traceback
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -42,6 +43,9 @@ class Ran(NamedTuple):
 
     waited: float
     took: float
+
+
+LOOP_LAGS = 5000  # recent async jobs whose loop lag ``Scheduler.loop_lag()`` covers
 
 
 def task_label(claim: Claim) -> str:
@@ -88,6 +92,7 @@ class Runner:
         self._active_done = threading.Condition(self._active_lock)
         self._waiters = 0
         self._active: dict[str, list[CancelToken]] = {}  # job id -> running here
+        self.loop_lags: deque[float] = deque(maxlen=LOOP_LAGS)  # async jobs' loop lag, recent
 
     # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
 
@@ -182,8 +187,12 @@ class Runner:
             if timer is not None:
                 self._timers.cancel(timer)
             self._track(claim.job_id, token, False)
-        if is_coroutine and token.reason is not None and not isinstance(error, Exception):
-            error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
+        if is_coroutine:
+            lag = coroutines.lag()  # how long its code kept its loop from running callbacks
+            self.loop_lags.append(lag)
+            self._metrics.loop_lag(claim.lane, lag)
+            if token.reason is not None and not isinstance(error, Exception):
+                error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:

@@ -59,6 +59,28 @@ def hit(due_ms: int, tag: str = "") -> None:
     record(tag, due_ms, start, sched)
 
 
+@scheduler.task("bench.ahit")
+async def ahit(due_ms: int, tag: str = "") -> None:
+    """``bench.hit`` as an ``async def`` (bench_async.py): the record goes through an
+    asyncio witness client of this worker thread's own loop, as arq's and saq's do."""
+    start = time.time() * 1000
+    sched = scheduler.current_invocation().scheduled_ms
+    await _thread_awitness().rpush(HITS, _line(tag, due_ms, start, sched))
+
+
+def _thread_awitness():  # type: ignore[no-untyped-def]
+    """An asyncio witness client per (process, worker thread): each duetime worker thread
+    runs its async jobs on a loop of its own, and a redis.asyncio pool belongs to one."""
+    import threading
+
+    import redis.asyncio as aredis
+
+    key = (os.getpid(), threading.get_ident())
+    if key not in _aconn:
+        _aconn[key] = aredis.Redis.from_url(os.environ["BENCH_WITNESS_URL"])
+    return _aconn[key]
+
+
 @scheduler.task("bench.noop")
 def noop(**_: object) -> None:
     """Does nothing and records nothing: duetime's own cost per job

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from scheduler import AsyncClient, Client
+from tests.sentinel_fixtures import shared_sentinel_cluster  # noqa: F401  (a module's)
 
 pytestmark = pytest.mark.redis
 
@@ -63,3 +64,204 @@ def test_shared_across_tasks_same_errors_and_the_loop_keeps_running(redis_url, r
     t0 = time.monotonic()
     asyncio.run(main())
     assert time.monotonic() - t0 < 30
+
+
+# ---- the same answers as Client, on every URL form --------------------------------------
+
+HOUR = 3600.0
+
+
+def outcome(call, *args, **kwargs):
+    """A call's result, or its error as (type, message): what both clients must agree on."""
+    try:
+        return call(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - compared, not swallowed
+        return (type(exc).__name__, str(exc))
+
+
+def tour(client, store) -> list:
+    """Every public method of ``Client``, in an order whose answers are deterministic
+    (times left out); ``store``: a sync store of the namespace, to fail a job."""
+    from scheduler.stores.redis import codec
+
+    t = []
+    t.append(client.enqueue("t.a", delay="1h", job_id="a", kwargs={"x": 1}))
+    t.append(client.enqueue("t.r", every=60, anchor=1_700_000_000, job_id="r"))
+    t.append(client.enqueue("t.c", cron="0 3 * * *", tz="Europe/Paris", job_id="c"))
+    t.append(
+        client.enqueue_many(
+            [{"task": "t.m", "job_id": f"m{i}", "delay": 600 + i} for i in range(5)]
+        )
+    )
+    t.append(outcome(client.enqueue, "t.a", kwargs=[1]))
+    t.append(outcome(client.enqueue, "t.a", delay=-5))
+    t.append(outcome(client.enqueue_many, [{"task": "t.x", "every": "bogus"}]))
+    info = client.get("a")
+    t.append((info.state, info.task, info.args, info.schedule, info.lane))
+    t.append([client.pause("a"), client.pause("a"), client.resume("a"), client.resume("a")])
+    t.append([client.trigger("r"), client.trigger("nope")])
+    t.append([client.cancel("m4"), client.cancel("m4"), client.cancel("nope")])
+    t.append(outcome(client.cancel, ""))
+    t.append(outcome(client.get, "nope"))
+    t.append(client.backfill("r", 1_700_000_000, 1_700_000_600))
+    t.append(client.backfill("r", 1_700_000_000, 1_700_000_600))  # nothing twice
+    t.append(outcome(client.backfill, "r", 10, 5))
+    t.append(client.backfill("nope", 1_700_000_000, 1_700_000_600))
+    t.append([(i.job_id, i.state) for i in client.jobs()])
+    t.append(sorted(e.kind for e in client.events(1000)))
+    pages, cursor = [], None
+    while True:
+        page = client.list_jobs("scheduled", limit=2, cursor=cursor)
+        pages.append([i.job_id for i in page.jobs])
+        cursor = page.cursor
+        if cursor is None:
+            break
+    t.append(sorted(j for p in pages for j in p))
+    t.append(outcome(client.list_jobs, "bogus"))
+    t.append([i.job_id for i in client.list_jobs("cancelled").jobs])
+    client.enqueue("t.f", job_id="f")
+    (c,) = [c for c in store.claim_due({"default": 50}, 10.0, "o1").claims if c.job_id == "f"]
+    store.fail(c, "boom", None)
+    t.append([i.job_id for i in client.list_jobs("dead").jobs])
+    t.append(client.retry_failed("t.other"))
+    t.append(client.retry("f"))
+    t.append(outcome(client.retry, "f"))
+    t.append(outcome(client.retry, "nope"))
+    t.append(client.retry_failed())
+    t.append([client.delete("f"), client.delete("f")])
+    t.append([client.quarantined(), client.restore("nope"), client.purge_quarantined()])
+    done = client.reconcile(dry_run=True)
+    t.append((done.scanned, done.findings, done.complete))
+    t.append(codec.__name__)  # the tour ran to its end
+    return t
+
+
+def url_forms(request) -> str:
+    kind = request.param
+    if kind == "plain":
+        return request.getfixturevalue("redis_url")
+    if kind == "shards":
+        return request.getfixturevalue("redis_url") + "?shards=3"
+    if kind == "sentinel":
+        return request.getfixturevalue("shared_sentinel_cluster").url
+    return request.getfixturevalue("shared_redis_cluster").url + "?shards=2"
+
+
+@pytest.fixture(params=["plain", "shards", "sentinel", "cluster"])
+def any_url(request) -> str:
+    return url_forms(request)
+
+
+def test_async_client_answers_as_client_does_on_every_url_form(any_url, redis_ns):
+    from scheduler.stores.redis.sharded import open_store
+    from tests.helpers import Blocking
+
+    answers = []
+    for kind, ns in (("sync", redis_ns), ("async", redis_ns + "-aio")):
+        store = open_store(any_url, ns)
+        if kind == "sync":
+            client = Client(any_url, namespace=ns)
+        else:
+            client = Blocking(AsyncClient(any_url, namespace=ns))
+        try:
+            answers.append(tour(client, store))
+        finally:
+            client.close()
+            store.close()
+    sync, aio = answers
+    assert aio == sync
+    assert sync[-1] == "scheduler.stores.redis.codec"
+
+
+def test_async_client_waits_for_replicas_through_sentinel(
+    shared_sentinel_cluster,  # noqa: F811
+    redis_ns,
+):
+    from scheduler.stores.redis.keys import Keys
+    from tests.integration.test_sentinel import on_replica
+
+    async def main() -> None:
+        url = shared_sentinel_cluster.url
+        async with AsyncClient(url, namespace=redis_ns, wait_replicas=1, wait_timeout_ms=5000) as c:
+            await c.enqueue("tests.x", delay=60, job_id="j2")
+            assert on_replica(shared_sentinel_cluster, Keys(redis_ns).job("j2"))
+            assert c.store.waiter.unreplicated_writes == 0
+
+    asyncio.run(main())
+
+
+def test_a_shard_count_mismatch_is_refused_as_client_refuses_it(redis_url, redis_ns):
+    Client(redis_url + "?shards=3", namespace=redis_ns).enqueue("t.a", job_id="a")
+
+    async def main() -> str:
+        async with AsyncClient(redis_url + "?shards=2", namespace=redis_ns) as c:
+            with pytest.raises(Exception) as err:
+                await c.get("a")
+            return f"{type(err.value).__name__}: {err.value}"
+
+    with pytest.raises(Exception) as sync_err:
+        Client(redis_url + "?shards=2", namespace=redis_ns).get("a")
+    assert asyncio.run(main()) == f"{type(sync_err.value).__name__}: {sync_err.value}"
+
+
+def test_an_unreachable_server_is_the_same_error(redis_ns):
+    url = "redis://127.0.0.1:1/0"
+
+    async def main() -> str:
+        async with AsyncClient(url, namespace=redis_ns) as c:
+            with pytest.raises(Exception) as err:
+                await c.cancel("a")
+            return type(err.value).__name__
+
+    with pytest.raises(Exception) as sync_err:
+        Client(url, namespace=redis_ns).cancel("a")
+    assert asyncio.run(main()) == type(sync_err.value).__name__ == "StoreUnavailableError"
+
+
+def test_a_bad_url_is_refused_with_the_same_message():
+    for url in ("http://x", "redis+sentinel://h:1", "redis://h?shards=0"):
+        with pytest.raises(ValueError) as a:
+            AsyncClient(url)
+        with pytest.raises(ValueError) as b:
+            Client(url)
+        assert str(a.value) == str(b.value)
+
+
+def test_each_call_yields_the_loop_while_redis_answers(redis_url, redis_ns):
+    """A ticker task on the same loop runs during every single call (a call that blocked
+    on its socket, or ran to its end without suspending, would let it run 0 times)."""
+
+    async def main() -> list[int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async with AsyncClient(redis_url + "?shards=2", namespace=redis_ns) as client:
+            t = asyncio.create_task(ticker())
+            await asyncio.sleep(0)
+            during = []
+            for i in range(200):
+                before = ticks
+                await client.enqueue("t.a", delay=60, job_id=f"j{i}")
+                await client.get(f"j{i}")
+                during.append(ticks - before)
+            t.cancel()
+            return during
+
+    during = asyncio.run(main())
+    assert min(during) >= 2, during  # at least one tick per round trip
+
+
+def test_the_tour_exercises_what_it_claims(redis_url, redis_ns):
+    from scheduler.stores.redis import RedisStore
+
+    store = RedisStore(redis_url, redis_ns)
+    with Client(redis_url, namespace=redis_ns) as client:
+        t = tour(client, store)
+    store.close()
+    assert t[13] == 10 and t[14] == 0  # backfill queued 10 runs, then none
+    assert t[22] == ["f"] and t[24] == 1  # a dead job listed, then retried

@@ -1,11 +1,12 @@
 """Issue 15: claim.lua and complete_many.lua record one stream entry per call and event
 kind (SPEC §6), and every reader expands it through one parser (codec.events): N jobs
 through claim and ack are exactly N claimed and N succeeded events wherever events are
-read (Client.events, ``duetime events``, the inspection queries, the lag computation,
-the fault recorder), and the counters agree."""
+read (Client.events, AsyncClient.events, ``duetime events``, the inspection queries, the
+lag computation, the fault recorder), and the counters agree."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 
@@ -13,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import tests.helpers  # noqa: F401  (registers tests.noop)
-from scheduler import Client
+from scheduler import AsyncClient, Client
 from scheduler.cli import main
 from scheduler.model import Commit
 from scheduler.stores.redis import RedisStore, codec, queries
@@ -61,6 +62,12 @@ def test_n_jobs_are_n_claimed_and_n_succeeded_events_everywhere(burst, redis_url
         assert len(last) == 5 and last == client.events(10_000)[-5:]
     finally:
         client.close()
+
+    async def async_events() -> list:
+        async with AsyncClient(redis_url, namespace=redis_ns) as aclient:
+            return await aclient.events(10_000)
+
+    assert count(asyncio.run(async_events())) == want
     run = CliRunner().invoke(
         main, ["events", "--redis", redis_url, "--namespace", redis_ns, "-c", "10000", "--json"]
     )

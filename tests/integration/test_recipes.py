@@ -1,6 +1,7 @@
 """Issue 14's recipes, run against a real redis-server: a FastAPI app that enqueues with
-an ``AsyncClient`` opened in its lifespan, and a plain asyncio program that embeds a
-replica with ``Scheduler.serve()`` (cancelling it is the SPEC §4.8 shutdown)."""
+an ``AsyncClient`` opened in its lifespan, a plain asyncio program that embeds a replica
+with ``Scheduler.serve()`` (cancelling it is the SPEC §4.8 shutdown), and a Django site
+whose settings name the namespace (views enqueue; a management command runs a replica)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,59 @@ def test_cancelling_serve_is_a_clean_shutdown(clock):
 
     asyncio.run(main())
     assert ran == ["x"]
+
+
+def test_the_django_recipe_enqueues_from_views_and_its_command_runs_them(
+    redis_url, redis_ns, monkeypatch
+):
+    """Settings-driven namespace: the views (sync with a shared Client, async with an
+    AsyncClient per request) and the ``duetime_run`` management command read DUETIME."""
+    pytest.importorskip("django")
+    import os
+    import signal
+    import subprocess
+    import time
+
+    monkeypatch.setenv("DUETIME_REDIS_URL", redis_url)
+    monkeypatch.setenv("DUETIME_NAMESPACE", redis_ns)
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "django_site.settings")
+    monkeypatch.syspath_prepend(str(RECIPES))
+    import django
+    from django.test import AsyncClient as DjangoAsyncClient
+    from django.test import Client as DjangoClient
+
+    django.setup()
+    r = DjangoClient().get("/welcome/7")
+    assert r.status_code == 200, r.content
+    welcome = r.json()["job_id"]
+
+    async def digest() -> str:
+        resp = await DjangoAsyncClient().get("/digest/8", {"delay": "0.2"})
+        assert resp.status_code == 200, resp.content
+        return str(resp.json()["job_id"])
+
+    digest_id = asyncio.run(digest())
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(RECIPES)])}
+    replica = subprocess.Popen(
+        [sys.executable, "-m", "django", "duetime_run", "--workers", "2"],
+        cwd=RECIPES,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with Client(redis_url, namespace=redis_ns) as c:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and replica.poll() is None:
+                states = {c.get(j).state for j in (welcome, digest_id)}
+                if states == {"succeeded"}:
+                    break
+                time.sleep(0.1)  # polling a real subprocess, not a sync point
+            assert c.get(welcome).last_result == "welcome mail for user 7"
+            assert c.get(digest_id).last_result == f"digest {digest_id} for user 8"
+    finally:
+        replica.send_signal(signal.SIGTERM)
+        out, _ = replica.communicate(timeout=30)
+    assert replica.returncode == 0, out

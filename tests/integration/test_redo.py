@@ -27,9 +27,20 @@ def rs(redis_url: str, redis_ns: str, clock: FakeClock):
     s.close()
 
 
-@pytest.fixture
-def client(rs):
-    return Client(rs)
+@pytest.fixture(params=["Client", "AsyncClient"])
+def client(request, rs, redis_url, redis_ns, clock):
+    """The sync ``Client``, or ``AsyncClient`` on redis.asyncio (same namespace, same
+    fake clock) behind a blocking view: every test here runs on both."""
+    if request.param == "Client":
+        yield Client(rs)
+        return
+    from scheduler import AsyncClient
+    from tests.helpers import Blocking
+
+    aio = AsyncClient(redis_url, namespace=redis_ns)
+    aio.store.clock = clock
+    with Blocking(aio) as view:
+        yield view
 
 
 @pytest.fixture

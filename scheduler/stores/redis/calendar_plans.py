@@ -107,23 +107,6 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> None:
 BACKFILL_FIELDS = ("def", "gen", "anchor", "interval")
 
 
-def backfill(store: PlanStore, job_id: str, start: float, end: float) -> int:
-    """``RedisStore.backfill``: read the job's schedule, compute the occurrences of the
-    window, and let backfill.lua queue those that never ran (see its header)."""
-    row = store.redis.hmget(store.keys.job(job_id), *BACKFILL_FIELDS)
-    h = dict(zip(BACKFILL_FIELDS, row, strict=True))
-    if not h.get("def") or not h.get("gen"):
-        return 0
-    spec = store.spec_of(job_id, h["def"])
-    queued = int(store.call_script("backfill", job_id, h["gen"], *occurrences(spec, h, start, end)))
-    if queued < 0:
-        raise ValueError(
-            f"job {job_id!r} changed while the backfill was computed (it was "
-            "replaced, cancelled or finished); nothing was queued"
-        )
-    return queued
-
-
 def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: float) -> list[int]:
     """The occurrences (epoch ms) of a stored recurring job in [start, end), for
     backfill.lua; raises ValueError for a one-off job or an oversized window."""

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.model import JobInfo
 from scheduler.stores.redis import codec
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.sansio import Calls, Op, Scan, one, run
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.queries import AnyStore
-    from scheduler.stores.redis.store import RedisStore
 
 FINISHED = ("succeeded", "failed", "abandoned", "cancelled")
 STATES = ("scheduled", "running", "paused", *FINISHED, "dead", "all", "live")
@@ -76,19 +77,31 @@ def list_jobs(
 ) -> Page:
     """One page of the jobs in ``state`` (one of ``STATES``), whose task is ``task`` if
     given, after ``cursor`` (a previous page's; None: from the start)."""
+    parts = [p.keys for p in store.parts]
+    return run(store, page(parts, state, task=task, limit=limit, cursor=cursor))
+
+
+def page(
+    parts: list[Keys],
+    state: str = "scheduled",
+    *,
+    task: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Op[Page]:
+    """``list_jobs`` as an operation (sansio.py) over the namespace's ``parts``."""
     if state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}")
     shard, inner = decode_cursor(cursor)
-    parts = store.parts
     out: list[JobInfo] = []
     seen: set[str] = set()
     for _ in range(MAX_ROUNDS):
         if shard >= len(parts) or len(out) >= limit:
             break
         try:
-            infos, inner = _round(parts[shard], state, inner, limit - len(out), seen)
+            infos, inner = yield from _round(parts[shard], state, inner, limit - len(out), seen)
         except (TypeError, IndexError, KeyError):  # a cursor of the wrong shape
             raise ValueError(f"not a cursor of duetime ls for --state {state}") from None
         for info in infos:
@@ -102,40 +115,41 @@ def list_jobs(
 
 
 def _round(
-    part: RedisStore, state: str, inner: Any, count: int, seen: set[str]
-) -> tuple[list[JobInfo], Any]:
+    k: Keys, state: str, inner: Any, count: int, seen: set[str]
+) -> Op[tuple[list[JobInfo], Any]]:
     """One read of a shard's index for ``state``: the jobs found still in that state (not
     in ``seen``), and where the next read starts (None: the shard is done). ``live``
     reads running, then paused, then scheduled jobs (each a state of its own)."""
     if state != "live":
-        ids, inner = _ids(part, state, inner, count)
-        return _infos(part, [i for i in ids if i not in seen], state), inner
+        ids, inner = yield from _ids(k, state, inner, count)
+        infos = yield from _infos(k, [i for i in ids if i not in seen], state)
+        return infos, inner
     phase, sub = (0, None) if inner is None else (int(inner[0]), inner[1])
-    infos, sub = _round(part, LIVE[phase], sub, count, seen)
+    infos, sub = yield from _round(k, LIVE[phase], sub, count, seen)
     if sub is None:
         phase += 1
     return infos, (None if phase >= len(LIVE) else [phase, sub])
 
 
-def _ids(part: RedisStore, state: str, inner: Any, count: int) -> tuple[list[str], Any]:
+def _ids(k: Keys, state: str, inner: Any, count: int) -> Op[tuple[list[str], Any]]:
     """Up to about ``count`` job ids of ``state`` in one shard after ``inner``, and where
     the next read starts (None: the shard is done)."""
-    r, k = part.redis, part.keys
+    i = k.shard
     if state == "scheduled":
-        lanes = sorted(str(lane) for lane in r.smembers(k.lanes))
-        return _zpage(part, [k.due(lane) for lane in lanes], inner, count, reverse=False)
+        lanes = sorted(str(lane) for lane in (yield from one(i, "smembers", k.lanes)))
+        return (yield from _zpage(k, [k.due(lane) for lane in lanes], inner, count, False))
     if state in FINISHED:
-        return _zpage(part, [k.done(state)], inner, count, reverse=True)
+        return (yield from _zpage(k, [k.done(state)], inner, count, True))
     if state == "dead":
-        return _zpage(part, [k.dead_jobs], inner, count, reverse=True)
+        return (yield from _zpage(k, [k.dead_jobs], inner, count, True))
     start, skip = (0, 0) if inner is None else (int(inner[0]), int(inner[1]))
     if state == "running":
-        nxt, entries = r.hscan(k.running, start, count=count)
+        nxt, entries = yield from one(i, "hscan", k.running, start, count=count)
         ids = [codec.running_entry(v).job_id for v in entries.values()]
     elif state == "paused":
-        nxt, ids = r.sscan(k.paused, start, count=count)
+        nxt, ids = yield from one(i, "sscan", k.paused, start, count=count)
     else:  # all
-        nxt, keys = _scan(r, k.lanes, start, k.job("*"), max(count, 100))
+        nxt, keys = yield Scan(i, start, k.job("*"), max(count, 100), k.lanes)
         ids = [key[len(k.job("")) :] for key in keys]
     ids = [str(i) for i in ids][skip:]
     if len(ids) > count:  # SCAN's COUNT is a hint: the rest of this batch comes next
@@ -143,26 +157,15 @@ def _ids(part: RedisStore, state: str, inner: Any, count: int) -> tuple[list[str
     return ids, (None if int(nxt) == 0 else [int(nxt), 0])
 
 
-def _scan(r: Any, slot_key: str, start: int, match: str, count: int) -> tuple[int, list[str]]:
-    """One SCAN step; in Redis Cluster, on the node that holds the shard's slot."""
-    if not hasattr(r, "get_node_from_key"):
-        nxt, keys = r.scan(start, match=match, count=count)
-        return int(nxt), keys
-    nxt, keys = r.scan(start, match=match, count=count, target_nodes=r.get_node_from_key(slot_key))
-    if isinstance(nxt, dict):  # the cluster client answers {node: cursor}
-        nxt = next(iter(nxt.values()))
-    return int(nxt), keys
-
-
 def _zpage(
-    part: RedisStore, keys: list[str], inner: Any, count: int, *, reverse: bool
-) -> tuple[list[str], Any]:
+    k: Keys, keys: list[str], inner: Any, count: int, reverse: bool
+) -> Op[tuple[list[str], Any]]:
     """The next ``count`` members of sorted sets ``keys`` merged by (score, member), after
     ``inner`` ([score, member]; descending if ``reverse``), as job ids."""
     after = None if inner is None else (float(inner[0]), str(inner[1]))
     got: list[tuple[float, str]] = []
     for key in keys:
-        got += _after(part, key, after, count, reverse)
+        got += yield from _after(k.shard, key, after, count, reverse)
     got.sort(reverse=reverse)
     page = got[:count]
     if len(page) < count:  # every set was read to its end
@@ -171,18 +174,26 @@ def _zpage(
 
 
 def _after(
-    part: RedisStore, key: str, after: tuple[float, str] | None, count: int, reverse: bool
-) -> list[tuple[float, str]]:
+    part: int, key: str, after: tuple[float, str] | None, count: int, reverse: bool
+) -> Op[list[tuple[float, str]]]:
     """Up to ``count`` (score, member) of ``key`` strictly after ``after`` in its order."""
-    r = part.redis
     edge = "+inf" if reverse else "-inf"
     start = edge if after is None else _score(after[0])
     end = "-inf" if reverse else "+inf"
     out: list[tuple[float, str]] = []
     offset = 0
     while len(out) < count:
-        batch = r.zrange(
-            key, start, end, byscore=True, desc=reverse, offset=offset, num=count, withscores=True
+        batch = yield from one(
+            part,
+            "zrange",
+            key,
+            start,
+            end,
+            byscore=True,
+            desc=reverse,
+            offset=offset,
+            num=count,
+            withscores=True,
         )
         for member, score in batch:
             item = (float(score), str(member))
@@ -198,19 +209,17 @@ def _score(score: float) -> str:
     return str(int(score)) if score == int(score) else repr(score)
 
 
-def _infos(part: RedisStore, ids: list[str], state: str) -> list[JobInfo]:
+def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
     """The jobs ``ids`` (each once, in order) that are still in ``state``."""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return []
-    k = part.keys
-    with part.redis.pipeline(transaction=False) as p:
-        p.hgetall(k.running)
-        for job_id in ids:
-            p.hgetall(k.job(job_id))
-            if state == "dead":
-                p.lrange(k.dead(job_id), 0, -1)
-        replies = p.execute()
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [("hgetall", (k.running,), {})]
+    for job_id in ids:
+        calls.append(("hgetall", (k.job(job_id),), {}))
+        if state == "dead":
+            calls.append(("lrange", (k.dead(job_id), 0, -1), {}))
+    replies = yield Calls(k.shard, tuple(calls))
     wanted = set(ids)  # the RUNNING entries of these jobs only, each parsed once
     running = {t: v for t, v in replies[0].items() if codec.running_entry(v).job_id in wanted}
     rest = replies[1:]

@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scheduler.errors import JobNotFoundError
 from scheduler.stores.redis import listing, queries, upkeep
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.ops import Layout
+from scheduler.stores.redis.sansio import Op, Script, run
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.queries import AnyStore
@@ -31,18 +35,38 @@ class Retried:
 
 def retry(store: AnyStore, job_id: str) -> Retried:
     """Queue every dead-lettered invocation of ``job_id`` again, due now, at attempt 1."""
-    reply = store.shard(job_id).call_script("retry", job_id)
+    return run(store, retry_op(store.shard(job_id).keys, job_id))
+
+
+def retry_op(keys: Keys, job_id: str) -> Op[Retried]:
+    """``retry`` as an operation (sansio.py) on the part that holds the job."""
+    reply = yield Script(keys.shard, "retry", (job_id,))
     if isinstance(reply, int):
         return Retried(job_id, reply)
     return Retried(job_id, 0, str(reply))
 
 
+def queued(done: Retried) -> int:
+    """How many invocations ``retry`` queued; ``JobNotFoundError`` for an unknown job,
+    ``ValueError`` saying why for a refusal (``Client.retry``)."""
+    if done.refused == "unknown":
+        raise JobNotFoundError(done.job_id)
+    if done.refused:
+        why = RETRY_REFUSALS[done.refused]
+        raise ValueError(f"job {done.job_id!r} cannot be retried: {why}")
+    return done.queued
+
+
 def retryable(store: AnyStore, task: str | None = None) -> list[str]:
     """Every job with dead letters (failed one-offs among them), optionally of ``task``."""
+    return run(store, retryable_op(_layout(store), task))
+
+
+def retryable_op(layout: Layout, task: str | None = None) -> Op[list[str]]:
     out: list[str] = []
     cursor: str | None = None
     while True:
-        page = listing.list_jobs(store, "dead", task=task, limit=500, cursor=cursor)
+        page = yield from listing.page(layout.parts, "dead", task=task, limit=500, cursor=cursor)
         out += [i.job_id for i in page.jobs if not i.running]
         cursor = page.cursor
         if cursor is None:
@@ -51,12 +75,27 @@ def retryable(store: AnyStore, task: str | None = None) -> list[str]:
 
 def retry_failed(store: AnyStore, task: str | None = None) -> list[Retried]:
     """``retry`` every job with dead letters (of ``task`` if given); one result each."""
-    return [retry(store, job_id) for job_id in retryable(store, task)]
+    return run(store, retry_failed_op(_layout(store), task))
+
+
+def retry_failed_op(layout: Layout, task: str | None = None) -> Op[list[Retried]]:
+    out = []
+    for job_id in (yield from retryable_op(layout, task)):
+        out.append((yield from retry_op(layout.part(job_id), job_id)))
+    return out
 
 
 def delete(store: AnyStore, job_id: str) -> bool:
     """Remove ``job_id`` and what it owns (delete.lua). False if there was no such job."""
-    return int(store.shard(job_id).call_script("delete", job_id)) == 1
+    return run(store, delete_op(store.shard(job_id).keys, job_id))
+
+
+def delete_op(keys: Keys, job_id: str) -> Op[bool]:
+    return int((yield Script(keys.shard, "delete", (job_id,)))) == 1
+
+
+def _layout(store: AnyStore) -> Layout:
+    return Layout([p.keys for p in store.parts])
 
 
 def namespace_keys(store: AnyStore) -> int:

@@ -58,6 +58,7 @@ class StoreCorruptError(StoreConfigError):
         self.logged = False
 
 
+log = logging.getLogger("duetime.redis")
 LOG_EVERY = 60.0  # seconds between two log lines about the same corrupt key
 _logged: dict[str, float] = {}
 _logged_lock = threading.Lock()
@@ -140,3 +141,53 @@ _INTEGER = re.compile(r"^-?\d{1,18}$")
 
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class StoreUnavailableError(DuetimeError, ConnectionError):
+    """Redis could not be reached (or answered with an error we cannot act on)."""
+
+
+class StoreFullError(DuetimeError, RuntimeError):
+    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
+    written. Running jobs can still record their outcomes."""
+
+
+def _unreachable_errors() -> tuple[type[Exception], ...]:
+    try:
+        import redis
+    except ImportError:  # the "redis" extra is not installed: no store can be made
+        return ()
+    return (redis.exceptions.OutOfMemoryError, redis.ConnectionError, redis.TimeoutError)
+
+
+UNREACHABLE = _unreachable_errors()  # what ``unreachable`` turns into our errors
+
+
+def unreachable(exc: Exception, url: str) -> Exception:
+    """A redis-py connection, timeout or out-of-memory error as the error that says what
+    to check (the URL is shown without its password)."""
+    import redis
+
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return StoreFullError(
+            f"Redis at {url} is out of memory (maxmemory reached; policy "
+            "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
+            f"and cancel unneeded ones, then retry ({exc})"
+        )
+    return StoreUnavailableError(
+        f"cannot reach Redis at {url}: {exc}; is it running, and is the URL "
+        "(DUETIME_REDIS_URL) right?"
+    )
+
+
+def refused(exc: Exception, url: str) -> Exception:
+    """A script's error reply as what it means: bad input refused by the script is a
+    ValueError; a namespace key of the wrong type, ``StoreCorruptError`` (logged at most
+    once a minute per key); the layout of another version, ``StoreConfigError``."""
+    if "duetime bad-input" in str(exc):
+        return ValueError(f"the store refused the request: {exc}")
+    if "duetime layout" in str(exc):
+        return StoreConfigError(str(exc).removeprefix("duetime "))
+    if "duetime corrupt" in str(exc):
+        return log_rate_limited(log, corrupt_error(str(exc), url))
+    return exc

@@ -53,9 +53,9 @@ from scheduler.model import (
     Quarantined,
     Reconciled,
 )
+from scheduler.stores.redis import ops, upkeep, urls
 from scheduler.stores.redis import shards as sharding
-from scheduler.stores.redis import urls
-from scheduler.stores.redis.store import LIVE, MAX_BATCH, RedisStore
+from scheduler.stores.redis.store import MAX_BATCH, RedisStore
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 log = logging.getLogger("duetime.redis")
@@ -345,28 +345,20 @@ class ShardedStore(WakeSubscriptions):
     def jobs(self) -> list[JobInfo]:
         """Every live job of every shard (a SCAN per shard: an operator's call)."""
         self._count()
-        infos = [i for s in self.shards for i in s.jobs() if i.state in LIVE]
-        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+        return ops.by_next_run(i for s in self.shards for i in s.jobs())
 
     def events(self, limit: int = 100) -> list[Event]:
         """The most recent ``limit`` events of all shards, oldest first (merged by time;
         equal times keep shard order)."""
         self._count()
-        merged = [e for s in self.shards for e in s.events(limit)]
-        return sorted(merged, key=lambda e: e.at)[-limit:] if limit > 0 else []
+        return ops.merge_events((s.events(limit) for s in self.shards), limit)
 
     # ---- upkeep: the reconciler and the quarantine, shard by shard -----------------------
 
     def reconcile(self, *, dry_run: bool = False) -> Reconciled:
         """``RedisStore.reconcile`` on every shard, added up."""
         self._count()
-        each = [s.reconcile(dry_run=dry_run) for s in self.shards]
-        return Reconciled(
-            sum(r.scanned for r in each),
-            tuple(f for r in each for f in r.findings),
-            sum(r.leases_dropped for r in each),
-            all(r.complete for r in each),
-        )
+        return upkeep.sum_reconciled([s.reconcile(dry_run=dry_run) for s in self.shards])
 
     def quarantined(self) -> list[Quarantined]:
         self._count()
@@ -440,13 +432,19 @@ def open_store(
     """The store for a URL: a ``RedisStore`` for one shard, else a ``ShardedStore``. The
     shard count is ``shards``, else the URL's ``shards=N``, else 1; both given must agree.
     ``kwargs`` go to the store (``clock``, ``lease``, ``resync``, ``wait_replicas``...)."""
+    n = shard_count_for(redis_url, shards)
+    if n == 1:
+        return RedisStore(redis_url, namespace, **kwargs)
+    return ShardedStore(redis_url, namespace, shards=n, **kwargs)
+
+
+def shard_count_for(redis_url: str | Any, shards: int | None) -> int:
+    """The shard count: ``shards``, else the URL's ``shards=N``, else 1 (both given must
+    agree)."""
     n = shards
     if isinstance(redis_url, str):
         _, from_url = urls.split_shards(redis_url)
         if n is not None and from_url is not None and n != from_url:
             raise ValueError(f"two shard counts: shards={n} and the URL's shards={from_url}")
         n = n if n is not None else from_url
-    n = sharding.shard_count(1 if n is None else n)
-    if n == 1:
-        return RedisStore(redis_url, namespace, **kwargs)
-    return ShardedStore(redis_url, namespace, shards=n, **kwargs)
+    return sharding.shard_count(1 if n is None else n)

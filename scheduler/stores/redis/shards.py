@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler.errors import DuetimeError
 from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.sansio import Op, call, one, pipelined
 from scheduler.stores.redis.urls import MAX_SHARDS
 
 __all__ = ["MAX_SHARDS", "ShardCountError", "shard_of", "shard_count", "check_count"]
@@ -44,18 +45,29 @@ def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> 
     record nor data gets ``keys.count`` recorded if ``record`` (writers; one shard records
     nothing: the unsharded layout needs no record). True once the count is settled (a
     reader of an empty, unrecorded namespace gets False: nothing to compare yet)."""
+    op = count_op(keys, where, record=record)
+    try:
+        request = next(op)
+        while True:
+            request = op.send(pipelined(client, request))  # type: ignore[arg-type]
+    except StopIteration as stop:
+        return bool(stop.value)
+
+
+def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
+    """``check_count`` as an operation (sansio.py)."""
     if keys.shard != 0:
         return True
     shards = keys.count
-    recorded = client.get(keys.shards)
+    recorded = yield from one(0, "get", keys.shards)
     if recorded is None:
-        if client.exists(keys.layout):
+        if (yield from one(0, "exists", keys.layout)):
             recorded = "1"  # data written before any sharded store: one shard
         elif shards == 1 or not record:
             return shards == 1
         else:
-            client.set(keys.shards, str(shards), nx=True)
-            recorded = client.get(keys.shards)
+            yield call(0, "set", keys.shards, str(shards), nx=True)
+            recorded = yield from one(0, "get", keys.shards)
     if int(recorded) != shards:
         raise ShardCountError(
             f"namespace {keys.prefix!r} at {where} has {int(recorded)} shard(s), but this "

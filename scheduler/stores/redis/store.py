@@ -21,21 +21,32 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.errors import DuetimeError
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores.base import TRACEBACK_MAX
-from scheduler.stores.redis import calendar_plans, codec, presence, shards, upkeep, urls
+from scheduler.stores.redis import (
+    calendar_plans,
+    codec,
+    ops,
+    presence,
+    sansio,
+    shards,
+    upkeep,
+    urls,
+)
 from scheduler.stores.redis import claims as claimcodec
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
 from scheduler.stores.redis.server_checks import (
+    UNREACHABLE,
     StoreConfigError,
     StoreCorruptError,
+    StoreFullError,
+    StoreUnavailableError,
     check_info,
     check_keys,
-    corrupt_error,
-    log_rate_limited,
+    refused,
+    unreachable,
 )
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
@@ -49,19 +60,10 @@ __all__ = [
 
 log = logging.getLogger("duetime.redis")
 
-LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
-
-
-class StoreUnavailableError(DuetimeError, ConnectionError):
-    """Redis could not be reached (or answered with an error we cannot act on)."""
-
-
-class StoreFullError(DuetimeError, RuntimeError):
-    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
-    written. Running jobs can still record their outcomes."""
 
 
 def _ms(seconds: float) -> str:
@@ -146,17 +148,8 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         to check (the URL is shown without its password)."""
         try:
             yield
-        except self._redis_mod.exceptions.OutOfMemoryError as exc:
-            raise StoreFullError(
-                f"Redis at {self.url} is out of memory (maxmemory reached; policy "
-                "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
-                f"and cancel unneeded ones, then retry ({exc})"
-            ) from exc
-        except (self._redis_mod.ConnectionError, self._redis_mod.TimeoutError) as exc:
-            raise StoreUnavailableError(
-                f"cannot reach Redis at {self.url}: {exc}; is it running, and is the URL "
-                "(DUETIME_REDIS_URL) right?"
-            ) from exc
+        except UNREACHABLE as exc:
+            raise unreachable(exc, self.url) from exc
 
     def call_script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` (lua/) with the namespace's prefix and time argument, then
@@ -171,13 +164,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                     return self.waiter.call(self._scripts[name], argv, self._route)
                 return self._scripts[name](keys=self._route, args=argv)
         except self._redis_mod.ResponseError as exc:
-            if "duetime bad-input" in str(exc):
-                raise ValueError(f"the store refused the request: {exc}") from exc
-            if "duetime layout" in str(exc):
-                raise StoreConfigError(str(exc).removeprefix("duetime ")) from exc
-            if "duetime corrupt" in str(exc):
-                raise log_rate_limited(log, corrupt_error(str(exc), self.url)) from exc
-            raise
+            raise refused(exc, self.url) from exc
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
@@ -294,6 +281,9 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
 
+    def redis_now_ms(self) -> int:
+        return self._redis_now_ms()
+
     def _redis_now_ms(self) -> int:
         """The scripts' "now": the test clock if one was given, else Redis TIME."""
         if self._fixed_clock:
@@ -314,21 +304,22 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 n = p.execute()
         return {lane: (int(n[2 * i]), int(n[2 * i + 1])) for i, lane in enumerate(lanes)}
 
+    # the producer's and inspector's operations are ops.py's, shared with AsyncClient
+
     def cancel(self, job_id: str) -> bool:
-        return bool(self.call_script("cancel", job_id))
+        return sansio.run(self, ops.cancel(self.keys, job_id))
 
     def pause(self, job_id: str) -> bool:
-        return bool(self.call_script("pause", job_id))
+        return sansio.run(self, ops.pause(self.keys, job_id))
 
     def resume(self, job_id: str) -> bool:
-        return bool(self.call_script("resume", job_id))
+        return sansio.run(self, ops.resume(self.keys, job_id))
 
     def trigger(self, job_id: str) -> bool:
-        return bool(self.call_script("trigger", job_id))
+        return sansio.run(self, ops.trigger(self.keys, job_id))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
-        with self.reachable():
-            return calendar_plans.backfill(self, job_id, start, end)
+        return sansio.run(self, ops.backfill(self.keys, job_id, start, end))
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
@@ -411,30 +402,15 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     # ---- inspection -------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobInfo | None:
-        k = self.keys
-        with self.reachable(), self._r.pipeline(transaction=False) as p:
-            p.hgetall(k.job(job_id))
-            p.lrange(k.skips(job_id), 0, -1)
-            p.lrange(k.dead(job_id), 0, -1)
-            p.hgetall(k.running)
-            h, skips, dead, running = p.execute()
-        return codec.job_info(job_id, h, skips, dead, running) if h else None
+        return sansio.run(self, ops.get(self.keys, job_id))
 
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
-        start = len(self.keys.job(""))
-        with self.reachable():
-            ids = sorted(k[start:] for k in self._r.scan_iter(match=self.keys.job("*"), count=1000))
-        infos = [i for i in (self.get(j) for j in ids) if i is not None and i.state in LIVE]
-        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+        return sansio.run(self, ops.jobs(self.keys))
 
     def events(self, limit: int = 100) -> list[Event]:
-        if limit <= 0:
-            return []
-        with self.reachable():  # `limit` entries hold at least `limit` events
-            rows = self._r.xrevrange(self.keys.events, count=limit)
-        return [e for _, f in reversed(rows) for e in codec.events(f)][-limit:]
+        return sansio.run(self, ops.events(self.keys, limit))
 
     # ---- wake-ups -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
 from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.sansio import Calls, Op, Script, one, run_on
 
 PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
 DOCTOR_KEYS = 1000  # per call of a full scan
@@ -46,6 +47,8 @@ class UpkeepStore(Protocol):
     def call_script(self, name: str, *args: Any) -> Any: ...
 
     def reachable(self) -> AbstractContextManager[None]: ...
+
+    def redis_now_ms(self) -> int: ...
 
 
 class Periodic(UpkeepStore, Protocol):
@@ -104,12 +107,16 @@ def reconcile_pass(store: UpkeepStore, count: int = PASS_KEYS) -> Reconciled:
 def reconcile_all(store: UpkeepStore, dry_run: bool = False) -> Reconciled:
     """A full scan of the namespace from a cursor of its own (the shared one is left
     alone): every job checked once, repaired unless ``dry_run``."""
+    return run_on(store, reconcile_op(store.keys, dry_run))
+
+
+def reconcile_op(keys: Keys, dry_run: bool = False) -> Op[Reconciled]:
+    """``reconcile_all`` as an operation (sansio.py)."""
     cursor, scanned, leases = "0", 0, 0
     findings: list[Finding] = []
     while True:
-        reply = json.loads(
-            store.call_script("reconcile", DOCTOR_KEYS, "1" if dry_run else "0", cursor)
-        )
+        args = (DOCTOR_KEYS, "1" if dry_run else "0", cursor)
+        reply = json.loads((yield Script(keys.shard, "reconcile", args)))
         scanned += reply["scanned"]
         leases = max(leases, reply["leases"])
         findings += _reconciled(reply, False).findings
@@ -128,11 +135,29 @@ def _reconciled(reply: dict[str, Any], complete: bool) -> Reconciled:
     )
 
 
+def sum_reconciled(each: list[Reconciled]) -> Reconciled:
+    """Several shards' full scans as one."""
+    return Reconciled(
+        sum(r.scanned for r in each),
+        tuple(f for r in each for f in r.findings),
+        sum(r.leases_dropped for r in each),
+        all(r.complete for r in each),
+    )
+
+
 def quarantined(store: UpkeepStore) -> list[Quarantined]:
     """Every entry of the quarantine, oldest first (legacy entries last)."""
-    out = [record(entry, raw) for entry, raw in store.redis.hgetall(store.keys.quarantined).items()]
+    return run_on(store, quarantined_op(store.keys))
+
+
+def quarantined_op(keys: Keys) -> Op[list[Quarantined]]:
+    """``quarantined`` as an operation (sansio.py)."""
+    found, legacy = yield Calls(
+        keys.shard,
+        (("hgetall", (keys.quarantined,), {}), ("lrange", (keys.quarantine, 0, -1), {})),
+    )
+    out = [record(entry, raw) for entry, raw in found.items()]
     out.sort(key=lambda q: (q.at is None, q.at or 0.0, q.entry_id))
-    legacy = store.redis.lrange(store.keys.quarantine, 0, -1)
     out += [
         Quarantined(f"{LEGACY}{i}", "", "malformed due entry", None, "claim", m, "", None, "", True)
         for i, m in enumerate(legacy)
@@ -178,22 +203,32 @@ def raw_data(store: UpkeepStore, entry: str, limit: int = 4096) -> tuple[str, An
 def restore(store: UpkeepStore, entry: str) -> str:
     """Put an entry back (restore.lua): ``restored``, ``missing``, ``exists`` or
     ``no-job`` (see the script's header)."""
-    return str(store.call_script("restore", entry))
+    return run_on(store, restore_op(store.keys, entry))
+
+
+def restore_op(keys: Keys, entry: str) -> Op[str]:
+    return str((yield Script(keys.shard, "restore", (entry,))))
 
 
 def purge(store: UpkeepStore, entry: str) -> int:
     """Drop one entry (``ALL``: every entry, and the legacy list) and the raw data kept
     with it. Returns how many entries were dropped."""
+    return run_on(store, purge_op(store.keys, entry))
+
+
+def purge_op(keys: Keys, entry: str) -> Op[int]:
+    """``purge`` as an operation (sansio.py)."""
     if entry != ALL:
         if entry.startswith(LEGACY):
             raise ValueError("legacy entries are purged together: purge all of them")
-        return int(store.call_script("purge", entry))
-    dropped = sum(
-        int(store.call_script("purge", e)) for e in store.redis.hkeys(store.keys.quarantined)
+        return int((yield Script(keys.shard, "purge", (entry,))))
+    dropped = 0
+    for e in (yield from one(keys.shard, "hkeys", keys.quarantined)):
+        dropped += int((yield Script(keys.shard, "purge", (e,))))
+    legacy, _ = yield Calls(
+        keys.shard, (("llen", (keys.quarantine,), {}), ("delete", (keys.quarantine,), {}))
     )
-    legacy = int(store.redis.llen(store.keys.quarantine))
-    store.redis.delete(store.keys.quarantine)
-    return dropped + legacy
+    return dropped + int(legacy)
 
 
 def delete_namespace(store: UpkeepStore, batch: int = 500) -> int:

@@ -72,11 +72,12 @@ def is_cluster(url: str) -> bool:
 
 
 def is_cluster_client(client: Any) -> bool:
-    """True when ``client`` is redis-py's ``RedisCluster`` (scripts must name a key to be
-    routed; pipelines take no Script objects)."""
+    """True when ``client`` is redis-py's ``RedisCluster``, sync or asyncio (scripts must
+    name a key to be routed; pipelines take no Script objects)."""
+    from redis.asyncio.cluster import RedisCluster as AsyncCluster
     from redis.cluster import RedisCluster
 
-    return isinstance(client, RedisCluster)
+    return isinstance(client, RedisCluster | AsyncCluster)
 
 
 def split_shards(url: str) -> tuple[str, int | None]:
@@ -203,12 +204,17 @@ def _host_port(text: str, bad: Any, default_port: int = SENTINEL_PORT) -> tuple[
     return host, int(port_text)
 
 
-def resend_policy(retries: int) -> dict[str, Any]:
+def resend_policy(retries: int, *, aio: bool = False) -> dict[str, Any]:
     """redis-py client options: on a connection error, reconnect and resend up to
-    ``retries`` times with a short exponential backoff (capped at 0.5 s)."""
+    ``retries`` times with a short exponential backoff (capped at 0.5 s). ``aio``: for a
+    ``redis.asyncio`` client."""
     import redis
     from redis.backoff import ExponentialBackoff
-    from redis.retry import Retry
+
+    if aio:
+        from redis.asyncio.retry import Retry
+    else:
+        from redis.retry import Retry  # type: ignore[assignment]
 
     return {
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
@@ -216,22 +222,25 @@ def resend_policy(retries: int) -> dict[str, Any]:
     }
 
 
-def connect(url: str, **kwargs: Any) -> Any:
+def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
     """A redis-py client for ``url`` (``kwargs`` go to every data-server connection, e.g.
     ``decode_responses=True``). A Sentinel URL gives ``Sentinel.master_for``'s client:
-    always the current primary. Raises ``RedisURLError`` for a malformed URL."""
-    import redis
+    always the current primary. ``aio``: the same client from ``redis.asyncio``. Raises
+    ``RedisURLError`` for a malformed URL."""
+    if aio:
+        import redis.asyncio as redis
+        from redis.asyncio.cluster import ClusterNode, RedisCluster
+        from redis.asyncio.sentinel import Sentinel
+    else:
+        import redis  # type: ignore[no-redef]
+        from redis.cluster import ClusterNode, RedisCluster  # type: ignore[assignment]
+        from redis.sentinel import Sentinel  # type: ignore[assignment]
 
     url, _ = split_shards(url)
     if is_cluster(url):
-        from redis.cluster import ClusterNode, RedisCluster
-
         c = parse_cluster(url)
         return RedisCluster(
-            startup_nodes=[
-                ClusterNode(h, p)  # type: ignore[no-untyped-call]
-                for h, p in c.nodes
-            ],
+            startup_nodes=[ClusterNode(h, p) for h, p in c.nodes],
             username=c.username,
             password=c.password,
             **kwargs,
@@ -245,8 +254,6 @@ def connect(url: str, **kwargs: Any) -> Any:
                 f"or {FORMAT}"
             )
         return redis.Redis.from_url(url, **kwargs)
-    from redis.sentinel import Sentinel
-
     s = parse_sentinel(url)
     sentinel_kwargs: dict[str, Any] = {
         "socket_timeout": SENTINEL_TIMEOUT,
@@ -256,10 +263,10 @@ def connect(url: str, **kwargs: Any) -> Any:
         sentinel_kwargs["password"] = s.sentinel_password
     if s.sentinel_username is not None:
         sentinel_kwargs["username"] = s.sentinel_username
-    manager = Sentinel(  # type: ignore[no-untyped-call]
+    manager = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(s.sentinels), sentinel_kwargs=sentinel_kwargs
     )
-    return manager.master_for(  # type: ignore[no-untyped-call]
+    return manager.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         s.service, db=s.db, username=s.username, password=s.password, **kwargs
     )
 

@@ -1,0 +1,220 @@
+"""``AsyncStore``: the producer's and inspector's side of a shared namespace on
+``redis.asyncio``, for ``AsyncClient``. It runs the same operations as the sync stores
+(ops.py, listing.py, redo.py, upkeep.py, shards.py: generators of requests, sansio.py);
+only the execution of a request is its own: a script by EVALSHA (EVAL once after a
+NOSCRIPT, which loads it), redis-py calls in one pipeline, a SCAN step, Redis's TIME.
+Errors are the sync store's (server_checks.unreachable / refused).
+
+Every URL form of the sync stores (``redis://``, ``rediss://``, ``unix://``,
+``redis+sentinel://``, ``redis+cluster://``, ``shards=N``); ``wait_replicas`` as there.
+One ``AsyncStore`` may be shared by any number of tasks (redis.asyncio's pool gives each
+command its own connection). Not here: the lost-write check after an add and the
+sentinel refresh of replication.py (the replicas' side keeps both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, TypeVar
+
+from scheduler import validation
+from scheduler.clock import Clock
+from scheduler.model import AddResult, JobSpec
+from scheduler.stores.redis import scripts, shards, urls
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.ops import Layout
+from scheduler.stores.redis.replication import Waiter
+from scheduler.stores.redis.sansio import Calls, Now, Op, Request, Scan, Script
+from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
+
+T = TypeVar("T")
+RESEND_RETRIES = 2  # as RedisStore's
+
+
+@cache
+def _sha(name: str) -> str:
+    return hashlib.sha1(scripts.source(name).encode()).hexdigest()
+
+
+class AsyncStore:
+    """A namespace of ``shards`` shards (1: unsharded) at ``redis_url``, on
+    ``redis.asyncio``. ``await run(op)`` runs an operation; ``add_many`` pipelines adds."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        namespace: str = "default",
+        *,
+        shards: int = 1,
+        payload_limit: int = validation.DEFAULT_PAYLOAD_LIMIT,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 100,
+        clock: Clock | None = None,
+    ) -> None:
+        self._r: Any = urls.connect(
+            redis_url,
+            aio=True,
+            decode_responses=True,
+            **urls.resend_policy(RESEND_RETRIES, aio=True),
+        )
+        self.url = urls.safe(redis_url)
+        self.namespace = namespace
+        self.layout = Layout.of(namespace, shards)
+        self.payload_limit = payload_limit
+        self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
+        self._counted = shards == 1  # a sharded namespace's count is checked once
+        self.clock = clock  # tests only: its time replaces Redis TIME (as RedisStore's)
+
+    @property
+    def redis(self) -> Any:
+        """The redis.asyncio client (decode_responses=True)."""
+        return self._r
+
+    async def checked(self, *, record: bool = False) -> Layout:
+        """The layout, once the namespace's shard count was checked against it (writers
+        ``record`` it in a new namespace: ``ShardedStore._count``)."""
+        if not self._counted:
+            self._counted = await self.run(
+                shards.count_op(self.layout.parts[0], self.url, record=record)
+            )
+        return self.layout
+
+    async def run(self, op: Op[T]) -> T:
+        """Run ``op`` (sansio.py): each request awaited in turn; the op's result."""
+        try:
+            request = next(op)
+            while True:
+                request = op.send(await self._do(request))
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+
+    async def _do(self, request: Request) -> Any:
+        try:
+            if isinstance(request, Script):
+                return await self._script(request)
+            if isinstance(request, Calls):
+                return await self._calls(request)
+            if isinstance(request, Scan):
+                return await self._scan(request)
+            assert isinstance(request, Now)
+            if self.clock is not None:
+                return round(self.clock.now() * 1000)
+            sec, usec = await self._r.time()
+            return int(sec) * 1000 + int(usec) // 1000
+        except UNREACHABLE as exc:
+            raise unreachable(exc, self.url) from exc
+
+    def _argv(self, keys: Keys, name: str, args: Sequence[Any]) -> list[Any]:
+        now = "" if self.clock is None else str(round(self.clock.now() * 1000))
+        return [_sha(name), 1, keys.epoch, keys.prefix, now, *args]
+
+    async def _script(self, s: Script) -> Any:
+        import redis
+
+        argv = self._argv(self.layout.parts[s.part], s.name, s.args)
+        try:
+            if self.waiter.replicas:
+                return await self._with_wait(s.name, argv)
+            try:
+                return await self._r.execute_command("EVALSHA", *argv)
+            except redis.exceptions.NoScriptError:  # EVAL runs it once and caches it
+                return await self._r.execute_command("EVAL", scripts.source(s.name), *argv[1:])
+        except redis.exceptions.ResponseError as exc:
+            raise refused(exc, self.url) from exc
+
+    async def _with_wait(self, name: str, argv: list[Any]) -> Any:
+        """The script, then WAIT, on one connection (replication.Waiter's rule)."""
+        import redis
+
+        for attempt in (0, 1):
+            async with self._r.pipeline(transaction=False) as pipe:
+                pipe.execute_command("EVALSHA" if attempt == 0 else "EVAL", *argv)
+                pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
+                reply, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
+                argv = [scripts.source(name), *argv[1:]]
+                continue
+            self.waiter.check(acked)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+        raise AssertionError("unreachable")
+
+    async def _calls(self, request: Calls) -> list[Any]:
+        if len(request.calls) == 1:
+            name, args, kwargs = request.calls[0]
+            return [await getattr(self._r, name)(*args, **kwargs)]
+        async with self._r.pipeline(transaction=False) as p:
+            for name, args, kwargs in request.calls:
+                getattr(p, name)(*args, **kwargs)
+            return list(await p.execute())
+
+    async def _scan(self, s: Scan) -> tuple[int, list[str]]:
+        if not urls.is_cluster_client(self._r):
+            nxt, keys = await self._r.scan(s.cursor, match=s.match, count=s.count)
+            return int(nxt), list(keys)
+        node = self._r.get_node_from_key(s.slot_key)
+        nxt, keys = await self._r.scan(s.cursor, match=s.match, count=s.count, target_nodes=node)
+        if isinstance(nxt, dict):  # the cluster client answers {node: cursor}
+            nxt = next(iter(nxt.values()))
+        return int(nxt), list(keys)
+
+    async def add_many(
+        self, specs: Sequence[JobSpec], args: Sequence[list[Any]]
+    ) -> list[AddResult]:
+        """add.lua for each of ``specs`` (``args``: their arguments, ops.add_args), one
+        pipeline per shard (each add atomic on its own; a batch that met a NOSCRIPT is
+        sent again: add.lua is an upsert)."""
+        from scheduler.stores.redis import codec
+
+        groups: dict[int, list[int]] = defaultdict(list)
+        for n, spec in enumerate(specs):
+            groups[shards.shard_of(spec.job_id, len(self.layout.parts))].append(n)
+        out: list[AddResult | None] = [None] * len(specs)
+        replies = await asyncio.gather(
+            *(self._add_batch(i, [args[n] for n in members]) for i, members in groups.items())
+        )
+        for members, batch in zip(groups.values(), replies, strict=True):
+            for n, reply in zip(members, batch, strict=True):
+                out[n] = codec.add_result(reply)
+        return [r for r in out if r is not None]
+
+    async def _add_batch(self, part: int, args: list[list[Any]]) -> list[Any]:
+        import redis
+
+        keys = self.layout.parts[part]
+        try:
+            for attempt in (0, 1):
+                async with self._r.pipeline(transaction=False) as pipe:
+                    for a in args:
+                        argv = self._argv(keys, "add", a)
+                        pipe.execute_command("EVALSHA", *argv)
+                    if self.waiter.replicas:
+                        pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
+                    replies = list(await pipe.execute(raise_on_error=False))
+                if attempt == 0 and any(
+                    isinstance(r, redis.exceptions.NoScriptError) for r in replies
+                ):
+                    await self._r.execute_command("EVAL", scripts.source("add"), *argv[1:])
+                    continue
+                if self.waiter.replicas:
+                    self.waiter.check(replies.pop(), len(args))
+                for r in replies:
+                    if isinstance(r, redis.exceptions.ResponseError):
+                        raise refused(r, self.url) from r
+                return replies
+        except UNREACHABLE as exc:
+            raise unreachable(exc, self.url) from exc
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        """Close the pool (and the sentinel connections, if any)."""
+        await self._r.aclose()
+        manager = getattr(getattr(self._r, "connection_pool", None), "sentinel_manager", None)
+        for s in getattr(manager, "sentinels", []):
+            await s.aclose()

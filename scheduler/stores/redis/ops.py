@@ -1,0 +1,152 @@
+"""The producer and inspector operations of a shared namespace, sans I/O (sansio.py): what
+``RedisStore``/``ShardedStore`` and ``AsyncClient``'s executor (async_store.py) both run.
+
+Per part (one shard's ``Keys``): add, cancel, pause, resume, trigger, backfill, get,
+jobs, events. Across parts: ``Layout`` (which part holds a job) and the merges of a
+sharded namespace (``by_next_run``, ``merge_events``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from scheduler.model import AddResult, Event, JobInfo, JobSpec
+from scheduler.stores.redis import calendar_plans, codec
+from scheduler.stores.redis import shards as sharding
+from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.sansio import Calls, Now, Op, Scan, Script, one
+
+LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+
+
+class Layout:
+    """The parts of a namespace (``Keys`` of each shard, shard 0 first)."""
+
+    def __init__(self, parts: Sequence[Keys]) -> None:
+        self.parts = list(parts)
+
+    @classmethod
+    def of(cls, namespace: str, shards: int) -> Layout:
+        return cls([Keys(namespace, i, shards) for i in range(shards)])
+
+    def part(self, job_id: str) -> Keys:
+        """The keys of the shard that holds ``job_id``."""
+        return self.parts[sharding.shard_of(job_id, len(self.parts))]
+
+
+class _NeedNow(BaseException):
+    """add.lua's arguments need Redis's time (a calendar job): ask for it, then again."""
+
+
+def _no_now() -> int:
+    raise _NeedNow
+
+
+def add_args(keys: Keys, spec: JobSpec, payload_limit: int) -> Op[list[Any]]:
+    """add.lua's arguments for ``spec`` (``codec.add_args``; Redis's time is asked only
+    for a calendar job); raises before anything is sent if it cannot be stored."""
+    try:
+        return codec.add_args(spec, payload_limit, _no_now)
+    except _NeedNow:
+        now = yield Now(keys.shard)
+        return codec.add_args(spec, payload_limit, lambda: int(now))
+
+
+def add(keys: Keys, spec: JobSpec, payload_limit: int) -> Op[tuple[AddResult, Any]]:
+    """Store ``spec`` (add.lua): its ``AddResult`` and the raw reply (replication.py
+    checks its sequence numbers)."""
+    args = yield from add_args(keys, spec, payload_limit)
+    reply = yield Script(keys.shard, "add", tuple(args))
+    return codec.add_result(reply), reply
+
+
+def _flag(keys: Keys, script: str, job_id: str) -> Op[bool]:
+    return bool((yield Script(keys.shard, script, (job_id,))))
+
+
+def cancel(keys: Keys, job_id: str) -> Op[bool]:
+    return (yield from _flag(keys, "cancel", job_id))
+
+
+def pause(keys: Keys, job_id: str) -> Op[bool]:
+    return (yield from _flag(keys, "pause", job_id))
+
+
+def resume(keys: Keys, job_id: str) -> Op[bool]:
+    return (yield from _flag(keys, "resume", job_id))
+
+
+def trigger(keys: Keys, job_id: str) -> Op[bool]:
+    return (yield from _flag(keys, "trigger", job_id))
+
+
+def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
+    """Read the job's schedule, compute the occurrences of [start, end), and let
+    backfill.lua queue those that never ran (see its header)."""
+    fields = calendar_plans.BACKFILL_FIELDS
+    row = yield from one(keys.shard, "hmget", keys.job(job_id), *fields)
+    h = dict(zip(fields, row, strict=True))
+    if not h.get("def") or not h.get("gen"):
+        return 0
+    spec = codec.decode(h["def"], job_id)
+    times = calendar_plans.occurrences(spec, h, start, end)
+    queued = int((yield Script(keys.shard, "backfill", (job_id, h["gen"], *times))))
+    if queued < 0:
+        raise ValueError(
+            f"job {job_id!r} changed while the backfill was computed (it was "
+            "replaced, cancelled or finished); nothing was queued"
+        )
+    return queued
+
+
+def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
+    """A snapshot of the job, None if there is none."""
+    h, skips, dead, running = yield Calls(
+        keys.shard,
+        (
+            ("hgetall", (keys.job(job_id),), {}),
+            ("lrange", (keys.skips(job_id), 0, -1), {}),
+            ("lrange", (keys.dead(job_id), 0, -1), {}),
+            ("hgetall", (keys.running,), {}),
+        ),
+    )
+    return codec.job_info(job_id, h, skips, dead, running) if h else None
+
+
+def jobs(keys: Keys) -> Op[list[JobInfo]]:
+    """Every live job of the part (a SCAN of its job keys: an operator's call)."""
+    start, cursor, ids = len(keys.job("")), 0, set[str]()
+    while True:
+        cursor, found = yield Scan(keys.shard, cursor, keys.job("*"), 1000, keys.lanes)
+        ids.update(k[start:] for k in found)
+        if cursor == 0:
+            break
+    infos = []
+    for job_id in sorted(ids):
+        info = yield from get(keys, job_id)
+        if info is not None and info.state in LIVE:
+            infos.append(info)
+    return by_next_run(infos)
+
+
+def by_next_run(infos: Iterable[JobInfo]) -> list[JobInfo]:
+    """Live jobs by next run (jobs without one last)."""
+    live = [i for i in infos if i.state in LIVE]
+    return sorted(live, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+
+
+def events(keys: Keys, limit: int = 100) -> Op[list[Event]]:
+    """The part's most recent ``limit`` events, oldest first (``limit`` stream entries
+    hold at least ``limit`` events: a batch call's entry holds several)."""
+    if limit <= 0:
+        return []
+    rows = yield from one(keys.shard, "xrevrange", keys.events, count=limit)
+    return [e for _, f in reversed(rows) for e in codec.events(f)][-limit:]
+
+
+def merge_events(each: Iterable[list[Event]], limit: int) -> list[Event]:
+    """The most recent ``limit`` of several parts' events, oldest first (equal times keep
+    part order)."""
+    merged = [e for events in each for e in events]
+    return sorted(merged, key=lambda e: e.at)[-limit:] if limit > 0 else []

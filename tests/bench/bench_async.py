@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Async benchmark (issue 14): ``async def`` jobs against duetime's sync path, arq and saq.
+
+Not part of the test run. In one run, medians of ``--runs`` (default 3):
+
+* in process (``JobScheduler(4)``, no Redis): a burst of 20,000 no-op jobs due at once
+  (jobs/s, and process CPU per job, sync and async interleaved), and the lag of 2,000 jobs
+  spread over 5 s (start minus due: p50/p99/max);
+* shared (Redis; bench_shared.py's scenarios, witness and peer adapters, reused): the same
+  burst and lag with 1 and 3 duetime replicas running a sync task (``bench.hit``) and an
+  ``async def`` one (``bench.ahit``), next to arq and saq.
+
+    python3 -m venv .venv-bench
+    .venv-bench/bin/pip install arq saq 'redis[hiredis]' psutil && pip install -e .
+    PYTHONPATH=. .venv-bench/bin/python tests/bench/bench_async.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bench_shared as bs  # noqa: E402  (its adapters, scenarios, witness and report)
+
+from scheduler import JobScheduler  # noqa: E402
+
+
+# ------------------------------------------------------------------------ in process
+def _counter(n: int) -> tuple[threading.Event, object]:
+    done, left, lock = threading.Event(), [n], threading.Lock()
+
+    def tick() -> None:
+        with lock:
+            left[0] -= 1
+            if not left[0]:
+                done.set()
+
+    return done, tick
+
+
+def _job(kind: str, body):
+    if kind == "async":
+
+        async def job() -> None:
+            body()
+
+        return job
+    return body
+
+
+def inproc_burst(kind: str, n: int, workers: int = 4) -> dict[str, float]:
+    """``n`` no-op jobs due now: jobs/s from the first enqueue, process CPU per job."""
+    done, tick = _counter(n)
+    fn = _job(kind, tick)
+    with JobScheduler(workers) as s:
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(n):
+            s.schedule(fn, 0)
+        if not done.wait(300):
+            raise RuntimeError(f"in-process {kind} burst did not finish in 300 s")
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        loop_lag = s.stats().loop_lag.max
+    return {"jobs_s": n / wall, "cpu_us_job": cpu / n * 1e6, "loop_lag_max_ms": loop_lag * 1e3}
+
+
+def inproc_lag(kind: str, n: int, spread: float, workers: int = 4) -> dict[str, float]:
+    """``n`` jobs due at random times over ``spread`` s: start minus due time, in ms."""
+    rng = random.Random(1234)
+    lags: list[float] = []
+    done, tick = _counter(n)
+    with JobScheduler(workers) as s:
+        t0 = time.time() + 0.5
+        for _ in range(n):
+            due = t0 + rng.uniform(0, spread)
+
+            def body(due: float = due) -> None:
+                lags.append((time.time() - due) * 1000)
+                tick()
+
+            s.schedule(_job(kind, body), due - time.time())
+        if not done.wait(spread + 60):
+            raise RuntimeError(f"in-process {kind} lag run did not finish")
+    lags.sort()
+    return {
+        "lag_p50": bs.pct(lags, 50),
+        "lag_p99": bs.pct(lags, 99),
+        "lag_max": lags[-1],
+        "lag_min": lags[0],
+    }
+
+
+def in_process(runs: int, quick: bool) -> str:
+    n, lag_n, spread = (2_000, 400, 2.0) if quick else (20_000, 2_000, 5.0)
+    raw: dict[str, list[dict[str, float]]] = {"sync": [], "async": []}
+    for run in range(runs):
+        for kind in ("sync", "async") if run % 2 == 0 else ("async", "sync"):
+            print(f"  in-process {kind} run {run + 1} ...", file=sys.stderr, flush=True)
+            raw[kind].append({**inproc_burst(kind, n), **inproc_lag(kind, lag_n, spread)})
+    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in raw.items()}
+    spread_of = {
+        k: {f: (min(r[f] for r in v), max(r[f] for r in v)) for f in v[0]} for k, v in raw.items()
+    }
+    lines = [
+        f"in process: JobScheduler(4), burst of {n:,} no-op jobs; lag of {lag_n:,} jobs over "
+        f"{spread:g} s; medians of {runs} (min..max), sync and async interleaved",
+        f"{'figure':28s} {'sync def':>22s} {'async def':>22s} {'async/sync':>10s}",
+    ]
+    for f, label in (
+        ("jobs_s", "burst (jobs/s)"),
+        ("cpu_us_job", "burst CPU per job (us)"),
+        ("lag_p50", "lag p50 (ms)"),
+        ("lag_p99", "lag p99 (ms)"),
+        ("lag_max", "lag max (ms)"),
+        ("loop_lag_max_ms", "async loop lag max (ms)"),
+    ):
+        cells = []
+        for k in ("sync", "async"):
+            lo, hi = spread_of[k][f]
+            cells.append(f"{med[k][f]:.1f} ({lo:.1f}..{hi:.1f})")
+        ratio = f"{med['async'][f] / med['sync'][f]:.2f}" if med["sync"][f] else "-"
+        lines.append(f"{label:28s} {cells[0]:>22s} {cells[1]:>22s} {ratio:>10s}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ shared
+class _AsyncTask:
+    task = "bench.ahit"
+
+    def enqueue_at(self, due_ms, tag):
+        self.client.enqueue(self.task, kwargs={"due_ms": int(due_ms), "tag": tag}, at=due_ms / 1000)
+
+
+class DuetimeAsync1(_AsyncTask, bs.Duetime1):
+    name = "duetime-async(1)"
+    note = "as duetime(1), the task an async def (bench.ahit: an asyncio witness client per worker loop)"
+
+
+class DuetimeAsync3(_AsyncTask, bs.Duetime3):
+    name = "duetime-async(3)"
+    note = "as duetime(3), the task an async def"
+
+
+ADAPTERS = [bs.Duetime1, DuetimeAsync1, bs.Duetime3, DuetimeAsync3, bs.ArqAdapter, bs.SaqAdapter]
+
+
+def shared(args) -> str:
+    bs.ADAPTERS = ADAPTERS
+    bs.SCENARIOS = ["lag", "burst"]
+    args.only = bs.SCENARIOS
+    args.systems = [A.key() for A in ADAPTERS]
+    avail = {A.name: A.unavailable() for A in ADAPTERS}
+    info, cfg = bs.machine_info(), bs.redis_settings()
+    p, raw, issues, extra = bs.run_all(args, avail)
+    extra["raw"] = raw
+    med = bs.medians(raw)
+    text = bs.render(info, p, med, avail, issues, extra, args, cfg)
+    ratios = []
+    for a, s in (("duetime-async(1)", "duetime(1)"), ("duetime-async(3)", "duetime(3)")):
+        for key in ("burst_jobs_s", "burst_procs_us_job", "lag_p99"):
+            x, y = med.get(a, {}).get(key), med.get(s, {}).get(key)
+            if x is not None and y:
+                ratios.append(f"{a} / {s} {key}: {x / y:.2f}")
+    return text + "\n\nasync vs sync (medians): " + "; ".join(ratios)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller N / shorter windows (smoke run)")
+    ap.add_argument("--runs", type=int, default=3, help="repeat each scenario, report the median")
+    ap.add_argument("--only", choices=["inprocess", "shared"], help="run one half only")
+    args = ap.parse_args()
+    out = []
+    if args.only in (None, "inprocess"):
+        out.append(in_process(args.runs, args.quick))
+    if args.only in (None, "shared"):
+        out.append(shared(args))
+    print("\n\n".join(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
