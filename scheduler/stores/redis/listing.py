@@ -73,9 +73,12 @@ def list_jobs(
     task: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    lane: str | None = None,
+    prefix: str | None = None,
 ) -> Page:
-    """One page of the jobs in ``state`` (one of ``STATES``), whose task is ``task`` if
-    given, after ``cursor`` (a previous page's; None: from the start)."""
+    """One page of the jobs in ``state`` (one of ``STATES``), whose task is ``task``, lane
+    ``lane`` and id starts with ``prefix`` if given (filters within pages, as ``task``),
+    after ``cursor`` (a previous page's; None: from the start)."""
     if state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -93,7 +96,11 @@ def list_jobs(
             raise ValueError(f"not a cursor of duetime ls for --state {state}") from None
         for info in infos:
             seen.add(info.job_id)
-            if task is None or info.task == task:
+            if (
+                (task is None or info.task == task)
+                and (lane is None or info.lane == lane)
+                and (prefix is None or info.job_id.startswith(prefix))
+            ):
                 out.append(info)
         if inner is None:
             shard += 1

@@ -59,6 +59,13 @@ def delete(store: AnyStore, job_id: str) -> bool:
     return int(store.shard(job_id).call_script("delete", job_id)) == 1
 
 
+def note(store: AnyStore, job_id: str, action: str, who: str, outcome: str = "") -> None:
+    """Record an operator's action on ``job_id`` as an ``operator`` event whose detail
+    names who did it: ``retry by alice (session): queued 2 run(s)`` (the web console)."""
+    detail = f"{action} by {who}" + (f": {outcome}" if outcome else "")
+    store.shard(job_id)._record("operator", detail, job_id)
+
+
 def namespace_keys(store: AnyStore) -> int:
     """How many keys the namespace holds, every shard (a SCAN per shard)."""
     total = 0
