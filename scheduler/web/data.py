@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 REDACTED = "(redacted)"
 CHART_MINUTES = 60  # the overview's charts: the last hour, a point per minute
 ARGS_CLIP = 80  # characters of arguments shown in a list row
+RECURRING_SCAN = 2000  # live jobs read at most per page of the recurring page
 
 
 def job_row(info: JobInfo, redact: bool) -> dict[str, Any]:
@@ -189,13 +190,20 @@ def failed(store: AnyStore, redact: bool, cursor: str | None = None) -> dict[str
 
 
 def recurring(store: AnyStore, redact: bool, cursor: str | None = None) -> dict[str, Any]:
-    """Recurring (fixed-rate and cron) jobs that are live, a page at a time."""
-    page = listing.list_jobs(store, "live", limit=50, cursor=cursor)
-    rows = [i for i in page.jobs if i.schedule.startswith(("every", "cron"))]
+    """Live recurring (fixed-rate and cron) jobs, a page at a time: up to
+    ``RECURRING_SCAN`` live jobs are read per page (one-offs skipped), so a namespace of
+    many pending one-offs may need several pages to show them all."""
+    rows: list[JobInfo] = []
+    for _ in range(RECURRING_SCAN // 500):
+        page = listing.list_jobs(store, "live", limit=500, cursor=cursor)
+        rows += [i for i in page.jobs if i.schedule.startswith(("every", "cron"))]
+        cursor = page.cursor
+        if cursor is None or len(rows) >= 50:
+            break
     return {
         "now": queries.redis_now(store),
         "jobs": [job_row(i, redact) for i in rows],
-        "cursor": page.cursor,
+        "cursor": cursor,
     }
 
 
