@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 REDACTED = "(redacted)"
 CHART_MINUTES = 60  # the overview's charts: the last hour, a point per minute
 ARGS_CLIP = 80  # characters of arguments shown in a list row
+EVENT_SCAN = 2000  # stream entries a job's page reads for its events (?scan=all: every one)
 RECURRING_SCAN = 2000  # live jobs read at most per page of the recurring page
 
 
@@ -123,14 +124,18 @@ def jobs(
     }
 
 
-def job(store: AnyStore, job_id: str, redact: bool) -> dict[str, Any] | None:
-    """Everything about one job; None if there is no such job."""
+def job(
+    store: AnyStore, job_id: str, redact: bool, scan: int | None = EVENT_SCAN
+) -> dict[str, Any] | None:
+    """Everything about one job; None if there is no such job. Its events and recent runs
+    are looked for among the newest ``scan`` entries of the capped event stream (None:
+    the whole stream, ~10,000 entries: a few times slower)."""
     info = store.get(job_id)
     if info is None:
         return None
     now = queries.redis_now(store)
     spec = queries.definition(store, job_id)
-    recent = queries.recent_events(store, 60, job_id)
+    recent = queries.recent_events(store, 60, job_id, scan=scan)
     return {
         "now": now,
         "job": job_row(info, redact),
@@ -138,6 +143,7 @@ def job(store: AnyStore, job_id: str, redact: bool) -> dict[str, Any] | None:
         "upcoming": occurrences.as_json(occurrences.upcoming(spec, info.next_run, now)),
         "runs": queries.runs_of(recent, 20),
         "events": [render.event_json(e.event, e.id) for e in reversed(recent)],
+        "scanned": scan,
     }
 
 

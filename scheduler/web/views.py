@@ -142,7 +142,8 @@ def _builders(console: Console) -> dict[str, Callable[[Request, str, AnyStore], 
 
     def job(request: Request, ns: str, store: AnyStore) -> dict[str, Any]:
         job_id = request.path_params["job_id"]
-        found = data.job(store, job_id, redact)
+        everything = request.query_params.get("scan") == "all"
+        found = data.job(store, job_id, redact, None if everything else data.EVENT_SCAN)
         if found is None:
             raise NotFound(
                 f"no job with id {job_id!r} in namespace {ns!r} (finished jobs are kept for a day)"

@@ -22,8 +22,10 @@ def console_factory(redis_url: str, redis_ns: str) -> Iterator[Callable[..., Any
 
     stores = []
 
-    def make(*, redact: bool = False, url: str | None = None, **auth: Any) -> Any:
-        store = open_store(url or redis_url, redis_ns)
+    def make(
+        *, redact: bool = False, url: str | None = None, shards: int | None = None, **auth: Any
+    ) -> Any:
+        store = open_store(url or redis_url, redis_ns, shards=shards)
         store.url = urls.safe(url or redis_url)
         stores.append(store)
         console = Console({redis_ns: store}, url=store.url, auth=Auth(**auth), redact=redact)

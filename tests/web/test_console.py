@@ -52,6 +52,9 @@ def test_every_page_renders_with_data_and_has_a_json_endpoint(console_factory, j
     assert len(overview["minutes"]) == 60
     detail = web.get(f"/api/ns/{redis_ns}/job/nightly").json()
     assert len(detail["upcoming"]) >= 10 and detail["definition"]["schedule"].startswith("cron")
+    assert detail["scanned"] == 2000 and detail["events"][0]["kind"] == "scheduled"
+    everything = web.get(f"/api/ns/{redis_ns}/job/nightly", params={"scan": "all"}).json()
+    assert everything["scanned"] is None and everything["events"] == detail["events"]
     assert web.get("/").status_code == 200  # redirected to the first namespace
 
 
@@ -191,3 +194,26 @@ def test_unknown_namespace_and_job_are_404(console_factory, redis_ns):
     r = web.get("/ns/other/jobs")
     assert r.status_code == 404 and "add --namespace other" in r.text
     assert web.get(f"/api/ns/{redis_ns}/job/nope").json()["error"].startswith("no job")
+
+
+def test_a_sharded_namespace(console_factory, redis_url, redis_ns):
+    client = Client(redis_url, namespace=redis_ns, shards=3)
+    ids = client.enqueue_many({"task": "t.x", "job_id": f"s{n}", "delay": 60} for n in range(30))
+    client.enqueue("t.y", every=30, job_id="every-30")
+    web, _ = console_factory(shards=3, actions=True, token="tok")
+    assert web.get(f"/api/ns/{redis_ns}/overview").json()["queued"] == 31
+    listed = web.get(f"/api/ns/{redis_ns}/jobs", params={"state": "scheduled"}).json()
+    more = web.get(
+        f"/api/ns/{redis_ns}/jobs", params={"state": "scheduled", "cursor": listed["cursor"]}
+    ).json()
+    assert len({j["job_id"] for j in listed["jobs"] + more["jobs"]}) == 31
+    for job_id in (ids[7], "every-30"):
+        assert web.get(f"/ns/{redis_ns}/job/{job_id}").status_code == 200
+    r = web.post(
+        f"/api/ns/{redis_ns}/act/pause",
+        data={"job": "every-30"},
+        headers={"Authorization": "Bearer tok"},
+    )
+    assert r.status_code == 200 and client.get("every-30").state == "paused"
+    assert "every-30" in web.get(f"/ns/{redis_ns}/recurring").text
+    client.close()

@@ -334,23 +334,29 @@ def recent_events(
     job_id: str | None = None,
     until: str = "+",
     kinds: frozenset[str] | None = None,
+    scan: int | None = None,
 ) -> list[Entry]:
     """The last ``count`` events (of ``job_id`` only, and of ``kinds`` only, if given) up
     to stream id ``until`` (inclusive), oldest first. Filtering reads the stream backwards
-    in chunks, so it costs at most one pass over the capped stream (~10,000 entries)."""
+    in chunks, so it costs at most one pass over the capped stream (~10,000 entries), or
+    over its newest ``scan`` entries (per shard) if given."""
     if count <= 0:
         return []
     if job_id is not None:
         store = of_job(store, job_id)
     shards = parts(store)
     if len(shards) > 1:  # merged by time; stream ids are per shard
-        merged = [e for s in shards for e in recent_events(s, count, None, until, kinds)]
+        merged = [e for s in shards for e in recent_events(s, count, None, until, kinds, scan)]
         return sorted(merged, key=lambda e: e.event.at)[-count:]
     store = shards[0]
     found: list[Entry] = []
     top = until
-    while len(found) < count:
+    budget = scan
+    while len(found) < count and (budget is None or budget > 0):
         chunk = count if job_id is None and kinds is None else SCAN_CHUNK
+        if budget is not None:
+            chunk = min(chunk, budget)
+            budget -= chunk
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
             event = codec.event(fields)
