@@ -67,6 +67,14 @@ def _token(token_file: str | None) -> str | None:
     "X-Forwarded-User); only safe when the console is reachable through that proxy alone.",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A Host header to answer (repeatable; e.g. the name your proxy forwards). Default: "
+    "the loopback names when bound to a loopback address, else any.",
+)
+@click.option(
     "--redact-args", is_flag=True, help="Never show job arguments (they may hold secrets)."
 )
 def web(
@@ -78,6 +86,7 @@ def web(
     token_file: str | None,
     token_label: str,
     trusted_proxy_header: str | None,
+    allowed_hosts: tuple[str, ...],
     redact_args: bool,
 ) -> None:
     """Serve the web console: overview, jobs, job detail, running, failed and dead,
@@ -112,6 +121,7 @@ def web(
         url=next(iter(stores.values())).url,
         auth=Auth(actions, token, token_label, trusted_proxy_header),
         redact=redact_args,
+        allowed_hosts=_hosts(host, allowed_hosts),
     )
     sock = _listen(host, port)
     port = sock.getsockname()[1]
@@ -127,6 +137,18 @@ def web(
         sock.close()
         for store in stores.values():
             store.close()
+
+
+def _hosts(host: str, given: tuple[str, ...]) -> list[str] | None:
+    """The Host headers to answer: ``given``, plus the loopback names when bound to one."""
+    import ipaddress
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    names = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else []
+    return [*names, *given] or None
 
 
 def _listen(host: str, port: int) -> socket.socket:

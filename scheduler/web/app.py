@@ -40,6 +40,7 @@ class Console:
     auth: Auth = field(default_factory=Auth)
     redact: bool = False
     charts: Charts = field(default_factory=Charts)
+    allowed_hosts: list[str] | None = None  # Host headers answered (None: any)
 
     def flash_sig(self, text: str) -> str:
         """A signature for a message shown after a redirect (a link cannot forge one)."""
@@ -64,6 +65,8 @@ def create_app(console: Console) -> Starlette:
     """The console as an ASGI app (sync views run on Starlette's thread pool)."""
     import jinja2
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.routing import Mount
     from starlette.staticfiles import StaticFiles
     from starlette.templating import Jinja2Templates
@@ -80,9 +83,45 @@ def create_app(console: Console) -> Starlette:
     env.filters["tojson_pretty"] = _pretty
     routes = views.routes(console, templates) + actions.routes(console, templates)
     routes.append(Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"))
-    app = Starlette(routes=routes, exception_handlers=views.handlers(console, templates))
+    middleware = [Middleware(Hardened)]
+    if console.allowed_hosts:  # a page bound to 127.0.0.1 is not one DNS rebinding away
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=console.allowed_hosts))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers=views.handlers(console, templates),
+    )
     app.state.console = console
     return app
+
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+
+class Hardened:
+    """Every answer says: no framing (an action button cannot be clicked through another
+    site's page), scripts from this console only, no MIME sniffing, no referrer."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [
+                    *message["headers"],
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, headers if scope["type"] == "http" else send)
 
 
 def _pretty(value: Any) -> str:

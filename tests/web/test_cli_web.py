@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -65,9 +66,19 @@ def test_serves_with_the_password_masked_and_refuses_a_taken_port(redis_server, 
         with urllib.request.urlopen(base, timeout=10) as reply:
             html = reply.read().decode()
         assert "redis://default:***@" in html and "hunter2" not in html
+        rebound = urllib.request.Request(base, headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # DNS rebinding
+            urllib.request.urlopen(rebound, timeout=10)
+        assert refused.value.code == 400
         port = base.rsplit(":", 1)[1].strip("/")
         taken = subprocess.run([*argv[:-1], port], env=env, capture_output=True, text=True)
         assert taken.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in taken.stderr
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_an_unreachable_redis_is_exit_3_with_the_password_masked():
+    r = CliRunner().invoke(main, ["web", "--redis", "redis://u:s3cret@127.0.0.1:1/0"])
+    assert r.exit_code == 3 and "cannot reach Redis at redis://u:***@127.0.0.1:1/0" in r.output
+    assert "s3cret" not in r.output

@@ -56,6 +56,11 @@ def test_every_page_renders_with_data_and_has_a_json_endpoint(console_factory, j
     everything = web.get(f"/api/ns/{redis_ns}/job/nightly", params={"scan": "all"}).json()
     assert everything["scanned"] is None and everything["events"] == detail["events"]
     assert web.get("/").status_code == 200  # redirected to the first namespace
+    headers = web.get(f"/ns/{redis_ns}/jobs").headers
+    assert (
+        headers["x-frame-options"] == "DENY"
+        and "frame-ancestors 'none'" in headers["content-security-policy"]
+    )
 
 
 def test_filters_and_paging(console_factory, jobs, redis_ns):

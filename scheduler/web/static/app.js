@@ -119,6 +119,11 @@
     });
   }
 
+  var sw = document.getElementById("ns-switch");
+  if (sw) sw.addEventListener("change", function () {
+    location.href = "/ns/" + encodeURIComponent(sw.value) + "/";
+  });
+
   var all = document.getElementById("select-all");
   if (all) all.addEventListener("change", function () {
     document.querySelectorAll("#failed input[name=job]").forEach(function (c) { c.checked = all.checked; });
