@@ -101,8 +101,9 @@ def web(
         import uvicorn
     except ImportError as exc:
         fail(
-            f"web: the web extra is missing ({exc.name}): pip install 'duetime[web]' (from a "
-            "checkout: pip install -e '.[web]')",
+            f"web: the web extra is missing ({exc.name}): pip install 'starlette>=0.37' "
+            "'uvicorn>=0.30' 'jinja2>=3.1' (the web extra: pip install -e '.[web]' from a "
+            "checkout; 'duetime[web]' once published)",
             EXIT_USAGE,
         )
     if not redis_url:
