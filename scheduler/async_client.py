@@ -114,9 +114,13 @@ class AsyncClient:
         task: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        lane: str | None = None,
+        prefix: str | None = None,
     ) -> Page:
         return await asyncio.to_thread(
-            lambda: self.sync.list_jobs(state, task=task, limit=limit, cursor=cursor)
+            lambda: self.sync.list_jobs(
+                state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix
+            )
         )
 
     async def retry(self, job_id: str) -> int:
