@@ -5,7 +5,8 @@ processes. Every page renders with data, every action shows its effect, the live
 updates, and the refusals are shown: no token (read-only console) and a read-only Redis
 user (deploy/users.acl's monitor rules).
 
-Screenshots go to ``$DUETIME_SCREENSHOTS`` (default /tmp/duetime-screenshots), outside the
+Screenshots go to ``$DUETIME_SCREENSHOTS`` (default: duetime-screenshots in the temporary
+folder), outside the
 tree; tests/web/refresh_screenshots.py copies the ones the docs use to docs/img/.
 """
 
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.redis, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("DUETIME_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(os.environ.get("DUETIME_SCREENSHOTS", "/tmp/duetime-screenshots"))
+SHOTS = Path(
+    os.environ.get("DUETIME_SCREENSHOTS") or Path(tempfile.gettempdir()) / "duetime-screenshots"
+)
 NS = "shop"
 TOKEN = "browser-test-token"
 EVIL_ID = "<script>alert('pwned')</script>"
