@@ -160,12 +160,17 @@ def test_failed_jobs_retry_and_delete_one_by_one_and_in_bulk(console_factory, re
     web.post("/login", data={"token": "tok"})
     page = web.get(f"/ns/{redis_ns}/failed").text
     assert page.count('name="job" value="bad-') == 3 and "boom &lt;b&gt;not bold" in page
-    form = {"job": ["bad-0", "bad-1"], "csrf": csrf_of(page), "next": f"/ns/{redis_ns}/failed"}
+    form = {"job": ["bad-0"], "csrf": csrf_of(page), "next": f"/ns/{redis_ns}/failed"}
     r = web.post(f"/ns/{redis_ns}/act/delete", data=form)
-    assert "bad-0: deleted; bad-1: deleted" in r.text
-    r = web.post(f"/ns/{redis_ns}/act/retry", data={**form, "job": ["bad-2"]})
-    assert "bad-2: queued 1 run(s)" in r.text
+    assert "bad-0: deleted" in r.text
+    r = web.post(f"/ns/{redis_ns}/act/retry", data={**form, "job": ["bad-1", "nope"]})
+    assert "bad-1: queued 1 run(s); nope: refused:" in r.text
+    assert client.get("bad-1").state == "scheduled"
+    r = web.post(f"/ns/{redis_ns}/act/retry_failed", data={"csrf": form["csrf"]})
+    assert "retry all failed: 1 run(s) of 1 job(s) queued" in r.text
     assert client.get("bad-2").state == "scheduled"
+    detail = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()
+    assert [e["job_id"] for e in detail["events"]] == ["bad-2", "bad-1", "bad-0"]
     store.close()
 
 
