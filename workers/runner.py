@@ -167,6 +167,8 @@ class Runner:
             )
         if self._heartbeat is not None and claim.lease_until is not None:
             self._heartbeat.hold(claim, token)
+        if self._acks is not None:
+            self._acks.starting()  # successes queued so far do not wait for this job
         error: BaseException | None = None
         result: Any = None
         cv = _current.set(ctx)
