@@ -178,10 +178,14 @@ class Dispatcher:
     def record(self, batch: ClaimBatch) -> None:
         """Report the batch's claims and their dispatch lag (in the store's clock), from
         when each became claimable: a job enqueued for a past time is not late."""
-        if batch.now is not None:
-            for claim in batch.claims:
-                since = claim.scheduled if claim.ready is None else claim.ready
-                self._metrics.claimed(claim.lane, batch.now - since)
+        now = batch.now
+        if now is not None and batch.claims:
+            self._metrics.claimed_many(
+                [
+                    (c.lane, now - (c.scheduled if c.ready is None else c.ready))
+                    for c in batch.claims
+                ]
+            )
 
     # ---- lifecycle and test support ------------------------------------------------------
 

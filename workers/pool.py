@@ -129,18 +129,17 @@ class WorkerPool(Generic[T]):
                 self._sleeping += 1
                 self._ready.wait()
                 self._sleeping -= 1
-            if not self._queue:
-                return None
-            item = self._queue.popleft()
-            if self._queue and self._sleeping:
-                self._ready.notify()  # pass the batch's wake-up on to the next worker
-            return item, self._low_water > 0 and len(self._queue) == self._low_water
+            return self._pop_locked() if self._queue else None
+
+    def _pop_locked(self) -> tuple[T, bool]:
+        item = self._queue.popleft()
+        if self._queue and self._sleeping:
+            self._ready.notify()  # pass the batch's wake-up on to the next worker
+        return item, self._low_water > 0 and len(self._queue) == self._low_water
 
     def _work(self) -> None:
-        while True:
-            taken = self._take()
-            if taken is None:
-                return
+        taken = self._take()
+        while taken is not None:
             item, drained = taken
             if drained:
                 self._on_free()  # look-ahead running low: let the dispatcher claim more
@@ -159,26 +158,32 @@ class WorkerPool(Generic[T]):
                         else (self._avg_run + (took - self._avg_run) * 0.1)
                     )
                 next_item = self._next()
-            with self._cond:
-                self._busy -= 1
-                idle = self._busy == 0  # exactly one worker sees the pool run dry
-                # with look-ahead, a worker that has queued work to take next is not news
-                # for the dispatcher (it is woken when the queue runs low, see above)
-                if self._lookahead > 0 and self._queue:
-                    continue
-                self._settling += 1  # freed, but the dispatcher has not been told yet
-                hook = self._on_idle if idle else None
-                if self._on_drained is not None and not self._queue:
-                    hook = self._on_drained
-            if hook is not None:  # before wait_idle() can return (it waits for settling)
-                try:
-                    hook()
-                except Exception:
-                    log.exception("worker %s: on_idle failed", self.name)
-            self._on_free()
-            with self._cond:
-                self._settling -= 1
-                self._cond.notify_all()
+            taken = self._done_then_take()
+
+    def _done_then_take(self) -> tuple[T, bool] | None:
+        """The worker finished its item: count it, and take the next one in the same lock
+        hold when look-ahead work is queued (a burst costs one lock hold per item)."""
+        with self._cond:
+            self._busy -= 1
+            idle = self._busy == 0  # exactly one worker sees the pool run dry
+            # with look-ahead, a worker that has queued work to take next is not news
+            # for the dispatcher (it is woken when the queue runs low, see _pop_locked)
+            if self._lookahead > 0 and self._queue:
+                return self._pop_locked()
+            self._settling += 1  # freed, but the dispatcher has not been told yet
+            hook = self._on_idle if idle else None
+            if self._on_drained is not None and not self._queue:
+                hook = self._on_drained
+        if hook is not None:  # before wait_idle() can return (it waits for settling)
+            try:
+                hook()
+            except Exception:
+                log.exception("worker %s: on_idle failed", self.name)
+        self._on_free()
+        with self._cond:
+            self._settling -= 1
+            self._cond.notify_all()
+        return self._take()
 
     def _next(self) -> T | None:
         if self._refill is None or self._closed:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,7 +56,7 @@ class MemoryStore(MemoryViews):
         self._jobs: dict[str, JobRecord] = {}
         self._heaps: dict[str, DueHeap] = {}
         self._running: dict[str, Running] = {}  # token -> running invocation
-        self._running_per_job: Counter[str] = Counter()
+        self._running_per_job: dict[str, int] = {}  # job id -> running invocations
         self._leases: list[tuple[float, str]] = []  # (lease_until, token), lazily validated
         self._seq = itertools.count()
         self._generations = itertools.count(1)
@@ -64,7 +64,9 @@ class MemoryStore(MemoryViews):
         self._last_id = 0
         self._history: OrderedDict[str, JobRecord] = OrderedDict()  # finished jobs
         self._history_limit = history
-        self._events: deque[Event] = deque(maxlen=event_log)
+        # the event log keeps plain tuples in ``Event``'s field order (cheaper to build on
+        # every claim and success); ``events()`` returns them as ``Event``s
+        self._events: deque[tuple[Any, ...]] = deque(maxlen=event_log)
         self._listeners: list[WakeListener] = []
 
     # ---- producers -------------------------------------------------------------------
@@ -109,7 +111,7 @@ class MemoryStore(MemoryViews):
             self._drop_pending_locked(job)
             job.cancelled = True
             self._event_locked(self.clock.now(), "cancelled", job_id)
-            if not self._running_per_job[job_id]:
+            if not self._running_per_job.get(job_id):
                 self._retire_locked(job)
             return prevented
 
@@ -197,7 +199,8 @@ class MemoryStore(MemoryViews):
                 pending = job.pending.pop(entry.seq)
                 claim = self._admit_locked(job, pending, now, lease, owner)
                 if claim is not None:
-                    batch_jobs.add(claim.job_id)
+                    if pending.k is not None:  # an occurrence of a series
+                        batch_jobs.add(claim.job_id)
                     claims.append(claim)
                     left[claim.lane] -= 1
                     if not left[claim.lane]:
@@ -215,7 +218,7 @@ class MemoryStore(MemoryViews):
         """Turn a due pending invocation into a claim, or record why it does not run."""
         spec = job.spec
         scheduled, attempt, stalls = p.scheduled, p.attempt, p.stalls
-        busy = self._running_per_job[spec.job_id] and spec.overlap is not Overlap.ALLOW
+        busy = self._running_per_job.get(spec.job_id, 0) > 0 and spec.overlap is not Overlap.ALLOW
         if p.k is not None and spec.recurring:
             if busy and spec.misfire is Misfire.CATCH_UP:
                 job.queued = p  # catch_up skips nothing: park the series until the run ends
@@ -241,7 +244,7 @@ class MemoryStore(MemoryViews):
         self._running[token] = Running(
             spec.job_id, job.generation, scheduled, attempt, self._fence, lease_until, spec, stalls
         )
-        self._running_per_job[spec.job_id] += 1
+        self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
         if lease_until is not None:
             heapq.heappush(self._leases, (lease_until, token))
         job.attempts = attempt
@@ -299,26 +302,9 @@ class MemoryStore(MemoryViews):
     def release(self, claim: Claim) -> Commit:
         return self._finish(claim, "released")
 
-    def _finish(
-        self,
-        claim: Claim,
-        how: str,
-        *,
-        result: Any = None,
-        error: str = "",
-        retry_in: float | None = None,
-        traceback: str = "",
-    ) -> Commit:
+    def _finish(self, claim: Claim, how: str, **outcome: Any) -> Commit:
         with self._lock:
-            commit, woke = self._finish_locked(
-                claim,
-                self.clock.now(),
-                how,
-                result=result,
-                error=error,
-                retry_in=retry_in,
-                traceback=traceback,
-            )
+            commit, woke = self._finish_locked(claim, self.clock.now(), how, **outcome)
         if woke is not None:
             self._wake(woke)
         return commit
@@ -379,20 +365,27 @@ class MemoryStore(MemoryViews):
     def _settle_locked(self, job: JobRecord, now: float, how: str) -> float | None:
         """After an invocation ended: release a queued occurrence, retire a finished job.
         Returns a due-in to wake the dispatchers with, if something became pending."""
-        if self._running_per_job[job.spec.job_id]:
+        left = self._running_per_job.get(job.spec.job_id, 0)
+        if left > 0:
             return None
-        del self._running_per_job[job.spec.job_id]
-        if job.pending and job.due_in(now) == 0.0 and job.spec.recurring:
-            return 0.0  # an occurrence deferred while this run was claimed: claim it now
+        self._running_per_job.pop(job.spec.job_id, None)
+        if not job.pending and job.queued is None and not job.cancelled:
+            if job.paused is None and not job.spec.recurring:  # a one-off that ended
+                job.outcome = how
+                self._retire_locked(job)
+            return None
+        # an occurrence deferred while this run was claimed (due now): claim it now
+        woke = 0.0 if job.pending and job.due_in(now) == 0.0 else None
         if job.queued is not None and not job.cancelled and job.paused is None:
             queued, job.queued = job.queued, None
-            return self._push_locked(job, queued)
+            pushed = self._push_locked(job, queued)
+            return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)
         elif not job.spec.recurring and not job.pending and job.paused is None:
             job.outcome = how
             self._retire_locked(job)
-        return None
+        return woke
 
     def _owned_locked(self, claim: Claim, now: float) -> Running | Commit:
         r = self._running.get(claim.token)
@@ -490,7 +483,7 @@ class MemoryStore(MemoryViews):
         attempt: int | None = None,
         detail: str = "",
     ) -> None:
-        self._events.append(Event(now, kind, job_id, scheduled, attempt, detail))
+        self._events.append((now, kind, job_id, scheduled, attempt, detail, None))
 
     def _retire_locked(self, job: JobRecord) -> None:
         del self._jobs[job.spec.job_id]

@@ -7,8 +7,9 @@ each method holds the store's one lock once, so each reads one consistent state.
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.clock import Clock
 from scheduler.model import Event, JobInfo
@@ -21,9 +22,9 @@ class MemoryViews:
     _lock: threading.Lock
     _jobs: dict[str, JobRecord]
     _running: dict[str, Running]
-    _running_per_job: Counter[str]
+    _running_per_job: dict[str, int]
     _history: OrderedDict[str, JobRecord]
-    _events: deque[Event]
+    _events: deque[tuple[Any, ...]]  # Event fields, in order
     _listeners: list[WakeListener]
 
     def get(self, job_id: str) -> JobInfo | None:
@@ -41,7 +42,8 @@ class MemoryViews:
 
     def events(self, limit: int = 100) -> list[Event]:
         with self._lock:
-            return list(self._events)[-limit:] if limit > 0 else []
+            recent = list(self._events)[-limit:] if limit > 0 else []
+        return [Event._make(e) for e in recent]
 
     def queue_depths(self) -> dict[str, tuple[int, int]]:
         """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
@@ -63,7 +65,7 @@ class MemoryViews:
         jid = job.spec.job_id
         running = (
             [r for r in self._running.values() if r.job_id == jid]
-            if self._running_per_job[jid]
+            if self._running_per_job.get(jid)
             else []
         )
         return job_info(job, running)
