@@ -40,12 +40,13 @@ class Acks:
         *,
         max_delay: float = 0.002,
         max_batch: int = 200,
-        on_recorded: Callable[[Claim, Commit | None], None] | None = None,
+        on_recorded: Callable[[Sequence[Claim], Sequence[Commit] | None], None] | None = None,
         arm_on_add: bool = True,
     ) -> None:
-        """``on_recorded(claim, result)`` runs once the claim's outcome was sent: its
-        answer (``Commit.OK``, or the refusal), or None when the write was given up. The
-        heartbeat keeps its lease until then, and judges a refusal."""
+        """``on_recorded(claims, results)`` runs once per flush, after the batch's
+        outcomes were sent: their answers (``Commit.OK``, or the refusal), in order, or
+        None when the write was given up. The heartbeat keeps their leases until then,
+        and judges a refusal."""
         self._on_recorded = on_recorded
         self._complete_many = complete_many
         self._timers = timers
@@ -113,8 +114,7 @@ class Acks:
             )
         finally:
             if self._on_recorded is not None:
-                for i, (claim, _) in enumerate(batch):
-                    self._on_recorded(claim, None if results is None else results[i])
+                self._on_recorded([claim for claim, _ in batch], results)
         if results is None:  # store unreachable: the leases expire, then they re-run
             return
         for (claim, _), result in zip(batch, results, strict=True):
