@@ -269,6 +269,11 @@ class Scheduler(Client):
         running invocation is not stopped; ``interrupt=True`` asks it to stop
         (``current_invocation().cancelled()``), ``wait=True`` waits for it to end."""
         prevented = self.store.cancel(validation.job_id(job_id))
+        # claimed ahead but not started here: handed back (the store drops them, the job
+        # being cancelled), so no invocation starts after this returns
+        for work in self._lanes.remove(lambda w: w.claim.job_id == job_id):
+            self.store.release(work.claim)
+            prevented = True
         if interrupt:
             self._runner.cancel_running(job_id, "cancelled")
         if wait:

@@ -64,6 +64,10 @@ class Lanes(Generic[T]):
         """Per lane: its workers, and the items running on them or queued for them."""
         return {lane: (pool.size, pool.busy()) for lane, pool in self._pools.items()}
 
+    def remove(self, match: Callable[[T], bool]) -> list[T]:
+        """Queued, unstarted items that ``match``, taken out of every lane's queue."""
+        return [item for pool in self._pools.values() for item in pool.remove(match)]
+
     def close(self) -> list[T]:
         return [item for pool in self._pools.values() for item in pool.close()]
 

@@ -194,6 +194,19 @@ class WorkerPool(Generic[T]):
             log.exception("worker %s: refill failed; the dispatcher takes over", self.name)
             return None
 
+    def remove(self, match: Callable[[T], bool]) -> list[T]:
+        """Take the queued (not yet started) items that ``match`` out of the queue and
+        return them (the caller owns them); the rest keep their order."""
+        with self._cond:
+            taken = [item for item in self._queue if match(item)]
+            if taken:
+                kept = [item for item in self._queue if not match(item)]
+                self._queue.clear()
+                self._queue.extend(kept)
+                self._busy -= len(taken)
+                self._cond.notify_all()
+            return taken
+
     def close(self) -> list[T]:
         """Stop accepting work; return the items not yet started (the caller owns them)."""
         with self._cond:

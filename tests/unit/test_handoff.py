@@ -139,3 +139,31 @@ def test_no_store_call_runs_on_the_timer_thread():
         assert "duetime-timers" not in store.callers  # ...never on the timer thread
     finally:
         eng.shutdown()
+
+
+def test_cancel_takes_back_a_job_claimed_ahead_that_has_not_started(make_engine, clock):
+    """Claimed ahead of the workers (look-ahead) but not started: cancel returns True,
+    and it never starts (SPEC: after cancel returns, no new invocation starts)."""
+    eng = make_engine(num_workers=1)
+    ran: list[str] = []
+    eng.after(lambda: ran.append("warm"), 0, job_id="warm")  # the lane learns its pace
+    assert eng.wait_idle(WAIT) and ran == ["warm"]
+    gate, started = threading.Event(), threading.Event()
+
+    def held() -> None:
+        started.set()
+        gate.wait(WAIT)
+
+    eng.after(held, 0, job_id="held")
+    assert started.wait(WAIT)
+    eng.after(lambda: ran.append("late"), 0, job_id="late")
+    deadline = threading.Event()
+    for _ in range(500):  # until the dispatcher has claimed it into the lane's queue
+        if eng.lane_load()["default"][1] == 2:
+            break
+        deadline.wait(0.01)
+    assert eng.lane_load()["default"][1] == 2
+    assert eng.cancel("late") is True
+    gate.set()
+    assert eng.wait_idle(WAIT)
+    assert ran == ["warm"] and eng.get("late").state == "cancelled"
