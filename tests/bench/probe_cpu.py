@@ -158,7 +158,7 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
     with EmbeddedRedis(appendonly=False) as srv:
         r = redis.Redis.from_url(srv.url, decode_responses=True)
         store = RedisStore(srv.url, ns)
-        due = time.time() + 3 + n / 20000
+        due = time.time() + 8 + n / 20000  # the replicas start meanwhile (slow when loaded)
         for i in range(0, n, 500):
             store.add_many(
                 [make_spec(shared_tasks.noop, At(due)) for _ in range(i, min(n, i + 500))]

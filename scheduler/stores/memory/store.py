@@ -188,7 +188,12 @@ class MemoryStore(MemoryViews):
             claims: list[Claim] = []
             batch_jobs: set[str] = set()
             while left:
-                lane, entry = earliest(self._heaps, left, self._is_live)
+                if len(left) == 1:  # one lane asks (the usual case): its heap alone
+                    (lane,) = left
+                    heap = self._heaps.get(lane)
+                    entry = None if heap is None else heap.peek(self._is_live)
+                else:
+                    lane, entry = earliest(self._heaps, left, self._is_live)
                 if entry is None or entry.due > now:
                     break
                 job = self._jobs[entry.job_id]
