@@ -19,9 +19,9 @@ Compare two checkouts in one run, interleaved (each run a fresh interpreter whos
 ``PYTHONPATH`` is the checkout), medians of ``--runs``:
 
     PYTHONPATH=$PWD python tests/bench/probe_cpu.py --mode inprocess --runs 3 \\
-        --compare main=/work/main,this=$PWD
+        --compare main=../main,this=.
     PYTHONPATH=$PWD python tests/bench/probe_cpu.py --mode shared --replicas 3 \\
-        --log-level default --runs 3 --compare main=/work/main,this=$PWD
+        --log-level default --runs 3 --compare main=../main,this=.
 
 ``--log-level``: ``ERROR``, or ``default`` (in process: Python's default logging, no
 handler configured; shared: ``duetime run``'s default, INFO, written to /dev/null).
