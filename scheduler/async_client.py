@@ -191,10 +191,12 @@ class AsyncClient:
         task: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        lane: str | None = None,
+        prefix: str | None = None,
     ) -> Page:
         if self.sync is not None:
             page: Page = await self._thread(
-                "list_jobs", state, task=task, limit=limit, cursor=cursor
+                "list_jobs", state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix
             )
             return page
         from scheduler.stores.redis import listing
@@ -202,7 +204,9 @@ class AsyncClient:
         st = self._native()
         layout = await st.checked()
         return await st.run(
-            listing.page(layout.parts, state, task=task, limit=limit, cursor=cursor)
+            listing.page(
+                layout.parts, state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix
+            )
         )
 
     async def retry(self, job_id: str) -> int:

@@ -163,15 +163,19 @@ class Client:
         task: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        lane: str | None = None,
+        prefix: str | None = None,
     ) -> Page:
         """One page of the jobs in ``state``: scheduled, running, paused, failed, dead (with
         dead letters), abandoned, cancelled, succeeded or all; of ``task`` only if given;
         at most ``limit``, after ``cursor`` (a previous page's ``cursor``; None when the
-        listing is complete). Finished jobs are kept for a day. See
-        ``scheduler.stores.redis.listing``."""
+        listing is complete); ``lane`` and an id ``prefix`` filter as ``task`` does.
+        Finished jobs are kept for a day. See ``scheduler.stores.redis.listing``."""
         from scheduler.stores.redis import listing
 
-        return listing.list_jobs(self._shared(), state, task=task, limit=limit, cursor=cursor)
+        return listing.list_jobs(
+            self._shared(), state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix
+        )
 
     def retry(self, job_id: str) -> int:
         """Queue every dead-lettered invocation of the job again, due now, at attempt 1 (a

@@ -4,7 +4,8 @@ workers can start now, hand it over, sleep again.
 * It never polls: with nothing due it waits on its condition with no timeout (or the
   store's safety resync, for shared stores); a store wake-up for an earlier job, or a
   worker freeing a slot while due work waits, notifies it.
-* It never runs user code: ``submit`` hands each claim to a worker pool.
+* It never runs user code: ``submit`` hands each batch of claims to the worker pools
+  (in claim order, one hand-off per batch).
 * It claims at most the free capacity of each lane, so a busy engine does not hoard work.
 * The store judges "due"; a wake-up that comes early just yields an empty batch.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from scheduler.clock import Clock
 from scheduler.metrics import Metrics
@@ -31,7 +32,7 @@ class Dispatcher:
         clock: Clock,
         *,
         capacity: Callable[[], Mapping[str, int]],
-        submit: Callable[[Claim, float], None],
+        submit: Callable[[Sequence[Claim], float], None],
         lease: float | None,
         owner: str,
         resync: float | None = None,
@@ -143,9 +144,10 @@ class Dispatcher:
             return None, False
         self._backoff = 0.0
         self._metrics.claim_round(None)
-        for claim in batch.claims:
-            self._submit(claim, asked)
-            capacity[claim.lane] -= 1
+        if batch.claims:
+            self._submit(batch.claims, asked)
+            for claim in batch.claims:
+                capacity[claim.lane] -= 1
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
 
@@ -176,10 +178,14 @@ class Dispatcher:
     def record(self, batch: ClaimBatch) -> None:
         """Report the batch's claims and their dispatch lag (in the store's clock), from
         when each became claimable: a job enqueued for a past time is not late."""
-        if batch.now is not None:
-            for claim in batch.claims:
-                since = claim.scheduled if claim.ready is None else claim.ready
-                self._metrics.claimed(claim.lane, batch.now - since)
+        now = batch.now
+        if now is not None and batch.claims:
+            self._metrics.claimed_many(
+                [
+                    (c.lane, now - (c.scheduled if c.ready is None else c.ready))
+                    for c in batch.claims
+                ]
+            )
 
     # ---- lifecycle and test support ------------------------------------------------------
 

@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from scheduler import tasks, timeinput, validation
@@ -105,7 +105,7 @@ class Scheduler(Client):
             rng=rng,
             metrics=self.metrics,
         )
-        if acks is None:  # in-process: claims are cheap; a free worker refills itself
+        if acks is None:  # a store without batches: a free worker refills itself
             self._lanes: Lanes[Work] = Lanes(
                 sizes, self._runner.run, self._dispatcher.poke_capacity, self._refill
             )
@@ -116,6 +116,9 @@ class Scheduler(Client):
                 self._dispatcher.poke_capacity,
                 lookahead=validation.delay(lookahead, "lookahead"),
                 on_idle=acks.flush,
+                # in process a flush is cheap: a worker about to sleep leaves nothing
+                # unrecorded (a remote store batches further, up to the timer)
+                on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
             )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._dispatcher.start()
@@ -136,7 +139,10 @@ class Scheduler(Client):
             else Acks(
                 self.store.complete_many,
                 self._timers,
-                on_recorded=None if heartbeat is None else heartbeat.settled,
+                on_recorded=None if heartbeat is None else heartbeat.settled_many,
+                # in process, workers flush when they drain their queue: the deadline
+                # timer is armed only when a job starts while successes wait
+                arm_on_add=not isinstance(self.store, MemoryStore),
             )
         )
         self._runner = Runner(
@@ -154,8 +160,18 @@ class Scheduler(Client):
         )
         return acks
 
-    def _submit(self, claim: Claim, claimed_at: float) -> None:
-        self._lanes.submit(claim.lane, Work(claim, claimed_at))
+    def _submit(self, claims: Sequence[Claim], claimed_at: float) -> None:
+        """Hand a claimed batch to its lanes: one hand-off (and wake-up) per lane, in
+        claim order (FIFO among jobs due at the same instant)."""
+        lane = claims[0].lane
+        if all(c.lane == lane for c in claims):
+            self._lanes.submit_many(lane, [Work(c, claimed_at) for c in claims])
+            return
+        by_lane: dict[str, list[Work]] = {}
+        for c in claims:
+            by_lane.setdefault(c.lane, []).append(Work(c, claimed_at))
+        for name, works in by_lane.items():
+            self._lanes.submit_many(name, works)
 
     def _refill(self, lane: str) -> Work | None:
         """A worker of ``lane`` just finished: if due work was left waiting for a free
@@ -254,6 +270,11 @@ class Scheduler(Client):
         running invocation is not stopped; ``interrupt=True`` asks it to stop
         (``current_invocation().cancelled()``), ``wait=True`` waits for it to end."""
         prevented = self.store.cancel(validation.job_id(job_id))
+        # claimed ahead but not started here: handed back (the store drops them, the job
+        # being cancelled), so no invocation starts after this returns
+        for work in self._lanes.remove(lambda w: w.claim.job_id == job_id):
+            self.store.release(work.claim)
+            prevented = True
         if interrupt:
             self._runner.cancel_running(job_id, "cancelled")
         if wait:

@@ -17,7 +17,7 @@ alarms, ...).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 log = logging.getLogger("duetime.metrics")
@@ -61,6 +61,11 @@ class Metrics:
 
     def claimed(self, lane: str, lag: float) -> None:
         """An invocation was claimed ``lag`` seconds after its scheduled time."""
+
+    def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        """``claimed(lane, lag)`` for each of a batch's claims (one call per batch)."""
+        for lane, lag in lags:
+            self.claimed(lane, lag)
 
     def finished(self, lane: str, outcome: str) -> None:
         """outcome: succeeded | failed | retried | timeout | lease_lost | unknown_task."""

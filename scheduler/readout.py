@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.metrics import Metrics
@@ -82,6 +82,14 @@ class LagWindow(Metrics):
             if recent is None:
                 recent = self._lags[lane] = deque(maxlen=self._window)
             recent.append(lag if lag > 0.0 else 0.0)
+
+    def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        with self._lock:  # one lock hold per batch
+            for lane, lag in lags:
+                recent = self._lags.get(lane)
+                if recent is None:
+                    recent = self._lags[lane] = deque(maxlen=self._window)
+                recent.append(lag if lag > 0.0 else 0.0)
 
     def recent(self) -> dict[str, list[float]]:
         """A copy of the recent lags, per lane."""

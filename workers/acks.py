@@ -4,7 +4,10 @@
 Guarantee: every success handed to ``add`` is committed (or refused, token-checked, per
 item) by a ``flush``: when the batch is full, when a lane's last busy worker finishes (so
 an idle engine has nothing left unacknowledged: ``wait_idle`` implies committed), and at
-the latest ``max_delay`` seconds after the first item of the batch (a timer). A
+the latest ``max_delay`` seconds after the first item of the batch (a timer). With
+``arm_on_add=False`` (in process: every worker that drains its queue flushes) the timer
+is armed only when a job starts while successes wait (``starting``), so a success never
+waits behind a long job, and a quiet engine arms no timer at all. A
 delayed ack only delays the bookkeeping: the job has already run, and its lease (seconds)
 is far longer than the delay (milliseconds).
 
@@ -37,11 +40,13 @@ class Acks:
         *,
         max_delay: float = 0.002,
         max_batch: int = 200,
-        on_recorded: Callable[[Claim, Commit | None], None] | None = None,
+        on_recorded: Callable[[Sequence[Claim], Sequence[Commit] | None], None] | None = None,
+        arm_on_add: bool = True,
     ) -> None:
-        """``on_recorded(claim, result)`` runs once the claim's outcome was sent: its
-        answer (``Commit.OK``, or the refusal), or None when the write was given up. The
-        heartbeat keeps its lease until then, and judges a refusal."""
+        """``on_recorded(claims, results)`` runs once per flush, after the batch's
+        outcomes were sent: their answers (``Commit.OK``, or the refusal), in order, or
+        None when the write was given up. The heartbeat keeps their leases until then,
+        and judges a refusal."""
         self._on_recorded = on_recorded
         self._complete_many = complete_many
         self._timers = timers
@@ -49,6 +54,8 @@ class Acks:
         self._max_batch = max_batch
         self._lock = threading.Lock()
         self._batch: list[tuple[Claim, Any]] = []
+        self._arm_on_add = arm_on_add
+        self._armed: int | None = None  # the deadline timer's id, while one is armed
         self._flusher = Offloaded(self.flush, "duetime-acks")
 
     def add(self, claim: Claim, result: Any) -> None:
@@ -58,8 +65,32 @@ class Acks:
             n = len(self._batch)
         if n >= self._max_batch:
             self.flush()
-        elif n == 1:
-            self._timers.call_later(self._max_delay, self._flusher.kick)
+        elif n == 1 and self._arm_on_add:
+            self._arm()
+
+    def starting(self) -> None:
+        """A job is about to start: successes queued so far get their deadline timer now
+        (with ``arm_on_add=False``), so none waits for that job to end."""
+        if self._batch and self._armed is None:
+            self._arm()
+
+    def _arm(self) -> None:
+        with self._lock:
+            if self._armed is not None or not self._batch:
+                return
+            self._armed = -1  # being armed: no second timer
+        tid = self._timers.call_later(self._max_delay, self._deadline)
+        with self._lock:
+            if self._armed == -1:
+                self._armed = tid
+
+    def _deadline(self) -> None:
+        """On the timer thread: only signal the flusher thread (never a store call here)."""
+        with self._lock:
+            self._armed = None
+            due = bool(self._batch)
+        if due:
+            self._flusher.kick()
 
     def pending(self) -> int:
         with self._lock:
@@ -71,6 +102,9 @@ class Acks:
         run again (at-least-once)."""
         with self._lock:
             batch, self._batch = self._batch, []
+            armed, self._armed = self._armed, None
+        if armed is not None and armed >= 0:
+            self._timers.cancel(armed)  # nothing left for it to flush
         if not batch:
             return
         results: list[Commit] | None = None
@@ -80,8 +114,7 @@ class Acks:
             )
         finally:
             if self._on_recorded is not None:
-                for i, (claim, _) in enumerate(batch):
-                    self._on_recorded(claim, None if results is None else results[i])
+                self._on_recorded([claim for claim, _ in batch], results)
         if results is None:  # store unreachable: the leases expire, then they re-run
             return
         for (claim, _), result in zip(batch, results, strict=True):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit
@@ -72,6 +73,22 @@ class Heartbeat:
         if held is None or result is None or result in (Commit.OK, Commit.NOT_FOUND):
             return  # NOT_FOUND: the job was deleted while it ran, no lease was lost
         self._lost([(claim, held[1])], [result], "when recording its outcome")
+
+    def settled_many(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
+        """``settled`` for a batch of recorded outcomes, in one lock hold (batched acks;
+        ``results`` None: the write was given up)."""
+        refused: list[tuple[Claim, CancelToken]] = []
+        why: list[Commit] = []
+        with self._lock:
+            for i, claim in enumerate(claims):
+                held = self._held.pop(claim.token, None)
+                self._finishing.discard(claim.token)
+                result = None if results is None else results[i]
+                if held is None or result is None or result in (Commit.OK, Commit.NOT_FOUND):
+                    continue
+                refused.append((claim, held[1]))
+                why.append(result)
+        self._lost(refused, why, "when recording its outcome")
 
     def drop(self, claim: Claim) -> None:
         with self._lock:

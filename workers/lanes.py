@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from scheduler import validation
@@ -21,13 +21,21 @@ class Lanes(Generic[T]):
         *,
         lookahead: float = 0.0,
         on_idle: Callable[[], None] = lambda: None,
+        on_drained: Callable[[], None] | None = None,
     ) -> None:
-        """See ``WorkerPool`` for ``refill``, ``lookahead`` and ``on_idle``."""
+        """See ``WorkerPool`` for ``refill``, ``lookahead``, ``on_idle`` and ``on_drained``."""
         if not sizes:
             raise ValueError("at least one lane is needed")
         self._pools = {
             validation.name(lane, "lane name"): WorkerPool(
-                lane, size, run, on_free, refill, lookahead=lookahead, on_idle=on_idle
+                lane,
+                size,
+                run,
+                on_free,
+                refill,
+                lookahead=lookahead,
+                on_idle=on_idle,
+                on_drained=on_drained,
             )
             for lane, size in sizes.items()
         }
@@ -45,12 +53,20 @@ class Lanes(Generic[T]):
     def submit(self, lane: str, item: T) -> None:
         self._pools[lane].submit(item)
 
+    def submit_many(self, lane: str, items: Sequence[T]) -> None:
+        """Queue ``items`` on ``lane`` in order, with one wake-up (see ``WorkerPool``)."""
+        self._pools[lane].submit_many(items)
+
     def busy(self) -> int:
         return sum(p.busy() for p in self._pools.values())
 
     def load(self) -> dict[str, tuple[int, int]]:
         """Per lane: its workers, and the items running on them or queued for them."""
         return {lane: (pool.size, pool.busy()) for lane, pool in self._pools.items()}
+
+    def remove(self, match: Callable[[T], bool]) -> list[T]:
+        """Queued, unstarted items that ``match``, taken out of every lane's queue."""
+        return [item for pool in self._pools.values() for item in pool.remove(match)]
 
     def close(self) -> list[T]:
         return [item for pool in self._pools.values() for item in pool.close()]

@@ -2,6 +2,11 @@
 
 The dispatcher asks ``free()`` and submits at most that many items, so an item never
 waits inside the pool for long: "claimed" and "started" are moments apart.
+
+Hand-off: one shared FIFO queue per pool. A batch is appended under one lock hold with
+one wake-up; a worker that takes an item and sees more queued, and a worker asleep,
+passes the wake-up on (so a batch wakes at most ``size`` threads, never one per item).
+Workers take items one at a time, in order, and sleep only when the queue is empty.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -37,6 +42,7 @@ class WorkerPool(Generic[T]):
         *,
         lookahead: float = 0.0,
         on_idle: Callable[[], None] = lambda: None,
+        on_drained: Callable[[], None] | None = None,
     ) -> None:
         """``on_free`` is called (outside any lock) each time a worker becomes free;
         ``refill(name)``, if given, is asked for the next item by a worker that just
@@ -49,7 +55,9 @@ class WorkerPool(Generic[T]):
         waits at most about ``lookahead`` before it starts. Long jobs get no look-ahead.
         ``on_idle`` is called by the worker that finished the pool's last item (nothing
         queued or running), before ``wait_idle`` can return (e.g. to flush batched
-        acknowledgements)."""
+        acknowledgements). ``on_drained``, if given, is called instead by every worker
+        that finds the queue empty after an item, before it sleeps (a store whose writes
+        are cheap: nothing a worker finished waits for a timer)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
         self.name = name
@@ -59,9 +67,13 @@ class WorkerPool(Generic[T]):
         self._refill = refill
         self._lookahead = lookahead
         self._on_idle = on_idle
+        self._on_drained = on_drained
         self._avg_run = 0.0  # moving average of one item's run time (look-ahead only)
         self._low_water = 0  # wake the dispatcher when the queue drains to this length
-        self._cond = threading.Condition()
+        lock = threading.RLock()  # re-entrant, as a plain Condition's (tests hold it)
+        self._cond = threading.Condition(lock)  # busy / idle changes (wait_idle)
+        self._ready = threading.Condition(lock)  # workers wait here for items
+        self._sleeping = 0  # workers waiting on _ready
         self._queue: deque[T] = deque()
         self._busy = 0  # queued + running
         self._settling = 0
@@ -93,24 +105,42 @@ class WorkerPool(Generic[T]):
             return self._busy + self._settling
 
     def submit(self, item: T) -> None:
+        self.submit_many((item,))
+
+    def submit_many(self, items: Sequence[T]) -> None:
+        """Queue ``items`` in order, all or none (``PoolFullError`` past the workers plus
+        the look-ahead cap), with one wake-up."""
         with self._cond:
             if self._closed:
                 raise RuntimeError(f"pool {self.name!r} is shut down")
-            if self._busy >= self.size + (MAX_AHEAD if self._lookahead > 0 else 0):
+            limit = self.size + (MAX_AHEAD if self._lookahead > 0 else 0)
+            if self._busy + len(items) > limit:
                 raise PoolFullError(f"pool {self.name!r} has no free worker")
-            self._busy += 1
-            self._queue.append(item)
-            self._cond.notify()
+            self._busy += len(items)
+            self._queue.extend(items)
+            if self._sleeping:
+                self._ready.notify()
+
+    def _take(self) -> tuple[T, bool] | None:
+        """The next item (None: closed and nothing queued), and whether the look-ahead
+        queue just ran low. Sleeps only while the queue is empty."""
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._sleeping += 1
+                self._ready.wait()
+                self._sleeping -= 1
+            return self._pop_locked() if self._queue else None
+
+    def _pop_locked(self) -> tuple[T, bool]:
+        item = self._queue.popleft()
+        if self._queue and self._sleeping:
+            self._ready.notify()  # pass the batch's wake-up on to the next worker
+        return item, self._low_water > 0 and len(self._queue) == self._low_water
 
     def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                item = self._queue.popleft()
-                drained = self._low_water > 0 and len(self._queue) == self._low_water
+        taken = self._take()
+        while taken is not None:
+            item, drained = taken
             if drained:
                 self._on_free()  # look-ahead running low: let the dispatcher claim more
             next_item: T | None = item
@@ -128,23 +158,32 @@ class WorkerPool(Generic[T]):
                         else (self._avg_run + (took - self._avg_run) * 0.1)
                     )
                 next_item = self._next()
-            with self._cond:
-                self._busy -= 1
-                idle = self._busy == 0  # exactly one worker sees the pool run dry
-                # with look-ahead, a worker that has queued work to take next is not news
-                # for the dispatcher (it is woken when the queue runs low, see above)
-                if self._lookahead > 0 and self._queue:
-                    continue
-                self._settling += 1  # freed, but the dispatcher has not been told yet
-            if idle:  # before wait_idle() can return (it waits for settling workers)
-                try:
-                    self._on_idle()
-                except Exception:
-                    log.exception("worker %s: on_idle failed", self.name)
-            self._on_free()
-            with self._cond:
-                self._settling -= 1
-                self._cond.notify_all()
+            taken = self._done_then_take()
+
+    def _done_then_take(self) -> tuple[T, bool] | None:
+        """The worker finished its item: count it, and take the next one in the same lock
+        hold when look-ahead work is queued (a burst costs one lock hold per item)."""
+        with self._cond:
+            self._busy -= 1
+            idle = self._busy == 0  # exactly one worker sees the pool run dry
+            # with look-ahead, a worker that has queued work to take next is not news
+            # for the dispatcher (it is woken when the queue runs low, see _pop_locked)
+            if self._lookahead > 0 and self._queue:
+                return self._pop_locked()
+            self._settling += 1  # freed, but the dispatcher has not been told yet
+            hook = self._on_idle if idle else None
+            if self._on_drained is not None and not self._queue:
+                hook = self._on_drained
+        if hook is not None:  # before wait_idle() can return (it waits for settling)
+            try:
+                hook()
+            except Exception:
+                log.exception("worker %s: on_idle failed", self.name)
+        self._on_free()
+        with self._cond:
+            self._settling -= 1
+            self._cond.notify_all()
+        return self._take()
 
     def _next(self) -> T | None:
         if self._refill is None or self._closed:
@@ -155,6 +194,19 @@ class WorkerPool(Generic[T]):
             log.exception("worker %s: refill failed; the dispatcher takes over", self.name)
             return None
 
+    def remove(self, match: Callable[[T], bool]) -> list[T]:
+        """Take the queued (not yet started) items that ``match`` out of the queue and
+        return them (the caller owns them); the rest keep their order."""
+        with self._cond:
+            taken = [item for item in self._queue if match(item)]
+            if taken:
+                kept = [item for item in self._queue if not match(item)]
+                self._queue.clear()
+                self._queue.extend(kept)
+                self._busy -= len(taken)
+                self._cond.notify_all()
+            return taken
+
     def close(self) -> list[T]:
         """Stop accepting work; return the items not yet started (the caller owns them)."""
         with self._cond:
@@ -163,6 +215,7 @@ class WorkerPool(Generic[T]):
             self._queue.clear()
             self._busy -= len(unstarted)
             self._cond.notify_all()
+            self._ready.notify_all()
             return unstarted
 
     def wait_idle(self, timeout: float | None = None) -> bool:

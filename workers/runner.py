@@ -87,19 +87,23 @@ class Runner:
         self._lane_timeouts = dict(lane_timeouts or {})
         self._rng = rng or random.Random()
         self._metrics = metrics or Metrics()
+        # the per-run figures are skipped when the metrics ignore them (the default)
+        kind = type(self._metrics)
+        self._counts = kind.finished is not Metrics.finished or kind.ran is not Metrics.ran
         self._owner = owner
         self._active_lock = threading.Lock()
         self._active_done = threading.Condition(self._active_lock)
         self._waiters = 0
-        self._active: dict[str, list[CancelToken]] = {}  # job id -> running here
+        # token -> job id of each invocation running here; set and deleted without the lock
+        # (single dict operations), which only waiters (``wait_job``) take
+        self._active: dict[CancelToken, str] = {}
         self.loop_lags: deque[float] = deque(maxlen=LOOP_LAGS)  # async jobs' loop lag, recent
 
     # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
 
     def cancel_running(self, job_id: str, reason: str) -> int:
         """Ask every running invocation of ``job_id`` to stop. Returns how many."""
-        with self._active_lock:
-            tokens = list(self._active.get(job_id, ()))
+        tokens = [t for t, j in self._active.copy().items() if j == job_id]
         for t in tokens:
             t.cancel(reason)
         return len(tokens)
@@ -109,28 +113,24 @@ class Runner:
         with self._active_lock:
             self._waiters += 1
             try:
-                return self._active_done.wait_for(lambda: job_id not in self._active, timeout)
+                return self._active_done.wait_for(
+                    lambda: job_id not in self._active.copy().values(), timeout
+                )
             finally:
                 self._waiters -= 1
 
-    def _track(self, job_id: str, token: CancelToken, on: bool) -> None:
-        with self._active_lock:
-            if on:
-                self._active.setdefault(job_id, []).append(token)
-                return
-            tokens = self._active[job_id]
-            tokens.remove(token)
-            if not tokens:
-                del self._active[job_id]
-                if self._waiters:
-                    self._active_done.notify_all()
+    def _untrack(self, token: CancelToken) -> None:
+        del self._active[token]
+        if self._waiters:  # read after the delete: a waiter that missed it is notified
+            with self._active_lock:
+                self._active_done.notify_all()
 
     # ---- one invocation ---------------------------------------------------------------
 
     def run(self, work: Work) -> None:
         claim = work.claim
         failpoints.hit("after_claim")
-        if not self._lease_still_held(work):
+        if claim.lease_until is not None and not self._lease_still_held(work):
             log.warning(
                 "lease lost before start, not running job %s invocation %s",
                 claim.job_id,
@@ -158,7 +158,7 @@ class Runner:
         ctx = InvocationContext(
             claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token
         )
-        self._track(claim.job_id, token, True)
+        self._active[token] = claim.job_id
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
         level = logging.DEBUG if claim.attempt == 1 else logging.INFO
         if log.isEnabledFor(level):
@@ -172,6 +172,8 @@ class Runner:
             )
         if self._heartbeat is not None and claim.lease_until is not None:
             self._heartbeat.hold(claim, token)
+        if self._acks is not None:
+            self._acks.starting()  # successes queued so far do not wait for this job
         error: BaseException | None = None
         result: Any = None
         cv = _current.set(ctx)
@@ -186,7 +188,7 @@ class Runner:
             _current.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)
-            self._track(claim.job_id, token, False)
+            self._untrack(token)
         if is_coroutine:
             lag = coroutines.lag()  # how long its code kept its loop from running callbacks
             self.loop_lags.append(lag)
@@ -216,8 +218,9 @@ class Runner:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
-            self._metrics.finished(claim.lane, "succeeded")
-            self._metrics.ran(claim.lane, task_label(claim), "succeeded", ran.took, ran.waited)
+            if self._counts:
+                self._metrics.finished(claim.lane, "succeeded")
+                self._metrics.ran(claim.lane, task_label(claim), "succeeded", ran.took, ran.waited)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "job %s invocation %s attempt %d succeeded",

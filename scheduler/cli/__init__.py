@@ -4,11 +4,12 @@ One package, one room per purpose: app.py (the group, exit codes, shared options
 a namespace), replica.py (``run``), produce.py (``enqueue``, ``backfill``), steer.py
 (``cancel``, ``pause``, ``resume``, ``trigger``), observe.py (``ls``, ``show``, ``stats``,
 ``events``, ``top``), redo.py (``retry``, ``delete``, ``purge``), upkeep.py (``doctor``,
-``quarantine``), demo.py and demo_shared.py (``demo``), render.py (text and JSON for
-people and scripts). Importing the package registers every command on ``main``.
+``quarantine``), web.py (``web``: the console), demo.py and demo_shared.py (``demo``),
+render.py (text and JSON for people and scripts). Importing the package registers every
+command on ``main``.
 """
 
-from scheduler.cli import demo, observe, produce, redo, replica, steer, upkeep  # noqa: F401
+from scheduler.cli import demo, observe, produce, redo, replica, steer, upkeep, web  # noqa: F401
 from scheduler.cli.app import main
 
 __all__ = ["main"]

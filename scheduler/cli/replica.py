@@ -146,6 +146,7 @@ def run(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     from scheduler.engine import Scheduler
+    from scheduler.recorder import Recorder
     from scheduler.signals import Signals
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -162,7 +163,9 @@ def run(
         )
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
-        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=signals)
+        recorder = Recorder(signals, store, owner, workers=workers + sum(sizes.values()))
+        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
+        recorder.start()
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s",
             owner,
@@ -175,6 +178,7 @@ def run(
         logging.getLogger("duetime").info("replica %s shutting down", owner)
         signals.stopping()
         engine.shutdown(wait=True, timeout=shutdown_timeout)
+        recorder.close()
         if summary_every:
             signals.log_summary()
         if endpoint is not None:

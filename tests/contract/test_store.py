@@ -352,6 +352,28 @@ def test_wrong_token_cannot_write(store, clock):
     assert store.get("a").runs == 1  # ...and records nothing twice
 
 
+def test_complete_many_records_each_item_as_complete_would(store, clock):
+    """Every store records successes in batches (``BatchAcks``): one outcome per item, in
+    order, each token-checked; a resent item answers OK and records nothing twice."""
+    from scheduler.stores.base import BatchAcks
+
+    assert isinstance(store, BatchAcks)
+    for j in "abc":
+        store.add(spec(j, After(0)))
+    by_id = {cl.job_id: cl for cl in claim(store, lease=10).claims}
+    a, b, c = (by_id[j] for j in "abc")  # a sharded store answers in shard order
+    forged = b._replace(token=b.token + "x")
+    assert store.complete_many([(a, 1), (forged, 2), (c, 3)]) == [
+        Commit.OK,
+        Commit.LEASE_LOST,
+        Commit.OK,
+    ]
+    assert store.complete_many([(a, 1), (b, 2)]) == [Commit.OK, Commit.OK]  # a resent a
+    assert [store.get(j).runs for j in "abc"] == [1, 1, 1]
+    assert [store.get(j).last_result for j in "abc"] == [1, 2, 3]
+    assert [e.kind for e in store.events(100)].count("succeeded") == 3
+
+
 def test_unknown_job_is_not_found(store, clock):
     store.add(spec("a", After(0)))
     (c,) = claim(store).claims

@@ -41,6 +41,7 @@ NEW_COMMANDS = [
     "retry",
     "delete",
     "purge",
+    "web",
 ]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 

@@ -1017,3 +1017,43 @@ def test_default_user_and_wrong_passwords_are_refused_clearly(server):
     assert result.exit_code == 3
     assert "invalid username-password pair" in result.output and wrong not in result.output
     refusals(server.admin)
+
+
+@pytest.mark.redis
+def test_monitor_user_serves_the_web_consoles_read_pages(server):
+    """``duetime web`` as duetime-monitor: every read page renders and nothing it reads is
+    refused (ACL LOG stays empty); an action is refused by Redis and shown in one line."""
+    pytest.importorskip("starlette", reason="the web extra is not installed")
+    import time
+
+    from starlette.testclient import TestClient
+
+    from scheduler import Client
+    from scheduler.stores.redis import minutes, open_store, urls
+    from scheduler.web import Console, create_app
+    from scheduler.web.auth import Auth
+
+    with Client(server.url("duetime-producer"), namespace=NS) as producer:
+        producer.enqueue("myapp.hello", every=3600, job_id="hourly-report")
+    replica = open_store(server.url("duetime-replica"), NS)
+    now = time.time()
+    info = {"version": "0", "host": "h", "pid": 1, "started": now, "heartbeat": now}
+    minutes.record(replica, "r1", int(now // 60), {"claims": 1}, {"lag_p50": 1.0}, info, 0.0)
+    replica.close()
+    refusals(server.admin)
+    store = open_store(server.url("duetime-monitor"), NS)
+    store.url = urls.safe(server.url("duetime-monitor"))
+    console = Console({NS: store}, url=store.url, auth=Auth(actions=True, token="t"))
+    web = TestClient(create_app(console))
+    for page in ("", "jobs", "job/hourly-report", "running", "failed", "recurring", "events"):
+        assert web.get(f"/ns/{NS}/{page}").status_code == 200, page
+    assert web.get(f"/api/ns/{NS}/overview").json()["replicas"][0]["id"] == "r1"
+    assert refusals(server.admin) == []
+    r = web.post(
+        f"/api/ns/{NS}/act/pause",
+        data={"job": "hourly-report"},
+        headers={"Authorization": "Bearer t"},
+    )
+    assert r.status_code == 503 and "may not do this" in r.json()["error"]
+    store.close()
+    refusals(server.admin)

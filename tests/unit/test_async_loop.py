@@ -39,12 +39,8 @@ def test_system_exit_raised_by_an_async_job_is_isolated_and_recorded(make_engine
 
 
 def settle(eng) -> None:
-    """``wait_idle``, poking the dispatcher between rounds: a known engine bug (sync jobs
-    too; reported with issue 14) leaves a catch-up occurrence that a completion made due
-    unclaimed until something else wakes the dispatcher."""
-    for _ in range(5):
-        assert eng.wait_idle()
-        eng._dispatcher.poke()
+    """``wait_idle``: a catch-up occurrence that a completion made due wakes the
+    dispatcher itself (it once waited for something else to)."""
     assert eng.wait_idle()
 
 

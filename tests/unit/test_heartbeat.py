@@ -273,3 +273,28 @@ def test_a_store_error_at_renewal_is_neither_a_renewal_nor_a_loss(caplog):
     assert (metrics.renewed_n, metrics.lost) == (0, 0)
     assert not token.cancelled()
     assert any("lease renewal failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_batch_of_recorded_outcomes_settles_each_claim_and_reports_a_refusal_once(caplog):
+    """Batched acks settle their claims in one call (``settled_many``): an accepted one
+    and a deleted job's are just released; a refused one is a lost lease, reported once;
+    a given-up batch (None) releases all and reports nothing."""
+    clock = FakeClock(1000)
+    store = MemoryStore(clock)
+    hb = Heartbeat(store, StubTimers(), LEASE, Counted())  # type: ignore[arg-type]
+    tokens: list[CancelToken] = []
+    for j in ("a", "b", "c"):
+        store.add(JobSpec(job_id=j, target=lambda: None, schedule=After(0.0)))
+    claims = store.claim_due({"default": 3}, LEASE, "me").claims
+    for c in claims:
+        tokens.append(CancelToken())
+        hb.hold(c, tokens[-1])
+    with caplog.at_level(logging.INFO):
+        hb.settled_many(claims, [Commit.OK, Commit.LEASE_LOST, Commit.NOT_FOUND])
+        hb.settled_many(claims, [Commit.LEASE_LOST] * 3)  # no longer held: nothing
+    (line,) = lease_lines(caplog)
+    assert "job b" in line and "when recording its outcome" in line
+    assert [t.reason for t in tokens] == [None, "lease lost", None]
+    hb.hold(claims[0], CancelToken())
+    hb.settled_many(claims[:1], None)  # given up: released, the lease will expire
+    assert len(lease_lines(caplog)) == 1

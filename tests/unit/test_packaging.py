@@ -47,6 +47,18 @@ def test_wheel_contains_packages_and_every_lua_file(wheel):
         assert f"scheduler/_lua/{f.relative_to(ROOT / 'lua').as_posix()}" in names
 
 
+def test_wheel_contains_the_web_consoles_templates_and_static_files(wheel):
+    """``duetime web`` loads nothing from the internet: its templates, CSS, JavaScript and
+    the vendored uPlot (with its license) ship in the wheel."""
+    names = set(wheel.namelist())
+    web = ROOT / "scheduler" / "web"
+    files = [f for d in ("templates", "static") for f in (web / d).iterdir()]
+    assert len(files) >= 15
+    for f in files:
+        assert f"scheduler/web/{f.relative_to(web).as_posix()}" in names
+    assert "scheduler/web/static/uPlot.LICENSE" in names
+
+
 def test_wheel_declares_the_console_script(wheel):
     (ep,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     assert "duetime = scheduler.cli:main" in wheel.read(ep).decode()

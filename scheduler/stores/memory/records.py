@@ -8,7 +8,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.model import Event, InvocationInfo, JobInfo, JobSpec, Skip, describe_target
+from scheduler.model import (
+    Event,
+    InvocationInfo,
+    JobInfo,
+    JobSpec,
+    Misfire,
+    Overlap,
+    Skip,
+    describe_target,
+)
 
 RECENT = 20  # skipped ranges and dead letters kept per job
 
@@ -81,6 +90,19 @@ class JobRecord:
         if self.dead_letters is None:
             self.dead_letters = deque(maxlen=RECENT)
         self.dead_letters.append(event)
+
+
+def defers(job: JobRecord, p: Pending) -> bool:
+    """Would claiming ``p`` be judged against a run of its job claimed in the same call
+    (overlap, catch-up)? Such an occurrence waits for the next call (its job's end wakes
+    the dispatchers): a batch claimed ahead of the workers decides as one claimed by a
+    free worker would, after the earlier run ended."""
+    spec = job.spec
+    return (
+        p.k is not None
+        and spec.recurring
+        and (spec.overlap is not Overlap.ALLOW or spec.misfire is Misfire.CATCH_UP)
+    )
 
 
 def lane_depths(jobs: Iterable[JobRecord], now: float) -> dict[str, tuple[int, int]]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.clock import Clock, MonotonicClock
@@ -28,7 +28,6 @@ from scheduler.model import (
     Commit,
     Delivery,
     Event,
-    JobInfo,
     JobSpec,
     Misfire,
     Overlap,
@@ -36,11 +35,16 @@ from scheduler.model import (
 )
 from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
-from scheduler.stores.memory.records import JobRecord, Pending, Running, job_info, lane_depths
+from scheduler.stores.memory.records import JobRecord, Pending, Running, defers
+from scheduler.stores.memory.views import MemoryViews
 
 
-class MemoryStore:
-    """Thread-safe in-process store. Several engines may share one instance."""
+class MemoryStore(MemoryViews):
+    """Thread-safe in-process store. Several engines may share one instance.
+
+    It records successes in batches too (``complete_many``, the ``BatchAcks`` protocol:
+    each item as ``complete`` would, all under one lock hold), so engines over it claim
+    ahead and acknowledge in batches like engines over Redis."""
 
     default_lease: float | None = None
 
@@ -52,7 +56,7 @@ class MemoryStore:
         self._jobs: dict[str, JobRecord] = {}
         self._heaps: dict[str, DueHeap] = {}
         self._running: dict[str, Running] = {}  # token -> running invocation
-        self._running_per_job: Counter[str] = Counter()
+        self._running_per_job: dict[str, int] = {}  # job id -> running invocations
         self._leases: list[tuple[float, str]] = []  # (lease_until, token), lazily validated
         self._seq = itertools.count()
         self._generations = itertools.count(1)
@@ -60,7 +64,9 @@ class MemoryStore:
         self._last_id = 0
         self._history: OrderedDict[str, JobRecord] = OrderedDict()  # finished jobs
         self._history_limit = history
-        self._events: deque[Event] = deque(maxlen=event_log)
+        # the event log keeps plain tuples in ``Event``'s field order (cheaper to build on
+        # every claim and success); ``events()`` returns them as ``Event``s
+        self._events: deque[tuple[Any, ...]] = deque(maxlen=event_log)
         self._listeners: list[WakeListener] = []
 
     # ---- producers -------------------------------------------------------------------
@@ -105,7 +111,7 @@ class MemoryStore:
             self._drop_pending_locked(job)
             job.cancelled = True
             self._event_locked(self.clock.now(), "cancelled", job_id)
-            if not self._running_per_job[job_id]:
+            if not self._running_per_job.get(job_id):
                 self._retire_locked(job)
             return prevented
 
@@ -180,15 +186,26 @@ class MemoryStore:
             woke = self._reap_locked(now)
             left = {lane: n for lane, n in capacity.items() if n > 0}
             claims: list[Claim] = []
+            batch_jobs: set[str] = set()
             while left:
-                lane, entry = earliest(self._heaps, left, self._is_live)
+                if len(left) == 1:  # one lane asks (the usual case): its heap alone
+                    (lane,) = left
+                    heap = self._heaps.get(lane)
+                    entry = None if heap is None else heap.peek(self._is_live)
+                else:
+                    lane, entry = earliest(self._heaps, left, self._is_live)
                 if entry is None or entry.due > now:
                     break
-                self._heaps[lane].pop()
                 job = self._jobs[entry.job_id]
+                if entry.job_id in batch_jobs and defers(job, job.pending[entry.seq]):
+                    del left[lane]  # judged once its run (claimed just now) has ended
+                    continue
+                self._heaps[lane].pop()
                 pending = job.pending.pop(entry.seq)
                 claim = self._admit_locked(job, pending, now, lease, owner)
                 if claim is not None:
+                    if pending.k is not None:  # an occurrence of a series
+                        batch_jobs.add(claim.job_id)
                     claims.append(claim)
                     left[claim.lane] -= 1
                     if not left[claim.lane]:
@@ -206,7 +223,7 @@ class MemoryStore:
         """Turn a due pending invocation into a claim, or record why it does not run."""
         spec = job.spec
         scheduled, attempt, stalls = p.scheduled, p.attempt, p.stalls
-        busy = self._running_per_job[spec.job_id] and spec.overlap is not Overlap.ALLOW
+        busy = self._running_per_job.get(spec.job_id, 0) > 0 and spec.overlap is not Overlap.ALLOW
         if p.k is not None and spec.recurring:
             if busy and spec.misfire is Misfire.CATCH_UP:
                 job.queued = p  # catch_up skips nothing: park the series until the run ends
@@ -232,7 +249,7 @@ class MemoryStore:
         self._running[token] = Running(
             spec.job_id, job.generation, scheduled, attempt, self._fence, lease_until, spec, stalls
         )
-        self._running_per_job[spec.job_id] += 1
+        self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
         if lease_until is not None:
             heapq.heappush(self._leases, (lease_until, token))
         job.attempts = attempt
@@ -267,6 +284,22 @@ class MemoryStore:
     def complete(self, claim: Claim, result: Any) -> Commit:
         return self._finish(claim, "succeeded", result=result)
 
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
+        """``complete`` for each ``(claim, result)``, in order, under one lock hold (each
+        item token-checked and recorded on its own, as ``complete`` does)."""
+        out: list[Commit] = []
+        woke: float | None = None
+        with self._lock:
+            now = self.clock.now()
+            for claim, result in done:
+                commit, due_in = self._finish_locked(claim, now, "succeeded", result=result)
+                out.append(commit)
+                if due_in is not None:
+                    woke = due_in if woke is None else min(woke, due_in)
+        if woke is not None:
+            self._wake(woke)
+        return out
+
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
         tb = traceback.encode()[-TRACEBACK_MAX:].decode(errors="ignore")
         return self._finish(claim, "failed", error=error, retry_in=retry_in, traceback=tb)
@@ -274,74 +307,90 @@ class MemoryStore:
     def release(self, claim: Claim) -> Commit:
         return self._finish(claim, "released")
 
-    def _finish(
+    def _finish(self, claim: Claim, how: str, **outcome: Any) -> Commit:
+        with self._lock:
+            commit, woke = self._finish_locked(claim, self.clock.now(), how, **outcome)
+        if woke is not None:
+            self._wake(woke)
+        return commit
+
+    def _finish_locked(
         self,
         claim: Claim,
+        now: float,
         how: str,
         *,
         result: Any = None,
         error: str = "",
         retry_in: float | None = None,
         traceback: str = "",
-    ) -> Commit:
-        with self._lock:
-            now = self.clock.now()
-            r = self._owned_locked(claim, now)
-            if isinstance(r, Commit):
-                return r
-            del self._running[claim.token]
-            self._running_per_job[r.job_id] -= 1
-            job = self._jobs.get(r.job_id)
-            if job is not None:
-                job.last_token = claim.token
-            same = job is not None and job.generation == r.generation and not job.cancelled
-            woke = None
-            if how == "released":
-                self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
-                if same:
-                    assert job is not None
-                    woke = self._push_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
-            elif how == "succeeded":
-                self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
-                if job is not None:
-                    job.runs += 1
-                    job.last_result, job.last_error = result, None
-            elif retry_in is not None and same:
+    ) -> tuple[Commit, float | None]:
+        """Record the end of ``claim``'s invocation; the commit, and a due-in to wake the
+        dispatchers with if something became pending."""
+        r = self._owned_locked(claim, now)
+        if isinstance(r, Commit):
+            return r, None
+        del self._running[claim.token]
+        self._running_per_job[r.job_id] -= 1
+        job = self._jobs.get(r.job_id)
+        if job is not None:
+            job.last_token = claim.token
+        same = job is not None and job.generation == r.generation and not job.cancelled
+        woke = None
+        if how == "released":
+            self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
+            if same:
                 assert job is not None
-                job.last_error, job.last_traceback = error, traceback
-                self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
-                woke = self._push_locked(
-                    job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls)
-                )
-            else:
-                self._event_locked(now, "failed", r.job_id, r.scheduled, r.attempt, error)
-                if job is not None:
-                    job.failures += 1
-                    job.last_error, job.last_traceback = error, traceback
-                    job.note_dead_letter(
-                        Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error)
-                    )
+                woke = self._push_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
+        elif how == "succeeded":
+            self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
             if job is not None:
-                woke = self._settle_locked(job, now, how) or woke
-        if woke is not None:
-            self._wake(woke)
-        return Commit.OK
+                job.runs += 1
+                job.last_result, job.last_error = result, None
+        elif retry_in is not None and same:
+            assert job is not None
+            job.last_error, job.last_traceback = error, traceback
+            self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
+            woke = self._push_locked(
+                job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls)
+            )
+        else:
+            self._event_locked(now, "failed", r.job_id, r.scheduled, r.attempt, error)
+            if job is not None:
+                job.failures += 1
+                job.last_error, job.last_traceback = error, traceback
+                job.note_dead_letter(
+                    Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, error)
+                )
+        if job is not None:
+            settled = self._settle_locked(job, now, how)
+            woke = woke if settled is None else (settled if woke is None else min(woke, settled))
+        return Commit.OK, woke
 
     def _settle_locked(self, job: JobRecord, now: float, how: str) -> float | None:
         """After an invocation ended: release a queued occurrence, retire a finished job.
         Returns a due-in to wake the dispatchers with, if something became pending."""
-        if self._running_per_job[job.spec.job_id]:
+        left = self._running_per_job.get(job.spec.job_id, 0)
+        if left > 0:
             return None
-        del self._running_per_job[job.spec.job_id]
+        self._running_per_job.pop(job.spec.job_id, None)
+        if not job.pending and job.queued is None and not job.cancelled:
+            if job.paused is None and not job.spec.recurring:  # a one-off that ended
+                job.outcome = how
+                self._retire_locked(job)
+            return None
+        # an occurrence deferred while this run was claimed (due now): claim it now
+        woke = 0.0 if job.pending and job.due_in(now) == 0.0 else None
         if job.queued is not None and not job.cancelled and job.paused is None:
             queued, job.queued = job.queued, None
-            return self._push_locked(job, queued)
+            pushed = self._push_locked(job, queued)
+            return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)
         elif not job.spec.recurring and not job.pending and job.paused is None:
             job.outcome = how
             self._retire_locked(job)
-        return None
+        return woke
 
     def _owned_locked(self, claim: Claim, now: float) -> Running | Commit:
         r = self._running.get(claim.token)
@@ -384,42 +433,6 @@ class MemoryStore:
             if job is not None:
                 self._settle_locked(job, now, how)
         return woke
-
-    # ---- inspection --------------------------------------------------------------------
-
-    def get(self, job_id: str) -> JobInfo | None:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None:
-                done = self._history.get(job_id)
-                return None if done is None else job_info(done, [])
-            return self._info_locked(job, self.clock.now())
-
-    def jobs(self) -> list[JobInfo]:
-        with self._lock:
-            now = self.clock.now()
-            infos = [self._info_locked(j, now) for j in self._jobs.values()]
-        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
-
-    def events(self, limit: int = 100) -> list[Event]:
-        with self._lock:
-            return list(self._events)[-limit:] if limit > 0 else []
-
-    def queue_depths(self) -> dict[str, tuple[int, int]]:
-        """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
-        with self._lock:
-            return lane_depths(self._jobs.values(), self.clock.now())
-
-    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
 
     # ---- internals ---------------------------------------------------------------------
 
@@ -475,25 +488,10 @@ class MemoryStore:
         attempt: int | None = None,
         detail: str = "",
     ) -> None:
-        self._events.append(Event(now, kind, job_id, scheduled, attempt, detail))
+        self._events.append((now, kind, job_id, scheduled, attempt, detail, None))
 
     def _retire_locked(self, job: JobRecord) -> None:
         del self._jobs[job.spec.job_id]
         self._history[job.spec.job_id] = job
         while len(self._history) > self._history_limit:
             self._history.popitem(last=False)
-
-    def _info_locked(self, job: JobRecord, now: float) -> JobInfo:
-        jid = job.spec.job_id
-        running = (
-            [r for r in self._running.values() if r.job_id == jid]
-            if self._running_per_job[jid]
-            else []
-        )
-        return job_info(job, running)
-
-    def _wake(self, due_in: float | None) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(due_in)

@@ -55,6 +55,7 @@ class Keys:
         self.shards = p + "shards"  # shard 0 only: the namespace's shard count, fixed
         self.paused = p + "paused"  # set: jobs paused (ls --state paused; may hold stale ids)
         self.dead_jobs = p + "dead-jobs"  # zset: job -> its last dead letter (ms), a day
+        self.replicas = p + "replicas"  # hash: replica -> JSON (version, heartbeat), shard 0
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
@@ -82,6 +83,9 @@ class Keys:
 
     def quarantined_data(self, entry: str) -> str:
         return f"{self.prefix}quarantined:{entry}"  # any type: the raw data moved aside
+
+    def minute(self, minute: int) -> str:
+        return f"{self.prefix}minute:{minute}"  # hash, TTL a day: replica figures of a minute
 
     def replica(self, owner: str) -> str:
         return f"{self.prefix}replica:{owner}"  # string with TTL: a live replica

@@ -74,11 +74,17 @@ def list_jobs(
     task: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    lane: str | None = None,
+    prefix: str | None = None,
 ) -> Page:
-    """One page of the jobs in ``state`` (one of ``STATES``), whose task is ``task`` if
-    given, after ``cursor`` (a previous page's; None: from the start)."""
+    """One page of the jobs in ``state`` (one of ``STATES``), whose task is ``task``, lane
+    ``lane`` and id starts with ``prefix`` if given (filters within pages, as ``task``),
+    after ``cursor`` (a previous page's; None: from the start)."""
     parts = [p.keys for p in store.parts]
-    return run(store, page(parts, state, task=task, limit=limit, cursor=cursor))
+    return run(
+        store,
+        page(parts, state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix),
+    )
 
 
 def page(
@@ -88,6 +94,8 @@ def page(
     task: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    lane: str | None = None,
+    prefix: str | None = None,
 ) -> Op[Page]:
     """``list_jobs`` as an operation (sansio.py) over the namespace's ``parts``."""
     if state not in STATES:
@@ -106,7 +114,11 @@ def page(
             raise ValueError(f"not a cursor of duetime ls for --state {state}") from None
         for info in infos:
             seen.add(info.job_id)
-            if task is None or info.task == task:
+            if (
+                (task is None or info.task == task)
+                and (lane is None or info.lane == lane)
+                and (prefix is None or info.job_id.startswith(prefix))
+            ):
                 out.append(info)
         if inner is None:
             shard += 1

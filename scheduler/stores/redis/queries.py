@@ -119,16 +119,38 @@ class Running(NamedTuple):
     attempt: int
     fence: int
     owner: str  # the replica that holds it
+    lease_until: float | None = None  # epoch seconds; None: no lease (or it just ended)
 
 
 def running(store: AnyStore) -> list[Running]:
-    """Every invocation of the namespace that is running now (all shards), by token."""
+    """Every invocation of the namespace that is running now (all shards), by token, with
+    its lease deadline."""
     out = []
     for part in parts(store):
-        for token, data in sorted(part.redis.hgetall(part.keys.running).items()):
+        with part.redis.pipeline(transaction=False) as p:
+            p.hgetall(part.keys.running)
+            p.zrange(part.keys.lease, 0, -1, withscores=True)
+            entries, leases = p.execute()
+        until = {str(token): float(ms) / 1000 for token, ms in leases}
+        for token, data in sorted(entries.items()):
             r = codec.running_entry(data)
-            out.append(Running(r.job_id, r.scheduled, r.attempt, r.fence, codec.owner_of(token)))
+            owner = codec.owner_of(token)
+            lease = until.get(str(token))
+            out.append(Running(r.job_id, r.scheduled, r.attempt, r.fence, owner, lease))
     return out
+
+
+def definition(store: AnyStore, job_id: str) -> Any:
+    """The job's definition (a ``JobSpec``), None if there is no such job or it does not
+    parse (``duetime doctor`` quarantines it)."""
+    part = of_job(store, job_id)
+    text = part.redis.hget(part.keys.job(job_id), "def")
+    if text is None:
+        return None
+    try:
+        return codec.decode(text, job_id)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def quarantined_count(store: AnyStore) -> int:
@@ -280,6 +302,12 @@ def recent_runs(store: AnyStore, job_id: str, count: int = 10) -> list[Run]:
     """The job's last ``count`` runs whose claim and outcome are both still in the event
     stream (capped at ~10,000 entries), newest first; one backward pass over the stream."""
     entries = recent_events(store, 4 * count, job_id, kinds=RUN_ENDS | {"claimed"})
+    return runs_of(entries, count)
+
+
+def runs_of(entries: list[Entry], count: int = 10) -> list[Run]:
+    """The runs (claim, then outcome) among events ``entries`` (oldest first), newest
+    first, at most ``count``."""
     started: dict[tuple[float | None, int | None], float] = {}
     runs: list[Run] = []
     for entry in entries:  # oldest first
@@ -307,23 +335,29 @@ def recent_events(
     job_id: str | None = None,
     until: str = "+",
     kinds: frozenset[str] | None = None,
+    scan: int | None = None,
 ) -> list[Entry]:
     """The last ``count`` events (of ``job_id`` only, and of ``kinds`` only, if given) up
     to stream id ``until`` (inclusive), oldest first. Filtering reads the stream backwards
-    in chunks, so it costs at most one pass over the capped stream (~10,000 entries)."""
+    in chunks, so it costs at most one pass over the capped stream (~10,000 entries), or
+    over its newest ``scan`` entries (per shard) if given."""
     if count <= 0:
         return []
     if job_id is not None:
         store = of_job(store, job_id)
     shards = parts(store)
     if len(shards) > 1:  # merged by time; stream ids are per shard
-        merged = [e for s in shards for e in recent_events(s, count, None, until, kinds)]
+        merged = [e for s in shards for e in recent_events(s, count, None, until, kinds, scan)]
         return sorted(merged, key=lambda e: e.event.at)[-count:]
     store = shards[0]
     found: list[Entry] = []
     top = until
-    while len(found) < count:
+    budget = scan
+    while len(found) < count and (budget is None or budget > 0):
         chunk = count if job_id is None and kinds is None else SCAN_CHUNK
+        if budget is not None:
+            chunk = min(chunk, budget)
+            budget -= chunk
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
             for event in reversed(codec.events(fields)):  # newest first, as the rows

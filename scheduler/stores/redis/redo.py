@@ -98,6 +98,13 @@ def _layout(store: AnyStore) -> Layout:
     return Layout([p.keys for p in store.parts])
 
 
+def note(store: AnyStore, job_id: str, action: str, who: str, outcome: str = "") -> None:
+    """Record an operator's action on ``job_id`` as an ``operator`` event whose detail
+    names who did it: ``retry by alice (session): queued 2 run(s)`` (the web console)."""
+    detail = f"{action} by {who}" + (f": {outcome}" if outcome else "")
+    store.shard(job_id)._record("operator", detail, job_id)
+
+
 def namespace_keys(store: AnyStore) -> int:
     """How many keys the namespace holds, every shard (a SCAN per shard)."""
     total = 0

@@ -223,8 +223,9 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
         self._epoch = self._r.get(self.keys.epoch)
 
-    def _record(self, kind: str, detail: str) -> None:
-        """Write a namespace event (``data_loss``, ``failover``) and count it in stats."""
+    def _record(self, kind: str, detail: str, job: str = "") -> None:
+        """Write a namespace event (``data_loss``, ``failover``; an operator's action, of
+        ``job``: redo.note) and count it in stats."""
         if kind == "data_loss":
             self.data_loss_alarms += 1
         with self._r.pipeline(transaction=False) as p:
@@ -232,7 +233,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 self.keys.events,
                 {
                     "kind": kind,
-                    "job": "",
+                    "job": job,
                     "sched": "",
                     "attempt": "",
                     "detail": detail,

@@ -1,0 +1,77 @@
+"""MemoryStore's read side: snapshots, the event log, queue depths and wake-up listeners.
+
+A mixin of ``MemoryStore`` (its state is declared here, set by ``MemoryStore.__init__``);
+each method holds the store's one lock once, so each reads one consistent state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any
+
+from scheduler.clock import Clock
+from scheduler.model import Event, JobInfo
+from scheduler.stores.base import WakeListener
+from scheduler.stores.memory.records import JobRecord, Running, job_info, lane_depths
+
+
+class MemoryViews:
+    clock: Clock
+    _lock: threading.Lock
+    _jobs: dict[str, JobRecord]
+    _running: dict[str, Running]
+    _running_per_job: dict[str, int]
+    _history: OrderedDict[str, JobRecord]
+    _events: deque[tuple[Any, ...]]  # Event fields, in order
+    _listeners: list[WakeListener]
+
+    def get(self, job_id: str) -> JobInfo | None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                done = self._history.get(job_id)
+                return None if done is None else job_info(done, [])
+            return self._info_locked(job)
+
+    def jobs(self) -> list[JobInfo]:
+        with self._lock:
+            infos = [self._info_locked(j) for j in self._jobs.values()]
+        return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+
+    def events(self, limit: int = 100) -> list[Event]:
+        with self._lock:
+            recent = list(self._events)[-limit:] if limit > 0 else []
+        return [Event._make(e) for e in recent]
+
+    def queue_depths(self) -> dict[str, tuple[int, int]]:
+        """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
+        with self._lock:
+            return lane_depths(self._jobs.values(), self.clock.now())
+
+    def subscribe(self, listener: WakeListener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _info_locked(self, job: JobRecord) -> JobInfo:
+        jid = job.spec.job_id
+        running = (
+            [r for r in self._running.values() if r.job_id == jid]
+            if self._running_per_job.get(jid)
+            else []
+        )
+        return job_info(job, running)
+
+    def _wake(self, due_in: float | None) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(due_in)

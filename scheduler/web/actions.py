@@ -1,0 +1,161 @@
+"""The console's actions: retry, delete (one, or several ticked), retry every failed job,
+pause, resume, trigger now and backfill a range; and the login form.
+
+Each is a POST (``/ns/<ns>/act/<action>`` from the pages, ``/api/ns/<ns>/act/<action>``
+for scripts with ``Authorization: Bearer <token>``), refused (403) unless auth.py names
+who acts; a form POST must carry the page's CSRF token. Each action goes through the
+``Client`` of the namespace (the same calls as the CLI's) and is recorded as an
+``operator`` event naming who did it. A page's POST ends in a redirect back to the page
+with a signed one-line message (no re-POST on reload).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlencode
+
+from scheduler.client import Client
+from scheduler.stores.redis import redo
+from scheduler.web.auth import SESSION_COOKIE, SESSION_TTL
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+    from starlette.templating import Jinja2Templates
+
+    from scheduler.web.app import Console
+
+log = logging.getLogger("duetime.web")
+ACTIONS = ("retry", "delete", "pause", "resume", "trigger", "backfill", "retry_failed")
+
+
+def _one(client: Client, action: str, job_id: str, form: dict[str, list[str]]) -> str:
+    """Do ``action`` to ``job_id``; what happened, in a few words."""
+    if action == "retry":
+        return f"queued {client.retry(job_id)} run(s)"
+    if action == "delete":
+        return "deleted" if client.delete(job_id) else "no such job"
+    if action == "backfill":
+        from scheduler.timeinput import parse_instant
+
+        start, end = (parse_instant(form.get(k, [""])[0].strip(), k) for k in ("start", "end"))
+        return f"queued {client.backfill(job_id, start, end)} run(s)"
+    done = {"pause": client.pause, "resume": client.resume, "trigger": client.trigger}[action]
+    return "done" if done(job_id) else "no effect (unknown, finished, or already so)"
+
+
+def act(console: Console, ns: str, action: str, who: str, form: dict[str, list[str]]) -> str:
+    """Do one action for ``who``; a one-line summary. Errors of one job are reported in
+    the summary, the others still run."""
+    store = console.stores[ns]
+    client = Client(store)
+    if action == "retry_failed":
+        done = client.retry_failed(form.get("task", [""])[0] or None)
+        for job_id, n in done.items():
+            redo.note(store, job_id, "retry (all failed)", who, f"queued {n} run(s)")
+        return f"retry all failed: {sum(done.values())} run(s) of {len(done)} job(s) queued"
+    ids = [i for i in form.get("job", []) if i]
+    if not ids:
+        raise ValueError("no job selected: tick one or more jobs first")
+    results = []
+    for job_id in ids:
+        try:
+            what = _one(client, action, job_id, form)
+        except (ValueError, LookupError) as exc:  # JobNotFoundError is a LookupError
+            what = f"refused: {exc}"
+        else:
+            redo.note(store, job_id, action, who, what)
+        results.append(f"{job_id}: {what}")
+    log.info("web: %s by %s in %s: %s", action, who, ns, "; ".join(results))
+    return f"{action} — " + "; ".join(results)
+
+
+def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
+    from starlette.responses import JSONResponse, RedirectResponse
+    from starlette.routing import Route
+
+    from scheduler.web.views import context, store_of
+
+    async def form_of(request: Request) -> dict[str, list[str]]:
+        body = (await request.body()).decode("utf-8", "replace")
+        return parse_qs(body, keep_blank_values=True) if body else {}
+
+    async def post(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        ns, _ = store_of(console, request)
+        action = request.path_params["action"]
+        api = request.url.path.startswith("/api/")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        cookies = dict(request.cookies)
+        form = await form_of(request)
+        who, how = console.auth.actor(headers, cookies)
+        refused = _refusal(console, action, who, how, form, headers, cookies)
+        if refused:
+            if api:
+                return JSONResponse({"error": refused}, status_code=403)
+            ctx = context(console, request, ns, "error")
+            return templates.TemplateResponse(
+                request, "error.html", {**ctx, "status": 403, "message": refused}, 403
+            )
+        summary = await run_in_threadpool(act, console, ns, action, f"{who} ({how})", form)
+        if api:
+            return JSONResponse({"done": summary})
+        back = form.get("next", [""])[0]
+        back = back if back.startswith("/") and not back.startswith("//") else f"/ns/{ns}/"
+        sep = "&" if "?" in back else "?"
+        query = urlencode({"flash": summary, "sig": console.flash_sig(summary)})
+        return RedirectResponse(f"{back}{sep}{query}", status_code=303)
+
+    def login_page(request: Request) -> Response:
+        ns = next(iter(console.stores))
+        ctx = context(console, request, ns, "login")
+        return templates.TemplateResponse(request, "login.html", {**ctx, "failed": False})
+
+    async def login(request: Request) -> Response:
+        form = await form_of(request)
+        sid = console.auth.login(form.get("token", [""])[0])
+        if sid is None:
+            ns = next(iter(console.stores))
+            ctx = context(console, request, ns, "login")
+            return templates.TemplateResponse(request, "login.html", {**ctx, "failed": True}, 403)
+        reply = RedirectResponse(f"/ns/{next(iter(console.stores))}/", status_code=303)
+        reply.set_cookie(
+            SESSION_COOKIE, sid, max_age=int(SESSION_TTL), httponly=True, samesite="strict"
+        )
+        return reply
+
+    async def logout(request: Request) -> Response:
+        console.auth.logout(request.cookies.get(SESSION_COOKIE))
+        reply = RedirectResponse("/login", status_code=303)
+        reply.delete_cookie(SESSION_COOKIE)
+        return reply
+
+    return [
+        Route("/login", login_page, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/ns/{ns}/act/{action}", post, methods=["POST"]),
+        Route("/api/ns/{ns}/act/{action}", post, methods=["POST"]),
+    ]
+
+
+def _refusal(
+    console: Console,
+    action: str,
+    who: str | None,
+    how: str,
+    form: dict[str, list[str]],
+    headers: dict[str, str],
+    cookies: dict[str, str],
+) -> str:
+    """Why this POST is refused ("" when it may go on)."""
+    if action not in ACTIONS:
+        return f"unknown action {action!r} (one of {', '.join(ACTIONS)})"
+    if who is None:
+        return f"refused: {how}"
+    if how != "bearer" and not console.auth.csrf_ok(form.get("csrf", [""])[0], headers, cookies):
+        return "refused: the form's CSRF token is missing or stale; reload the page and retry"
+    return ""

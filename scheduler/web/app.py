@@ -1,0 +1,130 @@
+"""The console's ASGI application: ``create_app(Console(...))`` (Starlette; Jinja2 with
+autoescape for every page, so job ids, task names, arguments and errors are escaped
+everywhere). ``duetime web`` (scheduler/cli/web.py) serves it with uvicorn.
+
+Every page has a stable deep link and a JSON endpoint behind it: ``/ns/<ns>/<page>`` and
+``/api/ns/<ns>/<page>`` (pages: overview at ``/ns/<ns>/``, ``jobs``, ``job/<id>``,
+``running``, ``failed``, ``recurring``, ``events``). Actions are POSTs to
+``/ns/<ns>/act/<action>`` (views.py; auth.py decides who may).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from scheduler.web.auth import Auth
+from scheduler.web.data import Charts
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from scheduler.stores.redis.queries import AnyStore
+
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Console:
+    """What one console serves: the stores of its namespaces (the first is the default),
+    the Redis URL as shown (password masked), who may act, and whether arguments are
+    redacted."""
+
+    stores: dict[str, AnyStore]
+    url: str = ""
+    auth: Auth = field(default_factory=Auth)
+    redact: bool = False
+    charts: Charts = field(default_factory=Charts)
+    allowed_hosts: list[str] | None = None  # Host headers answered (None: any)
+
+    def flash_sig(self, text: str) -> str:
+        """A signature for a message shown after a redirect (a link cannot forge one)."""
+        return hmac.new(self.auth.secret, b"flash:" + text.encode(), hashlib.sha256).hexdigest()
+
+
+def utc(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def span(seconds: float | None) -> str:
+    from scheduler.cli.render import span as text
+
+    if seconds is None:
+        return "-"
+    return ("-" if seconds < 0 else "") + text(abs(seconds))
+
+
+def create_app(console: Console) -> Starlette:
+    """The console as an ASGI app (sync views run on Starlette's thread pool)."""
+    import jinja2
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.routing import Mount
+    from starlette.staticfiles import StaticFiles
+    from starlette.templating import Jinja2Templates
+
+    from scheduler.web import actions, views
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True
+    )
+    templates = Jinja2Templates(env=env)
+    env.filters["utc"] = utc
+    env.filters["span"] = span
+    env.filters["q"] = lambda s: quote(str(s), safe="")
+    env.filters["tojson_pretty"] = _pretty
+    routes = views.routes(console, templates) + actions.routes(console, templates)
+    routes.append(Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"))
+    middleware = [Middleware(Hardened)]
+    if console.allowed_hosts:  # a page bound to 127.0.0.1 is not one DNS rebinding away
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=console.allowed_hosts))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers=views.handlers(console, templates),
+    )
+    app.state.console = console
+    return app
+
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+
+class Hardened:
+    """Every answer says: no framing (an action button cannot be clicked through another
+    site's page), scripts from this console only, no MIME sniffing, no referrer."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [
+                    *message["headers"],
+                    (b"content-security-policy", CSP.encode()),
+                    (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, headers if scope["type"] == "http" else send)
+
+
+def _pretty(value: Any) -> str:
+    import json
+
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,22 @@
+"""Tasks of the web console's tests (the browser tests' replicas import this module)."""
+
+from __future__ import annotations
+
+import time
+
+from scheduler import task
+
+
+@task("tests.web.boom")
+def boom(**kwargs: object) -> None:
+    raise RuntimeError("boom <b>not bold</b>")
+
+
+@task("tests.web.ok")
+def ok(**kwargs: object) -> dict[str, int]:
+    return {"n": 1}
+
+
+@task("tests.web.slow")
+def slow(seconds: float = 30.0, **kwargs: object) -> None:
+    time.sleep(seconds)

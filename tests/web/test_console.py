@@ -1,0 +1,229 @@
+"""The web console's pages, JSON endpoints, actions and refusals, through Starlette's
+TestClient against a real redis-server (the browser tests drive the same app in
+Chromium: test_browser.py)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from scheduler import Client
+from scheduler.stores.redis import minutes
+
+pytestmark = pytest.mark.redis
+
+EVIL_ID = '<script>alert("id")</script>'
+EVIL_ARGS = {"note": "<img src=x onerror=alert(1)>", "html": "</td><script>alert(2)</script>"}
+PAGES = ["", "jobs", "running", "failed", "recurring", "events"]
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert found, "no CSRF token on the page"
+    return found.group(1)
+
+
+@pytest.fixture
+def jobs(redis_url: str, redis_ns: str) -> Client:
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue("tests.web.evil", kwargs=EVIL_ARGS, job_id=EVIL_ID, delay=3600)
+    client.enqueue("tests.web.report", cron="30 2 * * *", tz="Europe/Berlin", job_id="nightly")
+    client.enqueue("tests.web.tick", every=60, job_id="tick", lane="fast")
+    return client
+
+
+def test_every_page_renders_with_data_and_has_a_json_endpoint(console_factory, jobs, redis_ns):
+    web, _ = console_factory()
+    for page in PAGES:
+        r = web.get(f"/ns/{redis_ns}/{page}")
+        assert r.status_code == 200, (page, r.text[:300])
+        assert 'id="json-link"' in r.text
+        api = re.search(r'href="([^"]+)" id="json-link"', r.text).group(1)
+        assert web.get(api).status_code == 200, api
+    listed = web.get(f"/api/ns/{redis_ns}/jobs").json()
+    assert {j["job_id"] for j in listed["jobs"]} == {EVIL_ID, "nightly", "tick"}
+    overview = web.get(f"/api/ns/{redis_ns}/overview").json()
+    assert overview["queued"] == 3 and {lane["lane"] for lane in overview["lanes"]} == {
+        "default",
+        "fast",
+    }
+    assert len(overview["minutes"]) == 60
+    detail = web.get(f"/api/ns/{redis_ns}/job/nightly").json()
+    assert len(detail["upcoming"]) >= 10 and detail["definition"]["schedule"].startswith("cron")
+    assert detail["scanned"] == 2000 and detail["events"][0]["kind"] == "scheduled"
+    everything = web.get(f"/api/ns/{redis_ns}/job/nightly", params={"scan": "all"}).json()
+    assert everything["scanned"] is None and everything["events"] == detail["events"]
+    assert web.get("/").status_code == 200  # redirected to the first namespace
+    headers = web.get(f"/ns/{redis_ns}/jobs").headers
+    assert (
+        headers["x-frame-options"] == "DENY"
+        and "frame-ancestors 'none'" in headers["content-security-policy"]
+    )
+
+
+def test_filters_and_paging(console_factory, jobs, redis_ns):
+    web, _ = console_factory()
+    api = f"/api/ns/{redis_ns}/jobs"
+    assert [j["job_id"] for j in web.get(api, params={"lane": "fast"}).json()["jobs"]] == ["tick"]
+    assert [j["job_id"] for j in web.get(api, params={"prefix": "nig"}).json()["jobs"]] == [
+        "nightly"
+    ]
+    assert web.get(api, params={"task": "tests.web.evil"}).json()["jobs"][0]["job_id"] == EVIL_ID
+    first = web.get(api, params={"state": "scheduled"}).json()
+    assert first["cursor"] is None and len(first["jobs"]) == 3
+    assert web.get(api, params={"state": "nope"}).status_code == 400
+
+
+def test_ids_args_and_errors_are_escaped_everywhere(console_factory, jobs, redis_ns):
+    """A job whose id and arguments hold markup and script: every page shows them as text."""
+    from urllib.parse import quote
+
+    web, _ = console_factory(actions=True, token="t0ken")
+    web.post("/login", data={"token": "t0ken"})
+    paths = [f"/ns/{redis_ns}/{p}" for p in PAGES]
+    paths += [f"/ns/{redis_ns}/job/{quote(EVIL_ID, safe='')}", f"/ns/{redis_ns}/jobs?prefix=%3C"]
+    paths += [f"/ns/{redis_ns}/job/{quote('<b>missing</b>', safe='')}"]
+    for path in paths:
+        html = web.get(path).text
+        for raw in ("<script>alert", "<img src=x", "</td><script>", "<b>missing"):
+            assert raw not in html, (path, raw)
+    detail = web.get(f"/ns/{redis_ns}/job/{quote(EVIL_ID, safe='')}").text
+    assert "&lt;script&gt;alert(&#34;id&#34;)&lt;/script&gt;" in detail
+    assert "&lt;img src=x onerror=alert(1)&gt;" in detail
+
+
+def test_read_only_by_default_and_refusals(console_factory, jobs, redis_ns):
+    web, _ = console_factory()
+    page = web.get(f"/ns/{redis_ns}/job/tick").text
+    assert 'id="readonly"' in page and "act-pause" not in page
+    r = web.post(f"/ns/{redis_ns}/act/pause", data={"job": "tick"})
+    assert r.status_code == 403 and "read-only" in r.text
+    r = web.post(f"/api/ns/{redis_ns}/act/pause", data={"job": "tick"})
+    assert r.status_code == 403 and "read-only" in r.json()["error"]
+    assert jobs.get("tick").state == "scheduled"
+
+
+def test_token_login_csrf_and_the_event_naming_who(console_factory, jobs, redis_ns):
+    web, _ = console_factory(actions=True, token="s3cret-token", label="alice")
+    assert web.post(f"/ns/{redis_ns}/act/pause", data={"job": "tick"}).status_code == 403
+    bad = web.post("/login", data={"token": "wrong"})
+    assert bad.status_code == 403 and 'id="login-failed"' in bad.text
+    ok = web.post("/login", data={"token": "s3cret-token"}, follow_redirects=False)
+    assert ok.status_code == 303 and "s3cret" not in ok.headers["location"]
+    page = web.get(f"/ns/{redis_ns}/job/tick").text
+    assert 'id="actor">alice' in page
+    stale = web.post(f"/ns/{redis_ns}/act/pause", data={"job": "tick", "csrf": "0" * 64})
+    assert stale.status_code == 403 and "CSRF" in stale.text
+    form = {"job": "tick", "csrf": csrf_of(page), "next": f"/ns/{redis_ns}/job/tick"}
+    done = web.post(f"/ns/{redis_ns}/act/pause", data=form)
+    assert done.status_code == 200 and 'id="flash">pause' in done.text
+    assert jobs.get("tick").state == "paused"
+    events = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()["events"]
+    assert events[0]["job_id"] == "tick" and "by alice (session)" in events[0]["detail"]
+    forged = web.get(f"/ns/{redis_ns}/?flash=you+were+hacked&sig=00").text
+    assert "you were hacked" not in forged  # a message needs the console's signature
+
+
+def test_bearer_token_for_scripts_and_trusted_proxy(console_factory, jobs, redis_ns):
+    web, _ = console_factory(actions=True, token="tok", label="ci")
+    api = f"/api/ns/{redis_ns}/act/trigger"
+    refused = web.post(api, data={"job": "tick"}, headers={"Authorization": "Bearer no"})
+    assert refused.status_code == 403
+    r = web.post(api, data={"job": "tick"}, headers={"Authorization": "Bearer tok"})
+    assert r.status_code == 200 and "tick: done" in r.json()["done"]
+    proxied, _ = console_factory(actions=True, proxy_header="X-Forwarded-User")
+    headers = {"X-Forwarded-User": "bob"}
+    page = proxied.get(f"/ns/{redis_ns}/job/tick", headers=headers).text
+    form = {"job": "tick", "csrf": csrf_of(page)}
+    assert proxied.post(f"/ns/{redis_ns}/act/pause", data=form, headers=headers).status_code == 200
+    assert proxied.post(f"/ns/{redis_ns}/act/resume", data=form).status_code == 403  # no header
+    detail = proxied.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()
+    assert "pause by bob (proxy)" in detail["events"][0]["detail"]
+
+
+def test_failed_jobs_retry_and_delete_one_by_one_and_in_bulk(console_factory, redis_url, redis_ns):
+    from scheduler.engine import Scheduler
+    from scheduler.stores.redis import RedisStore
+    from tests.faults.fleet import wait_until
+    from tests.web import tasks  # noqa: F401  (registers tests.web.boom)
+
+    client = Client(redis_url, namespace=redis_ns)
+    for n in range(3):
+        client.enqueue("tests.web.boom", job_id=f"bad-{n}")
+    store = RedisStore(redis_url, redis_ns)
+    with Scheduler(2, store=store, owner="t") as engine:
+        wait_until(lambda: len(client.list_jobs("dead").jobs) == 3, 20)
+        engine.shutdown(wait=True)
+    web, _ = console_factory(actions=True, token="tok")
+    web.post("/login", data={"token": "tok"})
+    page = web.get(f"/ns/{redis_ns}/failed").text
+    assert page.count('name="job" value="bad-') == 3 and "boom &lt;b&gt;not bold" in page
+    form = {"job": ["bad-0"], "csrf": csrf_of(page), "next": f"/ns/{redis_ns}/failed"}
+    r = web.post(f"/ns/{redis_ns}/act/delete", data=form)
+    assert "bad-0: deleted" in r.text
+    r = web.post(f"/ns/{redis_ns}/act/retry", data={**form, "job": ["bad-1", "nope"]})
+    assert "bad-1: queued 1 run(s); nope: refused:" in r.text
+    assert client.get("bad-1").state == "scheduled"
+    r = web.post(f"/ns/{redis_ns}/act/retry_failed", data={"csrf": form["csrf"]})
+    assert "retry all failed: 1 run(s) of 1 job(s) queued" in r.text
+    assert client.get("bad-2").state == "scheduled"
+    detail = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()
+    assert [e["job_id"] for e in detail["events"]] == ["bad-2", "bad-1", "bad-0"]
+    store.close()
+
+
+def test_redacted_arguments(console_factory, jobs, redis_ns):
+    web, _ = console_factory(redact=True)
+    for page in ("jobs", "job/tick", f"job/{EVIL_ID}"):
+        html = web.get(f"/ns/{redis_ns}/{page}").text
+        assert "onerror" not in html and "(redacted)" in html
+    assert "onerror" not in web.get(f"/api/ns/{redis_ns}/jobs").text
+
+
+def test_charts_read_the_replicas_minutes(console_factory, jobs, redis_ns):
+    web, console = console_factory()
+    store = console.stores[redis_ns]
+    now = int(time.time())
+    info = {"version": "9.9", "host": "h", "pid": 1, "started": now, "heartbeat": now, "workers": 4}
+    minute = now // 60
+    minutes.record(store, "r1", minute - 5, {"succeeded": 7, "failed": 1}, {"lag_p99": 12.5}, info)
+    minutes.record(store, "r2", minute - 5, {"succeeded": 3}, {"lag_p99": 40.0}, info)
+    data = web.get(f"/api/ns/{redis_ns}/overview").json()
+    row = next(m for m in data["minutes"] if m["minute"] == minute - 5)
+    assert (row["succeeded"], row["failed"], row["lag_p99"]) == (10, 1, 40.0)
+    assert {r["id"]: r["version"] for r in data["replicas"]} == {"r1": "9.9", "r2": "9.9"}
+    assert not any(r["alive"] for r in data["replicas"])  # no claim: no live key
+    html = web.get(f"/ns/{redis_ns}/").text
+    assert "9.9" in html and 'id="chart-lag"' in html
+
+
+def test_unknown_namespace_and_job_are_404(console_factory, redis_ns):
+    web, _ = console_factory()
+    r = web.get("/ns/other/jobs")
+    assert r.status_code == 404 and "add --namespace other" in r.text
+    assert web.get(f"/api/ns/{redis_ns}/job/nope").json()["error"].startswith("no job")
+
+
+def test_a_sharded_namespace(console_factory, redis_url, redis_ns):
+    client = Client(redis_url, namespace=redis_ns, shards=3)
+    ids = client.enqueue_many({"task": "t.x", "job_id": f"s{n}", "delay": 60} for n in range(30))
+    client.enqueue("t.y", every=30, job_id="every-30")
+    web, _ = console_factory(shards=3, actions=True, token="tok")
+    assert web.get(f"/api/ns/{redis_ns}/overview").json()["queued"] == 31
+    listed = web.get(f"/api/ns/{redis_ns}/jobs", params={"state": "scheduled"}).json()
+    more = web.get(
+        f"/api/ns/{redis_ns}/jobs", params={"state": "scheduled", "cursor": listed["cursor"]}
+    ).json()
+    assert len({j["job_id"] for j in listed["jobs"] + more["jobs"]}) == 31
+    for job_id in (ids[7], "every-30"):
+        assert web.get(f"/ns/{redis_ns}/job/{job_id}").status_code == 200
+    r = web.post(
+        f"/api/ns/{redis_ns}/act/pause",
+        data={"job": "every-30"},
+        headers={"Authorization": "Bearer tok"},
+    )
+    assert r.status_code == 200 and client.get("every-30").state == "paused"
+    assert "every-30" in web.get(f"/ns/{redis_ns}/recurring").text
+    client.close()
