@@ -22,12 +22,17 @@
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs (capacity 0..1000)
--- Returns: JSON {now, next (ms, -1 = nothing), claims: [{j, s, a, t, f, l, g, def}], epoch,
---          fence, plan: [job id]}
---          "next" covers lanes with capacity left and the next lease expiry; "epoch" is
---          the namespace's epoch key ("" if missing: Redis lost its data); "fence" is the
---          fence counter before this call (below a fence already handed out: claims lost);
---          "plan" lists calendar jobs that need the caller to compute occurrences;
+-- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
+--          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>\n
+--          <epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready> <job bytes>
+--          <def bytes>\n<job><def>", then per plan "<job bytes>\n<job>" (times in ms;
+--          parsed by scheduler/stores/redis/claims.py, claim_reply). The token of a claim is
+--          "<owner>:<fence>"; "next" (-1 = nothing) covers lanes with capacity left and the
+--          next lease expiry; "lease until" is -1 with no lease; "epoch" is the namespace's
+--          epoch key ("" if missing: Redis lost its data); "fence" is the fence counter
+--          before this call (below a fence already handed out: claims lost); the plans are
+--          calendar jobs that need the caller to compute occurrences; "ready" is when the
+--          job became claimable (dispatch lag counts from it);
 --          or an error reply "ERR duetime corrupt ..." (nothing written)
 
 --@include core
@@ -97,7 +102,10 @@ write_claims(b)
 local nxt = next_due(left)
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 
-local reply = cjson.encode({now = now, next = nxt, claims = b.claims, epoch = epoch or '',
-  fence = fence_before, plan = b.plans})
-remember_reply(owner, req, reply)
-return reply
+-- 4. the reply, kept as the resend record (include/resend.lua); the claims' records are
+-- joined once, with the header first and the plans last
+local parts, epoch_text = b.claims, epoch or ''
+table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
+  lease and now + lease or -1, b.n, #b.plans, #epoch_text) .. epoch_text)
+for _, job in ipairs(b.plans) do parts[#parts + 1] = fmt(#job) .. '\n' .. job end
+return remember_reply(owner, table.concat(parts))

@@ -55,12 +55,11 @@ local function check(job, token, data)
 end
 
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
--- again). The common case (a one-off job whose only invocation this was) is retired with
--- one HSET instead of complete + settle's steps.
+-- again). The common case (a one-off job's only invocation) is retired with one HSET.
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
-    'retries')
+    'retries', 'lists', 'failures')
   if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
       and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
@@ -68,7 +67,8 @@ local function succeed(job, token, result, r, f)
       'last_result', result, 'last_error', '', 'last_token', token, 'last_run', fmt(now),
       'state', 'succeeded')
     redis.call('PEXPIRE', jk, RETENTION_MS)
-    if redis.call('EXISTS', P .. 'skips:' .. job, P .. 'dead:' .. job) > 0 then
+    -- lists to expire: flagged (include/dead.lua), or an older version's dead letter
+    if f.lists == '1' or (tonumber(f.failures) or 0) > 0 then
       redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
       redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
     end

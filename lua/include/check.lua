@@ -1,8 +1,8 @@
--- include/check.lua: decide, then write. A script reads a job's hash once, with every
--- field it will parse, and checks it before the first write that concerns the job
--- (scripts do not roll back): the key's type, each field by RULES (integers as core's
--- int() reads them, enumerations among their values, sizes) and the fields the job's
--- kind needs. A job that fails is moved aside on its own (include/aside.lua).
+-- include/check.lua: decide, then write. A script reads a job's hash once (claim: twice
+-- for some jobs, include/inspect.lua), with every field it will parse, and checks it
+-- before the first write that concerns the job (scripts do not roll back): the key's type,
+-- each field by RULES (integers as core's int() reads them, enumerations among their
+-- values, sizes) and the fields its kind needs; one that fails is moved aside (aside.lua).
 -- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, RULES, ENUMS, WHAT, rule_ok, ASKED,
 --   field_problem, missing_field, read_job
 -- Key families: layout, job:<job_id>
@@ -34,11 +34,12 @@ local RULES = {gen = 0, running = 0, k = 0, runs = 0, failures = 0, max_stalls =
   interval = 'iv', grace = -1, retries = 'int', anchor = 'int', next = 'int', after = 'int|',
   since = 'int|', ready = 'int|', window = '0|', kind = 'enum', misfire = 'enum', overlap = 'enum',
   delivery = 'enum', state = 'enum', cancelled = 'enum', paused = 'enum', replan = 'enum',
-  go = 'enum', e = 'hex', lane = 'name', def = 'utf8', queued = 'queued', stash = 'stash'}
+  go = 'enum', lists = 'enum', e = 'hex', lane = 'name', def = 'utf8', queued = 'queued',
+  stash = 'stash'}
 local ENUMS = {kind = ' after at every cron ', misfire = ' skip run_once catch_up ',
   overlap = ' skip allow queue ', delivery = ' at_least_once at_most_once ',
   state = '  succeeded failed abandoned cancelled ', cancelled = '  0 1 ', paused = '  0 1 ',
-  replan = '  0 1 ', go = '  0 1 '}
+  replan = '  0 1 ', go = '  0 1 ', lists = '  0 1 '}
 local WHAT = {[0] = 'an integer >= 0', [1] = 'an integer >= 1', [-1] = 'an integer >= -1',
   int = 'an integer', ['int|'] = 'an integer or empty', ['0|'] = 'empty or >= 0',
   iv = 'whole ms >= 1 or "<p>/<q>" ms', hex = 'hex or empty', name = 'a lane name',
@@ -91,9 +92,8 @@ local function missing_field(f, names)
   return nil
 end
 
--- The fields `names` (gen among them) of `job`'s hash, checked. Returns the fields
--- (DEFAULTS applied), nil if there is no such job; or nil, why it does not parse, and the
--- key's TYPE.
+-- The fields `names` (gen among them) of `job`'s hash, checked: the fields (DEFAULTS
+-- applied), nil if there is no such job; or nil, why it does not parse, and the key's TYPE.
 local function read_job(job, names)
   local jk = jkey(job)
   local got = redis.pcall('HMGET', jk, unpack(names))

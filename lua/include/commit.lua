@@ -7,7 +7,7 @@
 -- recorded there, and never reported as a lease loss.
 -- A job deleted while an invocation ran (delete.lua keeps its RUNNING entry and lease) is
 -- answered "not_found", its RUNNING entry and lease dropped: never a lease loss.
--- Provides: COMMIT_FIELDS, commit_guard, commit_plan, commit_aside, commit_code
+-- Provides: COMMIT_FIELDS, LANES_CHECKED, commit_guard, commit_plan, commit_aside, commit_code
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
 --   quarantined, quarantined:<entry>
 
@@ -20,7 +20,11 @@
 
 -- Every field a commit, with settle() after it, may parse.
 local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
-  'running', 'runs', 'failures'}
+  'running', 'runs', 'failures', 'lists'}
+
+-- Due sets found sound in this call (a batch of acks checks each lane once; nothing this
+-- call writes can change a key's type).
+local LANES_CHECKED = {}
 
 -- The namespace keys of a commit that may write events of kinds `...`: nil if sound,
 -- else the error reply.
@@ -52,8 +56,11 @@ local function commit_plan(job, token, outcome, r, code, data, extra)
     return plan
   end
   if not f then return {code = 'not_found', gone = token} end  -- deleted while it ran
-  local bad = lane_ok(f.lane)
-  if bad then return nil, bad end
+  if not LANES_CHECKED[f.lane] then
+    local bad = lane_ok(f.lane)
+    if bad then return nil, bad end
+    LANES_CHECKED[f.lane] = true
+  end
   plan.r, plan.f = r, f
   return plan
 end

@@ -1,6 +1,11 @@
 -- include/events.lua: the event stream (capped at ~10,000 entries) and its counters, one
--- per event kind; batch scripts add counters up and write them once (flush_tally).
--- Provides: events_ok, xadd_event, event, tally, event_tallied, flush_tally
+-- per event kind. An entry is one state change (fields kind, job, sched, attempt, detail,
+-- at; a claim may add ready), or all the changes of one kind that one batch script call
+-- made (fields kind, detail, at, n, batch: n lines "<sched>|<attempt>|<ready>|<job>",
+-- ready empty unless later than sched; SPEC §6). Every reader expands both forms through
+-- one parser (scheduler/stores/redis/codec.py, `events`). Batch scripts add counters up
+-- and write their entries and counters once per call (flush_tally).
+-- Provides: events_ok, xadd_event, event, tally, kinds_seen, event_tallied, flush_tally
 -- Key families: layout, events, stats
 
 --@include core
@@ -33,15 +38,39 @@ local function event(now, kind, job, sched, attempt, detail)
   redis.call('HINCRBY', P .. 'stats', kind, 1)
 end
 
--- Batch scripts: the same event, with its counter added up in `tally` and written once
--- by flush_tally() before the script returns (one HINCRBY per kind instead of per job).
-local tally = {}
+-- Batch scripts: the same event, kept in `tally` (per kind) and written by flush_tally()
+-- before the script returns: one entry and one HINCRBY per kind instead of per job. One
+-- whose time or detail differs from its kind's first, or whose job id holds a newline
+-- (corrupt data), is written on its own at once (and still counted).
+local tally, kinds_seen = {}, {}
 local function event_tallied(now, kind, job, sched, attempt, detail, ready)
-  xadd_event(now, kind, job, sched, attempt, detail, ready)
-  tally[kind] = (tally[kind] or 0) + 1
+  local b = tally[kind]
+  if not b then
+    b = {n = 0, now = now, detail = detail or '', lines = {}}
+    tally[kind] = b
+    kinds_seen[#kinds_seen + 1] = kind
+  end
+  b.n = b.n + 1
+  if now ~= b.now or (detail or '') ~= b.detail or string.find(job, '\n', 1, true) then
+    xadd_event(now, kind, job, sched, attempt, detail, ready)
+    return
+  end
+  local l = b.lines
+  if #l == 0 then b.one = {job, sched, attempt, ready} end
+  l[#l + 1] = fmt(sched) .. '|' .. fmt(attempt) .. '|' .. (ready and fmt(ready) or '') .. '|' .. job
 end
 
 local function flush_tally()
-  for kind, n in pairs(tally) do redis.call('HINCRBY', P .. 'stats', kind, n) end
-  tally = {}
+  for _, kind in ipairs(kinds_seen) do
+    local b = tally[kind]
+    if #b.lines == 1 then  -- one change: the single form
+      local o = b.one
+      xadd_event(b.now, kind, o[1], o[2], o[3], b.detail, o[4])
+    elseif #b.lines > 1 then
+      redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'detail',
+        b.detail, 'at', fmt(b.now), 'n', fmt(#b.lines), 'batch', table.concat(b.lines, '\n'))
+    end
+    redis.call('HINCRBY', P .. 'stats', kind, b.n)
+  end
+  tally, kinds_seen = {}, {}
 end

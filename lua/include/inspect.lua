@@ -4,7 +4,7 @@
 -- the due set and each admitted (include/admit.lua): claimed, dropped, stashed, or moved
 -- aside on its own when its data does not parse. A second member of a job already in the
 -- round waits for the next round (the first one's writes change what it would read).
--- Provides: ADMIT_FIELDS, inspect, claim_lane
+-- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, claim_lane
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
 
@@ -15,10 +15,31 @@
 --@include aside
 --@include admit
 
--- Every field admission may parse (read once per member, passed on).
-local ADMIT_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'overlap',
-  'misfire', 'next', 'k', 'anchor', 'interval', 'grace', 'queued', 'window', 'after', 'replan',
-  'go', 'stash', 'retries', 'ready'}
+-- The fields admission may parse: of every job (CLAIM_FIELDS); then only of a recurring
+-- job (SERIES_FIELDS) or of a paused one-off (PAUSED_FIELDS: its stash). Each is read once
+-- per member, checked, and passed on.
+local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next',
+  'retries', 'ready'}
+local SERIES_FIELDS = {'overlap', 'misfire', 'k', 'anchor', 'interval', 'grace', 'queued',
+  'window', 'after', 'replan', 'go', 'stash'}
+local PAUSED_FIELDS = {'stash'}
+
+-- More fields `names` of `job`, whose fields `f` read_job read and checked: checked the
+-- same way, added to `f`. Returns f; or nil, why it does not parse, and 'hash'.
+local function read_more(job, f, names)
+  local got = redis.call('HMGET', jkey(job), unpack(names))  -- a hash: read_job saw it
+  for i, name in ipairs(names) do
+    local v = got[i]
+    if v then
+      local why = field_problem(name, v)
+      if why then return nil, 'malformed job data: ' .. why, 'hash' end
+    end
+    f[name] = v or DEFAULTS[name]
+  end
+  local lacks = missing_field(f, names)
+  if lacks then return nil, 'malformed job data: field ' .. lacks .. ' is missing', 'hash' end
+  return f
+end
 
 -- What admission needs to know about due `member` (scored `score`), read only: {member,
 -- score, m (parsed), f (its job's checked fields; nil: no such job)}, or `bad` (what to
@@ -30,8 +51,12 @@ local function inspect(member, score)
     x.bad = {id = member_entry(member), job = '', reason = 'malformed due entry', type = ''}
     return x
   end
-  local f, why, t = read_job(m.job, ADMIT_FIELDS)
-  if f and (f.kind == 'every' or f.kind == 'cron') and skips_problem(m.job) then
+  local f, why, t = read_job(m.job, CLAIM_FIELDS)
+  local series = f and (f.kind == 'every' or f.kind == 'cron')
+  if series or (f and f.paused == '1') then
+    f, why, t = read_more(m.job, f, series and SERIES_FIELDS or PAUSED_FIELDS)
+  end
+  if series and not why and skips_problem(m.job) then
     why, t = 'malformed job data: ' .. skips_problem(m.job), 'hash'
   end
   if why then x.bad = {id = m.job, job = m.job, reason = why, type = t} end

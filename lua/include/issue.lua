@@ -14,7 +14,7 @@
 -- calendar jobs the caller must plan (include/calendar.lua).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
-    claims = {}, running_set = {}, lease_add = {}, plans = {}}
+    claims = {}, n = 0, running_set = {}, lease_add = {}, plans = {}}
 end
 
 -- Claim invocation `sched` (attempt, stalls) of `job` (generation `gen`; `running` of its
@@ -29,17 +29,18 @@ local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
   rs[#rs + 1] = token
   rs[#rs + 1] = gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job
-  local until_ms = -1
   if b.lease then
-    until_ms = b.now + b.lease
-    b.lease_add[#b.lease_add + 1] = until_ms
+    b.lease_add[#b.lease_add + 1] = b.now + b.lease
     b.lease_add[#b.lease_add + 1] = token
   end
   redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', fmt(attempt), ...)
   local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
   event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, ready > sched and ready or nil)
-  b.claims[#b.claims + 1] = {j = job, s = sched, a = attempt, t = token, f = fence,
-                             l = until_ms, g = gen, def = def, r = ready}
+  local c = b.claims  -- the reply's claim record (claim.lua's header), def last
+  c[#c + 1] = string.format('%d %d %d %s %d %d %d\n', sched, attempt, fence, gen, ready, #job, #def)
+  c[#c + 1] = job
+  c[#c + 1] = def
+  b.n = b.n + 1
 end
 
 local function write_claims(b)

@@ -1,6 +1,8 @@
--- include/resend.lua: the resend record of claim.lua: each owner's last request id and
--- reply, kept for 60 s, so a re-sent request (redis-py retries a timed-out EVALSHA) gets
--- the same reply and nothing is claimed twice.
+-- include/resend.lua: the resend record of claim.lua: each owner's last reply, which
+-- starts with its request id, kept for 60 s, so a re-sent request (redis-py retries a
+-- timed-out EVALSHA) gets the same reply and nothing is claimed twice. The record is the
+-- reply itself (no second copy). One an earlier version wrote ("<request id>\n<JSON>") is
+-- returned whole the same way; the replica's parser reads both (claims.py, claim_reply).
 -- Provides: resent_reply, remember_reply
 -- Key families: layout, claimed:<owner>
 
@@ -11,11 +13,13 @@
 local function resent_reply(owner, req)
   local last = redis.pcall('GET', P .. 'claimed:' .. owner)
   if type(last) == 'string' and string.sub(last, 1, #req + 1) == req .. '\n' then
-    return string.sub(last, #req + 2)
+    return last
   end
   return nil
 end
 
-local function remember_reply(owner, req, reply)
-  redis.call('SET', P .. 'claimed:' .. owner, req .. '\n' .. reply, 'PX', 60000)
+-- Keep `reply` (it starts with its request id) as `owner`'s resend record; returns it.
+local function remember_reply(owner, reply)
+  redis.call('SET', P .. 'claimed:' .. owner, reply, 'PX', 60000)
+  return reply
 end

@@ -13,6 +13,8 @@ from typing import Any
 
 import redis
 
+from scheduler.stores.redis import codec
+
 
 def _id(text: str) -> tuple[int, int]:
     ms, _, seq = text.partition("-")
@@ -51,7 +53,7 @@ class Recorder:
         rows = reply[0][1]
         with self._lock:
             for entry_id, f in rows:
-                self.events.append(_event(f))
+                self.events += _events(f)
                 self._last = entry_id
         return len(rows)
 
@@ -73,12 +75,17 @@ class Recorder:
             return list(self.events)
 
 
-def _event(f: dict[str, str]) -> dict[str, Any]:
-    return {
-        "kind": f.get("kind", ""),
-        "job": f.get("job", ""),
-        "sched": int(f["sched"]) if f.get("sched") else None,
-        "attempt": int(f["attempt"]) if f.get("attempt") else None,
-        "detail": f.get("detail", ""),
-        "at": int(f.get("at") or 0),
-    }
+def _events(f: dict[str, str]) -> list[dict[str, Any]]:
+    """One stream entry's events (through the store's one parser, codec.events) as dicts
+    (kind, job, sched and at in ms, attempt, detail)."""
+    return [
+        {
+            "kind": e.kind,
+            "job": e.job_id,
+            "sched": None if e.scheduled is None else round(e.scheduled * 1000),
+            "attempt": e.attempt,
+            "detail": e.detail,
+            "at": round(e.at * 1000),
+        }
+        for e in codec.events(f)
+    ]

@@ -35,7 +35,7 @@ from typing import Any
 import redis
 
 from scheduler import Client
-from scheduler.stores.redis import StoreUnavailableError, urls
+from scheduler.stores.redis import StoreUnavailableError, codec, urls
 from scheduler.stores.redis.keys import Keys
 from tests.faults.fleet import replicas, wait_until
 from tests.sentinel_fixtures import SentinelCluster
@@ -227,5 +227,6 @@ def _account(
     report.failover_events = int(stats.get("failover", 0))
     report.data_loss_events = int(stats.get("data_loss", 0))
     for _, f in r.xrange(keys.events):  # capped at ~10,000: details are best effort
-        if f["kind"] in ("failover", "data_loss"):
-            report.details.append(f"{f['kind']}: {f['detail']}")
+        for e in codec.events(f):
+            if e.kind in ("failover", "data_loss"):
+                report.details.append(f"{e.kind}: {e.detail}")

@@ -28,6 +28,8 @@ from typing import Any
 
 import redis
 
+from scheduler.stores.redis import codec
+
 DEF_MAX = 1048576  # lua/include/check.lua
 FIELD_MAX = 1024
 DEFAULTS = {
@@ -181,6 +183,7 @@ RULES = {
     "paused": FLAG,
     "replan": FLAG,
     "go": FLAG,
+    "lists": FLAG,
     "e": (lambda v: len(v) <= 16 and re.fullmatch(rb"[0-9a-fA-F]*", v) is not None, "hex or empty"),
     "lane": (lambda v: v != b"", "a lane name"),
     "def": (lambda v: v != b"" and utf8(v), "non-empty UTF-8 text"),
@@ -320,7 +323,7 @@ def diff(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]]) 
             seen = {i for i, _ in (bv or [])}
             for i, fields in av or []:
                 if i not in seen:
-                    d.events.append({_s(k): _s(v) for k, v in fields.items()})
+                    d.events += expand_entry({_s(k): _s(v) for k, v in fields.items()})
         elif key == "stats":
             bv, av = bv or {}, av or {}
             for k in bv.keys() | av.keys():
@@ -345,6 +348,26 @@ def diff(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]]) 
             d.loose.append(f"{key}: {b!r} -> {a!r}")
     _attribute_events(d)
     return d
+
+
+def expand_entry(f: dict[str, str]) -> list[dict[str, str]]:
+    """One stream entry's events (a batch script's entry holds several), through the
+    store's one parser (codec.events), each as the fields of a single-event entry."""
+
+    def ms(t: float | None) -> str:
+        return "" if t is None else str(round(t * 1000))
+
+    return [
+        {
+            "kind": e.kind,
+            "job": e.job_id,
+            "sched": ms(e.scheduled),
+            "attempt": "" if e.attempt is None else str(e.attempt),
+            "detail": e.detail,
+            "at": ms(e.at),
+        }
+        for e in codec.events(f)
+    ]
 
 
 def _attribute_events(d: Diff) -> None:

@@ -60,6 +60,7 @@ from hypothesis import strategies as st
 
 from scheduler.model import After, Cron, Every
 from scheduler.stores.redis import RedisStore, codec
+from scheduler.stores.redis.claims import RawClaim, claim_reply
 from scheduler.testing import FakeClock
 from tests.helpers import spec
 from tests.lua.corruption import (
@@ -88,7 +89,7 @@ LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
 INC = LUA / "include"
 _COMMIT = lua_list((INC / "commit.lua").read_text(), "COMMIT_FIELDS")
 READS = {  # what each script parses of the job it meets, read from the Lua itself
-    "claim": lua_list((INC / "inspect.lua").read_text(), "ADMIT_FIELDS"),
+    "claim": lua_list((INC / "inspect.lua").read_text(), "CLAIM_FIELDS"),
     "reap": lua_list((INC / "reap.lua").read_text(), "REAP_FIELDS"),
     "complete": _COMMIT,
     "complete_many": _COMMIT,
@@ -100,6 +101,22 @@ READS = {  # what each script parses of the job it meets, read from the Lua itse
         for name in ("cancel", "pause", "resume", "trigger", "plan", "backfill")
     },
 }
+_CLAIM_MORE = {  # claim reads these only for a recurring job, or a paused one-off
+    "series": lua_list((INC / "inspect.lua").read_text(), "SERIES_FIELDS"),
+    "paused": lua_list((INC / "inspect.lua").read_text(), "PAUSED_FIELDS"),
+}
+
+
+def reads(script: str, h: dict[bytes, bytes]) -> list[str]:
+    """The fields ``script`` parses of a job hash ``h`` (claim: more for some jobs)."""
+    names = READS[script]
+    if script == "claim" and h.get(b"kind") in (b"every", b"cron"):
+        return names + _CLAIM_MORE["series"]
+    if script == "claim" and h.get(b"paused") == b"1":
+        return names + _CLAIM_MORE["paused"]
+    return names
+
+
 SIDE = {"reap": "dead", "fail": "dead", "plan": "skips", "backfill": "skips"}  # + claim: skips
 CLAIM_LIKE = ["claim", "reap"]
 COMMITS = ["complete", "complete_many", "fail", "release"]
@@ -241,7 +258,7 @@ def world(url: str, n_good: int, bad: Any, pos: int) -> World:
     return w
 
 
-def claim_all(w: World, owner: str, cap: int, extra: dict[str, list[set[str]]]) -> list[dict]:
+def claim_all(w: World, owner: str, cap: int, extra: dict[str, list[set[str]]]) -> list[RawClaim]:
     """One checked claim call; the claims (their tokens remembered)."""
     allowed = {j: [CLAIMED, CLAIMED | {"due+"}] for j in w.good}  # a series' next occurrence
     allowed.update(extra)
@@ -250,10 +267,10 @@ def claim_all(w: World, owner: str, cap: int, extra: dict[str, list[set[str]]]) 
         "claim",
         lambda: w.raw("claim", owner, uuid.uuid4().hex, LEASE, "default", str(cap)),
     )
-    claims = json.loads(reply)["claims"] or []
+    claims = claim_reply(reply if isinstance(reply, str) else reply.decode()).claims
     for c in claims:
-        assert c["j"] not in w.tokens, f"{c['j']} claimed twice"
-        w.tokens[c["j"]] = c["t"]
+        assert c[0] not in w.tokens, f"{c[0]} claimed twice"
+        w.tokens[c[0]] = f"{owner}:{c[3]}"
     return claims
 
 
@@ -320,7 +337,7 @@ def corrupt_job(w: World, data: st.DataObject, script: str, classes: list[str]) 
     """Corrupt the job "bad" in a way ``script`` detects; the reason it must give."""
     jk = w.key("job:bad")
     h = w.r.hgetall(jk)
-    names = READS[script]
+    names = reads(script, h)
     side = SIDE.get(script) or ("skips" if script == "claim" and h[b"kind"] == b"every" else None)
     how = data.draw(st.sampled_from(classes + (["side"] if side else [])), label="class")
     if how == "type":
@@ -340,7 +357,7 @@ def corrupt_job(w: World, data: st.DataObject, script: str, classes: list[str]) 
     name = data.draw(st.sampled_from(names), label="field")
     value = data.draw(VALUES, label="value")
     planted = {**h, name.encode(): value}
-    why = job_problem("hash", planted, names)
+    why = job_problem("hash", planted, reads(script, planted))
     need(data, why is not None)
     w.r.hset(jk, name, value)
     return why or ""

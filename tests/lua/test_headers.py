@@ -173,14 +173,21 @@ def test_documented_return_codes_appear_in_the_code(path):
 
 
 def test_claim_reply_fields_match_the_header():
+    """The flat reply's header line and per-claim records name, in order, as many fields
+    as claim.lua and include/issue.lua format (claims.py, claim_reply, reads that order)."""
     _, header, _ = split(LUA / "claim.lua")
     code = closure_code(LUA / "claim.lua")
-    block = returns_block(header)
-    shape = re.sub(r"\([^)]*\)", "", block.split("JSON", 1)[1].split("\n")[0])
-    fields = set(re.findall(r"[a-z]+", shape))  # {now, next, claims: [{j, s, ...}]}
-    assert {"now", "next", "claims", "j", "s", "a", "t", "f", "l", "g", "def"} <= fields
-    for field in fields:
-        assert re.search(rf"\b{field}\s*=", code), f"claim.lua's reply lacks {field!r}"
+    fields = re.findall(r"<([a-z ]+)>", returns_block(header))
+    fields = fields[fields.index("request id") :]
+    head = ["request id", "now", "next", "fence", "lease until", "claims", "plans", "epoch bytes"]
+    assert fields[: len(head)] == head
+    line = re.search(r"string\.format\('%s\\n((?:%d ?)+)\\n'", code)
+    assert line and len(line.group(1).split()) == len(head) - 1
+    i = fields.index("sched")
+    record = ["sched", "attempt", "fence", "gen", "ready", "job bytes", "def bytes", "job", "def"]
+    assert fields[i : i + len(record)] == record
+    claim = re.search(r"string\.format\('((?:%[ds] ?)+)\\n', sched", code)
+    assert claim and len(claim.group(1).split()) == len(record) - 2
 
 
 @scripts

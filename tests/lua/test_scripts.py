@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import pytest
 import redis
 
-from scheduler.model import After, Commit, Delivery, RetryPolicy
+from scheduler.model import After, At, Commit, Delivery, JobSpec, RetryPolicy, TaskRef
 from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.claims import ClaimReply, claim_reply
 from scheduler.testing import FakeClock
 from tests.conftest import START
 from tests.helpers import every, spec
+from tests.lua.corruption import expand_entry
 
 pytestmark = pytest.mark.redis
 
@@ -72,9 +75,9 @@ def attempt(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> An
 
 def raw_claim(
     rs: RedisStore, req: str, lease: str = "10000", *pairs: str, owner: str = "o1"
-) -> tuple[str, dict]:
+) -> tuple[str, ClaimReply]:
     reply = raw(rs, "claim", owner, req, lease, *(pairs or ("default", "100")))
-    return reply, json.loads(reply)
+    return reply, claim_reply(reply)
 
 
 def claim(rs: RedisStore, caps: dict | None = None, lease: float | None = 10.0, owner: str = "o1"):
@@ -122,11 +125,17 @@ def due(client: redis.Redis, rs: RedisStore, lane: str = "default") -> list[str]
     return [m.decode() for m in client.zrange(rs.keys.due(lane), 0, -1)]
 
 
-def events(client: redis.Redis, rs: RedisStore) -> list[dict[str, str]]:
+def entries(client: redis.Redis, rs: RedisStore) -> list[dict[str, str]]:
+    """The stream's entries as stored (a batch script's entry holds several events)."""
     return [
         {k.decode(): v.decode() for k, v in fields.items()}
         for _, fields in client.xrange(rs.keys.events)
     ]
+
+
+def events(client: redis.Redis, rs: RedisStore) -> list[dict[str, str]]:
+    """The stream's events, each entry expanded through the store's one parser."""
+    return [e for f in entries(client, rs) for e in expand_entry(f)]
 
 
 def kinds(client: redis.Redis, rs: RedisStore) -> list[str]:
@@ -363,8 +372,12 @@ def test_add_after_cancel_is_created_again(rs, redis_client):
 
 def test_claim_resend_returns_the_same_reply_and_claims_nothing_new(rs, clock, redis_client):
     rs.add(spec("a", After(0)))
+    rs.add(with_args("é 😀", text="ü"))  # lengths are bytes: non-ASCII ids and args
+    rs.add(spec("c", At(NOW / 1000 - 1)))
     first, body = raw_claim(rs, "req-1")
-    assert [c["j"] for c in body["claims"]] == ["a"]
+    assert [c[0] for c in body.claims] == ["c", "a", "é 😀"]
+    # the resend record is the reply itself, not a second copy of it
+    assert redis_client.get(rs.keys.prefix + "claimed:o1").decode() == first
     fence = redis_client.get(rs.keys.prefix + "fence")
     running = redis_client.hgetall(rs.keys.running)
     rs.add(spec("b", After(0)))
@@ -374,7 +387,33 @@ def test_claim_resend_returns_the_same_reply_and_claims_nothing_new(rs, clock, r
     assert redis_client.get(rs.keys.prefix + "fence") == fence
     assert redis_client.hgetall(rs.keys.running) == running
     _, fresh = raw_claim(rs, "req-2")  # a new request id is a new claim
-    assert [c["j"] for c in fresh["claims"]] == ["b"]
+    assert [c[0] for c in fresh.claims] == ["b"]
+
+
+def with_args(job_id: str, **kwargs: str) -> JobSpec:
+    return JobSpec(job_id, TaskRef("tests.noop", json.dumps(kwargs)), After(0))
+
+
+def test_the_claim_reply_parses_back_into_what_was_claimed(rs, clock):
+    rs.add(spec("a", After(0)))
+    rs.add(with_args("é 😀", text="ü\n|x"))
+    _, body = raw_claim(rs, "req-1")
+    assert (body.now, body.next, body.fence, body.lease_until) == (NOW, NOW + 10000, 0, NOW + 10000)
+    (job_a, *_), (job_b, sched, attempt, fence, gen, ready, text) = body.claims
+    assert (job_a, job_b, sched, attempt, fence, ready) == ("a", "é 😀", NOW, 1, 2, NOW)
+    assert rs.spec_of(job_b, text) == with_args("é 😀", text="ü\n|x")
+    assert gen > 0 and body.epoch == "" and body.plans == []
+
+
+def test_an_earlier_versions_resend_record_still_parses():
+    """A resend record written before the flat reply ("<req>\\n<JSON>") is what claim.lua
+    returns for that request; the parser reads it."""
+    old = (
+        'req-1\n{"now":5,"next":-1,"fence":3,"epoch":"e","plan":{},"claims":[{"j":"a","s":4,'
+        '"a":1,"t":"o1:4","f":4,"l":105,"g":"7","def":"{}","r":5}]}'
+    )
+    got = claim_reply(old)
+    assert got == ClaimReply(5, -1, 3, 105, "e", [("a", 4, 1, 4, 7, 5, "{}")], [])
 
 
 def test_fences_strictly_increase_and_tokens_are_unique(rs, clock):
@@ -392,8 +431,8 @@ def test_fences_strictly_increase_and_tokens_are_unique(rs, clock):
 
 def test_next_is_minus_one_with_nothing_pending(rs):
     _, body = raw_claim(rs, "r", "")
-    assert body["next"] == -1 and body["now"] == NOW
-    assert not body["claims"]  # cjson encodes the empty list as {}
+    assert body.next == -1 and body.now == NOW
+    assert not body.claims
 
 
 def test_claims_are_bounded_by_the_capacity_of_each_lane(rs):
@@ -601,7 +640,19 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
     assert rs.cancel("gone")
     clock.advance(5)
     claim(rs, lease=5)
-    evs = events(redis_client, rs)
+    raw_entries = entries(redis_client, rs)
+    for f in raw_entries:  # one change, or one batch script call's changes of one kind
+        if "batch" in f:
+            assert set(f) == {"kind", "detail", "at", "n", "batch"}
+            lines = f["batch"].split("\n")
+            assert int(f["n"]) == len(lines) > 1
+            assert all(re.fullmatch(r"\d+\|\d+\|\d*\|.+", line) for line in lines)
+        else:
+            # a claim made later than its scheduled time also says when it became claimable
+            extra = {"ready"} if f["kind"] == "claimed" and "ready" in f else set()
+            assert set(f) == {"kind", "job", "sched", "attempt", "detail", "at"} | extra
+    assert any("batch" in f for f in raw_entries)  # the first claim's three
+    evs = [e for f in raw_entries for e in expand_entry(f)]
     assert {
         "scheduled",
         "claimed",
@@ -613,10 +664,6 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
         "dead_lettered",
     } <= {e["kind"] for e in evs}
     for e in evs:
-        # a claim made later than its scheduled time also says when it became claimable
-        extra = {"ready"} if e["kind"] == "claimed" and "ready" in e else set()
-        assert set(e) == {"kind", "job", "sched", "attempt", "detail", "at"} | extra
-        assert not extra or int(e["ready"]) > int(e["sched"])
         assert e["at"].isdigit() and NOW <= int(e["at"]) <= NOW + 5000
         assert e["sched"] == "" or e["sched"].isdigit()
         assert e["attempt"] == "" or e["attempt"].isdigit()
@@ -634,8 +681,10 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
     assert by[("failed", "bad")]["detail"] == "boom twice"
     assert by[("lease_lost", "lost")]["at"] == str(NOW + 5000)
     stats = {k.decode(): int(v) for k, v in redis_client.hgetall(rs.keys.stats).items()}
-    assert stats["claimed"] == sum(e["kind"] == "claimed" for e in evs)
+    for kind in ("claimed", "succeeded", "failed", "scheduled"):
+        assert stats.get(kind, 0) == sum(e["kind"] == kind for e in evs), kind
     assert [e.kind for e in rs.events(1000)] == [e["kind"] for e in evs]
+    assert len(rs.events(2)) == 2 and rs.events(2) == rs.events(1000)[-2:]
 
 
 # ---- NOSCRIPT -----------------------------------------------------------------------------

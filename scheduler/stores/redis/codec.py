@@ -19,7 +19,6 @@ from scheduler.model import (
     After,
     Ambiguous,
     At,
-    Claim,
     Cron,
     Delivery,
     Event,
@@ -113,19 +112,36 @@ def decode(text: str, job_id: str) -> JobSpec:
         schedule = Cron(s[0], s[1], Ambiguous(s[2]), Missing(s[3]), s[4])
     else:
         raise ValueError(f"unknown schedule kind {kind!r}")
-    return JobSpec(
-        job_id=job_id,
-        target=TaskRef(d["t"], d.get("a", "{}")),
-        schedule=schedule,
-        lane=d.get("l", "default"),
-        timeout=d.get("to"),
-        retry=RetryPolicy(**d["r"]) if "r" in d else _DEFAULTS.retry,
-        misfire=Misfire(d["m"]) if "m" in d else _DEFAULTS.misfire,
-        misfire_grace=d.get("g"),
-        catch_up_window=d.get("w"),
-        overlap=Overlap(d["o"]) if "o" in d else _DEFAULTS.overlap,
-        delivery=Delivery(d["d"]) if "d" in d else _DEFAULTS.delivery,
-    )
+    name = d["t"]
+    spec = object.__new__(JobSpec)  # JobSpec(...) of a frozen dataclass costs ~4x more
+    fields = spec.__dict__
+    fields.update(_DEFAULT_FIELDS)
+    fields["job_id"], fields["target"], fields["schedule"] = job_id, TaskRef(name, args), schedule
+    for key, field, convert in _OPTIONS:
+        if key in d:
+            fields[field] = convert(d[key])
+    return spec
+
+
+def _retry(value: Any) -> RetryPolicy:
+    return RetryPolicy(**value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_DEFAULT_FIELDS = dict(_DEFAULTS.__dict__)
+_OPTIONS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("l", "lane", _same),
+    ("to", "timeout", _same),
+    ("r", "retry", _retry),
+    ("m", "misfire", Misfire),
+    ("g", "misfire_grace", _same),
+    ("w", "catch_up_window", _same),
+    ("o", "overlap", Overlap),
+    ("d", "delivery", Delivery),
+)
 
 
 def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int]) -> list[Any]:
@@ -190,35 +206,44 @@ def ms_up(seconds: float) -> int:
 RESULT_LIMIT = 64 * 1024  # bytes of a stored result; the commit may write past maxmemory
 
 
-def claim(c: dict[str, Any], spec: JobSpec) -> Claim:
-    """One claim of claim.lua's reply (times in epoch ms) as a ``Claim``."""
-    return Claim(
-        job_id=c["j"],
-        scheduled=c["s"] / 1000,
-        attempt=c["a"],
-        token=c["t"],
-        fence=c["f"],
-        lease_until=None if c["l"] < 0 else c["l"] / 1000,
-        spec=spec,
-        generation=c["g"] if isinstance(c["g"], int) else int(c["g"]),
-        lane=spec.lane,
-        ready=c["r"] / 1000 if "r" in c else None,
-    )
-
-
-def event(f: Mapping[str, str]) -> Event:
-    """One entry of the namespace's event stream as an ``Event`` (the one parser of the
-    stream's format; a field that is missing reads as empty)."""
-    sched, attempt, ready = f.get("sched", ""), f.get("attempt", ""), f.get("ready", "")
-    return Event(
-        at=int(f.get("at") or 0) / 1000,
-        kind=f.get("kind", "?"),
-        job_id=f.get("job", ""),
-        scheduled=int(sched) / 1000 if sched else None,
-        attempt=int(attempt) if attempt else None,
-        detail=f.get("detail", ""),
-        ready=int(ready) / 1000 if ready else None,
-    )
+def events(f: Mapping[str, str]) -> list[Event]:
+    """The state changes of one entry of the namespace's event stream, oldest first: THE
+    parser of the stream's format, which every reader goes through (lua/include/events.lua).
+    An entry holds one change (fields kind, job, sched, attempt, detail, at; a claim may add
+    ready; a field that is missing reads as empty), or every change of one kind made by one
+    batch script call (fields kind, detail, at, n, batch: one
+    ``<sched>|<attempt>|<ready>|<job>`` line per change)."""
+    kind, detail = f.get("kind", "?"), f.get("detail", "")
+    at = int(f.get("at") or 0) / 1000
+    lines = f.get("batch")
+    if lines is None:
+        sched, attempt, ready = f.get("sched", ""), f.get("attempt", ""), f.get("ready", "")
+        return [
+            Event(
+                at=at,
+                kind=kind,
+                job_id=f.get("job", ""),
+                scheduled=int(sched) / 1000 if sched else None,
+                attempt=int(attempt) if attempt else None,
+                detail=detail,
+                ready=int(ready) / 1000 if ready else None,
+            )
+        ]
+    out = []
+    for line in lines.split("\n"):
+        sched, attempt, ready, job = line.split("|", 3)
+        out.append(
+            Event(
+                at,
+                kind,
+                job,
+                int(sched) / 1000,
+                int(attempt),
+                detail,
+                int(ready) / 1000 if ready else None,
+            )
+        )
+    return out
 
 
 class RunningEntry(NamedTuple):

@@ -137,11 +137,12 @@ def by_next_run(infos: Iterable[JobInfo]) -> list[JobInfo]:
 
 
 def events(keys: Keys, limit: int = 100) -> Op[list[Event]]:
-    """The part's most recent ``limit`` events, oldest first."""
+    """The part's most recent ``limit`` events, oldest first (``limit`` stream entries
+    hold at least ``limit`` events: a batch call's entry holds several)."""
     if limit <= 0:
         return []
     rows = yield from one(keys.shard, "xrevrange", keys.events, count=limit)
-    return [codec.event(f) for _, f in reversed(rows)]
+    return [e for _, f in reversed(rows) for e in codec.events(f)][-limit:]
 
 
 def merge_events(each: Iterable[list[Event]], limit: int) -> list[Event]:

@@ -31,7 +31,8 @@ SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job
 
 
 class Entry(NamedTuple):
-    """One event of the namespace's stream, with its stream id (``<ms>-<n>``)."""
+    """One event of the namespace's stream, with the id (``<ms>-<n>``) of the stream entry
+    that holds it (a batch script's entry holds several events: they share it)."""
 
     id: str
     event: Event
@@ -253,8 +254,8 @@ def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
     scheduled time and the enqueue, retry or resume time the claimed event records; Redis
     time) of the claims among the last ``window`` events: p50, p90, p99 and max in ms, and
     the sample count."""
-    rows = store.redis.xrevrange(store.keys.events, count=window)
-    events = (codec.event(f) for _, f in rows)
+    rows = store.redis.xrevrange(store.keys.events, count=window)  # >= `window` events
+    events = [e for _, f in reversed(rows) for e in codec.events(f)][-window:]
     lags = sorted(
         round((e.at - max(e.scheduled, e.ready or e.scheduled)) * 1000)
         for e in events
@@ -299,7 +300,7 @@ RUN_ENDS = frozenset({"succeeded", "failed", "retried"})
 
 def recent_runs(store: AnyStore, job_id: str, count: int = 10) -> list[Run]:
     """The job's last ``count`` runs whose claim and outcome are both still in the event
-    stream (capped at ~10,000 events), newest first; one backward pass over the stream."""
+    stream (capped at ~10,000 entries), newest first; one backward pass over the stream."""
     entries = recent_events(store, 4 * count, job_id, kinds=RUN_ENDS | {"claimed"})
     return runs_of(entries, count)
 
@@ -359,11 +360,13 @@ def recent_events(
             budget -= chunk
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
-            event = codec.event(fields)
-            if _wanted(event, job_id, kinds):
-                found.append(Entry(str(entry_id), event))
-                if len(found) == count:
-                    break
+            for event in reversed(codec.events(fields)):  # newest first, as the rows
+                if _wanted(event, job_id, kinds):
+                    found.append(Entry(str(entry_id), event))
+                    if len(found) == count:
+                        break
+            if len(found) == count:
+                break
         if len(rows) < chunk:
             break
         top = "(" + str(rows[-1][0])
@@ -417,13 +420,13 @@ def _tail(
         reply = store.redis.xread({store.keys.events: last}, block=wait_ms, count=100)
         for entry_id, fields in _stream_rows(reply):
             last = str(entry_id)
-            event = codec.event(fields)
-            if not _wanted(event, job_id, kinds):
-                continue
-            yield Entry(last, event)
-            yielded += 1
-            if limit is not None and yielded >= limit:
-                return
+            for event in codec.events(fields):
+                if not _wanted(event, job_id, kinds):
+                    continue
+                yield Entry(last, event)
+                yielded += 1
+                if limit is not None and yielded >= limit:
+                    return
 
 
 def _stream_rows(reply: Any) -> list[tuple[str, dict[str, str]]]:

@@ -13,11 +13,9 @@ Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +33,7 @@ from scheduler.stores.redis import (
     upkeep,
     urls,
 )
+from scheduler.stores.redis import claims as claimcodec
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
@@ -113,7 +112,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         self.clock: Clock = clock or MonotonicClock()
         self._fixed_clock = clock is not None
         self._scripts = lua.register(self._r)
-        self._specs: OrderedDict[tuple[str, str], JobSpec] = OrderedDict()
+        self._definitions = claimcodec.Definitions()
         self._offset_ms = 0.0  # Redis time minus local monotonic time, in ms
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
@@ -168,14 +167,9 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
             raise refused(exc, self.url) from exc
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
-        """The ``JobSpec`` of a stored definition (decoded once, then cached)."""
-        key = (job_id, text)
-        spec = self._specs.get(key)
-        if spec is None:
-            spec = self._specs[key] = codec.decode(text, job_id)
-            if len(self._specs) > 10_000:
-                self._specs.popitem(last=False)
-        return spec
+        """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
+        claims.py)."""
+        return self._definitions.spec(job_id, text)
 
     # ---- server checks -----------------------------------------------------------------
 
@@ -336,50 +330,43 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
         sent = time.monotonic()
         high = self.replication.fence_high
-        reply = json.loads(
+        reply = claimcodec.claim_reply(
             self.call_script(
                 "claim", owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs
             )
         )
-        now = reply["now"]
+        now = reply.now
         self._offset_ms = now - sent * 1000
         alarms = self.data_loss_alarms
-        self._watch_epoch(reply.get("epoch", ""))
+        self._watch_epoch(reply.epoch)
         with self.reachable():
             self.replication.after_claim(
                 high,
-                reply.get("fence"),
-                [c["f"] for c in reply["claims"] or []],
+                reply.fence,
+                [c[3] for c in reply.claims],
                 reported=self.data_loss_alarms > alarms,
             )
-        claims = []
-        moved_aside = False
-        for c in reply["claims"] or []:
-            try:
-                spec = self.spec_of(c["j"], c["def"])
-            except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
-                self._quarantine(c, exc)
-                moved_aside = True
-                continue
-            claims.append(codec.claim(c, spec))
-        if reply.get("plan"):  # never raises: the claims above must still be returned
-            calendar_plans.write_plans(self, reply["plan"], now)
-        nxt = reply["next"]
+        claims, bad = claimcodec.build(reply, owner, self.spec_of)
+        for job, token, exc in bad:
+            self._quarantine(job, token, exc)
+        if reply.plans:  # never raises: the claims above must still be returned
+            calendar_plans.write_plans(self, reply.plans, now)
+        nxt = reply.next
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
         if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH for lane in capped):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
-        if moved_aside:
+        if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
         return ClaimBatch(claims, due_in, now / 1000)
 
-    def _quarantine(self, c: dict[str, Any], exc: Exception) -> None:
+    def _quarantine(self, job: str, token: str, exc: Exception) -> None:
         """A claimed job whose definition cannot be read: moved aside, into the
         namespace's quarantine (quarantine.lua drops the claim's RUNNING entry and lease,
         renames the job key and records why), instead of crashing the loop."""
         reason = f"malformed job data in Redis ({type(exc).__name__}: {exc})"
-        log.error("job %s: %s; moved aside (quarantined)", c.get("j"), reason)
-        self.call_script("quarantine", c["j"], c["t"], reason[:1000])
+        log.error("job %s: %s; moved aside (quarantined)", job, reason)
+        self.call_script("quarantine", job, token, reason[:1000])
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         if not claims:
