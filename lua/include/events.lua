@@ -1,4 +1,4 @@
--- include/events.lua: the event stream (capped at ~10,000 entries) and its counters, one
+-- include/events.lua: the event stream (capped at ~10,000 events) and its counters, one
 -- per event kind. An entry is one state change (fields kind, job, sched, attempt, detail,
 -- at; a claim may add ready), or all the changes of one kind that one batch script call
 -- made (fields kind, detail, at, n, batch: n lines "<sched>|<attempt>|<ready>|<job>",
@@ -66,8 +66,9 @@ local function flush_tally()
     if #b.lines == 1 then  -- one change: the single form
       local o = b.one
       xadd_event(b.now, kind, o[1], o[2], o[3], b.detail, o[4])
-    elseif #b.lines > 1 then
-      redis.call('XADD', P .. 'events', 'MAXLEN', '~', 10000, '*', 'kind', kind, 'detail',
+    elseif #b.lines > 1 then  -- ~10,000 events: an entry of n trims to 10,000/n entries
+      local cap = math.max(100, math.floor(10000 / #b.lines))
+      redis.call('XADD', P .. 'events', 'MAXLEN', '~', cap, '*', 'kind', kind, 'detail',
         b.detail, 'at', fmt(b.now), 'n', fmt(#b.lines), 'batch', table.concat(b.lines, '\n'))
     end
     redis.call('HINCRBY', P .. 'stats', kind, b.n)
