@@ -7,8 +7,8 @@
 -- write: an old job that does not parse is moved aside first (include/replace.lua).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
--- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout
+-- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats, layout,
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined, quarantined:<entry>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] def (canonical definition, opaque)
 -- ARGV[5] lane              ARGV[6] kind: after | at | every | cron
@@ -80,7 +80,7 @@ if old.def then
   local member = series_member(job, old.e)
   if member then redis.call('ZREM', P .. 'due:' .. old.lane, member) end
 end
-redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job)
+redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
 local gen = redis.call('INCR', P .. 'gen')
 -- only what differs from DEFAULTS (include/job.lua) is written
 local set = {'def', def, 'kind', kind, 'gen', fmt(gen)}

@@ -16,7 +16,7 @@
 -- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
 --   claimed:<owner>, replica:<owner>, epoch, layout,
---   dead-jobs, done:<state>, paused
+--   dead-jobs, done:<state>, paused, runs:<job_id>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)

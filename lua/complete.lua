@@ -9,7 +9,7 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused
+--   done:<state>, paused, runs:<job_id>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
 -- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING
@@ -22,6 +22,7 @@
 --@include tokens
 --@include settle
 --@include commit
+--@include history
 
 local job, token, result = ARGV[3], ARGV[4], ARGV[5]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
@@ -38,5 +39,6 @@ redis.call('HINCRBY', jk, 'runs', 1)
 redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
   'last_run', fmt(now))
 event(now, 'succeeded', job, plan.r.sched, plan.r.attempt, '')
+record_run(now, job, plan.f, plan.r, 'succeeded')
 settle(now, job, 'succeeded')
 return 'ok'

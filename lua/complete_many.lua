@@ -7,11 +7,10 @@
 -- every item is checked (RUNNING entry, job) before the first write; one that does not
 -- parse is moved aside on its own (include/commit.lua), the others are recorded; a
 -- corrupt namespace key stops the call before any write.
---
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused
+--   done:<state>, paused, runs:<job_id>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found" |
@@ -24,6 +23,7 @@
 --@include retire
 --@include settle
 --@include commit
+--@include history
 
 if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
   return redis.error_reply('ERR duetime bad-input triples')
@@ -50,8 +50,7 @@ local function check(job, token, data)
     local deadline = redis.call('ZSCORE', P .. 'lease', token)
     if deadline and tonumber(deadline) <= now then code = 'lease_lost' end
   end
-  if code then return nil, code, data end
-  return r, nil, data
+  if code then return nil, code, data else return r, nil, data end
 end
 
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
@@ -59,7 +58,7 @@ end
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
-    'retries', 'lists', 'failures')
+    'retries', 'lists', 'failures', 'started')
   if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
       and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
@@ -76,6 +75,7 @@ local function succeed(job, token, result, r, f)
     redis.call('HINCRBY', jk, 'runs', 1)
     redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
       'last_run', fmt(now))
+    record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
   event_tallied(now, 'succeeded', job, r.sched, r.attempt, '')

@@ -11,7 +11,7 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
---   done:<state>, dead-jobs, paused, events, stats, layout
+--   done:<state>, dead-jobs, paused, events, stats, layout, runs:<job_id>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job existed and was deleted, 0 if there was no such job; or an error
@@ -37,7 +37,7 @@ if t == 'hash' then
 end
 -- write
 if lane and e and e ~= '' then redis.pcall('ZREM', P .. 'due:' .. lane, series_member(job, e)) end
-redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job)
+redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
 for _, state in ipairs(STATES) do redis.pcall('ZREM', P .. 'done:' .. state, job) end
 redis.pcall('ZREM', P .. 'dead-jobs', job)
 redis.pcall('SREM', P .. 'paused', job)

@@ -9,7 +9,7 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   dead-jobs, done:<state>, paused
+--   dead-jobs, done:<state>, paused, runs:<job_id>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
 -- ARGV[7] the error's traceback (optional; its last 8 KiB are kept as last_tb)
@@ -25,6 +25,7 @@
 --@include dead
 --@include settle
 --@include commit
+--@include history
 
 local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
@@ -50,10 +51,12 @@ if retry ~= '' and f.gen == r.gen and f.cancelled ~= '1' then
   event(now, 'retried', job, r.sched, r.attempt, err)
   push_retry(job, f.lane, r.gen, r.sched, r.attempt + 1, r.stalls, now + int(retry))
   how = 'released'
+  record_run(now, job, f, r, 'retried')
 else
   redis.call('HINCRBY', jk, 'failures', 1)
   event(now, 'failed', job, r.sched, r.attempt, err)
   dead_letter(now, job, r.sched, r.attempt, err)
+  record_run(now, job, f, r, 'failed')
 end
 settle(now, job, how)
 return 'ok'

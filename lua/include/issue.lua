@@ -33,7 +33,8 @@ local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
     b.lease_add[#b.lease_add + 1] = b.now + b.lease
     b.lease_add[#b.lease_add + 1] = token
   end
-  redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', fmt(attempt), ...)
+  redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', fmt(attempt),
+    'started', fmt(fence) .. '@' .. fmt(b.now), ...)
   local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
   event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, ready > sched and ready or nil)
   local c = b.claims  -- the reply's claim record (claim.lua's header), def last

@@ -9,9 +9,10 @@
 -- Provides: REAP_FIELDS, inspect_lease, reap_one, reap
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq,
 --   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
---   dead-jobs, done:<state>, paused
+--   dead-jobs, done:<state>, paused, runs:<job_id>
 
 --@include core
+--@include history
 --@include tokens
 --@include events
 --@include due
@@ -22,7 +23,7 @@
 
 -- Every field reaping and settling may parse.
 local REAP_FIELDS = {'gen', 'cancelled', 'delivery', 'max_stalls', 'lane', 'queued', 'paused',
-  'kind', 'e', 'retries', 'running'}
+  'kind', 'e', 'retries', 'running', 'started'}
 
 -- What reaping expired lease `token` needs, read only: {token, r, data (the RUNNING entry
 -- as stored), f (its job's checked fields; nil: gone)} or `bad` (what to record when it is
@@ -59,6 +60,7 @@ local function reap_one(now, x)
     return
   end
   event(now, 'lease_lost', r.job, r.sched, r.attempt, x.token)
+  record_run(now, r.job, f, r, 'lease_lost')
   local how = 'failed'
   local live = f and f.gen == r.gen and f.cancelled ~= '1'
   if live and f.delivery == 'at_most_once' then

@@ -3,7 +3,7 @@
 -- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, repair_job
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
---   done:<state>, paused
+--   done:<state>, paused, runs:<job_id>
 --
 -- Left alone (legitimate states): finished, cancelled or paused jobs (a paused job's
 -- pending entries wait in its `stash`); a series parked by catch-up (`queued`) while an

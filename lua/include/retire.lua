@@ -3,7 +3,7 @@
 -- listed in done:<state> (`duetime ls --state`), trimmed to that day.
 -- Provides: RETENTION_MS, retire
 -- Key families: layout, job:<job_id>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
---   done:<state>, paused
+--   done:<state>, paused, runs:<job_id>
 
 --@include core
 --@include job
@@ -17,6 +17,7 @@ local function retire(job, outcome)
   redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
   redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
   redis.call('PEXPIRE', P .. 'bf:' .. job, RETENTION_MS)
+  redis.call('PEXPIRE', P .. 'runs:' .. job, RETENTION_MS)
   -- The listing indexes are derived data, written with pcall: one of another type is
   -- skipped, never a reason to stop a retirement (a listing re-reads every job it names).
   local now, done = now_ms(), P .. 'done:' .. outcome

@@ -3,7 +3,7 @@
 -- Provides: settle
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, skips:<job_id>,
 --   dead:<job_id>, bf:<job_id>,
---   done:<state>, paused
+--   done:<state>, paused, runs:<job_id>
 
 --@include job
 --@include due

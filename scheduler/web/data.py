@@ -141,7 +141,7 @@ def job(
         "job": job_row(info, redact),
         "definition": _definition(spec),
         "upcoming": occurrences.as_json(occurrences.upcoming(spec, info.next_run, now)),
-        "runs": queries.runs_of(recent, 20),
+        "runs": queries.stored_runs(store, job_id) or queries.runs_of(recent, 20),
         "events": [render.event_json(e.event, e.id) for e in reversed(recent)],
         "scanned": scan,
     }

@@ -270,9 +270,11 @@ class Diff:
         return {k if n == 1 else f"{k}x{n}" for k, n in got.items()}
 
 
-# (done:<state>, dead-jobs and paused are listing indexes: derived, re-checked on every read)
+# (done:<state>, dead-jobs and paused are listing indexes: derived, re-checked on every read;
+# runs:<job> a recurring job's run history, derived, written with pcall)
 BOOKKEEPING = re.compile(
-    r"^(fence|seq|gen|lanes|layout|epoch|ids|claimed:.*|replica:.*|done:.*|dead-jobs|paused)$"
+    r"^(fence|seq|gen|lanes|layout|epoch|ids|claimed:.*|replica:.*|done:.*|dead-jobs|paused"
+    r"|runs:.*)$"
 )
 
 

@@ -23,7 +23,8 @@ def rs(redis_url, redis_ns, clock):
     s.close()
 
 
-VOLATILE = {"last_token", "last_run", "gen"}  # differ between two jobs completed the same way
+# differ between two jobs completed the same way
+VOLATILE = {"last_token", "last_run", "gen", "started"}
 
 
 def many(rs, *items):

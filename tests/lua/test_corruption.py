@@ -223,7 +223,10 @@ class World:
                 if rid in claimed_first:  # claim.lua's writes, then quarantine.lua's rename
                     h = dict(was[1])
                     running = int(h.get(b"running", b"0")) + 1
+                    stamp = after[f"quarantined:{rid}"][1].get(b"started", b"")  # fence@now
+                    assert stamp.endswith(b"@%d" % int(self.clock.now() * 1000)), stamp
                     was = ("hash", {**h, b"running": str(running).encode(), b"attempts": b"1"})
+                    was[1][b"started"] = stamp
                     if h[b"kind"] in (b"after", b"at"):
                         was[1][b"e"] = b""
                     else:

@@ -162,6 +162,7 @@ def test_complete_does_not_carry_the_claim_machinery():
         "interval",  # check's rule for a fixed-rate job's interval field
         "aside",
         "commit",
+        "history",  # a recurring job's recent runs
     }
     assert {"admit", "issue", "reap", "grid", "calendar"} & complete == set()
 

@@ -66,6 +66,9 @@ class Keys:
     def skips(self, job_id: str) -> str:
         return f"{self.prefix}skips:{job_id}"  # list: recent skipped ranges
 
+    def runs(self, job_id: str) -> str:
+        return f"{self.prefix}runs:{job_id}"  # list: a recurring job's recent runs
+
     def dead(self, job_id: str) -> str:
         return f"{self.prefix}dead:{job_id}"  # list: recent dead letters (JSON)
 

@@ -286,23 +286,64 @@ def last_event_id(store: AnyStore) -> str:
 
 
 class Run(TypedDict):
-    """One ended run of a job, from its events: claimed, then its outcome."""
+    """One ended run of a job: claimed, then its outcome."""
 
     scheduled: float | None
     attempt: int | None
-    started: float  # the claim, epoch seconds
-    outcome: str  # succeeded, failed (for good) or retried
-    duration: float  # seconds from the claim to the outcome
+    started: float | None  # the claim, epoch seconds (None: not known)
+    outcome: str  # succeeded, failed (for good), retried or lease_lost
+    duration: float | None  # seconds from the claim to the outcome (None: not known)
 
 
 RUN_ENDS = frozenset({"succeeded", "failed", "retried"})
 
 
 def recent_runs(store: AnyStore, job_id: str, count: int = 10) -> list[Run]:
-    """The job's last ``count`` runs whose claim and outcome are both still in the event
-    stream (capped at ~10,000 entries), newest first; one backward pass over the stream."""
+    """The job's last ``count`` runs, newest first: a recurring job's from its own list
+    (``stored_runs``, the last 20), another's from the event stream (those whose claim
+    and outcome are both still there; one backward pass over the capped stream)."""
+    stored = stored_runs(store, job_id)
+    if stored:
+        return stored[:count]
     entries = recent_events(store, 4 * count, job_id, kinds=RUN_ENDS | {"claimed"})
     return runs_of(entries, count)
+
+
+def stored_runs(store: AnyStore, job_id: str) -> list[Run]:
+    """A recurring job's last runs as the scripts keep them (lua/include/history.lua:
+    ``sched|attempt|fence|started|ended|outcome``, ms), newest first; an entry that does
+    not parse is left out (the list is derived data)."""
+    part = of_job(store, job_id)
+    try:
+        raw = part.redis.lrange(part.keys.runs(job_id), 0, -1)
+    except redis_errors() as exc:  # a key of another type: no stored runs
+        if "WRONGTYPE" not in str(exc):
+            raise
+        return []
+    runs: list[Run] = []
+    for item in raw:
+        try:
+            sched, attempt, _fence, started, ended, outcome = str(item).split("|", 5)
+            at = int(started) / 1000 if started else None
+            end = int(ended) / 1000
+            runs.append(
+                Run(
+                    scheduled=int(sched) / 1000,
+                    attempt=int(attempt),
+                    started=at,
+                    outcome=outcome,
+                    duration=None if at is None else round(end - at, 6),
+                )
+            )
+        except ValueError:
+            continue
+    return runs
+
+
+def redis_errors() -> type[Exception]:
+    import redis
+
+    return redis.ResponseError
 
 
 def runs_of(entries: list[Entry], count: int = 10) -> list[Run]:
