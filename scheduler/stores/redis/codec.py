@@ -264,6 +264,15 @@ def running_entry(data: str) -> RunningEntry:
     return RunningEntry(int(gen), int(sched) / 1000, int(attempt), int(stalls), int(fence), job)
 
 
+def run_entry(data: str) -> tuple[float, int, float | None, float, str]:
+    """Parse one entry of a job's run list (``runs:<job>``, lua/include/history.lua:
+    ``sched|attempt|fence|started|ended|outcome``, ms): scheduled, attempt, started (None:
+    not known), ended (epoch seconds) and outcome; ValueError if it does not parse."""
+    sched, attempt, _fence, started, ended, outcome = data.split("|", 5)
+    at = int(started) / 1000 if started else None
+    return int(sched) / 1000, int(attempt), at, int(ended) / 1000, outcome
+
+
 def member_job(member: str) -> str:
     """The job id of a due member (``<seq>|s|<job>``, ``<seq>|r|gen|sched|attempt|stalls|
     <job>``; include/due.lua) or of a listing index entry (the job id itself)."""

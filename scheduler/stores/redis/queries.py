@@ -323,13 +323,11 @@ def stored_runs(store: AnyStore, job_id: str) -> list[Run]:
     runs: list[Run] = []
     for item in raw:
         try:
-            sched, attempt, _fence, started, ended, outcome = str(item).split("|", 5)
-            at = int(started) / 1000 if started else None
-            end = int(ended) / 1000
+            sched, attempt, at, end, outcome = codec.run_entry(str(item))
             runs.append(
                 Run(
-                    scheduled=int(sched) / 1000,
-                    attempt=int(attempt),
+                    scheduled=sched,
+                    attempt=attempt,
                     started=at,
                     outcome=outcome,
                     duration=None if at is None else round(end - at, 6),
