@@ -8,6 +8,7 @@ store's queries), occurrences.py (a job's next runs with their daylight-saving d
 templates/ and static/ (shipped in the wheel; uPlot vendored, nothing from the internet).
 """
 
-from scheduler.web.app import Console, create_app
+from scheduler.web.app import create_app
+from scheduler.web.console import Console
 
 __all__ = ["Console", "create_app"]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
     from starlette.templating import Jinja2Templates
 
-    from scheduler.web.app import Console
+    from scheduler.web.console import Console
 
 log = logging.getLogger("duetime.web")
 ACTIONS = ("retry", "delete", "pause", "resume", "trigger", "backfill", "retry_failed")

@@ -11,40 +11,17 @@ Every page has a stable deep link and a JSON endpoint behind it: ``/ns/<ns>/<pag
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from scheduler.web.auth import Auth
-from scheduler.web.data import Charts
+from scheduler.web.console import Console
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from scheduler.stores.redis.queries import AnyStore
 
 HERE = Path(__file__).parent
-
-
-@dataclass
-class Console:
-    """What one console serves: the stores of its namespaces (the first is the default),
-    the Redis URL as shown (password masked), who may act, and whether arguments are
-    redacted."""
-
-    stores: dict[str, AnyStore]
-    url: str = ""
-    auth: Auth = field(default_factory=Auth)
-    redact: bool = False
-    charts: Charts = field(default_factory=Charts)
-    allowed_hosts: list[str] | None = None  # Host headers answered (None: any)
-
-    def flash_sig(self, text: str) -> str:
-        """A signature for a message shown after a redirect (a link cannot forge one)."""
-        return hmac.new(self.auth.secret, b"flash:" + text.encode(), hashlib.sha256).hexdigest()
 
 
 def utc(t: float | None) -> str:

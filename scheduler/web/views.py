@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from starlette.templating import Jinja2Templates
 
     from scheduler.stores.redis.queries import AnyStore
-    from scheduler.web.app import Console
+    from scheduler.web.console import Console
 
 PAGES = ("overview", "jobs", "job", "running", "failed", "recurring", "events")
 

@@ -14,13 +14,10 @@ is parsed, how shards are merged. A request names the part (shard index) it goes
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
-
-if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 T = TypeVar("T")
 
@@ -78,7 +75,7 @@ def one(part: int, name: str, *args: Any, **kwargs: Any) -> Op[Any]:
     return replies[0]
 
 
-def run(store: AnyStore, op: Op[T]) -> T:
+def run(store: Parted, op: Op[T]) -> T:
     """Run ``op`` on a sync store: each request on ``store.parts[request.part]`` (a
     single ``RedisStore``, a shard of a ``ShardedStore`` among them, takes them all)."""
     parts = store.parts
@@ -101,6 +98,13 @@ def run_on(part: Part, op: Op[T]) -> T:
     except StopIteration as stop:
         result: T = stop.value
         return result
+
+
+class Parted(Protocol):
+    """A sync store of one or more parts (``RedisStore``, ``ShardedStore``)."""
+
+    @property
+    def parts(self) -> Sequence[Part]: ...
 
 
 class Part(Protocol):
