@@ -36,7 +36,7 @@ from scheduler.stores.redis import (
 from scheduler.stores.redis import claims as claimcodec
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis.replication import ReplicationWatch, Waiter, event_fields
 from scheduler.stores.redis.server_checks import (
     UNREACHABLE,
     StoreConfigError,
@@ -230,17 +230,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
             self.data_loss_alarms += 1
         with self._r.pipeline(transaction=False) as p:
             p.xadd(
-                self.keys.events,
-                {
-                    "kind": kind,
-                    "job": job,
-                    "sched": "",
-                    "attempt": "",
-                    "detail": detail,
-                    "at": str(int(time.time() * 1000)),
-                },
-                maxlen=10_000,
-                approximate=True,
+                self.keys.events, event_fields(kind, detail, job), maxlen=10_000, approximate=True
             )
             p.hincrby(self.keys.stats, kind, 1)
             p.execute()
