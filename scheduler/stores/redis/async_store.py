@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import scripts, shards, urls
+from scheduler.stores.redis import adds, scripts, shards, urls
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
 from scheduler.stores.redis.replication import Waiter
@@ -191,8 +191,8 @@ class AsyncStore:
         try:
             for attempt in (0, 1):
                 async with self._r.pipeline(transaction=False) as pipe:
-                    for a in args:
-                        argv = self._argv(keys, "add", a)
+                    for call in adds.calls(args):  # up to ADD_BATCH jobs per add.lua call
+                        argv = self._argv(keys, "add", call)
                         pipe.execute_command("EVALSHA", *argv)
                     if self.waiter.replicas:
                         pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
@@ -204,10 +204,13 @@ class AsyncStore:
                     continue
                 if self.waiter.replicas:
                     self.waiter.check(replies.pop(), len(args))
-                for r in replies:
-                    if isinstance(r, redis.exceptions.ResponseError):
-                        raise refused(r, self.url) from r
-                return replies
+                items = adds.per_job(len(args), replies)
+                bad = adds.first_error(items)
+                if isinstance(bad, redis.exceptions.ResponseError):
+                    raise refused(bad, self.url) from bad
+                if bad is not None:
+                    raise bad
+                return items
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
         raise AssertionError("unreachable")
