@@ -129,20 +129,37 @@ def kwargs(value: object) -> dict[str, Any]:
     return dict(value)
 
 
+# JSON's encoder with the canonical settings, built once (json.dumps builds one per call)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+# exact types whose JSON text reads back equal (finite floats: allow_nan=False refuses the rest)
+_EXACT = frozenset((str, int, float, bool, type(None)))
+
+
+def _flat(args: object) -> bool:
+    """A dict of str keys to values of the exact types in _EXACT: its JSON round trip is
+    exact, so the decode-and-compare check can be skipped (anything else takes it)."""
+    if type(args) is not dict:
+        return False
+    for key, value in args.items():
+        if type(key) is not str or type(value) not in _EXACT:
+            return False
+    return True
+
+
 def json_args(args: object, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
     """Encode job arguments as canonical JSON; refuse what would not round-trip."""
     from scheduler.errors import PayloadError
 
     try:
-        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        text = _CANONICAL.encode(args)
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"job arguments must be JSON-serialisable: {exc}") from None
-    if json.loads(text) != args:
+    if not _flat(args) and json.loads(text) != args:
         raise PayloadError(
             "job arguments do not survive a JSON round trip (tuples, non-str dict keys?); "
             "pass lists and str-keyed dicts"
         )
-    size = len(text.encode())
+    size = len(text)  # ensure_ascii: one byte per character
     if size > limit:
         raise PayloadError(
             f"job arguments are {size} bytes of JSON, over the {limit}-byte limit; "
