@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,8 +94,10 @@ def callable_job(fn: object, name: str = "job") -> Callable[[], Any]:
 def runnable(fn: object, what: str) -> None:
     """Refuse what can never run as a job (issue 14): a coroutine object (a called
     ``async def``) or an async generator function; the message says what to pass."""
-    import inspect
-
+    if type(fn) is types.FunctionType:  # a plain function is never awaitable: its flags say
+        if fn.__code__.co_flags & inspect.CO_ASYNC_GENERATOR:
+            _async_generator(what)
+        return
     if inspect.iscoroutine(fn) or inspect.isawaitable(fn):
         if inspect.iscoroutine(fn):
             fn.close()  # no "never awaited" warning: the caller is told instead
@@ -103,10 +107,14 @@ def runnable(fn: object, what: str) -> None:
             "bind arguments with functools.partial or kwargs="
         )
     if inspect.isasyncgenfunction(fn):
-        raise TypeError(
-            f"{what} is an async generator function, which cannot be awaited once: wrap it, "
-            "e.g. async def job(): async for item in gen(): ..."
-        )
+        _async_generator(what)
+
+
+def _async_generator(what: str) -> None:
+    raise TypeError(
+        f"{what} is an async generator function, which cannot be awaited once: wrap it, "
+        "e.g. async def job(): async for item in gen(): ..."
+    )
 
 
 def kwargs(value: object) -> dict[str, Any]:
