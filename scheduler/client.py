@@ -290,7 +290,7 @@ def build_spec(
     options: Mapping[str, Any],
 ) -> JobSpec:
     """``job_spec(...)(now)``: the job's spec, or what the caller did wrong."""
-    delay, at, every, cron = (when.get(k) for k in ("delay", "at", "every", "cron"))
+    delay, at, every, cron = when.get("delay"), when.get("at"), when.get("every"), when.get("cron")
     if delay is None and at is None and every is None and cron is None:
         delay = 0.0
     schedule = schedule_of(

@@ -97,6 +97,9 @@ def schedule_of(
     ``delay`` and ``every`` may be duration strings (``"90s"``). An ``at`` more than 24 h
     before ``now`` (epoch seconds, default the local clock) is refused unless
     ``allow_past``."""
+    alone = at is None and every is None and cron is None and anchor is None and tz is None
+    if alone and delay is not None:  # the common case: a delay alone, without the checks below
+        return After(validation.delay(delay, "delay"))
     given = [
         name
         for name, v in (("delay", delay), ("at", at), ("every", every), ("cron", cron))

@@ -155,12 +155,17 @@ class ReplicationWatch:
         """Called after adds with ``seq_high`` as it was when they were sent and their
         replies ``[outcome, due_in, seq_before, seq_after]`` (older servers' scripts
         return two items: nothing to check)."""
-        pairs = [(int(r[2]), int(r[3])) for r in replies if len(r) >= 4]
-        if not pairs:
+        before = after = -1  # the least seq_before and the greatest seq_after replied
+        for r in replies:
+            if len(r) >= 4:
+                b, a = int(r[2]), int(r[3])
+                before = b if before < 0 or b < before else before
+                after = a if a > after else after
+        if after < 0:
             return
         with self._lock:
-            self.seq_high = max(self.seq_high, *(after for _, after in pairs))
-        before = min(b for b, _ in pairs)
+            if after > self.seq_high:
+                self.seq_high = after
         if before >= high:
             return
         lost = high - before
