@@ -134,7 +134,7 @@ def kwargs(value: object) -> dict[str, Any]:
             raise TypeError(
                 f"kwargs keys must be argument names (str); got {type(key).__name__} {key!r}"
             )
-    return dict(value)
+    return value if type(value) is dict else dict(value)  # a copy only of other mappings
 
 
 # JSON's encoder with the canonical settings, built once (json.dumps builds one per call)
