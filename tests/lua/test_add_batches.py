@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from scheduler.model import After, At, Cron, Delivery, Every, Overlap, RetryPolicy
-from scheduler.stores.redis import RedisStore, StoreCorruptError
+from scheduler.stores.redis import RedisStore, StoreCorruptError, StoreFullError
 from scheduler.stores.redis.adds import ADD_BATCH
 from scheduler.testing import FakeClock
 from tests.conftest import START
@@ -108,5 +108,25 @@ def test_a_job_whose_old_data_blocks_it_gets_its_own_error(redis_url, redis_ns, 
         assert redis_client.get(rs.keys.job("bad")) == b"planted by hand"
         assert rs.get("a") is not None and rs.get("c") is not None
         assert rs.replication.seq_high == 2  # the lost-write check saw the two writes
+    finally:
+        rs.close()
+
+
+def test_an_out_of_memory_redis_refuses_adds_as_store_full(private_redis, clock):
+    """add.lua is a #!lua script: Redis at maxmemory (noeviction) refuses it whole, one job
+    or many per call, and the store says so (StoreFullError), nothing written."""
+    rs = RedisStore(private_redis.url, "oom", clock=clock)
+    try:
+        rs.add(spec("before", After(0)))
+        r = redis.Redis.from_url(private_redis.url)
+        r.config_set("maxmemory-policy", "noeviction")
+        r.config_set("maxmemory", max(1, int(r.info("memory")["used_memory"]) - 1024))
+        with pytest.raises(StoreFullError, match="out of memory"):
+            rs.add(spec("one", After(0)))
+        with pytest.raises(StoreFullError, match="out of memory"):
+            rs.add_many([spec(f"m{i}", After(0)) for i in range(3)])
+        r.config_set("maxmemory", 0)
+        assert [rs.get(j) is None for j in ("one", "m0", "m1", "m2")] == [True] * 4
+        r.close()
     finally:
         rs.close()

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
+
 ADD_BATCH = 50  # jobs per add.lua call: ~1 ms of Redis at most (~17 us a job)
 
 
@@ -49,3 +51,9 @@ def per_job(n: int, replies: Sequence[Any]) -> list[Any]:
 def first_error(items: Sequence[Any]) -> Exception | None:
     """The first job's exception among ``per_job``'s items, if any."""
     return next((x for x in items if isinstance(x, Exception)), None)
+
+
+def store_error(exc: Exception, url: str) -> Exception:
+    """A job's error reply as the store's error: out of memory, ``StoreFullError``; bad
+    input or corrupt data, what ``refused`` makes of it."""
+    return unreachable(exc, url) if isinstance(exc, UNREACHABLE) else refused(exc, url)

@@ -206,10 +206,8 @@ class AsyncStore:
                     self.waiter.check(replies.pop(), len(args))
                 items = adds.per_job(len(args), replies)
                 bad = adds.first_error(items)
-                if isinstance(bad, redis.exceptions.ResponseError):
-                    raise refused(bad, self.url) from bad
                 if bad is not None:
-                    raise bad
+                    raise adds.store_error(bad, self.url) from bad
                 return items
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc

@@ -173,10 +173,14 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         ``Script.__call__`` ends in, without its per-call set-up); a script missing from
         the server's cache (NOSCRIPT: nothing ran) is loaded and the call sent again."""
         try:
-            return self._r.execute_command("EVALSHA", script.sha, 1, *self._route, *argv)
+            return self._r.execute_command(
+                "EVALSHA", script.sha, len(self._route), *self._route, *argv
+            )
         except self._redis_mod.exceptions.NoScriptError:
             script.sha = self._r.script_load(script.script)
-            return self._r.execute_command("EVALSHA", script.sha, 1, *self._route, *argv)
+            return self._r.execute_command(
+                "EVALSHA", script.sha, len(self._route), *self._route, *argv
+            )
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
@@ -300,7 +304,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
             self.replication.after_add(high, [x for x in items if not isinstance(x, Exception)])
         bad = adds.first_error(items)
         if bad is not None:
-            raise refused(bad, self.url) from bad
+            raise adds.store_error(bad, self.url) from bad
         return [codec.add_result(reply) for reply in items]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
