@@ -121,6 +121,7 @@ class Scheduler(Client):
                 on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
             )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
+        self._poke_on_add = not isinstance(self.store, MemoryStore)
         self._dispatcher.start()
 
     def _build_runner(
@@ -248,8 +249,10 @@ class Scheduler(Client):
         if self._closed:
             raise SchedulerClosedError()
         added = self.store.add(spec)
-        # our own dispatcher learns at once (a shared store's wake-up is asynchronous)
-        self._dispatcher.poke_if_earlier(added.due_in)
+        if self._poke_on_add:
+            # our own dispatcher learns at once (a shared store's wake-up is asynchronous;
+            # a MemoryStore's add has called every subscriber, ours too, before returning)
+            self._dispatcher.poke_if_earlier(added.due_in)
         return spec.job_id
 
     def next_id(self) -> int:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import scripts, shards, urls
+from scheduler.stores.redis import adds, scripts, shards, urls
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
 from scheduler.stores.redis.replication import (
@@ -211,8 +211,8 @@ class AsyncStore:
         try:
             for attempt in (0, 1):
                 async with self._r.pipeline(transaction=False) as pipe:
-                    for a in args:
-                        argv = self._argv(keys, "add", a)
+                    for call in adds.calls(args):  # up to ADD_BATCH jobs per add.lua call
+                        argv = self._argv(keys, "add", call)
                         pipe.execute_command("EVALSHA", *argv)
                     if self.waiter.replicas:
                         pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
@@ -224,11 +224,13 @@ class AsyncStore:
                     continue
                 if self.waiter.replicas:
                     self.waiter.check(replies.pop(), len(args))
-                for r in replies:
-                    if isinstance(r, redis.exceptions.ResponseError):
-                        raise refused(r, self.url) from r
-                await self._after_add(part, high, replies)
-                return replies
+                items = adds.per_job(len(args), replies)
+                done = [r for r in items if not isinstance(r, Exception)]
+                await self._after_add(part, high, done)
+                bad = adds.first_error(items)
+                if bad is not None:
+                    raise adds.store_error(bad, self.url) from bad
+                return items
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
         raise AssertionError("unreachable")

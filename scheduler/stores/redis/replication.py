@@ -46,10 +46,13 @@ def seq_seen(replies: Sequence[Sequence[Any]]) -> tuple[int, int] | None:
     ``[outcome, due_in, seq_before, seq_after]``; None if none carries them (older
     scripts). A ``seq_before`` below the highest seq this client was already given means
     the server lost acknowledged adds."""
-    pairs = [(int(r[2]), int(r[3])) for r in replies if len(r) >= 4]
-    if not pairs:
-        return None
-    return min(b for b, _ in pairs), max(a for _, a in pairs)
+    before = after = -1  # one pass: a batch of adds replies once per job
+    for r in replies:
+        if len(r) >= 4:
+            b, a = int(r[2]), int(r[3])
+            before = b if before < 0 or b < before else before
+            after = a if a > after else after
+    return None if after < 0 else (before, after)
 
 
 def lost_writes_detail(before: int, high: int, old: int) -> str:
@@ -190,7 +193,8 @@ class ReplicationWatch:
             return
         before, after = seen
         with self._lock:
-            self.seq_high = max(self.seq_high, after)
+            if after > self.seq_high:
+                self.seq_high = after
         if before >= high:
             return
         with self._lock:

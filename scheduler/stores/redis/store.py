@@ -24,6 +24,7 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores.base import TRACEBACK_MAX
 from scheduler.stores.redis import (
+    adds,
     calendar_plans,
     codec,
     ops,
@@ -158,13 +159,28 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         minute per key)."""
         argv = [self.keys.prefix, self._now_arg(), *args]
         try:
-            with self.reachable():
-                self.replication.refresh()
-                if self.waiter.replicas:
-                    return self.waiter.call(self._scripts[name], argv, self._route)
-                return self._scripts[name](keys=self._route, args=argv)
+            self.replication.refresh()
+            if self.waiter.replicas:
+                return self.waiter.call(self._scripts[name], argv, self._route)
+            return self._evalsha(self._scripts[name], argv)
+        except UNREACHABLE as exc:  # first: it holds redis-py's out-of-memory ResponseError
+            raise unreachable(exc, self.url) from exc
         except self._redis_mod.ResponseError as exc:
             raise refused(exc, self.url) from exc
+
+    def _evalsha(self, script: Any, argv: list[Any]) -> Any:
+        """EVALSHA of a redis-py Script straight through ``execute_command`` (what
+        ``Script.__call__`` ends in, without its per-call set-up); a script missing from
+        the server's cache (NOSCRIPT: nothing ran) is loaded and the call sent again."""
+        try:
+            return self._r.execute_command(
+                "EVALSHA", script.sha, len(self._route), *self._route, *argv
+            )
+        except self._redis_mod.exceptions.NoScriptError:
+            script.sha = self._r.script_load(script.script)
+            return self._r.execute_command(
+                "EVALSHA", script.sha, len(self._route), *self._route, *argv
+            )
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
@@ -244,30 +260,42 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     def add(self, spec: JobSpec) -> AddResult:
         high = self.replication.seq_high
         reply = self.call_script("add", *self._add_args(spec))
-        with self.reachable():
+        try:
             self.replication.after_add(high, [reply])
+        except UNREACHABLE as exc:
+            raise unreachable(exc, self.url) from exc
         return codec.add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
-        """``add`` for many jobs in one round trip (a pipeline). Every job is checked
-        before anything is sent; each add is atomic on its own, the batch is not."""
+        """``add`` for many jobs in one round trip (a pipeline of add.lua calls of up to
+        ``adds.ADD_BATCH`` jobs each). Every job is checked before anything is sent; each
+        add is atomic on its own, the batch is not (a job refused by Redis raises, after
+        the others were stored)."""
         args = [self._add_args(spec) for spec in specs]
+        if not args:
+            return []
         script, high = self._scripts["add"], self.replication.seq_high
-        self.replication.refresh()
+        head = [self.keys.prefix, self._now_arg()]
         with self.reachable():
+            self.replication.refresh()
             replies = lua.pipelined(
                 self._r,
                 script,
                 self._route,
-                [[self.keys.prefix, self._now_arg(), *a] for a in args],
+                [head + call for call in adds.calls(args)],
                 self.waiter.replicas,
                 self.waiter.timeout_ms,
+                raise_on_error=False,
             )
         if self.waiter.replicas:
             self.waiter.check(replies.pop(), len(args))
+        items = adds.per_job(len(args), replies)
         with self.reachable():
-            self.replication.after_add(high, replies)
-        return [codec.add_result(reply) for reply in replies]
+            self.replication.after_add(high, [x for x in items if not isinstance(x, Exception)])
+        bad = adds.first_error(items)
+        if bad is not None:
+            raise adds.store_error(bad, self.url) from bad
+        return [codec.add_result(reply) for reply in items]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
