@@ -139,7 +139,8 @@ class Scheduler(Client):
             else Acks(
                 self.store.complete_many,
                 self._timers,
-                on_recorded=None if heartbeat is None else heartbeat.settled_many,
+                # the runner settles the heartbeat's claims and reports the successes
+                on_recorded=lambda claims, results: self._runner.recorded(claims, results),
                 # in process, workers flush when they drain their queue: the deadline
                 # timer is armed only when a job starts while successes wait
                 arm_on_add=not isinstance(self.store, MemoryStore),

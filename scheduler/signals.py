@@ -15,10 +15,11 @@ import logging
 import math
 import random
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.metrics import Metrics
+from scheduler.metrics import Metrics, Run
 
 log = logging.getLogger("duetime.summary")
 
@@ -91,6 +92,12 @@ class Signals(Metrics):
             self._lags.add(lag)
         self.inner.claimed(lane, lag)
 
+    def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        with self._lock:  # one lock hold per batch
+            for _, lag in lags:
+                self._lags.add(lag)
+        self.inner.claimed_many(lags)
+
     def finished(self, lane: str, outcome: str) -> None:
         with self._lock:
             self._counts[outcome] = self._counts.get(outcome, 0) + 1
@@ -100,6 +107,13 @@ class Signals(Metrics):
         with self._lock:
             self._waits.add(waited)
         self.inner.ran(lane, task, outcome, seconds, waited)
+
+    def succeeded_many(self, runs: Sequence[Run]) -> None:
+        with self._lock:  # one lock hold per batch
+            self._counts["succeeded"] += len(runs)
+            for run in runs:
+                self._waits.add(run.waited)
+        self.inner.succeeded_many(runs)
 
     def renewed(self, count: int) -> None:
         self.inner.renewed(count)
