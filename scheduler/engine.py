@@ -29,7 +29,7 @@ from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
-from workers.runner import Runner, Work
+from workers.runner import Runner, Work, works
 from workers.timers import Timers
 
 log = logging.getLogger("duetime")
@@ -166,13 +166,13 @@ class Scheduler(Client):
         claim order (FIFO among jobs due at the same instant)."""
         lane = claims[0].lane
         if all(c.lane == lane for c in claims):
-            self._lanes.submit_many(lane, [Work(c, claimed_at) for c in claims])
+            self._lanes.submit_many(lane, works(claims, claimed_at))
             return
         by_lane: dict[str, list[Work]] = {}
         for c in claims:
             by_lane.setdefault(c.lane, []).append(Work(c, claimed_at))
-        for name, works in by_lane.items():
-            self._lanes.submit_many(name, works)
+        for name, items in by_lane.items():
+            self._lanes.submit_many(name, items)
 
     def _refill(self, lane: str) -> Work | None:
         """A worker of ``lane`` just finished: if due work was left waiting for a free

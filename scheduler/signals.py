@@ -52,6 +52,16 @@ class _Sample:
             if i < MAX_SAMPLES:
                 self.values[i] = value
 
+    def add_many(self, values: list[float]) -> None:
+        """``add`` of each value, in order (while there is room: one ``extend``)."""
+        room = MAX_SAMPLES - len(self.values)
+        if room >= len(values):
+            self.seen += len(values)
+            self.values.extend(values)
+            return
+        for value in values:
+            self.add(value)
+
 
 class Signals(Metrics):
     """Counts what the hooks report, then forwards each call to ``inner``. ``ready()``:
@@ -93,9 +103,9 @@ class Signals(Metrics):
         self.inner.claimed(lane, lag)
 
     def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        values = [lag for _, lag in lags]
         with self._lock:  # one lock hold per batch
-            for _, lag in lags:
-                self._lags.add(lag)
+            self._lags.add_many(values)
         self.inner.claimed_many(lags)
 
     def finished(self, lane: str, outcome: str) -> None:
@@ -109,10 +119,10 @@ class Signals(Metrics):
         self.inner.ran(lane, task, outcome, seconds, waited)
 
     def succeeded_many(self, runs: Sequence[Run]) -> None:
+        waits = [run.waited for run in runs]
         with self._lock:  # one lock hold per batch
             self._counts["succeeded"] += len(runs)
-            for run in runs:
-                self._waits.add(run.waited)
+            self._waits.add_many(waits)
         self.inner.succeeded_many(runs)
 
     def renewed(self, count: int) -> None:

@@ -39,6 +39,13 @@ class Work(NamedTuple):
     claimed_at: float
 
 
+def works(claims: Sequence[Claim], claimed_at: float) -> list[Work]:
+    """``Work(claim, claimed_at)`` for each of a claimed batch (``tuple.__new__`` builds
+    each record without the NamedTuple's Python-level ``__new__``: a frame less per claim)."""
+    new = tuple.__new__
+    return [new(Work, (claim, claimed_at)) for claim in claims]
+
+
 class Ran(NamedTuple):
     """How long an invocation waited for its worker after the claim, and then ran."""
 
@@ -46,6 +53,7 @@ class Ran(NamedTuple):
     took: float
 
 
+_new_context = tuple.__new__  # a NamedTuple from all its fields, in order: a frame less
 LOOP_LAGS = 5000  # recent async jobs whose loop lag ``Scheduler.loop_lag()`` covers
 
 
@@ -165,8 +173,9 @@ class Runner:
             if timeout is None
             else self._timers.call_later(timeout, lambda: token.cancel("timeout"))
         )
-        ctx = InvocationContext(
-            claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token
+        ctx = _new_context(  # InvocationContext(...), without its Python-level __new__
+            InvocationContext,
+            (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token),
         )
         self._active[token] = claim.job_id
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover

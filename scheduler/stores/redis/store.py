@@ -354,7 +354,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 [c[3] for c in reply.claims],
                 reported=self.data_loss_alarms > alarms,
             )
-        claims, bad = claimcodec.build(reply, owner, self.spec_of)
+        claims, bad = claimcodec.build(reply, owner, self._definitions.spec)  # = spec_of
         for job, token, exc in bad:
             self._quarantine(job, token, exc)
         if reply.plans:  # never raises: the claims above must still be returned
