@@ -78,6 +78,15 @@ def _commits(codes: Sequence[str]) -> list[Commit]:
     return [_COMMIT.get(code) or Commit(code) for code in codes]
 
 
+def _took_a_full_batch(claims: Sequence[Claim], lanes: Sequence[str]) -> bool:
+    """Whether one of ``lanes`` got MAX_BATCH claims (so it may have more due); one pass
+    over the claims' lanes, not one generator per lane."""
+    if len(claims) < MAX_BATCH:
+        return False
+    taken = [c.lane for c in claims]
+    return any(taken.count(lane) >= MAX_BATCH for lane in lanes)
+
+
 class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
@@ -362,7 +371,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         nxt = reply.next
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
-        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH for lane in capped):
+        if capped and _took_a_full_batch(claims, capped):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
