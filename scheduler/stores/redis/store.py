@@ -65,10 +65,27 @@ LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
+_COMMIT = {c.value: c for c in Commit}
 
 
 def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
+
+
+def _commits(codes: Sequence[str]) -> list[Commit]:
+    """The ``Commit`` of each reply code (a dict lookup: ``Commit(code)`` costs ~0.3 µs
+    per code, and a batch of acks has hundreds); an unknown code raises ValueError, as
+    ``Commit(code)`` does."""
+    return [_COMMIT.get(code) or Commit(code) for code in codes]
+
+
+def _took_a_full_batch(claims: Sequence[Claim], lanes: Sequence[str]) -> bool:
+    """Whether one of ``lanes`` got MAX_BATCH claims (so it may have more due); one pass
+    over the claims' lanes, not one generator per lane."""
+    if len(claims) < MAX_BATCH:
+        return False
+    taken = [c.lane for c in claims]
+    return any(taken.count(lane) >= MAX_BATCH for lane in lanes)
 
 
 class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
@@ -364,7 +381,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 [c[3] for c in reply.claims],
                 reported=self.data_loss_alarms > alarms,
             )
-        claims, bad = claimcodec.build(reply, owner, self.spec_of)
+        claims, bad = claimcodec.build(reply, owner, self._definitions.spec)  # = spec_of
         for job, token, exc in bad:
             self._quarantine(job, token, exc)
         if reply.plans:  # never raises: the claims above must still be returned
@@ -372,7 +389,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         nxt = reply.next
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
-        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH for lane in capped):
+        if capped and _took_a_full_batch(claims, capped):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
@@ -390,7 +407,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         if not claims:
             return []
         codes = self.call_script("renew", _ms(lease), *[c.token for c in claims])
-        return [Commit(code) for code in codes]
+        return _commits(codes)
 
     def complete(self, claim: Claim, result: Any) -> Commit:
         return Commit(
@@ -407,7 +424,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 for claim, result in done[i : i + MAX_ACKS]
                 for x in (claim.job_id, claim.token, codec.result_json(result))
             ]
-            out += [Commit(code) for code in self.call_script("complete_many", *args)]
+            out += _commits(self.call_script("complete_many", *args))
         return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
