@@ -27,15 +27,8 @@ local PAUSED_FIELDS = {'stash'}
 -- More fields `names` of `job`, whose fields `f` read_job read and checked: checked the
 -- same way, added to `f`. Returns f; or nil, why it does not parse, and 'hash'.
 local function read_more(job, f, names)
-  local got = redis.call('HMGET', jkey(job), unpack(names))  -- a hash: read_job saw it
-  for i, name in ipairs(names) do
-    local v = got[i]
-    if v then
-      local why = field_problem(name, v)
-      if why then return nil, 'malformed job data: ' .. why, 'hash' end
-    end
-    f[name] = v or DEFAULTS[name]
-  end
+  local why = take_fields(f, names, redis.call('HMGET', jkey(job), unpack(names)))  -- a hash: read_job saw it
+  if why then return nil, why, 'hash' end
   local lacks = missing_field(f, names)
   if lacks then return nil, 'malformed job data: field ' .. lacks .. ' is missing', 'hash' end
   return f
