@@ -4,7 +4,7 @@
 -- each field by its rule (include/rules.lua: integers as core's int() reads them,
 -- enumerations among their values, sizes) and the fields its kind needs; one that fails
 -- is moved aside (aside.lua).
--- Provides: rule_ok, field_problem, ASKED, TAIL, missing_field, take_fields, read_job
+-- Provides: rule_ok, field_problem, ASKED, asked_of, TAIL, missing_field, take_fields, read_job
 -- Key families: layout, job:<job_id>
 
 --@include core
@@ -22,18 +22,28 @@ local function field_problem(name, v)
   return 'field ' .. name .. ' is not ' .. what_of(name)
 end
 
-local ASKED = {}  -- a list of field names -> the set of them
+-- A list of field names -> {set = the set of them, defaults = those with a default}, once
+-- per list and call.
+local ASKED = {}
+local function asked_of(names)
+  local a = ASKED[names]
+  if not a then
+    a = {set = {}, defaults = {}}
+    for _, name in ipairs(names) do
+      a.set[name] = true
+      if DEFAULTS[name] then a.defaults[#a.defaults + 1] = name end
+    end
+    ASKED[names] = a
+  end
+  return a
+end
+
 local TAIL = {every = {'anchor', 'interval', 'grace'}, cron = {'grace', 'next'}}
 
 -- A field that `f` (the fields `names`, defaults applied) must hold but lacks, or nil:
 -- def and kind; next while an occurrence is pending (e); then what its kind needs.
 local function missing_field(f, names)
-  local asked = ASKED[names]
-  if not asked then  -- once per list of names and call
-    asked = {}
-    for _, name in ipairs(names) do asked[name] = true end
-    ASKED[names] = asked
-  end
+  local asked = asked_of(names).set
   if asked.def and not f.def then return 'def' end
   if asked.kind and not f.kind then return 'kind' end
   if asked.next and not f.next and f.e and f.e ~= '' then return 'next' end
@@ -45,17 +55,20 @@ local function missing_field(f, names)
   return nil
 end
 
--- The values `got` (an HMGET reply) of the fields `names`, each checked, into `f`
--- (DEFAULTS applied). Returns nil; or why one does not parse (the first in `names`).
+-- The values `got` (an HMGET reply) of the fields `names`, each checked, into `f`, and
+-- DEFAULTS for those it lacks. Returns nil; or why one does not parse (the first in
+-- `names`). Absent fields are not assigned (a table grows only by what it holds).
 local function take_fields(f, names, got)
   for i = 1, #names do
-    local name, v = names[i], got[i]
+    local v = got[i]
     if v then
+      local name = names[i]
       if not (RULE[name] or sized)(v) then return 'malformed job data: ' .. field_problem(name, v) end
       f[name] = v
-    else
-      f[name] = DEFAULTS[name]
     end
+  end
+  for _, name in ipairs(asked_of(names).defaults) do
+    if f[name] == nil then f[name] = DEFAULTS[name] end
   end
   return nil
 end

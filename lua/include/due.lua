@@ -58,8 +58,10 @@ local function parse_member(member)
     m.job = rest
   elseif kind == 'r' then
     local gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
-    if not (job and int(gen) and int(sched) and int(attempt) and int(stalls)) then return nil end
-    m.gen, m.sched, m.attempt, m.stalls, m.job = gen, int(sched), int(attempt), int(stalls), job
+    -- digits only (the pattern), so int() is the length check, then tonumber
+    if not job or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 then return nil end
+    m.gen, m.sched, m.attempt, m.stalls, m.job = gen, tonumber(sched), tonumber(attempt),
+      tonumber(stalls), job
   end
   if not m.job or (string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
   return m
