@@ -1,12 +1,12 @@
 -- include/issue.lua: issuing claims (the RUNNING transition). A batch collects the claims
 -- of one claim.lua call; each gets a token "<owner>:<fence>" and a fence number greater
 -- than every earlier one. The batch's fence, RUNNING entries and leases are written once
--- (write_claims): one command each per call instead of per claim.
+-- (write_claims): one command each per call instead of per claim. The claimed job's hash
+-- is written under the key its caller passes (include/admit.lua builds it).
 -- Provides: new_batch, issue, write_claims
--- Key families: layout, job:<job_id>, events, stats, fence, running, lease
+-- Key families: layout, events, stats, fence, running, lease
 
 --@include core
---@include job
 --@include events
 
 -- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
@@ -18,11 +18,12 @@ local function new_batch(owner, now, lease, fence_before)
     started_tail = '@' .. fmt(now), lease_until = lease and now + lease}
 end
 
--- Claim invocation `sched` (attempt, stalls) of `job` (generation `gen`; `running` of its
--- invocations ran before it) into batch `b`; `...`: more job hash fields to set. The
--- job's fields were checked (include/check.lua): `def` is UTF-8 of at most DEF_MAX bytes,
--- so it cannot break the decoding of the whole reply.
-local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
+-- Claim invocation `sched` (attempt, stalls) of `job` (key `jk`, generation `gen`; its
+-- checked fields `f`: running, def, kind) into batch `b`; `...`: more job hash fields to
+-- set. The job's fields were checked (include/check.lua): `def` is UTF-8 of at most
+-- DEF_MAX bytes, so it cannot break the decoding of the whole reply. Only a recurring job
+-- is stamped `started` (its run history, include/history.lua): a one-off pays nothing.
+local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   local fence = (b.fence or b.fence_before) + 1
   b.fence = fence
   local s, a, fe = fmt(sched), fmt(attempt), fmt(fence)  -- each number formatted once
@@ -35,8 +36,12 @@ local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
     la[#la + 1] = b.lease_until
     la[#la + 1] = token
   end
-  redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', a,
-    'started', fe .. b.started_tail, ...)
+  local def, running = f.def, fmt(tonumber(f.running) + 1)
+  if f.kind == 'every' or f.kind == 'cron' then
+    redis.call('HSET', jk, 'running', running, 'attempts', a, 'started', fe .. b.started_tail, ...)
+  else
+    redis.call('HSET', jk, 'running', running, 'attempts', a, ...)
+  end
   local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
   local later = ready > sched and fmt(ready)
   event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, later and ready or nil,
