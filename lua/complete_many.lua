@@ -64,7 +64,7 @@ local function succeed(job, token, result, r, f)
   if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
       and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
-    retire_success(now_s, job, token, result, f)
+    retire_success(now_s, jk, job, token, result, f)
     retired[#retired + 1], retired[#retired + 2] = now, job
   else
     redis.call('HINCRBY', jk, 'runs', 1)

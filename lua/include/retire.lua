@@ -36,9 +36,9 @@ end
 
 -- The common case of a success (complete_many.lua): a one-off job's only invocation ended
 -- (its checked fields `f` say so: not paused, nothing queued or pending), so the job
--- retires with one HSET that records the outcome too; the caller lists it (list_done).
-local function retire_success(now_s, job, token, result, f)
-  local jk = jkey(job)
+-- (key `jk`) retires with one HSET that records the outcome too; the caller lists it
+-- (list_done).
+local function retire_success(now_s, jk, job, token, result, f)
   redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
     'last_result', result, 'last_error', '', 'last_token', token, 'last_run', now_s,
     'state', 'succeeded')
