@@ -5,14 +5,15 @@ Redis's main thread over each phase (time on the CPU only, so a busy box inflate
 than the EVALSHA time; it also holds reading the calls and writing the replies).
 
     PYTHONPATH=. python tests/bench/bench_claim_cost.py [--jobs 2000] [--runs 5]
-        [--against b48b9ed]
+        [--against b48b9ed [--against cb42fce ...]]
 
 Each run: a private redis-server, N one-off jobs due now, then claims of 1 and of 100
 jobs per call until none is left, then acks of every claim, 200 per complete_many call
-(statistics reset between the two phases). With ``--against REV`` the scripts of git
-revision REV run too, alternating with this checkout's run by run (a shared box is noisy:
-compare the columns, not the figures across machines). Prints medians over the runs: µs
-of Redis CPU per call and per job, commands per call, for the claims and for the acks.
+(statistics reset between the two phases). With ``--against REV`` (repeatable) the
+scripts of git revision REV run too, alternating with this checkout's run by run (a
+shared box is noisy: compare the columns, not the figures across machines). Prints
+medians over the runs: µs of EVALSHA time per call and per job, commands per call, and
+CPU µs of Redis's main thread per job, for the claims and for the acks.
 """
 
 from __future__ import annotations
@@ -115,11 +116,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--against", help="a git revision whose scripts run too")
+    ap.add_argument(
+        "--against", action="append", default=[], help="a git revision whose scripts run too"
+    )
     a = ap.parse_args()
     versions = {"this checkout": sources(None)}
-    if a.against:
-        versions[a.against] = sources(a.against)
+    for rev in a.against:
+        versions[rev] = sources(rev)
     with EmbeddedRedis(appendonly=False) as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)
         for per_call in (1, 100):
