@@ -30,10 +30,9 @@ if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
 end
 local jobs, tokens, results = {}, {}, {}
 for i = 3, #ARGV, 3 do
-  if ARGV[i] == '' or ARGV[i + 1] == '' then
-    return redis.error_reply('ERR duetime bad-input token')
-  end
-  jobs[#jobs + 1], tokens[#tokens + 1], results[#results + 1] = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local job, token, k = ARGV[i], ARGV[i + 1], i / 3
+  if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
+  jobs[k], tokens[k], results[k] = job, token, ARGV[i + 2]
 end
 local corrupt = commit_guard('succeeded')
 if corrupt then return corrupt end

@@ -38,11 +38,10 @@ end
 -- score, m (parsed), f (its job's checked fields; nil: no such job)}, or `bad` (what to
 -- record when it is moved aside).
 local function inspect(member, score)
-  local x = {member = member, score = score}
   local m = parse_member(member)
   if not m then
-    x.bad = {id = member_entry(member), job = '', reason = 'malformed due entry', type = ''}
-    return x
+    return {member = member, score = score,
+      bad = {id = member_entry(member), job = '', reason = 'malformed due entry', type = ''}}
   end
   local f, why, t = read_job(m.job, CLAIM_FIELDS)
   local series = f and (f.kind == 'every' or f.kind == 'cron')
@@ -52,9 +51,8 @@ local function inspect(member, score)
   if series and not why and skips_problem(m.job) then
     why, t = 'malformed job data: ' .. skips_problem(m.job), 'hash'
   end
-  if why then x.bad = {id = m.job, job = m.job, reason = why, type = t} end
-  x.m, x.f = m, f
-  return x
+  return {member = member, score = score, m = m, f = f,
+    bad = why and {id = m.job, job = m.job, reason = why, type = t} or nil}
 end
 
 -- Claim up to `cap` due members of `lane` into batch `b`; returns the capacity left.
