@@ -1,8 +1,8 @@
 -- include/rules.lua: what each field of a job's hash may hold, as one predicate per field
 -- (RULE; sizes included: a definition or stash at most DEF_MAX bytes, any other field at
--- most FIELD_MAX), built once per call from a few shared functions, so a read checks a
--- field with one table lookup and one call. Integers as core's int() reads them, parsed
--- once; enumerations by set lookup; a definition's UTF-8 scan only when it holds a byte
+-- most FIELD_MAX), plain functions, some shared, so a read checks a field with one table
+-- lookup and one call. Integers as core's int() reads them, parsed once; enumerations by
+-- comparison (interned strings); a definition's UTF-8 scan only when it holds a byte
 -- >= 0x80 (found by math.max over its bytes, in C). what_of: what a field must be (the
 -- text of the reason when it is not). Pure (no Redis calls).
 -- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, ascii, sized, RULE, what_of
@@ -38,27 +38,27 @@ end
 
 local function sized(v) return #v <= FIELD_MAX end  -- a field with no other rule
 
-local RULE  -- field -> its predicate
+local RULE  -- field -> its predicate (plain functions: each call builds them anew)
 do
-  local function at_least(lo) return function(v) local n = int(v) return n ~= nil and n >= lo end end
-  local function one_of(...)  -- an enumeration (of values at most FIELD_MAX bytes)
-    local set = {}
-    for _, value in ipairs({...}) do set[value] = true end
-    return function(v) return set[v] == true end
-  end
-  local function or_empty(ok) return function(v) return v == '' or ok(v) end end
-  local nonneg, flag = at_least(0), one_of('', '0', '1')
+  local function nonneg(v) local n = int(v) return n ~= nil and n >= 0 end
   local function integer(v) return int(v) ~= nil end
+  local function int_or_empty(v) return v == '' or int(v) ~= nil end
+  local function flag(v) return v == '' or v == '0' or v == '1' end
   RULE = {gen = nonneg, running = nonneg, k = nonneg, runs = nonneg, failures = nonneg,
-    max_stalls = at_least(1), grace = at_least(-1), retries = integer, anchor = integer,
-    next = integer, after = or_empty(integer), since = or_empty(integer),
-    ready = or_empty(integer), window = or_empty(nonneg),
+    max_stalls = function(v) local n = int(v) return n ~= nil and n >= 1 end,
+    grace = function(v) local n = int(v) return n ~= nil and n >= -1 end,
+    retries = integer, anchor = integer, next = integer, after = int_or_empty,
+    since = int_or_empty, ready = int_or_empty, window = function(v) return v == '' or nonneg(v) end,
     interval = function(v) return interval_of(v) ~= nil end,
-    kind = one_of('after', 'at', 'every', 'cron'), misfire = one_of('skip', 'run_once', 'catch_up'),
-    overlap = one_of('skip', 'allow', 'queue'), delivery = one_of('at_least_once', 'at_most_once'),
-    state = one_of('', 'succeeded', 'failed', 'abandoned', 'cancelled'), cancelled = flag,
-    paused = flag, replan = flag, go = flag, lists = flag,
-    e = function(v) return #v <= 16 and string.match(v, '^%x*$') ~= nil end,
+    kind = function(v) return v == 'after' or v == 'at' or v == 'every' or v == 'cron' end,
+    misfire = function(v) return v == 'skip' or v == 'run_once' or v == 'catch_up' end,
+    overlap = function(v) return v == 'skip' or v == 'allow' or v == 'queue' end,
+    delivery = function(v) return v == 'at_least_once' or v == 'at_most_once' end,
+    state = function(v)
+      return v == '' or v == 'succeeded' or v == 'failed' or v == 'abandoned' or v == 'cancelled'
+    end,
+    cancelled = flag, paused = flag, replan = flag, go = flag, lists = flag,
+    e = function(v) return #v <= 16 and string.find(v, '^%x*$') ~= nil end,
     lane = function(v) return v ~= '' and #v <= FIELD_MAX end,
     def = function(v) return v ~= '' and #v <= DEF_MAX and (ascii(v) or utf8_ok(v)) end,
     queued = function(v) return #v <= FIELD_MAX and (v == '' or queued_ok(v)) end,
