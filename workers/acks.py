@@ -14,6 +14,13 @@ is far longer than the delay (milliseconds).
 The timer only *signals*: the store call runs on the acks' own flusher thread, never on
 the shared timer thread, whose heartbeats and job timeouts a slow store (a high round
 trip) would otherwise starve (measured: leases lapsed and jobs ran twice at 100 ms RTT).
+
+Riding with claims: over a store that takes acks with a claim (Redis), the dispatcher
+``take``s what waits whenever it claims and sends it in the claim's round trip, then
+reports the outcomes with ``taken`` (an outcome it could not learn goes back into the
+batch, and the flusher records it). The flushes above stay as they are, the fallback for
+successes that no claim comes for (there the engine gives the timer a longer delay, so
+that in a burst the next claim, not the timer, carries them).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.model import Claim, Commit
-from workers import commits
+from workers import commits, failpoints
 from workers.timers import Offloaded, Timers
 
 log = logging.getLogger("duetime.workers")
@@ -92,6 +99,43 @@ class Acks:
         if due:
             self._flusher.kick()
 
+    def take(self) -> list[tuple[Claim, Any]]:
+        """Every queued success, taken out to be sent with a claim; the caller reports
+        their outcomes with ``taken`` (until then the heartbeat keeps their leases)."""
+        with self._lock:
+            if not self._batch:
+                return []
+            batch, self._batch = self._batch, []
+            armed, self._armed = self._armed, None
+        if armed is not None and armed >= 0:
+            self._timers.cancel(armed)
+        try:
+            failpoints.hit("before_complete")
+        except Exception:  # an injected fault: they go the flusher's way instead
+            self.taken(batch, [None] * len(batch))
+            return []
+        return batch
+
+    def taken(self, batch: Sequence[tuple[Claim, Any]], results: Sequence[Commit | None]) -> None:
+        """The outcomes of a ``take``n batch, in order. ``None``: not learned (lost reply,
+        store down); those go back into the batch, for the flusher to record (a resend is
+        safe: commits are token-checked)."""
+        again: list[tuple[Claim, Any]] = []
+        recorded: list[tuple[Claim, Any]] = []
+        codes: list[Commit] = []
+        for item, result in zip(batch, results, strict=True):
+            if result is None:
+                again.append(item)
+            else:
+                recorded.append(item)
+                codes.append(result)
+        if again:
+            with self._lock:
+                self._batch[:0] = again
+            self._flusher.kick()
+        if recorded:
+            self._settle(recorded, codes)
+
     def pending(self) -> int:
         with self._lock:
             return len(self._batch)
@@ -113,9 +157,14 @@ class Acks:
                 f"{len(batch)} invocation(s)", lambda: self._complete_many(batch)
             )
         finally:
-            if self._on_recorded is not None:
-                self._on_recorded([claim for claim, _ in batch], results)
-        if results is None:  # store unreachable: the leases expire, then they re-run
+            self._settle(batch, results)
+
+    def _settle(self, batch: Sequence[tuple[Claim, Any]], results: Sequence[Commit] | None) -> None:
+        """Report a recorded batch (``results`` None: given up, the leases expire and the
+        invocations run again): to ``on_recorded``, and each refusal to the log."""
+        if self._on_recorded is not None:
+            self._on_recorded([claim for claim, _ in batch], results)
+        if results is None:
             return
         for (claim, _), result in zip(batch, results, strict=True):
             if result is not Commit.OK:

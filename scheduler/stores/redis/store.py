@@ -22,8 +22,9 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores.base import TRACEBACK_MAX
+from scheduler.stores.base import TRACEBACK_MAX, AckedClaim
 from scheduler.stores.redis import (
+    acked_claims,
     calendar_plans,
     codec,
     ops,
@@ -165,6 +166,20 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 return self._scripts[name](keys=self._route, args=argv)
         except self._redis_mod.ResponseError as exc:
             raise refused(exc, self.url) from exc
+
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]:
+        """``call_script`` for each ``(name, args)``, in order, in one round trip (then WAIT
+        with ``wait_replicas``): the replies, an error reply as its exception, not raised
+        (scripts.calls_in_one_trip: every script sent must be safe to resend)."""
+        argvs = [(self._scripts[n], [self.keys.prefix, self._now_arg(), *a]) for n, a in calls]
+        with self.reachable():
+            self.replication.refresh()
+            replies, acked = lua.calls_in_one_trip(
+                self._r, argvs, self._route, self.waiter.replicas, self.waiter.timeout_ms
+            )
+            if self.waiter.replicas:
+                self.waiter.check(acked, len(calls))
+        return replies
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
@@ -325,16 +340,38 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     # ---- the dispatcher's side ----------------------------------------------------------
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
+        request = self.claim_request(capacity, lease, owner)
+        return self.claimed(self.call_script("claim", *request.argv), request)
+
+    def complete_and_claim(
+        self,
+        done: Sequence[tuple[Claim, Any]],
+        capacity: Mapping[str, int],
+        lease: float | None,
+        owner: str,
+    ) -> AckedClaim:
+        """``complete_many(done)`` then ``claim_due(...)`` in one round trip
+        (``AcksWithClaims``, base.py; acked_claims.py)."""
+        return acked_claims.complete_and_claim(self, done, capacity, lease, owner, MAX_ACKS)
+
+    def claim_request(
+        self, capacity: Mapping[str, int], lease: float | None, owner: str
+    ) -> acked_claims.ClaimRequest:
+        """claim.lua's arguments after the prefix and time (a fresh request id), and what
+        ``claimed`` needs to read its reply; runs the reconciler first when it is due."""
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
-        sent = time.monotonic()
-        high = self.replication.fence_high
-        reply = claimcodec.claim_reply(
-            self.call_script(
-                "claim", owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs
-            )
+        argv = [owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs]
+        return acked_claims.ClaimRequest(
+            argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high
         )
+
+    def claimed(self, text: str, request: acked_claims.ClaimRequest) -> ClaimBatch:
+        """The batch of claim.lua's reply ``text`` to ``request``: claims built, malformed
+        ones moved aside, lost claims detected, calendar plans written."""
+        capacity, owner, sent, high = request.capacity, request.owner, request.sent, request.high
+        reply = claimcodec.claim_reply(text)
         now = reply.now
         self._offset_ms = now - sent * 1000
         alarms = self.data_loss_alarms
@@ -384,11 +421,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         each item is token-checked on its own and gets its own outcome, in order."""
         out: list[Commit] = []
         for i in range(0, len(done), MAX_ACKS):
-            args = [
-                x
-                for claim, result in done[i : i + MAX_ACKS]
-                for x in (claim.job_id, claim.token, codec.result_json(result))
-            ]
+            args = acked_claims.ack_args(done[i : i + MAX_ACKS])
             out += [Commit(code) for code in self.call_script("complete_many", *args)]
         return out
 
