@@ -178,14 +178,16 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
                     raise SystemExit("the replicas were not up before the jobs were due")
                 time.sleep(0.01)
             before = [task_times(p.pid) for p in procs]
-            c0 = r.info("cpu")
+            c0, s0, k0 = r.info("cpu"), r.info("stats"), r.info("commandstats")
+            polls = 0
             while int(r.hget(f"duetime:{{{ns}}}:stats", "succeeded") or 0) < n:
+                polls += 1
                 if time.time() > due + 120:
                     raise SystemExit("the burst did not finish within 120 s")
                 time.sleep(0.005)
             took = time.time() - due
             after = [task_times(p.pid) for p in procs]
-            c1 = r.info("cpu")
+            c1, s1, k1 = r.info("cpu"), r.info("stats"), r.info("commandstats")
         finally:
             for p in procs:
                 p.terminate()
@@ -200,6 +202,17 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
         add_delta(acc, b, a, {})
     out = {k: v * 1e6 / n for k, v in acc.items()}
     out["jobs_s"] = n / took
+    # per job, without this probe's own polls and INFO calls: script calls, commands
+    # (those inside scripts too), and requests read (~ round trips: a pipeline is one)
+    ours = polls + 3
+    evalsha = lambda k: k.get("cmdstat_evalsha", {}).get("calls", 0)  # noqa: E731
+    out["evalsha_per_job"] = (evalsha(k1) - evalsha(k0)) / n
+    out["commands_per_job"] = (
+        s1["total_commands_processed"] - s0["total_commands_processed"] - ours
+    ) / n
+    out["reads_per_job"] = (
+        s1.get("total_reads_processed", 0) - s0.get("total_reads_processed", 0) - ours
+    ) / n
     return out
 
 
@@ -214,8 +227,11 @@ def child(a: argparse.Namespace) -> None:
 def spawn(path: str, a: argparse.Namespace) -> dict[str, float]:
     argv = [sys.executable, os.path.abspath(__file__), "--child", "--mode", a.mode]
     argv += ["--jobs", str(a.jobs), "--replicas", str(a.replicas), "--log-level", a.log_level]
+    path = os.path.abspath(path)
     env = dict(os.environ, PYTHONPATH=path)
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    # cwd=path: a replica runs `python -c`, whose sys.path starts with the current
+    # directory, ahead of PYTHONPATH: from another checkout it would run that one's code
+    out = subprocess.run(argv, env=env, cwd=path, capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise SystemExit(f"run with PYTHONPATH={path} failed:\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -243,6 +259,13 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
     lines.append("| **total (without producer)** | " + " | ".join(
         f"**{m['total']:.1f}**" for m in med.values()) + " |")  # fmt: skip
     lines.append("| jobs/s | " + " | ".join(f"{m['jobs_s']:,.0f}" for m in med.values()) + " |")
+    for f, label in (
+        ("evalsha_per_job", "script calls (EVALSHA) per job"),
+        ("commands_per_job", "Redis commands per job (inside scripts too)"),
+        ("reads_per_job", "requests read per job (~ round trips)"),
+    ):
+        if all(f in m for m in med.values()):
+            lines.append(f"| {label} | " + " | ".join(f"{m[f]:.4f}" for m in med.values()) + " |")
     return "\n".join(lines)
 
 
