@@ -23,6 +23,9 @@ Compare two checkouts in one run, interleaved (each run a fresh interpreter whos
     PYTHONPATH=$PWD python tests/bench/probe_cpu.py --mode shared --replicas 3 \\
         --log-level default --runs 3 --compare main=../main,this=.
 
+``--spread S`` (shared): the jobs are due evenly over S seconds instead of at once (a
+steady rate, small claims: where a round trip per claim or per ack shows).
+
 ``--log-level``: ``ERROR``, or ``default`` (in process: Python's default logging, no
 handler configured; shared: ``duetime run``'s default, INFO, written to /dev/null).
 """
@@ -143,7 +146,7 @@ def run_inprocess(n: int, log_level: str) -> dict[str, float]:
     return out
 
 
-def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
+def run_shared(n: int, replicas: int, log_level: str, spread: float = 0.0) -> dict[str, float]:
     import redis
 
     from scheduler.embedded import EmbeddedRedis
@@ -161,7 +164,10 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
         due = time.time() + 8 + n / 20000  # the replicas start meanwhile (slow when loaded)
         for i in range(0, n, 500):
             store.add_many(
-                [make_spec(shared_tasks.noop, At(due)) for _ in range(i, min(n, i + 500))]
+                [
+                    make_spec(shared_tasks.noop, At(due + spread * k / n))
+                    for k in range(i, min(n, i + 500))
+                ]
             )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ["PYTHONPATH"]]))
         argv = [sys.executable, "-c", WRAPPER, "run", "--redis", srv.url, "--namespace", ns]
@@ -220,13 +226,14 @@ def child(a: argparse.Namespace) -> None:
     if a.mode == "inprocess":
         res = run_inprocess(a.jobs, a.log_level)
     else:
-        res = run_shared(a.jobs, a.replicas, a.log_level)
+        res = run_shared(a.jobs, a.replicas, a.log_level, a.spread)
     print(json.dumps(res))
 
 
 def spawn(path: str, a: argparse.Namespace) -> dict[str, float]:
     argv = [sys.executable, os.path.abspath(__file__), "--child", "--mode", a.mode]
     argv += ["--jobs", str(a.jobs), "--replicas", str(a.replicas), "--log-level", a.log_level]
+    argv += ["--spread", str(a.spread)]
     path = os.path.abspath(path)
     env = dict(os.environ, PYTHONPATH=path)
     # cwd=path: a replica runs `python -c`, whose sys.path starts with the current
@@ -273,6 +280,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["inprocess", "shared"], default="inprocess")
     ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument(
+        "--spread", type=float, default=0.0, help="shared: due evenly over S s (0: at once)"
+    )
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--log-level", default="ERROR", help="ERROR, or default")
@@ -293,7 +303,8 @@ def main() -> None:
                   file=sys.stderr)  # fmt: skip
     where = "in process, JobScheduler(4)" if a.mode == "inprocess" else (
         f"{a.replicas} replica(s) x 4 workers")  # fmt: skip
-    print(f"{a.jobs} no-op jobs due at once, {where}, log level {a.log_level}, "
+    when = f"due evenly over {a.spread:g} s" if a.spread else "due at once"
+    print(f"{a.jobs} no-op jobs {when}, {where}, log level {a.log_level}, "
           f"median of {a.runs} (load {os.getloadavg()[0]:.2f}):")  # fmt: skip
     print(table(results))
 

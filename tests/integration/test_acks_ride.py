@@ -14,7 +14,7 @@ import redis
 from scheduler import Scheduler
 from scheduler.model import After, Commit
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.sharded import ShardedStore
+from scheduler.stores.redis.sharded import ShardedStore, open_store
 from tests.faults.proxy import Proxy
 from tests.helpers import WAIT, spec
 
@@ -182,4 +182,22 @@ def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(private_redis, r
     assert len(alone) <= max(5, len(rode) // 4), (len(alone), len(rode))
     assert scripts < 0.06 * n  # ~one claim per ~50 jobs, carrying their acks
     assert r.hlen(store.keys.running) == 0 and r.zcard(store.keys.lease) == 0
+    store.close()
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_on_a_cluster_acks_ride_to_their_slots_node(shared_redis_cluster, redis_ns, shards):
+    store = open_store(shared_redis_cluster.url, redis_ns, shards=shards, resync=30)
+    store.add_many([spec(f"j{i}", After(0)) for i in range(8)])
+    first = store.claim_due({"default": 8}, 30.0, "o1").claims
+    assert len(first) == 8
+    store.add_many([spec(f"k{i}", After(0)) for i in range(8)])
+    store.redis.script_flush()  # on every primary: both halves meet NOSCRIPT
+    done = [(c, None) for c in first]
+    out = store.complete_and_claim(done, {"default": 8}, 30.0, "o1")
+    assert out.error is None and out.batch is not None and out.batch.claims
+    assert all(r in (Commit.OK, None) for r in out.acks) and Commit.OK in out.acks
+    left = [d for d, r in zip(done, out.acks, strict=True) if r is None]
+    assert store.complete_many(left) == [Commit.OK] * len(left)
+    assert sum(int(p.redis.hget(p.keys.stats, "succeeded") or 0) for p in store.parts) == 8
     store.close()

@@ -14,7 +14,9 @@ they reach the node of that slot together.
   (counted once), and claim.lua answers a resend of its request id with its first reply
   (its resend record), so the claims returned are the ones it made, never a second batch.
 * **NOSCRIPT.** A call answered NOSCRIPT did not run: its script is loaded and that call
-  alone sent again.
+  alone sent again. (So when only complete_many.lua was missing, after a restart or a
+  ``SCRIPT FLUSH``, that one call records the acks after the claim: nothing is lost,
+  the claim just did not see them.)
 * **Errors.** An ack whose reply is lost or an error is ``None`` (the caller records it
   through its normal flush: a resend is safe); the claim's error is ``AckedClaim.error``,
   as ``claim_due`` would have raised it.
