@@ -123,16 +123,19 @@ class Dispatcher:
         """A worker became free: claim again only if due work may be waiting for one."""
         self.claim_follows()
 
-    def claim_follows(self) -> bool:
-        """``poke_capacity``; True if a claim round follows (now, or after the one in
-        flight), so that successes waiting now ride with it (``acks``)."""
+    def claim_follows(self, within: float = 0.0) -> bool:
+        """``poke_capacity``; True if a claim round follows, now or after the one in
+        flight, or is due within ``within`` seconds: successes waiting now can ride with
+        it (``acks``)."""
         with self._cond:
             if self._closed:
                 return False
             if (self._starved or self._claiming) and not self._dirty:
                 self._dirty = True
                 self._cond.notify()
-            return self._dirty
+            return self._dirty or (
+                self._deadline is not None and self._deadline - self._clock.now() <= within
+            )
 
     # ---- the loop ---------------------------------------------------------------------
 

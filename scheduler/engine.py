@@ -101,7 +101,7 @@ class Scheduler(Client):
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
         self.metrics = metrics or Metrics()
-        acks = self._build_runner(timeouts, rng)
+        acks = self._acks = self._build_runner(timeouts, rng)
         self._dispatcher = Dispatcher(
             self.store,
             self.clock,
@@ -175,9 +175,9 @@ class Scheduler(Client):
 
     def _idle_rides(self) -> None:
         """A lane's last busy worker finished (acks ride with claims): the successes
-        waiting go with the claim round its freed slot starts, else in a flush now (so
-        ``wait_idle`` still implies recorded: it waits for that round)."""
-        if not self._dispatcher.claim_follows():
+        waiting go with the claim round that its freed slot starts or that is due within
+        ``ACK_RIDE_DELAY``, else in a flush now (``wait_idle`` flushes and waits for them)."""
+        if not self._dispatcher.claim_follows(ACK_RIDE_DELAY):
             self._runner.flush_acks()
 
     def _submit(self, claims: Sequence[Claim], claimed_at: float) -> None:
@@ -347,7 +347,8 @@ class Scheduler(Client):
             ):
                 return False
             if rounds == self._dispatcher.rounds and self._lanes.busy() == 0:
-                return True
+                # recorded too: successes waiting for a claim, or in flight with one
+                return self._acks is None or self._acks.recorded(timeout)
         return False
 
     # ---- lifecycle ----------------------------------------------------------------------

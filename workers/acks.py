@@ -60,6 +60,8 @@ class Acks:
         self._max_delay = max_delay
         self._max_batch = max_batch
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # a batch in flight was settled
+        self._in_flight = 0  # batches taken by a claim or being flushed, not yet settled
         self._batch: list[tuple[Claim, Any]] = []
         self._arm_on_add = arm_on_add
         self._armed: int | None = None  # the deadline timer's id, while one is armed
@@ -107,6 +109,7 @@ class Acks:
                 return []
             batch, self._batch = self._batch, []
             armed, self._armed = self._armed, None
+            self._in_flight += 1
         if armed is not None and armed >= 0:
             self._timers.cancel(armed)
         try:
@@ -129,12 +132,32 @@ class Acks:
             else:
                 recorded.append(item)
                 codes.append(result)
-        if again:
+        try:
+            if again:
+                with self._lock:
+                    self._batch[:0] = again
+                self._flusher.kick()
+            if recorded:
+                self._settle(recorded, codes)
+        finally:
+            self._landed()
+
+    def _landed(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._settled.notify_all()
+
+    def recorded(self, timeout: float | None = None) -> bool:
+        """Flush what waits and wait until no batch is in flight (taken by a claim, or
+        being flushed by another thread): every success added before is then recorded
+        (or given up). False on timeout."""
+        while True:
+            self.flush()
             with self._lock:
-                self._batch[:0] = again
-            self._flusher.kick()
-        if recorded:
-            self._settle(recorded, codes)
+                if not self._settled.wait_for(lambda: not self._in_flight, timeout):
+                    return False
+                if not self._batch:
+                    return True
 
     def pending(self) -> int:
         with self._lock:
@@ -147,6 +170,7 @@ class Acks:
         with self._lock:
             batch, self._batch = self._batch, []
             armed, self._armed = self._armed, None
+            self._in_flight += bool(batch)
         if armed is not None and armed >= 0:
             self._timers.cancel(armed)  # nothing left for it to flush
         if not batch:
@@ -157,7 +181,10 @@ class Acks:
                 f"{len(batch)} invocation(s)", lambda: self._complete_many(batch)
             )
         finally:
-            self._settle(batch, results)
+            try:
+                self._settle(batch, results)
+            finally:
+                self._landed()
 
     def _settle(self, batch: Sequence[tuple[Claim, Any]], results: Sequence[Commit] | None) -> None:
         """Report a recorded batch (``results`` None: given up, the leases expire and the
