@@ -164,3 +164,54 @@ def test_a_failed_claim_still_settles_the_acks_it_carried(riding, clock, caplog)
         assert {j.state for j in eng.jobs()} <= {"succeeded"}
     finally:
         eng.shutdown()
+
+
+def test_recorded_waits_for_a_batch_in_flight_with_a_claim():
+    timers = Timers(FakeClock())
+    store = Store()
+    acks = Acks(store.complete_many, timers)
+    acks.add(claim(1), None)
+    batch = acks.take()  # on its way with a claim
+    assert not acks.recorded(timeout=0.05)  # not settled yet
+    acks.add(claim(2), None)
+    request = threading.Timer(0.05, lambda: acks.taken(batch, [Commit.OK]))
+    request.start()  # the claim's reply comes back
+    try:
+        assert acks.recorded(timeout=WAIT)
+        assert store.batches == [["j2"]] and acks.pending() == 0  # j2 flushed by recorded()
+    finally:
+        request.join()
+        timers.close()
+
+
+def test_a_steady_trickle_rides_with_the_next_due_claim(riding, clock):
+    """Jobs due 1/64 s apart: each one's success waits for the claim of the next (due
+    within the 25 ms ride delay) instead of a flush of its own."""
+    step = 1 / 64
+    eng = Scheduler(1, store=riding, clock=clock)  # type: ignore[arg-type]
+    try:
+        ids = [eng.after(noop, step * (k + 1)) for k in range(20)]
+        assert eng._dispatcher.wait_quiet(WAIT)
+        for _ in range(20):
+            clock.advance(step)
+            assert eng._dispatcher.wait_quiet(WAIT) and eng._lanes.wait_idle(WAIT)
+        # each success rode with the next job's claim; the last one's lane went idle with
+        # nothing due: flushed at once
+        assert sum(riding.rode) == 19 and riding.alone == [1]
+        assert eng.wait_idle(WAIT)
+        assert {eng.get(i).state for i in ids} == {"succeeded"}
+    finally:
+        eng.shutdown()
+
+
+def test_a_success_with_no_claim_due_soon_is_flushed_when_its_lane_goes_idle(riding, clock):
+    # two workers: the claim leaves one free (not starved), so no round follows at once
+    eng = Scheduler(2, store=riding, clock=clock)  # type: ignore[arg-type]
+    try:
+        eng.after(noop, 1.0)  # the next claim is 1 s away: far past the ride delay
+        assert eng._dispatcher.wait_quiet(WAIT)
+        first = eng.after(noop, 0)
+        assert eng._dispatcher.wait_quiet(WAIT) and eng._lanes.wait_idle(WAIT)
+        assert riding.alone == [1] and eng.get(first).state == "succeeded"
+    finally:
+        eng.shutdown()
