@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from scheduler.model import Claim, Commit
 from workers import commits, failpoints
@@ -123,6 +123,12 @@ class Acks:
         """The outcomes of a ``take``n batch, in order. ``None``: not learned (lost reply,
         store down); those go back into the batch, for the flusher to record (a resend is
         safe: commits are token-checked)."""
+        if None not in results:  # the common case: every outcome came back
+            try:
+                self._settle(batch, cast("Sequence[Commit]", results))
+            finally:
+                self._landed()
+            return
         again: list[tuple[Claim, Any]] = []
         recorded: list[tuple[Claim, Any]] = []
         codes: list[Commit] = []

@@ -54,13 +54,16 @@ def ack_args(done: Sequence[tuple[Claim, Any]]) -> list[str]:
     ]
 
 
+CODES = {c.value: c for c in Commit}  # a dict lookup: ~10x cheaper than Commit(code)
+
+
 def codes(reply: Any, n: int) -> list[Commit | None]:
     """complete_many.lua's reply as outcomes; ``None`` each if it is an error or not one
     known code per item."""
     if isinstance(reply, list) and len(reply) == n:
         try:
-            return [Commit(code) for code in reply]
-        except ValueError:
+            return [CODES[code] for code in reply]
+        except (KeyError, TypeError):
             pass
     return [None] * n
 

@@ -422,7 +422,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         out: list[Commit] = []
         for i in range(0, len(done), MAX_ACKS):
             args = acked_claims.ack_args(done[i : i + MAX_ACKS])
-            out += [Commit(code) for code in self.call_script("complete_many", *args)]
+            out += [acked_claims.CODES[code] for code in self.call_script("complete_many", *args)]
         return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
