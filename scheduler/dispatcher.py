@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from scheduler.clock import Clock
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, ClaimBatch, Commit
-from scheduler.stores.base import AcksWithClaims, Store
+from scheduler.stores.base import AckedClaim, AcksWithClaims, Store
 
 log = logging.getLogger("duetime.dispatcher")
 
@@ -193,7 +193,10 @@ class Dispatcher:
         if not done:
             return self._store.claim_due(capacity, self._lease, self._owner)
         assert self._riding is not None and self._acks is not None
-        out = self._riding.complete_and_claim(done, capacity, self._lease, self._owner)
+        try:
+            out = self._riding.complete_and_claim(done, capacity, self._lease, self._owner)
+        except Exception as exc:  # it should not raise; if it does, nothing was learned
+            out = AckedClaim([None] * len(done), None, exc)
         try:
             self._acks.taken(done, out.acks)
         except Exception:  # a bug there must not strand the claims made

@@ -2,9 +2,10 @@
 ``complete_many`` call for many invocations) instead of one store call each.
 
 Guarantee: every success handed to ``add`` is committed (or refused, token-checked, per
-item) by a ``flush``: when the batch is full, when a lane's last busy worker finishes (so
-an idle engine has nothing left unacknowledged: ``wait_idle`` implies committed), and at
-the latest ``max_delay`` seconds after the first item of the batch (a timer). With
+item) by a ``flush`` or with a claim (``take``, below): when the batch is full, when a
+lane's last busy worker finishes (so an idle engine has nothing left unacknowledged;
+``recorded`` flushes and waits for batches in flight: ``wait_idle`` implies committed),
+and at the latest ``max_delay`` seconds after the first item of the batch (a timer). With
 ``arm_on_add=False`` (in process: every worker that drains its queue flushes) the timer
 is armed only when a job starts while successes wait (``starting``), so a success never
 waits behind a long job, and a quiet engine arms no timer at all. A
