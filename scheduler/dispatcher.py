@@ -73,7 +73,8 @@ class Dispatcher:
         self._cond = threading.Condition()
         self._deadline: float | None = None  # clock time of the next due claim (None: none)
         self._dirty = True  # something changed since the last claim: claim again
-        self._claiming = False  # a claim is in flight: any poke must trigger another
+        self._claiming = False  # a claim is in flight
+        self._freed = False  # a worker freed up during it: claim again if it left a lane full
         self._parked = False
         self._starved = False  # the last claim left a lane with no free worker
         self._closed = False
@@ -130,11 +131,15 @@ class Dispatcher:
         with self._cond:
             if self._closed:
                 return False
-            if (self._starved or self._claiming) and not self._dirty:
+            if self._claiming and not self._starved:
+                self._freed = True  # judged when the claim in flight returns (_park_after)
+            elif self._starved and not self._dirty:
                 self._dirty = True
                 self._cond.notify()
             return self._dirty or (
-                self._deadline is not None and self._deadline - self._clock.now() <= within
+                not self._claiming
+                and self._deadline is not None
+                and self._deadline - self._clock.now() <= within
             )
 
     # ---- the loop ---------------------------------------------------------------------
@@ -213,12 +218,17 @@ class Dispatcher:
         log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
 
     def _park_after(self, batch: ClaimBatch | None, starved: bool) -> None:
-        """Record when to claim next. A worker that frees up during the claim found
-        ``_claiming`` set and marked the loop dirty, so no free slot goes unnoticed."""
+        """Record when to claim next. A worker that freed up during the claim set
+        ``_freed``: if the claim left a lane full (due work may wait for that worker), the
+        loop claims again at once, so no free slot goes unnoticed; else every due job
+        was claimed, and nothing waits for it."""
         with self._cond:
             self.rounds += 1
             self._claiming = False
             self._starved = starved
+            if self._freed:
+                self._freed = False
+                self._dirty = self._dirty or starved
             now = self._clock.now()
             if batch is None:
                 self._deadline = now + self._backoff

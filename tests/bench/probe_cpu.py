@@ -161,7 +161,7 @@ def run_shared(n: int, replicas: int, log_level: str, spread: float = 0.0) -> di
     with EmbeddedRedis(appendonly=False) as srv:
         r = redis.Redis.from_url(srv.url, decode_responses=True)
         store = RedisStore(srv.url, ns)
-        due = time.time() + 8 + n / 20000  # the replicas start meanwhile (slow when loaded)
+        due = time.time() + 14 + n / 20000  # the replicas start meanwhile (slow when loaded)
         for i in range(0, n, 500):
             store.add_many(
                 [
