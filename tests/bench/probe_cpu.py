@@ -299,7 +299,7 @@ def main() -> None:
         for name, path in paths.items():  # interleaved: load drifts hit both alike
             res = spawn(path, a)
             results[name].append(res)
-            print(f"  run {i + 1} {name}: " + " ".join(f"{k} {v:.1f}" for k, v in res.items()),
+            print(f"  run {i + 1} {name}: " + " ".join(f"{k} {v:.4g}" for k, v in res.items()),
                   file=sys.stderr)  # fmt: skip
     where = "in process, JobScheduler(4)" if a.mode == "inprocess" else (
         f"{a.replicas} replica(s) x 4 workers")  # fmt: skip
