@@ -8,6 +8,9 @@ workers can start now, hand it over, sleep again.
   (in claim order, one hand-off per batch).
 * It claims at most the free capacity of each lane, so a busy engine does not hoard work.
 * The store judges "due"; a wake-up that comes early just yields an empty batch.
+* Over a store that takes acks with a claim (``AcksWithClaims``), the successes waiting
+  when it claims (``acks``) travel in the claim's round trip, acks first; their outcomes
+  go back to ``acks.taken`` before anything else (the workers' flushes stay the fallback).
 """
 
 from __future__ import annotations
@@ -16,13 +19,26 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from scheduler.clock import Clock
 from scheduler.metrics import Metrics
-from scheduler.model import Claim, ClaimBatch
-from scheduler.stores.base import Store
+from scheduler.model import Claim, ClaimBatch, Commit
+from scheduler.stores.base import AckedClaim, AcksWithClaims, Store
 
 log = logging.getLogger("duetime.dispatcher")
+
+
+class PendingAcks(Protocol):
+    """Successes waiting to be recorded (workers/acks.py), taken to ride with a claim."""
+
+    def take(self) -> Sequence[tuple[Claim, Any]]:
+        """The successes waiting now (the caller sends them and calls ``taken``)."""
+        ...
+
+    def taken(self, done: Sequence[tuple[Claim, Any]], results: Sequence[Commit | None]) -> None:
+        """``done``'s outcomes, in order; ``None``: not recorded, to be recorded again."""
+        ...
 
 
 class Dispatcher:
@@ -39,8 +55,11 @@ class Dispatcher:
         rng: random.Random | None = None,
         retry_backoff: tuple[float, float] = (0.05, 2.0),
         metrics: Metrics | None = None,
+        acks: PendingAcks | None = None,
     ) -> None:
         self._store = store
+        self._riding = store if acks is not None and isinstance(store, AcksWithClaims) else None
+        self._acks = acks
         self._clock = clock
         self._capacity = capacity
         self._submit = submit
@@ -54,7 +73,8 @@ class Dispatcher:
         self._cond = threading.Condition()
         self._deadline: float | None = None  # clock time of the next due claim (None: none)
         self._dirty = True  # something changed since the last claim: claim again
-        self._claiming = False  # a claim is in flight: any poke must trigger another
+        self._claiming = False  # a claim is in flight
+        self._freed = False  # a worker freed up during it: claim again if it left a lane full
         self._parked = False
         self._starved = False  # the last claim left a lane with no free worker
         self._closed = False
@@ -62,6 +82,11 @@ class Dispatcher:
         self._thread = threading.Thread(
             target=self._loop, name=f"duetime-dispatch-{owner}", daemon=True
         )
+
+    @property
+    def rides(self) -> bool:
+        """True when successes ride with claims (``acks`` given, ``AcksWithClaims`` store)."""
+        return self._riding is not None
 
     @property
     def starved(self) -> bool:
@@ -97,10 +122,25 @@ class Dispatcher:
 
     def poke_capacity(self) -> None:
         """A worker became free: claim again only if due work may be waiting for one."""
+        self.claim_follows()
+
+    def claim_follows(self, within: float = 0.0) -> bool:
+        """``poke_capacity``; True if a claim round follows, now or after the one in
+        flight, or is due within ``within`` seconds: successes waiting now can ride with
+        it (``acks``)."""
         with self._cond:
-            if (self._starved or self._claiming) and not self._dirty:
+            if self._closed:
+                return False
+            if self._claiming and not self._starved:
+                self._freed = True  # judged when the claim in flight returns (_park_after)
+            elif self._starved and not self._dirty:
                 self._dirty = True
                 self._cond.notify()
+            return self._dirty or (
+                not self._claiming
+                and self._deadline is not None
+                and self._deadline - self._clock.now() <= within
+            )
 
     # ---- the loop ---------------------------------------------------------------------
 
@@ -137,7 +177,7 @@ class Dispatcher:
         # counts from the request, so a slow reply never makes a lease look younger
         asked = self._clock.now()
         try:
-            batch = self._store.claim_due(capacity, self._lease, self._owner)
+            batch = self._claim_due(capacity)
         except Exception as exc:  # the store is unreachable or broken: keep going
             self._back_off(exc)
             self._metrics.claim_round(exc)
@@ -151,6 +191,26 @@ class Dispatcher:
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
 
+    def _claim_due(self, capacity: Mapping[str, int]) -> ClaimBatch:
+        """``claim_due``, with the waiting successes in the same round trip if the store
+        takes them (their outcomes reported first, whatever happens to the claim)."""
+        done = self._acks.take() if self._riding is not None and self._acks is not None else ()
+        if not done:
+            return self._store.claim_due(capacity, self._lease, self._owner)
+        assert self._riding is not None and self._acks is not None
+        try:
+            out = self._riding.complete_and_claim(done, capacity, self._lease, self._owner)
+        except Exception as exc:  # it should not raise; if it does, nothing was learned
+            out = AckedClaim([None] * len(done), None, exc)
+        try:
+            self._acks.taken(done, out.acks)
+        except Exception:  # a bug there must not strand the claims made
+            log.exception("settling the acks sent with a claim failed")
+        if out.error is not None:
+            raise out.error
+        assert out.batch is not None
+        return out.batch
+
     def _back_off(self, exc: Exception) -> None:
         self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))
         if getattr(exc, "logged", False):  # the store already reported it, rate-limited
@@ -158,12 +218,17 @@ class Dispatcher:
         log.warning("claiming failed (%s); retrying in %.2fs", exc, self._backoff)
 
     def _park_after(self, batch: ClaimBatch | None, starved: bool) -> None:
-        """Record when to claim next. A worker that frees up during the claim found
-        ``_claiming`` set and marked the loop dirty, so no free slot goes unnoticed."""
+        """Record when to claim next. A worker that freed up during the claim set
+        ``_freed``: if the claim left a lane full (due work may wait for that worker), the
+        loop claims again at once, so no free slot goes unnoticed; else every due job
+        was claimed, and nothing waits for it."""
         with self._cond:
             self.rounds += 1
             self._claiming = False
             self._starved = starved
+            if self._freed:
+                self._freed = False
+                self._dirty = self._dirty or starved
             now = self._clock.now()
             if batch is None:
                 self._deadline = now + self._backoff

@@ -24,7 +24,15 @@ from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
 from scheduler.readout import Lag
 from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
-from scheduler.stores.base import BatchAcks, HasClock, Resyncing, Retiring, ServerChecks, Store
+from scheduler.stores.base import (
+    AcksWithClaims,
+    BatchAcks,
+    HasClock,
+    Resyncing,
+    Retiring,
+    ServerChecks,
+    Store,
+)
 from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
 from workers.heartbeat import Heartbeat
@@ -35,6 +43,8 @@ from workers.timers import Timers
 log = logging.getLogger("duetime")
 
 LOOKAHEAD = 0.02  # seconds of work a lane may claim beyond its free workers (batched stores)
+# the latest a success waits for a claim to carry it (AcksWithClaims) before its own flush
+ACK_RIDE_DELAY = 0.025
 
 
 class Scheduler(Client):
@@ -91,7 +101,7 @@ class Scheduler(Client):
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
         self.metrics = metrics or Metrics()
-        acks = self._build_runner(timeouts, rng)
+        acks = self._acks = self._build_runner(timeouts, rng)
         self._dispatcher = Dispatcher(
             self.store,
             self.clock,
@@ -104,6 +114,7 @@ class Scheduler(Client):
             else (self.store.resync if isinstance(self.store, Resyncing) else None),
             rng=rng,
             metrics=self.metrics,
+            acks=acks,  # successes ride with claims, if the store takes them (AcksWithClaims)
         )
         if acks is None:  # a store without batches: a free worker refills itself
             self._lanes: Lanes[Work] = Lanes(
@@ -115,7 +126,7 @@ class Scheduler(Client):
                 self._runner.run,
                 self._dispatcher.poke_capacity,
                 lookahead=validation.delay(lookahead, "lookahead"),
-                on_idle=acks.flush,
+                on_idle=self._idle_rides if self._dispatcher.rides else acks.flush,
                 # in process a flush is cheap: a worker about to sleep leaves nothing
                 # unrecorded (a remote store batches further, up to the timer)
                 on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
@@ -142,6 +153,8 @@ class Scheduler(Client):
                 self._timers,
                 # the runner settles the heartbeat's claims and reports the successes
                 on_recorded=lambda claims, results: self._runner.recorded(claims, results),
+                # a success waits up to this for a claim to carry it, then for its own call
+                max_delay=ACK_RIDE_DELAY if isinstance(self.store, AcksWithClaims) else 0.002,
                 # in process, workers flush when they drain their queue: the deadline
                 # timer is armed only when a job starts while successes wait
                 arm_on_add=not isinstance(self.store, MemoryStore),
@@ -161,6 +174,13 @@ class Scheduler(Client):
             on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in),
         )
         return acks
+
+    def _idle_rides(self) -> None:
+        """A lane's last busy worker finished (acks ride with claims): the successes
+        waiting go with the claim round that its freed slot starts or that is due within
+        ``ACK_RIDE_DELAY``, else in a flush now (``wait_idle`` flushes and waits for them)."""
+        if not self._dispatcher.claim_follows(ACK_RIDE_DELAY):
+            self._runner.flush_acks()
 
     def _submit(self, claims: Sequence[Claim], claimed_at: float) -> None:
         """Hand a claimed batch to its lanes: one hand-off (and wake-up) per lane, in
@@ -331,7 +351,8 @@ class Scheduler(Client):
             ):
                 return False
             if rounds == self._dispatcher.rounds and self._lanes.busy() == 0:
-                return True
+                # recorded too: successes waiting for a claim, or in flight with one
+                return self._acks is None or self._acks.recorded(timeout)
         return False
 
     # ---- lifecycle ----------------------------------------------------------------------

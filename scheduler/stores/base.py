@@ -17,14 +17,15 @@ probing attributes): ``BatchAcks`` (a store whose calls are costly, Redis, takes
 ``complete`` for a batch in one call; engines then acknowledge successes in batches and
 claim whole batches, ``Scheduler(lookahead=...)``; ``claim_due`` may then be asked for more
 than it hands out in one call, the Redis store's cap is 100 per lane, and answers
-``next_due_in == 0`` when a lane filled a whole batch and has room for more), ``BulkAdd``,
+``next_due_in == 0`` when a lane filled a whole batch and has room for more),
+``AcksWithClaims`` (a batch of successes sent with a claim, in one round trip), ``BulkAdd``,
 ``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable``, ``Upkeep`` and ``QueueDepths``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from scheduler.clock import Clock
 from scheduler.model import (
@@ -141,6 +142,36 @@ class BatchAcks(Protocol):
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
         """``complete`` for each ``(claim, result)``, in one call; one outcome per item,
         in order (each item atomic on its own)."""
+        ...
+
+
+class AckedClaim(NamedTuple):
+    """What ``AcksWithClaims.complete_and_claim`` returns: one outcome per success sent
+    (``None``: not recorded, the caller records it again; a resend is safe, commits are
+    token-checked), and the claim's batch, or the error that stopped the claim."""
+
+    acks: list[Commit | None]
+    batch: ClaimBatch | None
+    error: Exception | None
+
+
+@runtime_checkable
+class AcksWithClaims(Protocol):
+    """A store whose calls cost a round trip (Redis): a batch of successes travels with
+    the next claim."""
+
+    def complete_and_claim(
+        self,
+        done: Sequence[tuple[Claim, Any]],
+        capacity: Mapping[str, int],
+        lease: float | None,
+        owner: str,
+    ) -> AckedClaim:
+        """``complete_many(done)``, then ``claim_due(capacity, lease, owner)``, in one round
+        trip where possible (acks first: what they end frees its capacity before the claim
+        judges it). Each half keeps its own guarantee: every ack token-checked and safe to
+        resend, the claim's resend answered with its first reply. Never raises: the claim's
+        error is ``error``, and an ack whose outcome is unknown is ``None``."""
         ...
 
 

@@ -23,6 +23,9 @@ Compare two checkouts in one run, interleaved (each run a fresh interpreter whos
     PYTHONPATH=$PWD python tests/bench/probe_cpu.py --mode shared --replicas 3 \\
         --log-level default --runs 3 --compare main=../main,this=.
 
+``--spread S`` (shared): the jobs are due evenly over S seconds instead of at once (a
+steady rate, small claims: where a round trip per claim or per ack shows).
+
 ``--log-level``: ``ERROR``, or ``default`` (in process: Python's default logging, no
 handler configured; shared: ``duetime run``'s default, INFO, written to /dev/null).
 """
@@ -143,7 +146,7 @@ def run_inprocess(n: int, log_level: str) -> dict[str, float]:
     return out
 
 
-def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
+def run_shared(n: int, replicas: int, log_level: str, spread: float = 0.0) -> dict[str, float]:
     import redis
 
     from scheduler.embedded import EmbeddedRedis
@@ -161,7 +164,10 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
         due = time.time() + 15 + n / 20000  # the replicas start meanwhile (slow when loaded)
         for i in range(0, n, 500):
             store.add_many(
-                [make_spec(shared_tasks.noop, At(due)) for _ in range(i, min(n, i + 500))]
+                [
+                    make_spec(shared_tasks.noop, At(due + spread * k / n))
+                    for k in range(i, min(n, i + 500))
+                ]
             )
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ["PYTHONPATH"]]))
         argv = [sys.executable, "-c", WRAPPER, "run", "--redis", srv.url, "--namespace", ns]
@@ -183,14 +189,16 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
                     raise SystemExit("the replicas were not up before the jobs were due")
                 time.sleep(0.01)
             before = [task_times(p.pid) for p in procs]
-            c0 = r.info("cpu")
+            c0, s0, k0 = r.info("cpu"), r.info("stats"), r.info("commandstats")
+            polls = 0
             while int(r.hget(f"duetime:{{{ns}}}:stats", "succeeded") or 0) < n:
+                polls += 1
                 if time.time() > due + 120:
                     raise SystemExit("the burst did not finish within 120 s")
                 time.sleep(0.005)
             took = time.time() - due
             after = [task_times(p.pid) for p in procs]
-            c1 = r.info("cpu")
+            c1, s1, k1 = r.info("cpu"), r.info("stats"), r.info("commandstats")
         finally:
             for p in procs:
                 p.terminate()
@@ -205,6 +213,17 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
         add_delta(acc, b, a, {})
     out = {k: v * 1e6 / n for k, v in acc.items()}
     out["jobs_s"] = n / took
+    # per job, without this probe's own polls and INFO calls: script calls, commands
+    # (those inside scripts too), and requests read (~ round trips: a pipeline is one)
+    ours = polls + 3
+    evalsha = lambda k: k.get("cmdstat_evalsha", {}).get("calls", 0)  # noqa: E731
+    out["evalsha_per_job"] = (evalsha(k1) - evalsha(k0)) / n
+    out["commands_per_job"] = (
+        s1["total_commands_processed"] - s0["total_commands_processed"] - ours
+    ) / n
+    out["reads_per_job"] = (
+        s1.get("total_reads_processed", 0) - s0.get("total_reads_processed", 0) - ours
+    ) / n
     return out
 
 
@@ -212,15 +231,19 @@ def child(a: argparse.Namespace) -> None:
     if a.mode == "inprocess":
         res = run_inprocess(a.jobs, a.log_level)
     else:
-        res = run_shared(a.jobs, a.replicas, a.log_level)
+        res = run_shared(a.jobs, a.replicas, a.log_level, a.spread)
     print(json.dumps(res))
 
 
 def spawn(path: str, a: argparse.Namespace) -> dict[str, float]:
     argv = [sys.executable, os.path.abspath(__file__), "--child", "--mode", a.mode]
     argv += ["--jobs", str(a.jobs), "--replicas", str(a.replicas), "--log-level", a.log_level]
+    argv += ["--spread", str(a.spread)]
+    path = os.path.abspath(path)
     env = dict(os.environ, PYTHONPATH=path)
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    # cwd=path: a replica runs `python -c`, whose sys.path starts with the current
+    # directory, ahead of PYTHONPATH: from another checkout it would run that one's code
+    out = subprocess.run(argv, env=env, cwd=path, capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise SystemExit(f"run with PYTHONPATH={path} failed:\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -248,6 +271,13 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
     lines.append("| **total (without producer)** | " + " | ".join(
         f"**{m['total']:.1f}**" for m in med.values()) + " |")  # fmt: skip
     lines.append("| jobs/s | " + " | ".join(f"{m['jobs_s']:,.0f}" for m in med.values()) + " |")
+    for f, label in (
+        ("evalsha_per_job", "script calls (EVALSHA) per job"),
+        ("commands_per_job", "Redis commands per job (inside scripts too)"),
+        ("reads_per_job", "requests read per job (~ round trips)"),
+    ):
+        if all(f in m for m in med.values()):
+            lines.append(f"| {label} | " + " | ".join(f"{m[f]:.4f}" for m in med.values()) + " |")
     return "\n".join(lines)
 
 
@@ -255,6 +285,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["inprocess", "shared"], default="inprocess")
     ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument(
+        "--spread", type=float, default=0.0, help="shared: due evenly over S s (0: at once)"
+    )
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--log-level", default="ERROR", help="ERROR, or default")
@@ -271,11 +304,12 @@ def main() -> None:
         for name, path in paths.items():  # interleaved: load drifts hit both alike
             res = spawn(path, a)
             results[name].append(res)
-            print(f"  run {i + 1} {name}: " + " ".join(f"{k} {v:.1f}" for k, v in res.items()),
+            print(f"  run {i + 1} {name}: " + " ".join(f"{k} {v:.4g}" for k, v in res.items()),
                   file=sys.stderr)  # fmt: skip
     where = "in process, JobScheduler(4)" if a.mode == "inprocess" else (
         f"{a.replicas} replica(s) x 4 workers")  # fmt: skip
-    print(f"{a.jobs} no-op jobs due at once, {where}, log level {a.log_level}, "
+    when = f"due evenly over {a.spread:g} s" if a.spread else "due at once"
+    print(f"{a.jobs} no-op jobs {when}, {where}, log level {a.log_level}, "
           f"median of {a.runs} (load {os.getloadavg()[0]:.2f}):")  # fmt: skip
     print(table(results))
 

@@ -21,14 +21,14 @@ N = 400
 def test_a_burst_is_claimed_in_batches_and_every_success_is_committed_once(redis_url, redis_ns):
     store = RedisStore(redis_url, redis_ns, resync=30)
     sizes: list[int] = []
-    claim_due = store.claim_due
+    claimed = store.claimed  # every claim reply is read here (with acks riding too)
 
-    def spy(capacity, lease, owner):  # type: ignore[no-untyped-def]
-        batch = claim_due(capacity, lease, owner)
+    def spy(text, request):  # type: ignore[no-untyped-def]
+        batch = claimed(text, request)
         sizes.append(len(batch.claims))
         return batch
 
-    store.claim_due = spy  # type: ignore[method-assign]
+    store.claimed = spy  # type: ignore[method-assign]
     store.add_many([spec(f"b{i}", After(0)) for i in range(N)])
     r = store.redis
     with Scheduler(2, store=store, lookahead=1.0) as eng:
@@ -49,15 +49,15 @@ def test_a_burst_is_claimed_in_batches_and_every_success_is_committed_once(redis
 def test_without_look_ahead_a_claim_never_exceeds_the_free_workers(redis_url, redis_ns):
     store = RedisStore(redis_url, redis_ns, resync=30)
     sizes: list[int] = []
-    claim_due = store.claim_due
+    claimed = store.claimed  # every claim reply is read here (with acks riding too)
 
-    def spy(capacity, lease, owner):  # type: ignore[no-untyped-def]
-        assert sum(capacity.values()) <= 2
-        batch = claim_due(capacity, lease, owner)
+    def spy(text, request):  # type: ignore[no-untyped-def]
+        assert sum(request.capacity.values()) <= 2
+        batch = claimed(text, request)
         sizes.append(len(batch.claims))
         return batch
 
-    store.claim_due = spy  # type: ignore[method-assign]
+    store.claimed = spy  # type: ignore[method-assign]
     store.add_many([spec(f"b{i}", After(0)) for i in range(50)])
     with Scheduler(2, store=store, lookahead=0) as eng:
         deadline = time.monotonic() + WAIT * 4

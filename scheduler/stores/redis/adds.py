@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scheduler.model import AddResult
+from scheduler.stores.redis import codec
+from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
 
 ADD_BATCH = 50  # jobs per add.lua call: ~1 ms of Redis at most (~17 us a job)
@@ -57,3 +60,33 @@ def store_error(exc: Exception, url: str) -> Exception:
     """A job's error reply as the store's error: out of memory, ``StoreFullError``; bad
     input or corrupt data, what ``refused`` makes of it."""
     return unreachable(exc, url) if isinstance(exc, UNREACHABLE) else refused(exc, url)
+
+
+def add_many(store: Any, args: Sequence[list[Any]]) -> list[AddResult]:
+    """``RedisStore.add_many`` for jobs whose add.lua arguments are ``args``: the calls
+    pipelined in one round trip (then WAIT), the lost-write check, then the first refusal
+    raised as the store's error (the other jobs were stored)."""
+    if not args:
+        return []
+    script, high = store._scripts["add"], store.replication.seq_high
+    head = [store.keys.prefix, store._now_arg()]
+    with store.reachable():
+        store.replication.refresh()
+        replies = lua.pipelined(
+            store._r,
+            script,
+            store._route,
+            [head + call for call in calls(args)],
+            store.waiter.replicas,
+            store.waiter.timeout_ms,
+            raise_on_error=False,
+        )
+    if store.waiter.replicas:
+        store.waiter.check(replies.pop(), len(args))
+    items = per_job(len(args), replies)
+    with store.reachable():
+        store.replication.after_add(high, [x for x in items if not isinstance(x, Exception)])
+    bad = first_error(items)
+    if bad is not None:
+        raise store_error(bad, store.url) from bad
+    return [codec.add_result(reply) for reply in items]

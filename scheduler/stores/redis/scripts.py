@@ -159,6 +159,49 @@ def pipelined(
     raise AssertionError("unreachable")
 
 
+def calls_in_one_trip(
+    client: Any,
+    calls: Sequence[tuple[Any, Sequence[Any]]],
+    keys: Sequence[str],
+    wait_replicas: int = 0,
+    wait_timeout_ms: int = 0,
+) -> tuple[list[Any], Any]:
+    """Run each ``(script, argv)`` of ``calls``, in order, in one non-transactional
+    pipeline of plain EVALSHA (no ``SCRIPT EXISTS`` first; the same on a cluster, where
+    ``keys`` route every call to one node), then ``WAIT`` if ``wait_replicas``. Returns
+    the replies, in order, an error reply as its exception (not raised), and WAIT's
+    answer (None without). A call answered NOSCRIPT did not run: its script is loaded
+    and that call alone is sent again (once). A connection error raises; redis-py
+    resends the whole pipeline first (``urls.resend_policy``), which callers must make
+    safe: every script sent here is idempotent on resend."""
+    import redis
+
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    acked: Any = None
+    for attempt in (0, 1):
+        with client.pipeline(transaction=False) as pipe:
+            for i in todo:
+                script, argv = calls[i]
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
+            if wait_replicas:  # WAIT covers every write sent before it on this connection
+                pipe.execute_command("WAIT", wait_replicas, wait_timeout_ms)
+            out = list(pipe.execute(raise_on_error=False))
+        if wait_replicas:
+            acked = out.pop()
+        missing = []
+        for i, reply in zip(todo, out, strict=True):
+            replies[i] = reply
+            if isinstance(reply, redis.exceptions.NoScriptError) and not attempt:
+                missing.append(i)
+        if not missing:
+            break
+        for script in {id(calls[i][0]): calls[i][0] for i in missing}.values():
+            script.sha = client.script_load(script.script)
+        todo = missing
+    return replies, acked
+
+
 def register(client: Any) -> dict[str, Any]:
     """redis-py Script objects for every script, keyed by name."""
     return {name: client.register_script(source(name)) for name in SCRIPTS}

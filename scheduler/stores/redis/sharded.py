@@ -7,7 +7,8 @@ slot and runs unchanged, on whichever cluster node holds that slot. A job lives 
 shard, over one shared client, does the work; this class routes and merges:
 
 * by job id: add, cancel, pause, resume, trigger, backfill, get, and every token-checked
-  write of a claim (complete, complete_many, fail, release, renew);
+  write of a claim (complete, complete_many, fail, release, renew); successes sent with
+  a claim (``complete_and_claim``) ride with it to their own shard only;
 * merged: jobs (by next run), events (by time), ``data_loss_alarms``;
 * ``next_id`` (``JobScheduler`` int ids): shard 0's counter.
 
@@ -37,7 +38,7 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -53,6 +54,7 @@ from scheduler.model import (
     Quarantined,
     Reconciled,
 )
+from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import ops, upkeep, urls
 from scheduler.stores.redis import shards as sharding
 from scheduler.stores.redis.store import MAX_BATCH, RedisStore
@@ -222,6 +224,49 @@ class ShardedStore(WakeSubscriptions):
     def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
         """Claim from the shards that may have due work, in rotating order, until the
         capacity is used (see the module docstring)."""
+        return self._claim(capacity, lambda i, asked: self.shards[i].claim_due(asked, lease, owner))
+
+    def complete_and_claim(
+        self,
+        done: Sequence[tuple[Claim, Any]],
+        capacity: Mapping[str, int],
+        lease: float | None,
+        owner: str,
+    ) -> AckedClaim:
+        """``AcksWithClaims`` (base.py): the successes of each shard that the claim visits
+        ride with its claim there (one round trip per shard, as before); the others are not
+        sent (``None``: the caller's flush records them, one call per shard)."""
+        groups = self._groups([c.job_id for c, _ in done])
+        acks: list[Commit | None] = [None] * len(done)
+
+        def send(i: int, asked: Mapping[str, int]) -> ClaimBatch:
+            members = groups.pop(i, None)
+            if not members:
+                return self.shards[i].claim_due(asked, lease, owner)
+            out = self.shards[i].complete_and_claim([done[n] for n in members], asked, lease, owner)
+            for n, code in zip(members, out.acks, strict=True):
+                acks[n] = code
+            if out.error is not None:
+                raise out.error
+            assert out.batch is not None
+            return out.batch
+
+        try:
+            return AckedClaim(acks, self._claim(capacity, send), None)
+        except Exception as exc:
+            return AckedClaim(acks, None, exc)
+
+    def _groups(self, job_ids: Sequence[str]) -> dict[int, list[int]]:
+        """The positions of ``job_ids``, by shard."""
+        groups: dict[int, list[int]] = defaultdict(list)
+        for n, job_id in enumerate(job_ids):
+            groups[sharding.shard_of(job_id, self.n)].append(n)
+        return groups
+
+    def _claim(
+        self, capacity: Mapping[str, int], send: Callable[[int, Mapping[str, int]], ClaimBatch]
+    ) -> ClaimBatch:
+        """``claim_due``'s rounds, ``send(shard, asked)`` claiming from one shard."""
         self._count(record=True)
         left = {lane: max(0, int(n)) for lane, n in capacity.items()}
         now = self.clock.now()
@@ -254,7 +299,7 @@ class ShardedStore(WakeSubscriptions):
                 continue
             asked = dict(left)
             try:
-                batch = self.shards[i].claim_due(asked, lease, owner)
+                batch = send(i, asked)
             except Exception:
                 if not claims:
                     raise  # nothing claimed yet: the dispatcher backs off and retries
@@ -304,9 +349,7 @@ class ShardedStore(WakeSubscriptions):
         return None if first == math.inf else max(0.0, first - now)
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
-        groups: dict[int, list[int]] = defaultdict(list)
-        for n, c in enumerate(claims):
-            groups[sharding.shard_of(c.job_id, self.n)].append(n)
+        groups = self._groups([c.job_id for c in claims])
         out: list[Commit] = [Commit.LEASE_LOST] * len(claims)
         for i, members in groups.items():
             for n, code in zip(
@@ -321,9 +364,7 @@ class ShardedStore(WakeSubscriptions):
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
         """``RedisStore.complete_many`` per shard (batched acks; base.py); one outcome
         per item, in order."""
-        groups: dict[int, list[int]] = defaultdict(list)
-        for n, (c, _) in enumerate(done):
-            groups[sharding.shard_of(c.job_id, self.n)].append(n)
+        groups = self._groups([c.job_id for c, _ in done])
         out: list[Commit] = [Commit.LEASE_LOST] * len(done)
         for i, members in groups.items():
             codes = self.shards[i].complete_many([done[n] for n in members])

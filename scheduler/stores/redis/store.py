@@ -22,8 +22,9 @@ from typing import Any
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
-from scheduler.stores.base import TRACEBACK_MAX
+from scheduler.stores.base import TRACEBACK_MAX, AckedClaim
 from scheduler.stores.redis import (
+    acked_claims,
     adds,
     calendar_plans,
     codec,
@@ -65,27 +66,10 @@ LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
-_COMMIT = {c.value: c for c in Commit}
 
 
 def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
-
-
-def _commits(codes: Sequence[str]) -> list[Commit]:
-    """The ``Commit`` of each reply code (a dict lookup: ``Commit(code)`` costs ~0.3 µs
-    per code, and a batch of acks has hundreds); an unknown code raises ValueError, as
-    ``Commit(code)`` does."""
-    return [_COMMIT.get(code) or Commit(code) for code in codes]
-
-
-def _took_a_full_batch(claims: Sequence[Claim], lanes: Sequence[str]) -> bool:
-    """Whether one of ``lanes`` got MAX_BATCH claims (so it may have more due); one pass
-    over the claims' lanes, not one generator per lane."""
-    if len(claims) < MAX_BATCH:
-        return False
-    taken = [c.lane for c in claims]
-    return any(taken.count(lane) >= MAX_BATCH for lane in lanes)
 
 
 class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
@@ -199,6 +183,20 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 "EVALSHA", script.sha, len(self._route), *self._route, *argv
             )
 
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]:
+        """``call_script`` for each ``(name, args)``, in order, in one round trip (then WAIT
+        with ``wait_replicas``): the replies, an error reply as its exception, not raised
+        (scripts.calls_in_one_trip: every script sent must be safe to resend)."""
+        argvs = [(self._scripts[n], [self.keys.prefix, self._now_arg(), *a]) for n, a in calls]
+        with self.reachable():
+            self.replication.refresh()
+            replies, acked = lua.calls_in_one_trip(
+                self._r, argvs, self._route, self.waiter.replicas, self.waiter.timeout_ms
+            )
+            if self.waiter.replicas:
+                self.waiter.check(acked, len(calls))
+        return replies
+
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
         claims.py)."""
@@ -288,31 +286,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         ``adds.ADD_BATCH`` jobs each). Every job is checked before anything is sent; each
         add is atomic on its own, the batch is not (a job refused by Redis raises, after
         the others were stored)."""
-        args = [self._add_args(spec) for spec in specs]
-        if not args:
-            return []
-        script, high = self._scripts["add"], self.replication.seq_high
-        head = [self.keys.prefix, self._now_arg()]
-        with self.reachable():
-            self.replication.refresh()
-            replies = lua.pipelined(
-                self._r,
-                script,
-                self._route,
-                [head + call for call in adds.calls(args)],
-                self.waiter.replicas,
-                self.waiter.timeout_ms,
-                raise_on_error=False,
-            )
-        if self.waiter.replicas:
-            self.waiter.check(replies.pop(), len(args))
-        items = adds.per_job(len(args), replies)
-        with self.reachable():
-            self.replication.after_add(high, [x for x in items if not isinstance(x, Exception)])
-        bad = adds.first_error(items)
-        if bad is not None:
-            raise adds.store_error(bad, self.url) from bad
-        return [codec.add_result(reply) for reply in items]
+        return adds.add_many(self, [self._add_args(spec) for spec in specs])
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
@@ -360,16 +334,38 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     # ---- the dispatcher's side ----------------------------------------------------------
 
     def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
+        request = self.claim_request(capacity, lease, owner)
+        return self.claimed(self.call_script("claim", *request.argv), request)
+
+    def complete_and_claim(
+        self,
+        done: Sequence[tuple[Claim, Any]],
+        capacity: Mapping[str, int],
+        lease: float | None,
+        owner: str,
+    ) -> AckedClaim:
+        """``complete_many(done)`` then ``claim_due(...)`` in one round trip
+        (``AcksWithClaims``, base.py; acked_claims.py)."""
+        return acked_claims.complete_and_claim(self, done, capacity, lease, owner, MAX_ACKS)
+
+    def claim_request(
+        self, capacity: Mapping[str, int], lease: float | None, owner: str
+    ) -> acked_claims.ClaimRequest:
+        """claim.lua's arguments after the prefix and time (a fresh request id), and what
+        ``claimed`` needs to read its reply; runs the reconciler first when it is due."""
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
-        sent = time.monotonic()
-        high = self.replication.fence_high
-        reply = claimcodec.claim_reply(
-            self.call_script(
-                "claim", owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs
-            )
+        argv = [owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs]
+        return acked_claims.ClaimRequest(
+            argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high
         )
+
+    def claimed(self, text: str, request: acked_claims.ClaimRequest) -> ClaimBatch:
+        """The batch of claim.lua's reply ``text`` to ``request``: claims built, malformed
+        ones moved aside, lost claims detected, calendar plans written."""
+        capacity, owner, sent, high = request.capacity, request.owner, request.sent, request.high
+        reply = claimcodec.claim_reply(text)
         now = reply.now
         self._offset_ms = now - sent * 1000
         alarms = self.data_loss_alarms
@@ -389,7 +385,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         nxt = reply.next
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
-        if capped and _took_a_full_batch(claims, capped):
+        if capped and acked_claims.took_a_full_batch(claims, capped, MAX_BATCH):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
@@ -407,7 +403,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         if not claims:
             return []
         codes = self.call_script("renew", _ms(lease), *[c.token for c in claims])
-        return _commits(codes)
+        return acked_claims.commits(codes)
 
     def complete(self, claim: Claim, result: Any) -> Commit:
         return Commit(
@@ -419,12 +415,8 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         each item is token-checked on its own and gets its own outcome, in order."""
         out: list[Commit] = []
         for i in range(0, len(done), MAX_ACKS):
-            args = [
-                x
-                for claim, result in done[i : i + MAX_ACKS]
-                for x in (claim.job_id, claim.token, codec.result_json(result))
-            ]
-            out += _commits(self.call_script("complete_many", *args))
+            args = acked_claims.ack_args(done[i : i + MAX_ACKS])
+            out += acked_claims.commits(self.call_script("complete_many", *args))
         return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
