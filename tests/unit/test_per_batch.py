@@ -22,7 +22,7 @@ from scheduler.model import Commit, TaskRef
 from scheduler.recorder import Recorder
 from scheduler.signals import Signals
 from scheduler.stores.redis import RedisStore, minutes
-from scheduler.stores.redis.store import _commits
+from scheduler.stores.redis.acked_claims import commits as _commits
 from tests.fakeredis_fixtures import fakeredis_client
 from workers import calls, coroutines
 
