@@ -88,6 +88,46 @@ def noop(**_: object) -> None:
     state is exercised (bench_scale.py)."""
 
 
+# The no-op pair (bench_async.py): duetime's sync and async paths compared without a
+# witness client's cost. Each notes its start in this process's memory (a list append:
+# no I/O, nothing awaited); completion is seen from duetime's own ``stats`` counter and
+# the notes reach the witness in bulk on SIGUSR1 (installed when $BENCH_STAMPS=1).
+_stamps: list[str] = []
+
+
+@scheduler.task("bench.stamp")
+def stamp(due_ms: int, tag: str = "") -> None:
+    _stamps.append(_line(tag, due_ms, time.time() * 1000, -1))
+
+
+@scheduler.task("bench.astamp")
+async def astamp(due_ms: int, tag: str = "") -> None:
+    """``bench.stamp`` as an ``async def`` that awaits nothing."""
+    _stamps.append(_line(tag, due_ms, time.time() * 1000, -1))
+
+
+def _dump_stamps() -> None:
+    """Push this process's notes to the witness, then ``READY`` ``dump:<pid>``."""
+    lines = list(_stamps)
+    w = redis.Redis.from_url(os.environ["BENCH_WITNESS_URL"])
+    for i in range(0, len(lines), 5000):
+        w.rpush(HITS, *lines[i : i + 5000])
+    w.rpush(READY, f"dump:{os.getpid()}")
+    w.close()
+
+
+def _on_usr1(*_: object) -> None:
+    import threading
+
+    threading.Thread(target=_dump_stamps, name="bench-dump", daemon=True).start()
+
+
+if os.environ.get("BENCH_STAMPS") == "1":
+    import signal
+
+    signal.signal(signal.SIGUSR1, _on_usr1)
+
+
 # ------------------------------------------------------------------ APScheduler 3
 def aps_hit(due_ms: int, tag: str = "") -> None:  # runs in the benchmark process
     record(tag, due_ms, time.time() * 1000)
