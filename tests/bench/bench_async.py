@@ -267,6 +267,7 @@ def run_all(args, avail):
     try:
         for run in range(1, args.runs + 1):
             order = [A for pair in PAIRS for A in (pair if run % 2 else pair[::-1])] + PEERS
+            order = [A for A in order if A in ADAPTERS]
             for sc in bs.SCENARIOS:
                 for A in order:
                     if avail[A.name] is not None:
@@ -299,6 +300,9 @@ def spreads(raw) -> list[str]:
 
 
 def shared(args) -> str:
+    global ADAPTERS
+    if args.noop_only:  # a confirmation run of duetime's own paths: no witness, no peers
+        ADAPTERS = [A for pair in PAIRS[:2] for A in pair]
     bs.ADAPTERS = ADAPTERS
     bs.SCENARIOS = ["lag", "burst"]
     bs.sc_lag, bs.sc_burst = _stamped(bs.sc_lag), _stamped(bs.sc_burst)
@@ -342,6 +346,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller N / shorter windows (smoke run)")
     ap.add_argument("--runs", type=int, default=3, help="repeat each scenario, report the median")
     ap.add_argument("--only", choices=["inprocess", "shared"], help="run one half only")
+    ap.add_argument(
+        "--noop-only",
+        action="store_true",
+        help="shared: only the no-op pairs (duetime's sync and async paths, 1 and 3 replicas)",
+    )
     args = ap.parse_args()
     out = []
     if args.only in (None, "inprocess"):

@@ -272,3 +272,56 @@ def main(argv: list[str] | None = None) -> None:
         start("shared_tasks.saq_settings")
     else:
         raise SystemExit(f"unknown system {system!r}")
+
+
+# Instrumentation for probe_async_calls.py ($BENCH_CALLS=1): thread CPU spent in each job's
+# call (workers.coroutines.call) and in the whole Runner.run, and each thread group's CPU,
+# written to $BENCH_CALLS_DIR/calls-<pid>.json on SIGUSR2.
+if os.environ.get("BENCH_CALLS") == "1":
+    import json
+    import signal
+    import threading
+
+    from workers import coroutines, runner
+
+    _acc = {"call": [0, 0], "run": [0, 0]}
+    _call, _run, _tt = coroutines.call, runner.Runner.run, time.thread_time_ns
+
+    def _timed_call(fn, is_coroutine, token):  # type: ignore[no-untyped-def]
+        t = _tt()
+        try:
+            return _call(fn, is_coroutine, token)
+        finally:
+            _acc["call"][0] += _tt() - t
+            _acc["call"][1] += 1
+
+    def _timed_run(self, work):  # type: ignore[no-untyped-def]
+        t = _tt()
+        try:
+            return _run(self, work)
+        finally:
+            _acc["run"][0] += _tt() - t
+            _acc["run"][1] += 1
+
+    coroutines.call = _timed_call  # type: ignore[assignment]
+    runner.Runner.run = _timed_run  # type: ignore[method-assign]
+
+    def _calls_dump(*_: object) -> None:
+        threads: dict[str, float] = {}
+        for t in threading.enumerate():
+            try:
+                with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            group = "".join(c for c in t.name if not c.isdigit()).rstrip("-")
+            group = "duetime-dispatch" if group.startswith("duetime-dispatch") else group
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            threads[group] = threads.get(group, 0.0) + cpu
+        out = {"ns": dict(_acc), "threads": threads}
+        path = os.path.join(os.environ.get("BENCH_CALLS_DIR", "/tmp"), f"calls-{os.getpid()}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f)
+        os.replace(path + ".tmp", path)
+
+    signal.signal(signal.SIGUSR2, _calls_dump)
