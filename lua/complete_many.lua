@@ -30,10 +30,9 @@ if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
 end
 local jobs, tokens, results = {}, {}, {}
 for i = 3, #ARGV, 3 do
-  if ARGV[i] == '' or ARGV[i + 1] == '' then
-    return redis.error_reply('ERR duetime bad-input token')
-  end
-  jobs[#jobs + 1], tokens[#tokens + 1], results[#results + 1] = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local job, token, k = ARGV[i], ARGV[i + 1], i / 3
+  if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
+  jobs[k], tokens[k], results[k] = job, token, ARGV[i + 2]
 end
 local corrupt = commit_guard('succeeded')
 if corrupt then return corrupt end
@@ -54,7 +53,9 @@ local function check(job, token, data)
 end
 
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
--- again). The common case (a one-off job's only invocation) is retired with one HSET.
+-- again). The common case (a one-off job's only invocation) is retired with one HSET and
+-- listed in done:succeeded with the call's others.
+local now_s, retired = fmt(now), {}
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
@@ -62,19 +63,12 @@ local function succeed(job, token, result, r, f)
   if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
       and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
-    redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
-      'last_result', result, 'last_error', '', 'last_token', token, 'last_run', fmt(now),
-      'state', 'succeeded')
-    redis.call('PEXPIRE', jk, RETENTION_MS)
-    -- lists to expire: flagged (include/dead.lua), or an older version's dead letter
-    if f.lists == '1' or (tonumber(f.failures) or 0) > 0 then
-      redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
-      redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
-    end
+    retire_success(now_s, jk, job, token, result, f)
+    retired[#retired + 1], retired[#retired + 2] = now, job
   else
     redis.call('HINCRBY', jk, 'runs', 1)
     redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
-      'last_run', fmt(now))
+      'last_run', now_s)
     record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
@@ -116,5 +110,6 @@ if #taken > 0 then
   redis.call('HDEL', P .. 'running', unpack(taken))
   redis.call('ZREM', P .. 'lease', unpack(taken))
 end
+list_done(now, 'succeeded', retired)
 flush_tally()
 return out

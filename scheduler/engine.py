@@ -29,7 +29,7 @@ from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
-from workers.runner import Runner, Work
+from workers.runner import Runner, Work, works
 from workers.timers import Timers
 
 log = logging.getLogger("duetime")
@@ -49,7 +49,7 @@ class Scheduler(Client):
     Over a store that commits in batches (``complete_many``: the Redis store), successes
     are acknowledged in batches and each lane claims, beyond its free workers, what they
     will finish within ``lookahead`` seconds at their recent pace (short jobs only; at
-    most 100 per lane), so a burst is claimed ~100 per store call instead of one by one.
+    most 200 per lane), so a burst is claimed ~100 per store call instead of one by one.
     ``lookahead=0`` claims only for free workers.
     """
 
@@ -121,6 +121,7 @@ class Scheduler(Client):
                 on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
             )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
+        self._poke_on_add = not isinstance(self.store, MemoryStore)
         self._dispatcher.start()
 
     def _build_runner(
@@ -139,7 +140,8 @@ class Scheduler(Client):
             else Acks(
                 self.store.complete_many,
                 self._timers,
-                on_recorded=None if heartbeat is None else heartbeat.settled_many,
+                # the runner settles the heartbeat's claims and reports the successes
+                on_recorded=lambda claims, results: self._runner.recorded(claims, results),
                 # in process, workers flush when they drain their queue: the deadline
                 # timer is armed only when a job starts while successes wait
                 arm_on_add=not isinstance(self.store, MemoryStore),
@@ -165,13 +167,13 @@ class Scheduler(Client):
         claim order (FIFO among jobs due at the same instant)."""
         lane = claims[0].lane
         if all(c.lane == lane for c in claims):
-            self._lanes.submit_many(lane, [Work(c, claimed_at) for c in claims])
+            self._lanes.submit_many(lane, works(claims, claimed_at))
             return
         by_lane: dict[str, list[Work]] = {}
         for c in claims:
             by_lane.setdefault(c.lane, []).append(Work(c, claimed_at))
-        for name, works in by_lane.items():
-            self._lanes.submit_many(name, works)
+        for name, items in by_lane.items():
+            self._lanes.submit_many(name, items)
 
     def _refill(self, lane: str) -> Work | None:
         """A worker of ``lane`` just finished: if due work was left waiting for a free
@@ -248,8 +250,10 @@ class Scheduler(Client):
         if self._closed:
             raise SchedulerClosedError()
         added = self.store.add(spec)
-        # our own dispatcher learns at once (a shared store's wake-up is asynchronous)
-        self._dispatcher.poke_if_earlier(added.due_in)
+        if self._poke_on_add:
+            # our own dispatcher learns at once (a shared store's wake-up is asynchronous;
+            # a MemoryStore's add has called every subscriber, ours too, before returning)
+            self._dispatcher.poke_if_earlier(added.due_in)
         return spec.job_id
 
     def next_id(self) -> int:

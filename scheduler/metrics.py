@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 log = logging.getLogger("duetime.metrics")
 
@@ -56,6 +56,15 @@ RUN_BUCKETS = (
 )
 
 
+class Run(NamedTuple):
+    """One successful invocation, as ``Metrics.succeeded_many`` reports it."""
+
+    lane: str
+    task: str  # the registered task name, or ``callable`` (an in-process callable)
+    seconds: float  # how long its call took
+    waited: float  # how long it waited for its worker since the claim
+
+
 class Metrics:
     """The hooks an engine calls. This base class records nothing (the default)."""
 
@@ -64,6 +73,8 @@ class Metrics:
 
     def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
         """``claimed(lane, lag)`` for each of a batch's claims (one call per batch)."""
+        if type(self).claimed is Metrics.claimed:
+            return  # nothing would record them
         for lane, lag in lags:
             self.claimed(lane, lag)
 
@@ -74,6 +85,17 @@ class Metrics:
         """An invocation's call took ``seconds`` after waiting ``waited`` seconds for its
         worker since the claim. ``task``: the registered task name, or ``callable`` (an
         in-process callable); outcome: succeeded | failed | retried | timeout."""
+
+    def succeeded_many(self, runs: Sequence[Run]) -> None:
+        """``finished(lane, "succeeded")`` and ``ran(lane, task, "succeeded", seconds,
+        waited)`` for each of a batch of successes (one call per batch of batched acks:
+        an engine reports its successes when their acknowledgements are flushed)."""
+        kind = type(self)
+        if kind.finished is Metrics.finished and kind.ran is Metrics.ran:
+            return  # nothing would record them
+        for lane, task, seconds, waited in runs:
+            self.finished(lane, "succeeded")
+            self.ran(lane, task, "succeeded", seconds, waited)
 
     def renewed(self, count: int) -> None:
         """``count`` leases were renewed in one heartbeat."""

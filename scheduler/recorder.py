@@ -21,10 +21,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from scheduler.metrics import Metrics
+from scheduler.metrics import Metrics, Run
 from scheduler.signals import MAX_SAMPLES, percentile
 
 log = logging.getLogger("duetime.recorder")
@@ -75,6 +75,14 @@ class Recorder(Metrics):
                 self._lags.append(lag * 1000)
         self.inner.claimed(lane, lag)
 
+    def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        with self._lock:  # one lock hold per batch
+            self._roll()
+            self._counts["claims"] = self._counts.get("claims", 0) + len(lags)
+            room = MAX_SAMPLES - len(self._lags)
+            self._lags.extend(lag * 1000 for _, lag in lags[: max(0, room)])
+        self.inner.claimed_many(lags)
+
     def finished(self, lane: str, outcome: str) -> None:
         if outcome in ("succeeded", "failed", "retried"):
             with self._lock:
@@ -84,6 +92,12 @@ class Recorder(Metrics):
 
     def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
         self.inner.ran(lane, task, outcome, seconds, waited)
+
+    def succeeded_many(self, runs: Sequence[Run]) -> None:
+        with self._lock:  # one lock hold per batch
+            self._roll()
+            self._counts["succeeded"] = self._counts.get("succeeded", 0) + len(runs)
+        self.inner.succeeded_many(runs)
 
     def renewed(self, count: int) -> None:
         self.inner.renewed(count)

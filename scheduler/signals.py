@@ -15,10 +15,11 @@ import logging
 import math
 import random
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.metrics import Metrics
+from scheduler.metrics import Metrics, Run
 
 log = logging.getLogger("duetime.summary")
 
@@ -50,6 +51,16 @@ class _Sample:
             i = self._rng.randrange(self.seen)
             if i < MAX_SAMPLES:
                 self.values[i] = value
+
+    def add_many(self, values: list[float]) -> None:
+        """``add`` of each value, in order (while there is room: one ``extend``)."""
+        room = MAX_SAMPLES - len(self.values)
+        if room >= len(values):
+            self.seen += len(values)
+            self.values.extend(values)
+            return
+        for value in values:
+            self.add(value)
 
 
 class Signals(Metrics):
@@ -91,6 +102,12 @@ class Signals(Metrics):
             self._lags.add(lag)
         self.inner.claimed(lane, lag)
 
+    def claimed_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        values = [lag for _, lag in lags]
+        with self._lock:  # one lock hold per batch
+            self._lags.add_many(values)
+        self.inner.claimed_many(lags)
+
     def finished(self, lane: str, outcome: str) -> None:
         with self._lock:
             self._counts[outcome] = self._counts.get(outcome, 0) + 1
@@ -100,6 +117,13 @@ class Signals(Metrics):
         with self._lock:
             self._waits.add(waited)
         self.inner.ran(lane, task, outcome, seconds, waited)
+
+    def succeeded_many(self, runs: Sequence[Run]) -> None:
+        waits = [run.waited for run in runs]
+        with self._lock:  # one lock hold per batch
+            self._counts["succeeded"] += len(runs)
+            self._waits.add_many(waits)
+        self.inner.succeeded_many(runs)
 
     def renewed(self, count: int) -> None:
         self.inner.renewed(count)

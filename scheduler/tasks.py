@@ -21,12 +21,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
 _tasks: dict[str, Callable[..., Any]] = {}
+_generation = 0  # grows with every registration: calls resolved before it are stale
+
+CALLS_CACHE = 4096  # distinct (task, arguments) whose call is kept ready (then cleared)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+# (name, args_json) -> (generation, call); read and written without the lock: a dict
+# operation is atomic under the GIL, and a race only builds the same call twice
+_calls: dict[tuple[str, str], tuple[int, Callable[[], Any]]] = {}
 
 
 def task(name: str | None = None) -> Callable[[F], F]:
     """Register a function under ``name`` (default ``module.qualname``)."""
 
     def register(fn: F) -> F:
+        global _generation
         validation.callable_job(fn, "a task")
         validation.runnable(fn, "a task")
         key = validation.name(name or default_name(fn), "task name")
@@ -38,6 +46,7 @@ def task(name: str | None = None) -> Callable[[F], F]:
                     f"{default_name(old)}; pick another name"
                 )
             _tasks[key] = fn
+            _generation += 1
         fn.__duetime_task__ = key  # type: ignore[attr-defined]
         return fn
 
@@ -67,11 +76,27 @@ def lookup(name: str) -> Callable[..., Any]:
 
 
 def resolve(target: Target) -> Callable[[], Any]:
-    """What a worker calls: the callable itself, or the registered task with its args."""
+    """What a worker calls: the callable itself, or the registered task with its args.
+
+    The call of a task whose arguments are all JSON scalars (immutable) is built once per
+    distinct (name, arguments) and reused until a task is registered again (a burst of
+    jobs of one definition parses its arguments once). Arguments that hold a list or an
+    object are parsed afresh for each call, so a job that mutates them cannot change what
+    the next invocation receives."""
     if not isinstance(target, TaskRef):
         return target
+    key = (target.name, target.args_json)
+    cached = _calls.get(key)
+    if cached is not None and cached[0] == _generation:
+        return cached[1]
+    generation = _generation  # before the lookup: a registration meanwhile makes it stale
     fn = lookup(target.name)
     kwargs = json.loads(target.args_json)  # ValueError if it is not JSON
     if not isinstance(kwargs, dict):
         raise TypeError(f"the arguments are a JSON {type(kwargs).__name__}, not an object")
-    return functools.partial(fn, **kwargs)  # a partial: an async task stays recognisable
+    call = functools.partial(fn, **kwargs)  # a partial: an async task stays recognisable
+    if all(type(v) in _SCALARS for v in kwargs.values()):
+        if len(_calls) >= CALLS_CACHE:
+            _calls.clear()
+        _calls[key] = (generation, call)
+    return call

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,8 +94,10 @@ def callable_job(fn: object, name: str = "job") -> Callable[[], Any]:
 def runnable(fn: object, what: str) -> None:
     """Refuse what can never run as a job (issue 14): a coroutine object (a called
     ``async def``) or an async generator function; the message says what to pass."""
-    import inspect
-
+    if type(fn) is types.FunctionType:  # a plain function is never awaitable: its flags say
+        if fn.__code__.co_flags & inspect.CO_ASYNC_GENERATOR:
+            _async_generator(what)
+        return
     if inspect.iscoroutine(fn) or inspect.isawaitable(fn):
         if inspect.iscoroutine(fn):
             fn.close()  # no "never awaited" warning: the caller is told instead
@@ -103,10 +107,14 @@ def runnable(fn: object, what: str) -> None:
             "bind arguments with functools.partial or kwargs="
         )
     if inspect.isasyncgenfunction(fn):
-        raise TypeError(
-            f"{what} is an async generator function, which cannot be awaited once: wrap it, "
-            "e.g. async def job(): async for item in gen(): ..."
-        )
+        _async_generator(what)
+
+
+def _async_generator(what: str) -> None:
+    raise TypeError(
+        f"{what} is an async generator function, which cannot be awaited once: wrap it, "
+        "e.g. async def job(): async for item in gen(): ..."
+    )
 
 
 def kwargs(value: object) -> dict[str, Any]:
@@ -126,7 +134,24 @@ def kwargs(value: object) -> dict[str, Any]:
             raise TypeError(
                 f"kwargs keys must be argument names (str); got {type(key).__name__} {key!r}"
             )
-    return dict(value)
+    return value if type(value) is dict else dict(value)  # a copy only of other mappings
+
+
+# JSON's encoder with the canonical settings, built once (json.dumps builds one per call)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+# exact types whose JSON text reads back equal (finite floats: allow_nan=False refuses the rest)
+_EXACT = frozenset((str, int, float, bool, type(None)))
+
+
+def _flat(args: object) -> bool:
+    """A dict of str keys to values of the exact types in _EXACT: its JSON round trip is
+    exact, so the decode-and-compare check can be skipped (anything else takes it)."""
+    if type(args) is not dict:
+        return False
+    for key, value in args.items():
+        if type(key) is not str or type(value) not in _EXACT:
+            return False
+    return True
 
 
 def json_args(args: object, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
@@ -134,15 +159,15 @@ def json_args(args: object, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
     from scheduler.errors import PayloadError
 
     try:
-        text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        text = _CANONICAL.encode(args)
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"job arguments must be JSON-serialisable: {exc}") from None
-    if json.loads(text) != args:
+    if not _flat(args) and json.loads(text) != args:
         raise PayloadError(
             "job arguments do not survive a JSON round trip (tuples, non-str dict keys?); "
             "pass lists and str-keyed dicts"
         )
-    size = len(text.encode())
+    size = len(text)  # ensure_ascii: one byte per character
     if size > limit:
         raise PayloadError(
             f"job arguments are {size} bytes of JSON, over the {limit}-byte limit; "

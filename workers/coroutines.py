@@ -61,7 +61,7 @@ def call(fn: Callable[[], Any], is_coroutine: bool, token: CancelToken) -> Any:
     would say it ran."""
     if not is_coroutine:
         result = fn()
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # None: most jobs, cheaply
             if inspect.iscoroutine(result):
                 result.close()
             raise NotAwaitedError(

@@ -58,9 +58,12 @@ class Heartbeat:
     def finishing(self, claim: Claim) -> None:
         """The job of ``claim`` returned and its outcome is about to be recorded: its lease
         is still renewed, but a refused renewal is left to the commit to judge."""
-        with self._lock:
-            if claim.token in self._held:
-                self._finishing.add(claim.token)
+        # No lock: the set's add is atomic under the GIL, and a renewal judged just before
+        # it (the lock would only have made this wait for that judgement) is the same race
+        # as with the lock. A token added after its claim was dropped as lost is discarded
+        # by ``settled`` or ``drop``, one of which always follows.
+        if claim.token in self._held:
+            self._finishing.add(claim.token)
 
     def settled(self, claim: Claim, result: Commit | None) -> None:
         """The outcome of ``claim`` was recorded (``result``; None: given up, the lease

@@ -11,16 +11,17 @@ import random
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from scheduler.clock import Clock
 from scheduler.errors import InvocationCancelled, InvocationTimeout, TaskNotRegisteredError
-from scheduler.metrics import Metrics
+from scheduler.metrics import Metrics, Run
 from scheduler.model import Claim, Commit, Target, TaskRef
 from scheduler.stores.base import Store
 from workers import commits, coroutines, failpoints
 from workers.acks import Acks
+from workers.calls import AsyncFlags
 from workers.context import CancelToken, InvocationContext, _current
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -38,6 +39,13 @@ class Work(NamedTuple):
     claimed_at: float
 
 
+def works(claims: Sequence[Claim], claimed_at: float) -> list[Work]:
+    """``Work(claim, claimed_at)`` for each of a claimed batch (``tuple.__new__`` builds
+    each record without the NamedTuple's Python-level ``__new__``: a frame less per claim)."""
+    new = tuple.__new__
+    return [new(Work, (claim, claimed_at)) for claim in claims]
+
+
 class Ran(NamedTuple):
     """How long an invocation waited for its worker after the claim, and then ran."""
 
@@ -45,6 +53,7 @@ class Ran(NamedTuple):
     took: float
 
 
+_new_context = tuple.__new__  # a NamedTuple from all its fields, in order: a frame less
 LOOP_LAGS = 5000  # recent async jobs whose loop lag ``Scheduler.loop_lag()`` covers
 
 
@@ -89,7 +98,15 @@ class Runner:
         self._metrics = metrics or Metrics()
         # the per-run figures are skipped when the metrics ignore them (the default)
         kind = type(self._metrics)
-        self._counts = kind.finished is not Metrics.finished or kind.ran is not Metrics.ran
+        self._counts = (
+            kind.finished is not Metrics.finished
+            or kind.ran is not Metrics.ran
+            or kind.succeeded_many is not Metrics.succeeded_many
+        )
+        # with batched acks, successes are reported to the metrics per flush (``recorded``);
+        # appended and popped by any thread without a lock (deque operations are atomic)
+        self._successes: deque[Run] = deque()
+        self._is_async = AsyncFlags()
         self._owner = owner
         self._active_lock = threading.Lock()
         self._active_done = threading.Condition(self._active_lock)
@@ -146,6 +163,7 @@ class Runner:
         except (ValueError, TypeError) as exc:  # arguments that do not parse
             self._malformed(claim, exc)
             return
+        is_coroutine = self._is_async(fn)
         token = CancelToken()
         timeout = claim.spec.timeout
         if timeout is None:
@@ -155,8 +173,9 @@ class Runner:
             if timeout is None
             else self._timers.call_later(timeout, lambda: token.cancel("timeout"))
         )
-        ctx = InvocationContext(
-            claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token
+        ctx = _new_context(  # InvocationContext(...), without its Python-level __new__
+            InvocationContext,
+            (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token),
         )
         self._active[token] = claim.job_id
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
@@ -178,7 +197,6 @@ class Runner:
         result: Any = None
         cv = _current.set(ctx)
         started = self._clock.now()
-        is_coroutine = coroutines.is_async(fn)
         try:
             result = coroutines.call(fn, is_coroutine, token)
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
@@ -219,8 +237,7 @@ class Runner:
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
             if self._counts:
-                self._metrics.finished(claim.lane, "succeeded")
-                self._metrics.ran(claim.lane, task_label(claim), "succeeded", ran.took, ran.waited)
+                self._succeeded(Run(claim.lane, task_label(claim), ran.took, ran.waited))
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "job %s invocation %s attempt %d succeeded",
@@ -236,6 +253,29 @@ class Runner:
         else:
             self._record_failure(claim, error, ran)
         return False
+
+    def _succeeded(self, run: Run) -> None:
+        """Report a success: at once without batched acks, else with the next flush."""
+        if self._acks is None:
+            self._metrics.succeeded_many((run,))
+        else:  # appended before its ack is queued, so the flush of that ack reports it
+            self._successes.append(run)
+
+    def recorded(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
+        """A flush of batched acks ended (``Acks(on_recorded=...)``): the heartbeat stops
+        renewing those claims and judges refusals; the successes so far are reported to
+        the metrics in one call."""
+        if self._heartbeat is not None:
+            self._heartbeat.settled_many(claims, results)
+        runs = []
+        pop = self._successes.popleft
+        try:
+            for _ in range(len(self._successes)):
+                runs.append(pop())
+        except IndexError:  # another flush took the rest meanwhile
+            pass
+        if runs:
+            self._metrics.succeeded_many(runs)
 
     def flush_acks(self) -> None:
         """Commit the successes still queued for a batched ack (no-op without batching)."""

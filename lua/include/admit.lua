@@ -73,19 +73,19 @@ local function admit(b, lane, x)
     stash(b.now, jk, m.kind, f.next, x.member, f.stash)
     return false
   end
-  local running, since = tonumber(f.running), tonumber(f.ready or '') or 0
+  local since = tonumber(f.ready or '') or 0
   b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
-    issue(b, job, running, m.gen, m.sched, m.attempt, m.stalls, f.def)
+    issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)
     return true
   end
   if f.kind ~= 'every' and f.kind ~= 'cron' then
-    issue(b, job, running, f.gen, tonumber(f.next), 1, 0, f.def, 'e', '')
+    issue(b, job, jk, f, f.gen, tonumber(f.next), 1, 0, 'e', '')
     return true
   end
   local run = series_due(b, job, lane, f)
   if not run then return false end
   b.ready = math.max(run, since)
-  issue(b, job, running, f.gen, run, 1, 0, f.def)
+  issue(b, job, jk, f, f.gen, run, 1, 0)
   return true
 end

@@ -39,11 +39,9 @@ end
 -- commit_code; `gone`: the job was deleted while it ran), {q} (move it aside); or nil and
 -- the error reply for a corrupt due set.
 local function commit_plan(job, token, outcome, r, code, data, extra)
-  local plan = {token = token, data = data or ''}
   if code == 'corrupt' then
-    plan.q = {id = token_entry(token), job = job, type = '',
-      reason = 'malformed RUNNING entry; the invocation ' .. outcome}
-    return plan
+    return {token = token, data = data or '', q = {id = token_entry(token), job = job, type = '',
+      reason = 'malformed RUNNING entry; the invocation ' .. outcome}}
   end
   if not r then return {code = code} end
   local f, why, t = read_job(job, COMMIT_FIELDS)
@@ -51,9 +49,9 @@ local function commit_plan(job, token, outcome, r, code, data, extra)
     why, t = 'malformed job data: ' .. extra(job), f and 'hash' or 'none'
   end
   if why then
-    plan.q = {id = job, job = job, type = t, reason = why .. '; the invocation of ' ..
-      fmt(r.sched) .. ' (attempt ' .. fmt(r.attempt) .. ') ' .. outcome}
-    return plan
+    return {token = token, data = data or '', q = {id = job, job = job, type = t,
+      reason = why .. '; the invocation of ' .. fmt(r.sched) .. ' (attempt ' .. fmt(r.attempt) ..
+      ') ' .. outcome}}
   end
   if not f then return {code = 'not_found', gone = token} end  -- deleted while it ran
   if not LANES_CHECKED[f.lane] then
@@ -61,8 +59,7 @@ local function commit_plan(job, token, outcome, r, code, data, extra)
     if bad then return nil, bad end
     LANES_CHECKED[f.lane] = true
   end
-  plan.r, plan.f = r, f
-  return plan
+  return {token = token, data = data or '', r = r, f = f}
 end
 
 -- Move planned item `plan` aside, found by script `by` (its RUNNING entry and lease are

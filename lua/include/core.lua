@@ -1,6 +1,6 @@
 -- include/core.lua: what every script runs first: the key prefix, number helpers, the
 -- check of ARGV[2], the check of the namespace's data layout, and the clock.
--- Provides: P, fmt, int, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT, layout, now_ms,
+-- Provides: P, DIGITS, fmt, int, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT, layout, now_ms,
 --   now_up
 -- Key families: layout
 --
@@ -15,11 +15,12 @@
 
 local P = ARGV[1]
 
-local function fmt(n) return string.format('%d', n) end
+local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}  -- fmt's common case
+local function fmt(n) return DIGITS[n] or string.format('%d', n) end
 
 -- An integer argument (ms, counts): digits only, so nan, inf, 1.5 and 0x10 are refused.
 local function int(s)
-  if type(s) == 'string' and #s <= 16 and string.match(s, '^%-?%d+$') then
+  if type(s) == 'string' and #s <= 16 and string.find(s, '^%-?%d+$') then
     return tonumber(s)
   end
   return nil

@@ -53,13 +53,17 @@ local function parse_member(member)
   if #member > 2048 then return nil end
   local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$')
   if not seq or #seq > 16 then return nil end
-  local m = {seq = seq, kind = kind}
+  local m
   if kind == 's' then
-    m.job = rest
+    m = {seq = seq, kind = kind, job = rest}
   elseif kind == 'r' then
     local gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
-    if not (job and int(gen) and int(sched) and int(attempt) and int(stalls)) then return nil end
-    m.gen, m.sched, m.attempt, m.stalls, m.job = gen, int(sched), int(attempt), int(stalls), job
+    -- digits only (the pattern), so int() is the length check, then tonumber
+    if not job or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 then return nil end
+    m = {seq = seq, kind = kind, gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
+      stalls = tonumber(stalls), job = job}
+  else
+    m = {seq = seq, kind = kind}
   end
   if not m.job or (string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
   return m

@@ -39,11 +39,12 @@ local function event(now, kind, job, sched, attempt, detail)
 end
 
 -- Batch scripts: the same event, kept in `tally` (per kind) and written by flush_tally()
--- before the script returns: one entry and one HINCRBY per kind instead of per job. One
+-- before the script returns: one entry and one HINCRBY per kind instead of per job (`line`:
+-- its batch line "<sched>|<attempt>|<ready>|<job>" if the caller formatted it). One
 -- whose time or detail differs from its kind's first, or whose job id holds a newline
 -- (corrupt data), is written on its own at once (and still counted).
 local tally, kinds_seen = {}, {}
-local function event_tallied(now, kind, job, sched, attempt, detail, ready)
+local function event_tallied(now, kind, job, sched, attempt, detail, ready, line)
   local b = tally[kind]
   if not b then
     b = {n = 0, now = now, detail = detail or '', lines = {}}
@@ -57,7 +58,8 @@ local function event_tallied(now, kind, job, sched, attempt, detail, ready)
   end
   local l = b.lines
   if #l == 0 then b.one = {job, sched, attempt, ready} end
-  l[#l + 1] = fmt(sched) .. '|' .. fmt(attempt) .. '|' .. (ready and fmt(ready) or '') .. '|' .. job
+  l[#l + 1] = line or (fmt(sched) .. '|' .. fmt(attempt) .. '|' .. (ready and fmt(ready) or '') ..
+    '|' .. job)
 end
 
 local function flush_tally()

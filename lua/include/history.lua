@@ -2,8 +2,9 @@
 -- runs:<job_id> (its RUNS_KEPT last ends: "<sched>|<attempt>|<fence>|<started>|<ended>|
 -- <outcome>", times in epoch ms, started empty when unknown), for the web console and
 -- `Client`: the event stream is capped and short. One-off jobs keep none (their hash holds
--- their one run). The claim writes the job field `started` = "<fence>@<now>" in the HSET
--- it makes anyway; the end reads it with the job's other fields. Derived data, written
+-- their one run). The claim of a recurring job writes the job field `started` =
+-- "<fence>@<now>" in the HSET it makes anyway (a one-off's claim does not); the end reads
+-- it with the job's other fields. Derived data, written
 -- with pcall: a key of another type is skipped, never a reason to refuse the outcome.
 -- Provides: RUNS_KEPT, record_run
 -- Key families: layout, runs:<job_id>

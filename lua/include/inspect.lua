@@ -27,15 +27,8 @@ local PAUSED_FIELDS = {'stash'}
 -- More fields `names` of `job`, whose fields `f` read_job read and checked: checked the
 -- same way, added to `f`. Returns f; or nil, why it does not parse, and 'hash'.
 local function read_more(job, f, names)
-  local got = redis.call('HMGET', jkey(job), unpack(names))  -- a hash: read_job saw it
-  for i, name in ipairs(names) do
-    local v = got[i]
-    if v then
-      local why = field_problem(name, v)
-      if why then return nil, 'malformed job data: ' .. why, 'hash' end
-    end
-    f[name] = v or DEFAULTS[name]
-  end
+  local why = take_fields(f, names, redis.call('HMGET', jkey(job), unpack(names)))  -- a hash: read_job saw it
+  if why then return nil, why, 'hash' end
   local lacks = missing_field(f, names)
   if lacks then return nil, 'malformed job data: field ' .. lacks .. ' is missing', 'hash' end
   return f
@@ -45,11 +38,10 @@ end
 -- score, m (parsed), f (its job's checked fields; nil: no such job)}, or `bad` (what to
 -- record when it is moved aside).
 local function inspect(member, score)
-  local x = {member = member, score = score}
   local m = parse_member(member)
   if not m then
-    x.bad = {id = member_entry(member), job = '', reason = 'malformed due entry', type = ''}
-    return x
+    return {member = member, score = score,
+      bad = {id = member_entry(member), job = '', reason = 'malformed due entry', type = ''}}
   end
   local f, why, t = read_job(m.job, CLAIM_FIELDS)
   local series = f and (f.kind == 'every' or f.kind == 'cron')
@@ -59,9 +51,8 @@ local function inspect(member, score)
   if series and not why and skips_problem(m.job) then
     why, t = 'malformed job data: ' .. skips_problem(m.job), 'hash'
   end
-  if why then x.bad = {id = m.job, job = m.job, reason = why, type = t} end
-  x.m, x.f = m, f
-  return x
+  return {member = member, score = score, m = m, f = f,
+    bad = why and {id = m.job, job = m.job, reason = why, type = t} or nil}
 end
 
 -- Claim up to `cap` due members of `lane` into batch `b`; returns the capacity left.

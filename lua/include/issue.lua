@@ -1,12 +1,12 @@
 -- include/issue.lua: issuing claims (the RUNNING transition). A batch collects the claims
 -- of one claim.lua call; each gets a token "<owner>:<fence>" and a fence number greater
 -- than every earlier one. The batch's fence, RUNNING entries and leases are written once
--- (write_claims): one command each per call instead of per claim.
+-- (write_claims): one command each per call instead of per claim. The claimed job's hash
+-- is written under the key its caller passes (include/admit.lua builds it).
 -- Provides: new_batch, issue, write_claims
--- Key families: layout, job:<job_id>, events, stats, fence, running, lease
+-- Key families: layout, events, stats, fence, running, lease
 
 --@include core
---@include job
 --@include events
 
 -- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
@@ -14,31 +14,41 @@
 -- calendar jobs the caller must plan (include/calendar.lua).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
-    claims = {}, n = 0, running_set = {}, lease_add = {}, plans = {}}
+    claims = {}, n = 0, running_set = {}, lease_add = {}, plans = {}, token_head = owner .. ':',
+    started_tail = '@' .. fmt(now), lease_until = lease and now + lease}
 end
 
--- Claim invocation `sched` (attempt, stalls) of `job` (generation `gen`; `running` of its
--- invocations ran before it) into batch `b`; `...`: more job hash fields to set. The
--- job's fields were checked (include/check.lua): `def` is UTF-8 of at most DEF_MAX bytes,
--- so it cannot break the decoding of the whole reply.
-local function issue(b, job, running, gen, sched, attempt, stalls, def, ...)
-  b.fence = (b.fence or b.fence_before) + 1
-  local fence = b.fence
-  local token = b.owner .. ':' .. fmt(fence)
+-- Claim invocation `sched` (attempt, stalls) of `job` (key `jk`, generation `gen`; its
+-- checked fields `f`: running, def, kind) into batch `b`; `...`: more job hash fields to
+-- set. The job's fields were checked (include/check.lua): `def` is UTF-8 of at most
+-- DEF_MAX bytes, so it cannot break the decoding of the whole reply. Only a recurring job
+-- is stamped `started` (its run history, include/history.lua): a one-off pays nothing.
+local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
+  local fence = (b.fence or b.fence_before) + 1
+  b.fence = fence
+  local s, a, fe = fmt(sched), fmt(attempt), fmt(fence)  -- each number formatted once
+  local token = b.token_head .. fe
   local rs = b.running_set
   rs[#rs + 1] = token
-  rs[#rs + 1] = gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
-    '|' .. fmt(stalls) .. '|' .. fmt(fence) .. '|' .. job
+  rs[#rs + 1] = gen .. '|' .. s .. '|' .. a .. '|' .. fmt(stalls) .. '|' .. fe .. '|' .. job
   if b.lease then
-    b.lease_add[#b.lease_add + 1] = b.now + b.lease
-    b.lease_add[#b.lease_add + 1] = token
+    local la = b.lease_add
+    la[#la + 1] = b.lease_until
+    la[#la + 1] = token
   end
-  redis.call('HSET', jkey(job), 'running', fmt(running + 1), 'attempts', fmt(attempt),
-    'started', fmt(fence) .. '@' .. fmt(b.now), ...)
+  local def, running = f.def, fmt(tonumber(f.running) + 1)
+  if f.kind == 'every' or f.kind == 'cron' then
+    redis.call('HSET', jk, 'running', running, 'attempts', a, 'started', fe .. b.started_tail, ...)
+  else
+    redis.call('HSET', jk, 'running', running, 'attempts', a, ...)
+  end
   local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
-  event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, ready > sched and ready or nil)
+  local later = ready > sched and fmt(ready)
+  event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, later and ready or nil,
+    s .. '|' .. a .. '|' .. (later or '') .. '|' .. job)
   local c = b.claims  -- the reply's claim record (claim.lua's header), def last
-  c[#c + 1] = string.format('%d %d %d %s %d %d %d\n', sched, attempt, fence, gen, ready, #job, #def)
+  c[#c + 1] = s .. ' ' .. a .. ' ' .. fe .. ' ' .. gen .. ' ' .. (later or s) .. ' ' .. fmt(#job) ..
+    ' ' .. fmt(#def) .. '\n'
   c[#c + 1] = job
   c[#c + 1] = def
   b.n = b.n + 1

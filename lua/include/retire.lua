@@ -1,7 +1,7 @@
 -- include/retire.lua: retire a finished or cancelled job: its state is recorded and its
 -- hash and lists expire after a day (finished jobs stay inspectable that long), and it is
 -- listed in done:<state> (`duetime ls --state`), trimmed to that day.
--- Provides: RETENTION_MS, retire
+-- Provides: RETENTION_MS, list_done, retire, retire_success
 -- Key families: layout, job:<job_id>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
 --   done:<state>, paused, runs:<job_id>
 
@@ -9,6 +9,15 @@
 --@include job
 
 local RETENTION_MS = 86400000
+
+-- List jobs retired at `now` as `outcome` in done:<outcome> (`scored`: score, job pairs)
+-- and trim it to the day finished jobs are kept.
+local function list_done(now, outcome, scored)
+  if #scored == 0 then return end
+  local done = P .. 'done:' .. outcome
+  redis.pcall('ZADD', done, unpack(scored))
+  redis.pcall('ZREMRANGEBYSCORE', done, '-inf', now - RETENTION_MS)
+end
 
 local function retire(job, outcome)
   local jk = jkey(job)
@@ -20,8 +29,23 @@ local function retire(job, outcome)
   redis.call('PEXPIRE', P .. 'runs:' .. job, RETENTION_MS)
   -- The listing indexes are derived data, written with pcall: one of another type is
   -- skipped, never a reason to stop a retirement (a listing re-reads every job it names).
-  local now, done = now_ms(), P .. 'done:' .. outcome
-  redis.pcall('ZADD', done, now, job)
-  redis.pcall('ZREMRANGEBYSCORE', done, '-inf', now - RETENTION_MS)
+  local now = now_ms()
+  list_done(now, outcome, {now, job})
   redis.pcall('SREM', P .. 'paused', job)
+end
+
+-- The common case of a success (complete_many.lua): a one-off job's only invocation ended
+-- (its checked fields `f` say so: not paused, nothing queued or pending), so the job
+-- (key `jk`) retires with one HSET that records the outcome too; the caller lists it
+-- (list_done).
+local function retire_success(now_s, jk, job, token, result, f)
+  redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
+    'last_result', result, 'last_error', '', 'last_token', token, 'last_run', now_s,
+    'state', 'succeeded')
+  redis.call('PEXPIRE', jk, RETENTION_MS)
+  -- lists to expire: flagged (include/dead.lua), or an older version's dead letter
+  if f.lists == '1' or (tonumber(f.failures) or 0) > 0 then
+    redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
+    redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
+  end
 end

@@ -21,12 +21,13 @@ local function parse_running(data)
   if #data > 2048 then return false end
   local gen, sched, attempt, stalls, fence, job =
     string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
-  if not (job and int(gen) and int(sched) and int(attempt) and int(stalls) and int(fence)) or
+  -- digits only (the pattern), so int() is the length check, then tonumber
+  if not job or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 or #fence > 16 or
       (string.find(job, '[\128-\255]') and not utf8_ok(job)) then
     return false
   end
-  return {gen = gen, sched = int(sched), attempt = int(attempt), stalls = int(stalls),
-          fence = int(fence), job = job}
+  return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
+          stalls = tonumber(stalls), fence = tonumber(fence), job = job}
 end
 
 -- The running invocation held under `token`, parsed (nil: none; false: does not parse),

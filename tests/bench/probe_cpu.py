@@ -158,7 +158,7 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
     with EmbeddedRedis(appendonly=False) as srv:
         r = redis.Redis.from_url(srv.url, decode_responses=True)
         store = RedisStore(srv.url, ns)
-        due = time.time() + 8 + n / 20000  # the replicas start meanwhile (slow when loaded)
+        due = time.time() + 15 + n / 20000  # the replicas start meanwhile (slow when loaded)
         for i in range(0, n, 500):
             store.add_many(
                 [make_spec(shared_tasks.noop, At(due)) for _ in range(i, min(n, i + 500))]
@@ -168,8 +168,13 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
         argv += ["--import", "shared_tasks", "--workers", "4", "--lease", "30"]
         if log_level != "default":
             argv += ["--log-level", log_level]
+        # cwd: ``python -c`` puts the working directory first on sys.path, ahead of
+        # PYTHONPATH, so run from a directory without the package (else every tree's
+        # replicas would run the code of the directory the probe was started in)
         procs = [
-            subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.Popen(
+                argv, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             for _ in range(replicas)
         ]
         try:

@@ -265,3 +265,34 @@ def test_the_tour_exercises_what_it_claims(redis_url, redis_ns):
     store.close()
     assert t[13] == 10 and t[14] == 0  # backfill queued 10 runs, then none
     assert t[22] == ["f"] and t[24] == 1  # a dead job listed, then retried
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+@pytest.mark.parametrize("kind", ["Client", "AsyncClient"])
+def test_both_clients_detect_lost_enqueues(kind, shards, redis_url, redis_ns, redis_client):
+    """A ``seq`` counter found below one the client was given (a failover or a restart
+    without fsync lost acknowledged adds) is said: a data_loss event, and the counter is
+    raised above every seq handed out, on the sync and the async client alike."""
+    from tests.helpers import Blocking
+
+    if kind == "Client":
+        client: object = Client(redis_url, namespace=redis_ns, shards=shards)
+    else:
+        client = Blocking(AsyncClient(redis_url, namespace=redis_ns, shards=shards))
+    with client:  # type: ignore[attr-defined]
+        jobs = [{"task": "t.a", "job_id": f"a{i}", "delay": 60} for i in range(30)]
+        client.enqueue_many(jobs)  # type: ignore[attr-defined]
+        client.enqueue("t.a", job_id="one", delay=60)  # type: ignore[attr-defined]
+        assert not [e for e in client.events(500) if e.kind == "data_loss"]  # type: ignore[attr-defined]
+        seqs = [k for k in redis_client.scan_iter(match=f"duetime:*{redis_ns}*seq")]
+        assert len(seqs) == shards
+        given = {k: int(redis_client.get(k)) for k in seqs}
+        for key in seqs:  # what a server that lost its last writes would hold
+            redis_client.set(key, 1)
+        client.enqueue_many([{**j, "job_id": f"b{n}"} for n, j in enumerate(jobs)])  # type: ignore[attr-defined]
+        losses = [e for e in client.events(500) if e.kind == "data_loss"]  # type: ignore[attr-defined]
+        assert len(losses) == shards  # one per shard whose counter went back
+        assert all("acknowledged enqueue(s) or reschedule(s) lost" in e.detail for e in losses)
+        assert all(int(redis_client.get(k)) >= given[k] for k in seqs)  # raised back
+        client.enqueue_many([{**j, "job_id": f"c{n}"} for n, j in enumerate(jobs)])  # type: ignore[attr-defined]
+        assert len([e for e in client.events(500) if e.kind == "data_loss"]) == shards  # once

@@ -132,3 +132,15 @@ def test_the_stream_keeps_about_ten_thousand_events_not_entries(redis_url, redis
         assert sum(e.kind == "succeeded" for e in kept) == 3000  # the newest are all there
     finally:
         store.close()
+
+
+def test_a_batch_of_acks_lists_its_jobs_as_succeeded(burst, redis_url, redis_ns):
+    """complete_many retires a one-off job in one HSET (its common case): the job is in
+    done:succeeded as retire() would list it, so `duetime ls --state succeeded` shows it."""
+    client = Client(redis_url, namespace=redis_ns)
+    try:
+        page = client.list_jobs("succeeded", limit=1000)
+        assert sorted(j.job_id for j in page.jobs) == [f"j{i:03}" for i in range(N)]
+        assert burst.redis.zcard(burst.keys.prefix + "done:succeeded") == N
+    finally:
+        client.close()

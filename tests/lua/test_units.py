@@ -159,6 +159,7 @@ def test_complete_does_not_carry_the_claim_machinery():
     assert complete == {"core", "job", "events", "tokens", "due", "retire", "settle"} | {
         "utf8",  # the checks before the first write: RUNNING entries, job ids, definitions
         "check",
+        "rules",  # check's field rules
         "interval",  # check's rule for a fixed-rate job's interval field
         "aside",
         "commit",

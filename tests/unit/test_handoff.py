@@ -40,6 +40,28 @@ def test_a_batch_is_started_in_order_and_queued_all_or_none():
     assert pool.join(WAIT)
 
 
+def test_a_wake_up_is_sent_only_to_a_worker_still_asleep():
+    """A worker woken but not yet running is not woken again: each pop used to call
+    notify() while woken workers were still on their way (~one no-op notify per item)."""
+    pool: WorkerPool[int] = WorkerPool("p", 4, lambda n: None, lookahead=0.01)
+    ready = pool._ready
+    wasted = []
+    notify = ready.notify
+
+    def counted(n: int = 1) -> None:
+        if not ready._waiters:  # type: ignore[attr-defined]
+            wasted.append(1)
+        notify(n)
+
+    ready.notify = counted  # type: ignore[method-assign]
+    for _ in range(20):
+        pool.submit_many(list(range(MAX_AHEAD)))
+        assert pool.wait_idle(WAIT)
+    assert wasted == []
+    pool.close()
+    assert pool.join(WAIT)
+
+
 def test_one_batch_reaches_every_idle_worker():
     """One wake-up per batch, passed on: every worker takes part while items remain."""
     names: set[str] = set()

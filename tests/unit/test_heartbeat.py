@@ -298,3 +298,64 @@ def test_a_batch_of_recorded_outcomes_settles_each_claim_and_reports_a_refusal_o
     hb.hold(claims[0], CancelToken())
     hb.settled_many(claims[:1], None)  # given up: released, the lease will expire
     assert len(lease_lines(caplog)) == 1
+
+
+def test_a_lost_lease_cancels_an_async_job_which_sees_it_in_its_own_tasks():
+    """Issue 14: the loss reaches a coroutine job as a ``CancelledError`` at its next
+    await; ``current_invocation()`` in a task it spawned reports the cancellation, its
+    reason and the claim's fence; a job that swallows the error is still not a success."""
+    import asyncio
+
+    from scheduler import current_invocation
+
+    clock = FakeClock(1000)
+    store = Wrapped(MemoryStore(clock))
+    started, ended = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    async def job() -> str:
+        told = asyncio.Event()
+
+        async def child() -> None:  # a task the job spawned, running in its context
+            await told.wait()
+            inv = current_invocation()
+            seen["child"] = (inv.cancelled(), inv.cancel_reason, inv.fence)
+
+        task = asyncio.create_task(child())
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen["job"] = "cancelled"
+            told.set()
+            await task
+            return "swallowed it"  # never recorded as a success
+        finally:
+            ended.set()
+        return "never"
+
+    claim = claimed(store.store, job)
+    metrics, timers = Counted(), StubTimers()
+    hb = Heartbeat(store, timers, LEASE, metrics)  # type: ignore[arg-type]
+    runner = Runner(
+        store,  # type: ignore[arg-type]
+        clock,
+        timers,  # type: ignore[arg-type]
+        lambda target: target,  # type: ignore[arg-type,return-value]
+        heartbeat=hb,
+        metrics=metrics,
+    )
+    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
+    worker.start()
+    assert started.wait(WAIT)
+    clock.advance(LEASE + 1)  # the lease lapses; another replica takes it over
+    (other,) = store.store.claim_due({"default": 1}, LEASE, "other").claims
+    timers.beat()  # the renewal is refused: the job is told
+    assert ended.wait(WAIT)
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    assert seen == {"job": "cancelled", "child": (True, "lease lost", claim.fence)}
+    assert metrics.lost == 1
+    assert other.fence > claim.fence
+    info = store.store.get("j")
+    assert info is not None and info.runs == 0, info  # the swallowed cancel is no success

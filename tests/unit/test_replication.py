@@ -88,3 +88,19 @@ def test_a_pubsub_connection_on_another_server_has_to_move():
     assert not urls.primary_moved(Client(pool), Conn())
     assert not urls.primary_moved(Client(object()), Conn())  # a plain URL never moves
     assert not urls.primary_moved(Client(pool), None)  # not connected yet
+
+
+def test_adds_raise_seq_high_and_a_seq_below_it_is_a_lost_write():
+    """after_add reads every reply of a batch (add.lua's calls of many jobs reply the call's
+    counters for each job; older servers' two-item replies carry none)."""
+    records: list[tuple[str, str]] = []
+    watch = ReplicationWatch(Client(), "redis://x", "p:", lambda k, d: records.append((k, d)))
+    watch.after_add(0, [["created", 0, 0, 3], ["unchanged", 0, 0, 3], ["created", 5]])
+    assert (watch.seq_high, watch.lost_writes, records) == (3, 0, [])
+    watch.after_add(3, [["created", 0, 3, 4], ["created", 0, 3, 5]])
+    assert (watch.seq_high, watch.lost_writes, records) == (5, 0, [])
+    watch.after_add(5, [["created", 0, 5, 6], ["created", 0, 2, 3]])  # one reply is below
+    assert (watch.seq_high, watch.lost_writes) == (6, 3)
+    assert records and records[0][0] == "data_loss" and "seq counter was 2" in records[0][1]
+    watch.after_add(6, [["created", 9]])  # nothing to check
+    assert watch.seq_high == 6

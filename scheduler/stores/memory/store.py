@@ -67,7 +67,7 @@ class MemoryStore(MemoryViews):
         # the event log keeps plain tuples in ``Event``'s field order (cheaper to build on
         # every claim and success); ``events()`` returns them as ``Event``s
         self._events: deque[tuple[Any, ...]] = deque(maxlen=event_log)
-        self._listeners: list[WakeListener] = []
+        self._listeners: tuple[WakeListener, ...] = ()
 
     # ---- producers -------------------------------------------------------------------
 

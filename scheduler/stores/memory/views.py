@@ -25,7 +25,7 @@ class MemoryViews:
     _running_per_job: dict[str, int]
     _history: OrderedDict[str, JobRecord]
     _events: deque[tuple[Any, ...]]  # Event fields, in order
-    _listeners: list[WakeListener]
+    _listeners: tuple[WakeListener, ...]
 
     def get(self, job_id: str) -> JobInfo | None:
         with self._lock:
@@ -51,13 +51,14 @@ class MemoryViews:
             return lane_depths(self._jobs.values(), self.clock.now())
 
     def subscribe(self, listener: WakeListener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(listener)
+        with self._lock:  # copy on write: _wake reads the tuple without the lock
+            self._listeners = (*self._listeners, listener)
 
         def unsubscribe() -> None:
             with self._lock:
                 if listener in self._listeners:
-                    self._listeners.remove(listener)
+                    i = self._listeners.index(listener)
+                    self._listeners = self._listeners[:i] + self._listeners[i + 1 :]
 
         return unsubscribe
 
@@ -71,7 +72,5 @@ class MemoryViews:
         return job_info(job, running)
 
     def _wake(self, due_in: float | None) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._listeners:  # a tuple, replaced whole by (un)subscribe
             listener(due_in)

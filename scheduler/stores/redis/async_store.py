@@ -8,14 +8,17 @@ Errors are the sync store's (server_checks.unreachable / refused).
 Every URL form of the sync stores (``redis://``, ``rediss://``, ``unix://``,
 ``redis+sentinel://``, ``redis+cluster://``, ``shards=N``); ``wait_replicas`` as there.
 One ``AsyncStore`` may be shared by any number of tasks (redis.asyncio's pool gives each
-command its own connection). Not here: the lost-write check after an add and the
-sentinel refresh of replication.py (the replicas' side keeps both).
+command its own connection). The lost-write check after an add is replication.py's (a
+``seq`` counter found below one this client was given: logged, a ``data_loss`` event,
+the counter raised); not here: the periodic sentinel re-query (redis-py's asyncio
+Sentinel finds the primary again on each new connection).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import cache
@@ -24,14 +27,21 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import scripts, shards, urls
+from scheduler.stores.redis import adds, scripts, shards, urls
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
-from scheduler.stores.redis.replication import Waiter
+from scheduler.stores.redis.replication import (
+    RAISE_FENCE,
+    Waiter,
+    event_fields,
+    lost_writes_detail,
+    seq_seen,
+)
 from scheduler.stores.redis.sansio import Calls, Now, Op, Request, Scan, Script
 from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
 
 T = TypeVar("T")
+log = logging.getLogger("duetime.redis")
 RESEND_RETRIES = 2  # as RedisStore's
 
 
@@ -68,6 +78,9 @@ class AsyncStore:
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self._counted = shards == 1  # a sharded namespace's count is checked once
         self.clock = clock  # tests only: its time replaces Redis TIME (as RedisStore's)
+        self.seq_high = [0] * len(self.layout.parts)  # per shard: the highest seq added
+        self.lost_writes = 0
+        self.data_loss_alarms = 0
 
     @property
     def redis(self) -> Any:
@@ -114,6 +127,13 @@ class AsyncStore:
         return [_sha(name), 1, keys.epoch, keys.prefix, now, *args]
 
     async def _script(self, s: Script) -> Any:
+        high = self.seq_high[s.part]
+        reply = await self._send(s)
+        if s.name == "add":
+            await self._after_add(s.part, high, [reply])
+        return reply
+
+    async def _send(self, s: Script) -> Any:
         import redis
 
         argv = self._argv(self.layout.parts[s.part], s.name, s.args)
@@ -187,12 +207,12 @@ class AsyncStore:
     async def _add_batch(self, part: int, args: list[list[Any]]) -> list[Any]:
         import redis
 
-        keys = self.layout.parts[part]
+        keys, high = self.layout.parts[part], self.seq_high[part]
         try:
             for attempt in (0, 1):
                 async with self._r.pipeline(transaction=False) as pipe:
-                    for a in args:
-                        argv = self._argv(keys, "add", a)
+                    for call in adds.calls(args):  # up to ADD_BATCH jobs per add.lua call
+                        argv = self._argv(keys, "add", call)
                         pipe.execute_command("EVALSHA", *argv)
                     if self.waiter.replicas:
                         pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
@@ -204,13 +224,41 @@ class AsyncStore:
                     continue
                 if self.waiter.replicas:
                     self.waiter.check(replies.pop(), len(args))
-                for r in replies:
-                    if isinstance(r, redis.exceptions.ResponseError):
-                        raise refused(r, self.url) from r
-                return replies
+                items = adds.per_job(len(args), replies)
+                done = [r for r in items if not isinstance(r, Exception)]
+                await self._after_add(part, high, done)
+                bad = adds.first_error(items)
+                if bad is not None:
+                    raise adds.store_error(bad, self.url) from bad
+                return items
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
         raise AssertionError("unreachable")
+
+    async def _after_add(self, part: int, high: int, replies: list[Any]) -> None:
+        """The sync store's lost-write check (ReplicationWatch.after_add), for shard
+        ``part``: ``high`` is its seq high-water mark when the adds were sent."""
+        seen = seq_seen(replies)
+        if seen is None:
+            return
+        before, after = seen
+        self.seq_high[part] = max(self.seq_high[part], after)
+        if before >= high:
+            return
+        self.lost_writes += high - before
+        self.data_loss_alarms += 1
+        keys = self.layout.parts[part]
+        old = await self._r.eval(RAISE_FENCE, 1, keys.prefix + "seq", self.seq_high[part])
+        detail = lost_writes_detail(before, high, int(old))
+        log.error(
+            "Redis at %s lacks writes it acknowledged (a failover or a restart without fsync): %s",
+            self.url,
+            detail,
+        )
+        async with self._r.pipeline(transaction=False) as p:
+            p.xadd(keys.events, event_fields("data_loss", detail), maxlen=10_000, approximate=True)
+            p.hincrby(keys.stats, "data_loss", 1)
+            await p.execute()
 
     async def close(self) -> None:
         """Close the pool (and the sentinel connections, if any)."""

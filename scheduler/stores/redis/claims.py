@@ -130,9 +130,12 @@ def build(
         except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
             bad.append((job, token, exc))
             continue
-        claims.append(
-            Claim(
-                job, sched / 1000, attempt, token, fence, until, spec, gen, spec.lane, ready / 1000
-            )
-        )
+        lane = spec.lane
+        fields = (job, sched / 1000, attempt, token, fence, until, spec, gen, lane, ready / 1000)
+        claims.append(_new_claim(Claim, fields))
     return claims, bad
+
+
+# ``tuple.__new__`` builds the record without the NamedTuple's Python-level ``__new__``
+# (a frame less per claim, ~0.3 µs); ``fields`` above are all of Claim's, in order
+_new_claim = tuple.__new__

@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from json.encoder import encode_basestring_ascii as _quote  # what json.dumps does to a str
 from typing import Any, NamedTuple
 
 from scheduler import tasks
@@ -64,11 +65,45 @@ def _schedule(s: Schedule) -> list[Any]:
 
 
 _DEFAULTS = JobSpec("-", TaskRef("-"), After(0))
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))  # built once
+_finite = math.isfinite
 
 
 def encode(spec: JobSpec) -> str:
     """Compact canonical JSON: the task, the schedule, and only the options that differ
-    from their defaults (a pending job's definition is often under 50 bytes)."""
+    from their defaults (a pending job's definition is often under 50 bytes). The text is
+    ``json.dumps(d, sort_keys=True, separators=(",", ":"))`` of that dict; a one-off or
+    fixed-rate job with default options (the common case) has it built directly, to the
+    same bytes (tests/unit/test_codec_fast.py compares both ways)."""
+    ref = task_ref(spec.target)
+    s = spec.schedule
+    kind = type(s)
+    head = '{"s":' if ref.args_json == "{}" else '{"a":' + _quote(ref.args_json) + ',"s":'
+    if kind is After or kind is At:
+        value = s.delay if kind is After else s.wall  # type: ignore[union-attr]
+        if type(value) is float and _finite(value) and _plain(spec):
+            text = ('["after",' if kind is After else '["at",') + float.__repr__(value) + "]"
+            return head + text + ',"t":' + _quote(ref.name) + "}"
+    return encode_slow(spec)
+
+
+def _plain(spec: JobSpec) -> bool:
+    """Every option at its default, by identity or exact type (else encode_slow decides)."""
+    return (
+        spec.misfire is Misfire.SKIP
+        and spec.overlap is Overlap.SKIP
+        and spec.delivery is Delivery.AT_LEAST_ONCE
+        and spec.timeout is None
+        and spec.misfire_grace is None
+        and spec.catch_up_window is None
+        and type(spec.lane) is str
+        and spec.lane == "default"
+        and (spec.retry is _DEFAULTS.retry or spec.retry == _DEFAULTS.retry)
+    )
+
+
+def encode_slow(spec: JobSpec) -> str:
+    """``encode`` of any spec, by building the dict and dumping it."""
     ref = task_ref(spec.target)
     d: dict[str, Any] = {"t": ref.name, "s": _schedule(spec.schedule)}
     if ref.args_json != "{}":
@@ -87,7 +122,7 @@ def encode(spec: JobSpec) -> str:
             d[key] = getattr(value, "value", value)
     if spec.retry != _DEFAULTS.retry:
         d["r"] = {k: v for k, v in asdict(spec.retry).items() if v != getattr(_DEFAULTS.retry, k)}
-    return json.dumps(d, sort_keys=True, separators=(",", ":"))
+    return _CANONICAL.encode(d)
 
 
 def decode(text: str, job_id: str) -> JobSpec:
@@ -149,7 +184,8 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
     anything is sent if the job cannot be stored. ``redis_now_ms`` is asked only for a
     calendar job (its first occurrence is computed from Redis's clock)."""
     text = encode(spec)  # refuses callables that are not registered tasks
-    size = len(task_ref(spec.target).args_json.encode())
+    args = spec.target.args_json if isinstance(spec.target, TaskRef) else "{}"
+    size = len(args) if args.isascii() else len(args.encode())
     if size > payload_limit:
         raise PayloadError(
             f"job arguments are {size} bytes of JSON, over the "

@@ -38,7 +38,40 @@ if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return c
 """
 
-Record = Callable[[str, str], None]  # (event kind, detail): writes the event and counts it
+Record = Callable[[str, str], None]
+
+
+def seq_seen(replies: Sequence[Sequence[Any]]) -> tuple[int, int] | None:
+    """The lowest ``seq_before`` and the highest ``seq_after`` of add.lua replies
+    ``[outcome, due_in, seq_before, seq_after]``; None if none carries them (older
+    scripts). A ``seq_before`` below the highest seq this client was already given means
+    the server lost acknowledged adds."""
+    before = after = -1  # one pass: a batch of adds replies once per job
+    for r in replies:
+        if len(r) >= 4:
+            b, a = int(r[2]), int(r[3])
+            before = b if before < 0 or b < before else before
+            after = a if a > after else after
+    return None if after < 0 else (before, after)
+
+
+def lost_writes_detail(before: int, high: int, old: int) -> str:
+    """The ``data_loss`` event's detail for a seq counter found at ``before`` < ``high``."""
+    return (
+        f"seq counter was {before}, below {high} already acknowledged to this "
+        f"client: at least {high - before} acknowledged enqueue(s) or reschedule(s) lost "
+        f"(jobs enqueued just before may be gone: enqueue them again with the "
+        f"same job_id, an upsert); counter raised from {old}"
+    )
+
+
+def event_fields(kind: str, detail: str, job: str = "") -> dict[str, str]:
+    """A namespace event's stream fields (``data_loss``, ``failover``, an operator's)."""
+    at = str(int(time.time() * 1000))
+    return {"kind": kind, "job": job, "sched": "", "attempt": "", "detail": detail, "at": at}
+
+
+# (event kind, detail): writes the event and counts it
 
 
 class Waiter:
@@ -155,24 +188,19 @@ class ReplicationWatch:
         """Called after adds with ``seq_high`` as it was when they were sent and their
         replies ``[outcome, due_in, seq_before, seq_after]`` (older servers' scripts
         return two items: nothing to check)."""
-        pairs = [(int(r[2]), int(r[3])) for r in replies if len(r) >= 4]
-        if not pairs:
+        seen = seq_seen(replies)
+        if seen is None:
             return
+        before, after = seen
         with self._lock:
-            self.seq_high = max(self.seq_high, *(after for _, after in pairs))
-        before = min(b for b, _ in pairs)
+            if after > self.seq_high:
+                self.seq_high = after
         if before >= high:
             return
-        lost = high - before
         with self._lock:
-            self.lost_writes += lost
+            self.lost_writes += high - before
         old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
-        self._alarm(
-            f"seq counter was {before}, below {high} already acknowledged to this "
-            f"client: at least {lost} acknowledged enqueue(s) or reschedule(s) lost "
-            f"(jobs enqueued just before may be gone: enqueue them again with the "
-            f"same job_id, an upsert); counter raised from {old}"
-        )
+        self._alarm(lost_writes_detail(before, high, old))
 
     def _alarm(self, detail: str) -> None:
         log.error(

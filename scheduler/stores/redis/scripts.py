@@ -123,11 +123,14 @@ def pipelined(
     argvs: Sequence[Sequence[Any]],
     wait_replicas: int = 0,
     wait_timeout_ms: int = 0,
+    *,
+    raise_on_error: bool = True,
 ) -> list[Any]:
     """Run ``script`` once per argument list in one pipeline (then ``WAIT``, if
-    ``wait_replicas``); the replies. A cluster pipeline refuses redis-py's Script objects,
-    so there the calls go as plain EVALSHA, after the script is loaded on every primary
-    (again after a NOSCRIPT, then the batch is sent again: callers send idempotent
+    ``wait_replicas``); the replies (an error reply raised, or, with ``raise_on_error``
+    false, returned as its exception). A cluster pipeline refuses redis-py's Script
+    objects, so there the calls go as plain EVALSHA, after the script is loaded on every
+    primary (again after a NOSCRIPT, then the batch is sent again: callers send idempotent
     scripts, e.g. add.lua, an upsert)."""
     import redis
     from redis.cluster import RedisCluster
@@ -143,11 +146,16 @@ def pipelined(
             if wait_replicas:  # WAIT covers every write sent before it on this connection
                 pipe.execute_command("WAIT", wait_replicas, wait_timeout_ms)
             try:
-                return list(pipe.execute())
+                replies = list(pipe.execute(raise_on_error=raise_on_error))
             except redis.exceptions.NoScriptError:
                 if not cluster or attempt:
                     raise
                 client.script_load(script.script)
+                continue
+            noscript = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
+            if not noscript or not cluster or attempt:
+                return replies
+            client.script_load(script.script)
     raise AssertionError("unreachable")
 
 

@@ -24,6 +24,7 @@ from scheduler.clock import Clock, MonotonicClock
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
 from scheduler.stores.base import TRACEBACK_MAX
 from scheduler.stores.redis import (
+    adds,
     calendar_plans,
     codec,
     ops,
@@ -36,7 +37,7 @@ from scheduler.stores.redis import (
 from scheduler.stores.redis import claims as claimcodec
 from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis.replication import ReplicationWatch, Waiter, event_fields
 from scheduler.stores.redis.server_checks import (
     UNREACHABLE,
     StoreConfigError,
@@ -64,10 +65,27 @@ LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
+_COMMIT = {c.value: c for c in Commit}
 
 
 def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
+
+
+def _commits(codes: Sequence[str]) -> list[Commit]:
+    """The ``Commit`` of each reply code (a dict lookup: ``Commit(code)`` costs ~0.3 µs
+    per code, and a batch of acks has hundreds); an unknown code raises ValueError, as
+    ``Commit(code)`` does."""
+    return [_COMMIT.get(code) or Commit(code) for code in codes]
+
+
+def _took_a_full_batch(claims: Sequence[Claim], lanes: Sequence[str]) -> bool:
+    """Whether one of ``lanes`` got MAX_BATCH claims (so it may have more due); one pass
+    over the claims' lanes, not one generator per lane."""
+    if len(claims) < MAX_BATCH:
+        return False
+    taken = [c.lane for c in claims]
+    return any(taken.count(lane) >= MAX_BATCH for lane in lanes)
 
 
 class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
@@ -158,13 +176,28 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         minute per key)."""
         argv = [self.keys.prefix, self._now_arg(), *args]
         try:
-            with self.reachable():
-                self.replication.refresh()
-                if self.waiter.replicas:
-                    return self.waiter.call(self._scripts[name], argv, self._route)
-                return self._scripts[name](keys=self._route, args=argv)
+            self.replication.refresh()
+            if self.waiter.replicas:
+                return self.waiter.call(self._scripts[name], argv, self._route)
+            return self._evalsha(self._scripts[name], argv)
+        except UNREACHABLE as exc:  # first: it holds redis-py's out-of-memory ResponseError
+            raise unreachable(exc, self.url) from exc
         except self._redis_mod.ResponseError as exc:
             raise refused(exc, self.url) from exc
+
+    def _evalsha(self, script: Any, argv: list[Any]) -> Any:
+        """EVALSHA of a redis-py Script straight through ``execute_command`` (what
+        ``Script.__call__`` ends in, without its per-call set-up); a script missing from
+        the server's cache (NOSCRIPT: nothing ran) is loaded and the call sent again."""
+        try:
+            return self._r.execute_command(
+                "EVALSHA", script.sha, len(self._route), *self._route, *argv
+            )
+        except self._redis_mod.exceptions.NoScriptError:
+            script.sha = self._r.script_load(script.script)
+            return self._r.execute_command(
+                "EVALSHA", script.sha, len(self._route), *self._route, *argv
+            )
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
@@ -230,17 +263,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
             self.data_loss_alarms += 1
         with self._r.pipeline(transaction=False) as p:
             p.xadd(
-                self.keys.events,
-                {
-                    "kind": kind,
-                    "job": job,
-                    "sched": "",
-                    "attempt": "",
-                    "detail": detail,
-                    "at": str(int(time.time() * 1000)),
-                },
-                maxlen=10_000,
-                approximate=True,
+                self.keys.events, event_fields(kind, detail, job), maxlen=10_000, approximate=True
             )
             p.hincrby(self.keys.stats, kind, 1)
             p.execute()
@@ -254,30 +277,42 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     def add(self, spec: JobSpec) -> AddResult:
         high = self.replication.seq_high
         reply = self.call_script("add", *self._add_args(spec))
-        with self.reachable():
+        try:
             self.replication.after_add(high, [reply])
+        except UNREACHABLE as exc:
+            raise unreachable(exc, self.url) from exc
         return codec.add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
-        """``add`` for many jobs in one round trip (a pipeline). Every job is checked
-        before anything is sent; each add is atomic on its own, the batch is not."""
+        """``add`` for many jobs in one round trip (a pipeline of add.lua calls of up to
+        ``adds.ADD_BATCH`` jobs each). Every job is checked before anything is sent; each
+        add is atomic on its own, the batch is not (a job refused by Redis raises, after
+        the others were stored)."""
         args = [self._add_args(spec) for spec in specs]
+        if not args:
+            return []
         script, high = self._scripts["add"], self.replication.seq_high
-        self.replication.refresh()
+        head = [self.keys.prefix, self._now_arg()]
         with self.reachable():
+            self.replication.refresh()
             replies = lua.pipelined(
                 self._r,
                 script,
                 self._route,
-                [[self.keys.prefix, self._now_arg(), *a] for a in args],
+                [head + call for call in adds.calls(args)],
                 self.waiter.replicas,
                 self.waiter.timeout_ms,
+                raise_on_error=False,
             )
         if self.waiter.replicas:
             self.waiter.check(replies.pop(), len(args))
+        items = adds.per_job(len(args), replies)
         with self.reachable():
-            self.replication.after_add(high, replies)
-        return [codec.add_result(reply) for reply in replies]
+            self.replication.after_add(high, [x for x in items if not isinstance(x, Exception)])
+        bad = adds.first_error(items)
+        if bad is not None:
+            raise adds.store_error(bad, self.url) from bad
+        return [codec.add_result(reply) for reply in items]
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
@@ -346,7 +381,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 [c[3] for c in reply.claims],
                 reported=self.data_loss_alarms > alarms,
             )
-        claims, bad = claimcodec.build(reply, owner, self.spec_of)
+        claims, bad = claimcodec.build(reply, owner, self._definitions.spec)  # = spec_of
         for job, token, exc in bad:
             self._quarantine(job, token, exc)
         if reply.plans:  # never raises: the claims above must still be returned
@@ -354,7 +389,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         nxt = reply.next
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
-        if capped and any(sum(1 for c in claims if c.lane == lane) >= MAX_BATCH for lane in capped):
+        if capped and _took_a_full_batch(claims, capped):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
@@ -372,7 +407,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         if not claims:
             return []
         codes = self.call_script("renew", _ms(lease), *[c.token for c in claims])
-        return [Commit(code) for code in codes]
+        return _commits(codes)
 
     def complete(self, claim: Claim, result: Any) -> Commit:
         return Commit(
@@ -389,7 +424,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
                 for claim, result in done[i : i + MAX_ACKS]
                 for x in (claim.job_id, claim.token, codec.result_json(result))
             ]
-            out += [Commit(code) for code in self.call_script("complete_many", *args)]
+            out += _commits(self.call_script("complete_many", *args))
         return out
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:

@@ -1,0 +1,80 @@
+-- include/rules.lua: what each field of a job's hash may hold, as one predicate per field
+-- (RULE; sizes included: a definition or stash at most DEF_MAX bytes, any other field at
+-- most FIELD_MAX), plain functions, some shared, so a read checks a field with one table
+-- lookup and one call. Integers as core's int() reads them, parsed once; enumerations by
+-- comparison (interned strings); a definition's UTF-8 scan only when it holds a byte
+-- >= 0x80 (found by math.max over its bytes, in C). what_of: what a field must be (the
+-- text of the reason when it is not). Pure (no Redis calls).
+-- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, ascii, sized, RULE, what_of
+-- Key families: layout
+
+--@include core
+--@include utf8
+--@include interval
+
+local DEF_MAX, FIELD_MAX = 1048576, 1024  -- bytes: a definition or stash; any other field
+
+local function queued_ok(v)  -- "<ms>|<k>" (a held occurrence; k empty if overlap-queued)
+  local s, k = string.match(v, '^(%d+)|(%-?%d*)$')
+  return s ~= nil and int(s) ~= nil and (k == '' or int(k) ~= nil)
+end
+
+local function stash_ok(v)  -- "<score> <due member>\n" lines (a paused job's due members)
+  local n = 0
+  for score, member in string.gmatch(v, '(%d+) ([^\n]+)\n') do
+    if not int(score) then return false end
+    n = n + #score + #member + 2
+  end
+  return n == #v
+end
+
+-- Does non-empty `s` hold only bytes < 0x80? (string.byte in slices: C stack limits)
+local function ascii(s)
+  for i = 1, #s, 4000 do
+    if math.max(string.byte(s, i, i + 3999)) >= 128 then return false end
+  end
+  return true
+end
+
+local function sized(v) return #v <= FIELD_MAX end  -- a field with no other rule
+
+local RULE  -- field -> its predicate (plain functions: each call builds them anew)
+do
+  local function nonneg(v) local n = int(v) return n ~= nil and n >= 0 end
+  local function integer(v) return int(v) ~= nil end
+  local function int_or_empty(v) return v == '' or int(v) ~= nil end
+  local function flag(v) return v == '' or v == '0' or v == '1' end
+  RULE = {gen = nonneg, running = nonneg, k = nonneg, runs = nonneg, failures = nonneg,
+    max_stalls = function(v) local n = int(v) return n ~= nil and n >= 1 end,
+    grace = function(v) local n = int(v) return n ~= nil and n >= -1 end,
+    retries = integer, anchor = integer, next = integer, after = int_or_empty,
+    since = int_or_empty, ready = int_or_empty, window = function(v) return v == '' or nonneg(v) end,
+    interval = function(v) return interval_of(v) ~= nil end,
+    kind = function(v) return v == 'after' or v == 'at' or v == 'every' or v == 'cron' end,
+    misfire = function(v) return v == 'skip' or v == 'run_once' or v == 'catch_up' end,
+    overlap = function(v) return v == 'skip' or v == 'allow' or v == 'queue' end,
+    delivery = function(v) return v == 'at_least_once' or v == 'at_most_once' end,
+    state = function(v)
+      return v == '' or v == 'succeeded' or v == 'failed' or v == 'abandoned' or v == 'cancelled'
+    end,
+    cancelled = flag, paused = flag, replan = flag, go = flag, lists = flag,
+    e = function(v) return #v <= 16 and string.find(v, '^%x*$') ~= nil end,
+    lane = function(v) return v ~= '' and #v <= FIELD_MAX end,
+    def = function(v) return v ~= '' and #v <= DEF_MAX and (ascii(v) or utf8_ok(v)) end,
+    queued = function(v) return #v <= FIELD_MAX and (v == '' or queued_ok(v)) end,
+    stash = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end}
+end
+
+-- What field `name` must be (read only when one is not).
+local function what_of(name)
+  local int_is = {gen = 0, running = 0, k = 0, runs = 0, failures = 0, max_stalls = 1, grace = -1}
+  if int_is[name] then return 'an integer >= ' .. int_is[name] end
+  return ({retries = 'an integer', anchor = 'an integer', next = 'an integer',
+    after = 'an integer or empty', since = 'an integer or empty', ready = 'an integer or empty',
+    window = 'empty or >= 0', interval = 'whole ms >= 1 or "<p>/<q>" ms', e = 'hex or empty',
+    lane = 'a lane name', def = 'non-empty UTF-8 text', queued = '"<ms>|<k>" or empty',
+    stash = 'lines of "<ms> <due member>"', kind = 'after, at, every or cron',
+    misfire = 'skip, run_once or catch_up', overlap = 'skip, allow or queue',
+    delivery = 'at_least_once or at_most_once', state = 'a final state or empty'})[name] or
+    '0, 1 or empty'
+end

@@ -1,0 +1,59 @@
+"""Many adds in few add.lua calls (``enqueue_many``): up to ADD_BATCH jobs per call, their
+12 arguments each in a row (lua/add.lua, ARGV[3..]), and the calls' replies read back as
+one reply per job, as a lone add.lua call answers it.
+
+A call of several jobs checks every job's arguments and the namespace's keys before its
+first write, then decides and writes each job in turn (each atomic on its own, as when
+they were one call each): a job whose old data blocks it gets its own error, the others
+are written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
+
+ADD_BATCH = 50  # jobs per add.lua call: ~1 ms of Redis at most (~17 us a job)
+
+
+def calls(args: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """add.lua's ARGV[3..] of each call for the jobs' arguments ``args`` (codec.add_args),
+    in order, ADD_BATCH jobs per call."""
+    return [
+        [x for job in args[i : i + ADD_BATCH] for x in job] for i in range(0, len(args), ADD_BATCH)
+    ]
+
+
+def per_job(n: int, replies: Sequence[Any]) -> list[Any]:
+    """The ``replies`` of the calls that ``calls`` made for ``n`` jobs, as one item per
+    job: ``[outcome, due_in_ms, seq_before, seq_after]`` (the call's counters), or the
+    exception that refused it (a whole call's error stands for each of its jobs)."""
+    out: list[Any] = []
+    for i, reply in enumerate(replies):
+        size = min(ADD_BATCH, n - i * ADD_BATCH)
+        if isinstance(reply, Exception):
+            out += [reply] * size
+        elif size == 1:
+            out.append(reply)
+        else:
+            before, after = reply[0], reply[1]
+            out += [
+                o if isinstance(o, Exception) else [o, d, before, after]
+                for o, d in zip(reply[2::2], reply[3::2], strict=True)
+            ]
+    if len(out) != n:
+        raise AssertionError(f"add.lua answered {len(out)} jobs of {n}")
+    return out
+
+
+def first_error(items: Sequence[Any]) -> Exception | None:
+    """The first job's exception among ``per_job``'s items, if any."""
+    return next((x for x in items if isinstance(x, Exception)), None)
+
+
+def store_error(exc: Exception, url: str) -> Exception:
+    """A job's error reply as the store's error: out of memory, ``StoreFullError``; bad
+    input or corrupt data, what ``refused`` makes of it."""
+    return unreachable(exc, url) if isinstance(exc, UNREACHABLE) else refused(exc, url)
