@@ -11,7 +11,7 @@ import pytest
 
 from scheduler import RetryPolicy
 from scheduler.log import JsonFormatter
-from scheduler.metrics import Metrics
+from scheduler.metrics import Metrics, Run
 from scheduler.signals import MAX_SAMPLES, Signals, percentile, summary_line
 
 
@@ -155,6 +155,7 @@ def test_a_replicas_metric_wrappers_forward_every_hook(wrapper):
     args = {
         "claimed": ("default", 0.1),
         "claimed_many": ([("default", 0.1)],),
+        "succeeded_many": ([Run("default", "t", 0.1, 0.0)],),
         "finished": ("default", "succeeded"),
         "ran": ("default", "t", "succeeded", 0.1, 0.0),
         "renewed": (1,),
