@@ -108,6 +108,9 @@ class Recorder(Metrics):
     def claim_round(self, error: BaseException | None) -> None:
         self.inner.claim_round(error)
 
+    def loop_lag(self, lane: str, seconds: float) -> None:
+        self.inner.loop_lag(lane, seconds)
+
     # ---- flushing ---------------------------------------------------------------------------
 
     def _roll(self) -> None:

@@ -133,6 +133,9 @@ class Signals(Metrics):
             self._losses += count
         self.inner.lease_lost(count)
 
+    def loop_lag(self, lane: str, seconds: float) -> None:
+        self.inner.loop_lag(lane, seconds)
+
     def claim_round(self, error: BaseException | None) -> None:
         now = self._clock.now()
         with self._lock:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import statistics
 import sys
+import tempfile
 import threading
 import time
 
@@ -100,9 +102,11 @@ def inproc_lag(kind: str, n: int, spread: float, workers: int = 4) -> dict[str, 
 def in_process(runs: int, quick: bool) -> str:
     n, lag_n, spread = (2_000, 400, 2.0) if quick else (20_000, 2_000, 5.0)
     raw: dict[str, list[dict[str, float]]] = {"sync": [], "async": []}
+    load = []
     for run in range(runs):
         for kind in ("sync", "async") if run % 2 == 0 else ("async", "sync"):
             print(f"  in-process {kind} run {run + 1} ...", file=sys.stderr, flush=True)
+            load.append(os.getloadavg()[0])
             raw[kind].append({**inproc_burst(kind, n), **inproc_lag(kind, lag_n, spread)})
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in raw.items()}
     spread_of = {
@@ -127,6 +131,19 @@ def in_process(runs: int, quick: bool) -> str:
             cells.append(f"{med[k][f]:.1f} ({lo:.1f}..{hi:.1f})")
         ratio = f"{med['async'][f] / med['sync'][f]:.2f}" if med["sync"][f] else "-"
         lines.append(f"{label:28s} {cells[0]:>22s} {cells[1]:>22s} {ratio:>10s}")
+    for f, label in (
+        ("jobs_s", "burst jobs/s"),
+        ("cpu_us_job", "burst CPU/job (us)"),
+        ("lag_p99", "lag p99 (ms)"),
+    ):
+        for k in ("sync", "async"):
+            lines.append(
+                f"  per run {label:20s} {k:5s}: " + ", ".join(f"{r[f]:.1f}" for r in raw[k])
+            )
+    lines.append(
+        f"1-min load average before each run: min {min(load):.2f}, median "
+        f"{statistics.median(load):.2f}, max {max(load):.2f}"
+    )
     return "\n".join(lines)
 
 
@@ -136,6 +153,20 @@ class _AsyncTask:
 
     def enqueue_at(self, due_ms, tag):
         self.client.enqueue(self.task, kwargs={"due_ms": int(due_ms), "tag": tag}, at=due_ms / 1000)
+
+
+class _StampTask(_AsyncTask):
+    """The no-op pair: ``bench.stamp`` / ``bench.astamp`` note their start in memory only;
+    the scenario sees completion through duetime's ``stats`` counter (``_Stamps``)."""
+
+    task = "bench.stamp"
+
+    def env(self, url, cron):
+        return {**super().env(url, cron), "BENCH_STAMPS": "1"}
+
+
+class _AsyncStampTask(_StampTask):
+    task = "bench.astamp"
 
 
 class DuetimeAsync1(_AsyncTask, bs.Duetime1):
@@ -148,27 +179,166 @@ class DuetimeAsync3(_AsyncTask, bs.Duetime3):
     note = "as duetime(3), the task an async def"
 
 
-ADAPTERS = [bs.Duetime1, DuetimeAsync1, bs.Duetime3, DuetimeAsync3, bs.ArqAdapter, bs.SaqAdapter]
+class DuetimeNoop1(_StampTask, bs.Duetime1):
+    name = "noop-sync(1)"
+    note = (
+        "1 replica as duetime(1), the task a sync no-op (bench.stamp: notes its start in memory, "
+        "no I/O; completion from duetime's stats counter, the notes sent to the witness after)"
+    )
+
+
+class DuetimeNoopAsync1(_AsyncStampTask, bs.Duetime1):
+    name = "noop-async(1)"
+    note = "as noop-sync(1), the task an async def that awaits nothing (bench.astamp)"
+
+
+class DuetimeNoop3(_StampTask, bs.Duetime3):
+    name = "noop-sync(3)"
+    note = "3 replicas, as noop-sync(1)"
+
+
+class DuetimeNoopAsync3(_AsyncStampTask, bs.Duetime3):
+    name = "noop-async(3)"
+    note = "3 replicas, as noop-async(1)"
+
+
+class _Stamps:
+    """What the scenarios ask of the witness, for the no-op pair: ``count`` is duetime's
+    ``succeeded`` counter (in the Redis under test); ``records`` has every replica push
+    its start notes to the witness (SIGUSR1, once) and reads them there."""
+
+    def __init__(self, w, ad):
+        self.w, self.ad, self.r, self._recs = w, ad, w.r, None
+        self._sys = bs.redis.Redis.from_url(ad.url, decode_responses=True)
+
+    def count(self):
+        return int(self._sys.hget(f"duetime:{{{bs.NS}}}:stats", "succeeded") or 0)
+
+    def wait_count(self, n, deadline_ms, poll=0.05):
+        while bs.now_ms() < deadline_ms:
+            if self.count() >= n:
+                return True
+            time.sleep(poll)
+        return self.count() >= n
+
+    def records(self):
+        if self._recs is None:
+            procs = [p for _, p, _ in self.ad.fleet.procs]
+            for p in procs:
+                os.kill(p.pid, signal.SIGUSR1)
+            bs.wait_until(lambda: self.w.ready("dump:") >= len(procs), 30, "the replicas' notes")
+            self._recs = self.w.records()
+            self._sys.close()
+        return self._recs
+
+
+def _stamped(sc):
+    def run(ad, w, p, sysr):
+        return sc(ad, _Stamps(w, ad) if isinstance(ad, _StampTask) else w, p, sysr)
+
+    return run
+
+
+PAIRS = [  # (sync, async): their order alternates run by run
+    (DuetimeNoop1, DuetimeNoopAsync1),
+    (DuetimeNoop3, DuetimeNoopAsync3),
+    (bs.Duetime1, DuetimeAsync1),
+    (bs.Duetime3, DuetimeAsync3),
+]
+PEERS = [bs.ArqAdapter, bs.SaqAdapter]
+ADAPTERS = [A for pair in PAIRS for A in pair] + PEERS
+FIGURES = [  # key, label, format: the per-run spread printed under the table
+    ("burst_jobs_s", "burst jobs/s", "{:,.0f}"),
+    ("burst_procs_us_job", "burst worker CPU/job (us)", "{:.0f}"),
+    ("burst_redis_us_job", "burst Redis CPU/job (us)", "{:.0f}"),
+    ("lag_p50", "lag p50 (ms)", "{:.1f}"),
+    ("lag_p99", "lag p99 (ms)", "{:.1f}"),
+    ("lag_max", "lag max (ms)", "{:.1f}"),
+]
+
+
+def run_all(args, avail):
+    """bench_shared.run_all, with each sync/async pair's order alternating run by run
+    and the 1-minute load average noted before each scenario run."""
+    p = bs.params(args.quick)
+    w = bs.Witness()
+    logdir = tempfile.mkdtemp(prefix="bench-async-logs-")
+    raw, issues, extra = [], [], {"start_failed": {}, "logdir": logdir, "load": []}
+    try:
+        for run in range(1, args.runs + 1):
+            order = [A for pair in PAIRS for A in (pair if run % 2 else pair[::-1])] + PEERS
+            order = [A for A in order if A in ADAPTERS]
+            for sc in bs.SCENARIOS:
+                for A in order:
+                    if avail[A.name] is not None:
+                        continue
+                    load = os.getloadavg()[0]
+                    res = bs.one(A, sc, bs.plan(A, sc)[0], run, p, w, logdir, issues, raw, extra)
+                    res["load1"] = load
+                    extra["load"].append(load)
+                    time.sleep(0.3)
+    finally:
+        w.close()
+    return p, raw, issues, extra
+
+
+def spreads(raw) -> list[str]:
+    """Each figure per run (in run order) for every system: the run-to-run noise."""
+    names = [A.name for A in ADAPTERS]
+    lines = ["per run (run 1, 2, ...; the spread of a system's own runs is its noise):"]
+    for key, label, fmt in FIGURES:
+        for n in names:
+            vals = [
+                r[key] for r in raw if r["system"] == n and isinstance(r.get(key), (int, float))
+            ]
+            if vals:
+                lo, hi = min(vals), max(vals)
+                noise = f"  spread {(hi - lo) / statistics.median(vals) * 100:.0f}%"
+                cells = ", ".join(fmt.format(v) for v in vals)
+                lines.append(f"  {label:26s} {n:17s} {cells}{noise}")
+    return lines
 
 
 def shared(args) -> str:
+    global ADAPTERS
+    if args.noop_only:  # a confirmation run of duetime's own paths: no witness, no peers
+        ADAPTERS = [A for pair in PAIRS[:2] for A in pair]
     bs.ADAPTERS = ADAPTERS
     bs.SCENARIOS = ["lag", "burst"]
+    bs.sc_lag, bs.sc_burst = _stamped(bs.sc_lag), _stamped(bs.sc_burst)
     args.only = bs.SCENARIOS
     args.systems = [A.key() for A in ADAPTERS]
     avail = {A.name: A.unavailable() for A in ADAPTERS}
     info, cfg = bs.machine_info(), bs.redis_settings()
-    p, raw, issues, extra = bs.run_all(args, avail)
+    p, raw, issues, extra = run_all(args, avail)
     extra["raw"] = raw
     med = bs.medians(raw)
     text = bs.render(info, p, med, avail, issues, extra, args, cfg)
     ratios = []
-    for a, s in (("duetime-async(1)", "duetime(1)"), ("duetime-async(3)", "duetime(3)")):
+    for a, s in (
+        ("noop-async(1)", "noop-sync(1)"),
+        ("noop-async(3)", "noop-sync(3)"),
+        ("duetime-async(1)", "duetime(1)"),
+        ("duetime-async(3)", "duetime(3)"),
+    ):
         for key in ("burst_jobs_s", "burst_procs_us_job", "lag_p99"):
             x, y = med.get(a, {}).get(key), med.get(s, {}).get(key)
             if x is not None and y:
-                ratios.append(f"{a} / {s} {key}: {x / y:.2f}")
-    return text + "\n\nasync vs sync (medians): " + "; ".join(ratios)
+                ratios.append(f"  {a} / {s} {key}: {x / y:.2f}")
+    load = extra["load"]
+    return "\n".join(
+        [
+            text,
+            "",
+            "async vs sync (medians):",
+            *ratios,
+            "",
+            *spreads(raw),
+            "",
+            f"1-min load average before each scenario run: min {min(load):.2f}, median "
+            f"{statistics.median(load):.2f}, max {max(load):.2f}",
+        ]
+    )
 
 
 def main() -> None:
@@ -176,6 +346,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller N / shorter windows (smoke run)")
     ap.add_argument("--runs", type=int, default=3, help="repeat each scenario, report the median")
     ap.add_argument("--only", choices=["inprocess", "shared"], help="run one half only")
+    ap.add_argument(
+        "--noop-only",
+        action="store_true",
+        help="shared: only the no-op pairs (duetime's sync and async paths, 1 and 3 replicas)",
+    )
     args = ap.parse_args()
     out = []
     if args.only in (None, "inprocess"):

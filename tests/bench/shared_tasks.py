@@ -88,6 +88,46 @@ def noop(**_: object) -> None:
     state is exercised (bench_scale.py)."""
 
 
+# The no-op pair (bench_async.py): duetime's sync and async paths compared without a
+# witness client's cost. Each notes its start in this process's memory (a list append:
+# no I/O, nothing awaited); completion is seen from duetime's own ``stats`` counter and
+# the notes reach the witness in bulk on SIGUSR1 (installed when $BENCH_STAMPS=1).
+_stamps: list[str] = []
+
+
+@scheduler.task("bench.stamp")
+def stamp(due_ms: int, tag: str = "") -> None:
+    _stamps.append(_line(tag, due_ms, time.time() * 1000, -1))
+
+
+@scheduler.task("bench.astamp")
+async def astamp(due_ms: int, tag: str = "") -> None:
+    """``bench.stamp`` as an ``async def`` that awaits nothing."""
+    _stamps.append(_line(tag, due_ms, time.time() * 1000, -1))
+
+
+def _dump_stamps() -> None:
+    """Push this process's notes to the witness, then ``READY`` ``dump:<pid>``."""
+    lines = list(_stamps)
+    w = redis.Redis.from_url(os.environ["BENCH_WITNESS_URL"])
+    for i in range(0, len(lines), 5000):
+        w.rpush(HITS, *lines[i : i + 5000])
+    w.rpush(READY, f"dump:{os.getpid()}")
+    w.close()
+
+
+def _on_usr1(*_: object) -> None:
+    import threading
+
+    threading.Thread(target=_dump_stamps, name="bench-dump", daemon=True).start()
+
+
+if os.environ.get("BENCH_STAMPS") == "1":
+    import signal
+
+    signal.signal(signal.SIGUSR1, _on_usr1)
+
+
 # ------------------------------------------------------------------ APScheduler 3
 def aps_hit(due_ms: int, tag: str = "") -> None:  # runs in the benchmark process
     record(tag, due_ms, time.time() * 1000)
@@ -232,3 +272,56 @@ def main(argv: list[str] | None = None) -> None:
         start("shared_tasks.saq_settings")
     else:
         raise SystemExit(f"unknown system {system!r}")
+
+
+# Instrumentation for probe_async_calls.py ($BENCH_CALLS=1): thread CPU spent in each job's
+# call (workers.coroutines.call) and in the whole Runner.run, and each thread group's CPU,
+# written to $BENCH_CALLS_DIR/calls-<pid>.json on SIGUSR2.
+if os.environ.get("BENCH_CALLS") == "1":
+    import json
+    import signal
+    import threading
+
+    from workers import coroutines, runner
+
+    _acc = {"call": [0, 0], "run": [0, 0]}
+    _call, _run, _tt = coroutines.call, runner.Runner.run, time.thread_time_ns
+
+    def _timed_call(fn, is_coroutine, token):  # type: ignore[no-untyped-def]
+        t = _tt()
+        try:
+            return _call(fn, is_coroutine, token)
+        finally:
+            _acc["call"][0] += _tt() - t
+            _acc["call"][1] += 1
+
+    def _timed_run(self, work):  # type: ignore[no-untyped-def]
+        t = _tt()
+        try:
+            return _run(self, work)
+        finally:
+            _acc["run"][0] += _tt() - t
+            _acc["run"][1] += 1
+
+    coroutines.call = _timed_call  # type: ignore[assignment]
+    runner.Runner.run = _timed_run  # type: ignore[method-assign]
+
+    def _calls_dump(*_: object) -> None:
+        threads: dict[str, float] = {}
+        for t in threading.enumerate():
+            try:
+                with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            group = "".join(c for c in t.name if not c.isdigit()).rstrip("-")
+            group = "duetime-dispatch" if group.startswith("duetime-dispatch") else group
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            threads[group] = threads.get(group, 0.0) + cpu
+        out = {"ns": dict(_acc), "threads": threads}
+        path = os.path.join(os.environ.get("BENCH_CALLS_DIR", "/tmp"), f"calls-{os.getpid()}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f)
+        os.replace(path + ".tmp", path)
+
+    signal.signal(signal.SIGUSR2, _calls_dump)

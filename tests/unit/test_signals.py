@@ -11,7 +11,7 @@ import pytest
 
 from scheduler import RetryPolicy
 from scheduler.log import JsonFormatter
-from scheduler.metrics import Metrics
+from scheduler.metrics import Metrics, Run
 from scheduler.signals import MAX_SAMPLES, Signals, percentile, summary_line
 
 
@@ -131,3 +131,40 @@ def test_an_engine_reports_its_claim_rounds(make_engine, clock):
     signals = Signals(clock=clock)
     make_engine(metrics=signals).wait_idle()
     assert signals.ready()[0]
+
+
+def _hooks() -> list[str]:
+    return [n for n in vars(Metrics) if not n.startswith("_") and callable(getattr(Metrics, n))]
+
+
+@pytest.mark.parametrize("wrapper", ["signals", "recorder"])
+def test_a_replicas_metric_wrappers_forward_every_hook(wrapper):
+    """A replica wraps its Prometheus metrics in Recorder(Signals(...)): a hook either
+    wrapper dropped (loop_lag once was) would leave its series empty in production."""
+    from scheduler.recorder import Recorder
+
+    got: list[str] = []
+
+    class Everything(Metrics):
+        pass
+
+    for name in _hooks():
+        setattr(Everything, name, lambda self, *a, _n=name: got.append(_n))
+    inner = Everything()
+    outer = Signals(inner) if wrapper == "signals" else Recorder(inner, None, "r1")
+    args = {
+        "claimed": ("default", 0.1),
+        "claimed_many": ([("default", 0.1)],),
+        "succeeded_many": ([Run("default", "t", 0.1, 0.0)],),
+        "finished": ("default", "succeeded"),
+        "ran": ("default", "t", "succeeded", 0.1, 0.0),
+        "renewed": (1,),
+        "lease_lost": (1,),
+        "claim_round": (None,),
+        "loop_lag": ("default", 0.01),
+    }
+    assert sorted(args) == sorted(_hooks())  # a new hook: add it here
+    for name, a in args.items():
+        got.clear()
+        getattr(outer, name)(*a)
+        assert got, f"{type(outer).__name__}.{name} did not reach the metrics it wraps"
