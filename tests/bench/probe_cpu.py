@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU per no-op job, per thread kind, kernel and user apart (not a test; by hand).
+"""CPU per job, per thread kind, kernel and user apart (not a test; by hand).
 
 A burst of N no-op jobs all due at one instant, run in process (``JobScheduler(4)``) or
 by R replica processes (``duetime run``, 4 workers each) over a private redis-server.
@@ -25,6 +25,15 @@ Compare two checkouts in one run, interleaved (each run a fresh interpreter whos
 
 ``--log-level``: ``ERROR``, or ``default`` (in process: Python's default logging, no
 handler configured; shared: ``duetime run``'s default, INFO, written to /dev/null).
+
+Shared mode, ``--kind`` (issue 15's no-regression cases; CPU is per successful run):
+``noop`` (the burst above), ``args200`` (the burst with ~200 B of different JSON kwargs
+per job), ``retry`` (the burst, each job failing its first attempt and retried at once),
+``recurring`` (``--jobs`` 1,000 jobs every 1 s anchored at one instant, ``--rounds`` runs
+each) and ``cron`` (1,000 jobs ``* * * * * *``, added once the replicas are up); the last
+two also give the lag (start - scheduled occurrence, noted in each replica by
+``bench.note``). ``--pending N`` adds N other one-off jobs due in 1-2 h first. Only APIs
+that d064214 has too, so ``--compare before=<d064214 tree>,after=.`` works.
 """
 
 from __future__ import annotations
@@ -39,29 +48,28 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("dispatcher", "workers", "others")
+JOB_KINDS = ("noop", "recurring", "cron", "args200", "retry")
+sys.path.insert(0, HERE)
+import _common as common  # noqa: E402
+from _common import task_times  # noqa: E402
 
-# run inside each replica process: name each OS thread by its kind, then run `duetime run`
-WRAPPER = r"""
-import ctypes, re, sys, threading
-libc = ctypes.CDLL(None)
-def kind(name):
-    if name.startswith("duetime-dispatch"):
-        return "dispatcher"
-    if re.fullmatch(r"duetime-.+-\d+", name):
-        return "workers"
-    return "others"
-inner = threading.Thread._bootstrap_inner
-def named(self):
-    libc.prctl(15, kind(self.name).encode(), 0, 0, 0)
-    inner(self)
-threading.Thread._bootstrap_inner = named
-libc.prctl(15, b"others", 0, 0, 0)
-sys.argv = ["duetime", *sys.argv[1:]]
-from scheduler.cli import main
-main()
-"""
+KIND_TEXT = {
+    "noop": "no-op jobs due at once",
+    "recurring": "recurring jobs every 1 s, anchored together, {rounds} runs each",
+    "cron": "cron jobs '* * * * * *' (every second), {rounds} runs each",
+    "args200": "no-op jobs due at once, ~200 B of JSON kwargs each (all different)",
+    "retry": "jobs due at once that fail once, then succeed (RetryPolicy(2, backoff=0))",
+}
+KIND_HELP = "; ".join(f"{k}: {v.format(rounds='R')}" for k, v in KIND_TEXT.items())
+EXTRA_ROWS = (
+    ("replicas", "replicas, all threads (schedstat, exact)", "{:.1f}"),
+    ("exact", "**Redis + replicas (exact)**", "**{:.1f}**"),
+    ("calls", "script calls (EVALSHA) per run", "{:.3f}"),
+    ("lag_p50", "lag p50, start - scheduled (ms)", "{:.1f}"),
+    ("lag_p99", "lag p99 (ms)", "{:.1f}"),
+    ("skipped", "occurrences skipped (misfire)", "{:.0f}"),
+)
 
 
 def kind_of(name: str) -> str:
@@ -72,22 +80,6 @@ def kind_of(name: str) -> str:
     if re.fullmatch(r"duetime-.+-\d+", name):
         return "workers"
     return "others"
-
-
-def task_times(pid: int | str) -> dict[int, tuple[str, float, float]]:
-    """tid -> (comm, user s, sys s) of every thread of ``pid`` now."""
-    out = {}
-    base = f"/proc/{pid}/task"
-    for tid in os.listdir(base):
-        try:
-            with open(f"{base}/{tid}/stat") as f:
-                raw = f.read()
-        except OSError:
-            continue  # exited meanwhile
-        comm = raw[raw.index("(") + 1 : raw.rindex(")")]
-        fields = raw.rsplit(")", 1)[1].split()
-        out[int(tid)] = (comm, int(fields[11]) / TICK, int(fields[12]) / TICK)
-    return out
 
 
 def add_delta(
@@ -143,7 +135,49 @@ def run_inprocess(n: int, log_level: str) -> dict[str, float]:
     return out
 
 
-def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
+def args200(i: int) -> dict[str, object]:
+    """~200 B of JSON keyword arguments, different for every job (so a definition cache
+    cannot serve a burst from one entry)."""
+    kw: dict[str, object] = {"order": f"ord-{i:09d}", "customer": f"cust-{i % 9973:05d}"}
+    kw |= {"items": [i % 7, i % 11, i % 13], "currency": "EUR", "note": ""}
+    kw["note"] = "x" * (200 - len(json.dumps(kw, separators=(",", ":"))))
+    return kw
+
+
+def job_specs(kind: str, n: int, due: float, first: int = 0) -> list:
+    """``n`` job definitions of ``kind``, due at ``due`` (epoch s; recurring: anchored
+    there, every 1 s; cron: every second, so ``due`` is unused)."""
+    import shared_tasks as t
+
+    from scheduler.model import At, Cron, Every, RetryPolicy
+    from scheduler.specs import make_spec
+
+    if kind == "recurring":
+        return [make_spec(t.note, Every(1.0, anchor=due)) for _ in range(n)]
+    if kind == "cron":
+        return [make_spec(t.note, Cron("* * * * * *")) for _ in range(n)]
+    if kind == "args200":
+        return [make_spec(t.noop, At(due), kwargs=args200(first + i)) for i in range(n)]
+    if kind == "retry":
+        policy = RetryPolicy(max_attempts=2, backoff=0.0, jitter=0.0)
+        return [make_spec(t.flaky, At(due), retry=policy) for _ in range(n)]
+    return [make_spec(t.noop, At(due)) for _ in range(n)]
+
+
+def add(store, kind: str, n: int, due: float) -> None:  # type: ignore[no-untyped-def]
+    for i in range(0, n, 500):
+        store.add_many(job_specs(kind, min(500, n - i), due, i))
+
+
+def run_shared(
+    n: int, replicas: int, log_level: str, kind: str = "noop", rounds: int = 10, pending: int = 0
+) -> dict[str, float]:
+    """One burst (or ``rounds`` occurrences of ``n`` recurring jobs) with ``pending``
+    other one-off jobs due in 1-2 h; CPU per successful run from just before the first due
+    time until the last run is recorded."""
+    import random
+    import tempfile
+
     import redis
 
     from scheduler.embedded import EmbeddedRedis
@@ -154,43 +188,42 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
     sys.path.insert(0, HERE)
     import shared_tasks
 
-    ns = "probe"
+    ns, lagdir = "probe", tempfile.mkdtemp(prefix="probe-lag-")
+    runs = n * (rounds if kind in ("recurring", "cron") else 1)
     with EmbeddedRedis(appendonly=False) as srv:
         r = redis.Redis.from_url(srv.url, decode_responses=True)
         store = RedisStore(srv.url, ns)
+        rng, now = random.Random(1), time.time()
+        for i in range(0, pending, 2000):  # the backlog: not part of any figure
+            store.add_many([make_spec(shared_tasks.noop, At(now + 3600 + rng.random() * 3600))
+                            for _ in range(min(2000, pending - i))])  # fmt: skip
         due = time.time() + 8 + n / 20000  # the replicas start meanwhile (slow when loaded)
-        for i in range(0, n, 500):
-            store.add_many(
-                [make_spec(shared_tasks.noop, At(due)) for _ in range(i, min(n, i + 500))]
-            )
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ["PYTHONPATH"]]))
-        argv = [sys.executable, "-c", WRAPPER, "run", "--redis", srv.url, "--namespace", ns]
-        argv += ["--import", "shared_tasks", "--workers", "4", "--lease", "30"]
-        if log_level != "default":
-            argv += ["--log-level", log_level]
-        procs = [
-            subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(replicas)
-        ]
+        if kind != "cron":
+            add(store, kind, n, due)
+        env = dict(os.environ, BENCH_LAG_DIR=lagdir)
+        procs = common.start_replicas(srv.url, ns, replicas, log_level, env=env)
         try:
-            while len(r.keys(f"duetime:{{{ns}}}:replica:*")) < replicas:
-                if time.time() > due - 0.5:
-                    raise SystemExit("the replicas were not up before the jobs were due")
-                time.sleep(0.01)
+            common.wait_up(r, ns, replicas, due - 0.5 if kind != "cron" else time.time() + 60)
+            if kind == "cron":  # added once the replicas are up: no occurrence missed
+                add(store, kind, n, due)
+                due = float(int(time.time()) + 1)
+            time.sleep(max(0.0, due - 0.2 - time.time()))
             before = [task_times(p.pid) for p in procs]
-            c0 = r.info("cpu")
-            while int(r.hget(f"duetime:{{{ns}}}:stats", "succeeded") or 0) < n:
-                if time.time() > due + 120:
-                    raise SystemExit("the burst did not finish within 120 s")
+            ns0 = [common.thread_ns(p.pid) for p in procs]
+            c0, s0 = r.info("cpu"), common.succeeded(r, ns)
+            e0 = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+            while common.succeeded(r, ns) < s0 + runs:
+                if time.time() > due + 120 + rounds:
+                    raise SystemExit(f"only {common.succeeded(r, ns) - s0} of {runs} runs in time")
                 time.sleep(0.005)
             took = time.time() - due
+            ns1 = [common.thread_ns(p.pid) for p in procs]
             after = [task_times(p.pid) for p in procs]
             c1 = r.info("cpu")
+            e1 = r.info("commandstats")["cmdstat_evalsha"]["calls"]
+            stats = r.hgetall(f"duetime:{{{ns}}}:stats")
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(30)
+            common.stop(procs)
         store.close()
     acc: dict[str, float] = {
         "redis_user": float(c1["used_cpu_user"]) - float(c0["used_cpu_user"]),
@@ -198,8 +231,19 @@ def run_shared(n: int, replicas: int, log_level: str) -> dict[str, float]:
     }
     for b, a in zip(before, after, strict=True):
         add_delta(acc, b, a, {})
-    out = {k: v * 1e6 / n for k, v in acc.items()}
-    out["jobs_s"] = n / took
+    out = {k: v * 1e6 / runs for k, v in acc.items()}
+    out["replicas"] = common.ns_delta(ns0, ns1) * 1e6 / runs
+    out["exact"] = out["replicas"] + out["redis_user"] + out["redis_sys"]
+    out["jobs_s"] = runs / took
+    out["calls"] = (e1 - e0) / runs
+    if kind in ("recurring", "cron"):
+        out["skipped"] = float(stats.get("skipped", 0))
+    lags = []
+    for name in os.listdir(lagdir):
+        with open(os.path.join(lagdir, name)) as f:
+            lags += [float(x) for x in f.read().split()]
+    if lags:
+        out["lag_p50"], out["lag_p99"] = common.percentile(lags, 50), common.percentile(lags, 99)
     return out
 
 
@@ -207,15 +251,16 @@ def child(a: argparse.Namespace) -> None:
     if a.mode == "inprocess":
         res = run_inprocess(a.jobs, a.log_level)
     else:
-        res = run_shared(a.jobs, a.replicas, a.log_level)
+        res = run_shared(a.jobs, a.replicas, a.log_level, a.kind, a.rounds, a.pending)
     print(json.dumps(res))
 
 
 def spawn(path: str, a: argparse.Namespace) -> dict[str, float]:
     argv = [sys.executable, os.path.abspath(__file__), "--child", "--mode", a.mode]
     argv += ["--jobs", str(a.jobs), "--replicas", str(a.replicas), "--log-level", a.log_level]
+    argv += ["--kind", a.kind, "--rounds", str(a.rounds), "--pending", str(a.pending)]
     env = dict(os.environ, PYTHONPATH=path)
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"run with PYTHONPATH={path} failed:\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -243,19 +288,31 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
     lines.append("| **total (without producer)** | " + " | ".join(
         f"**{m['total']:.1f}**" for m in med.values()) + " |")  # fmt: skip
     lines.append("| jobs/s | " + " | ".join(f"{m['jobs_s']:,.0f}" for m in med.values()) + " |")
+    for key, label, form in EXTRA_ROWS:
+        if any(key in m for m in med.values()):
+            cells = [form.format(m[key]) if key in m else "-" for m in med.values()]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["inprocess", "shared"], default="inprocess")
-    ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="jobs (default 20,000; recurring and cron: 1,000)")  # fmt: skip
+    ap.add_argument("--kind", choices=JOB_KINDS, default="noop", help="shared mode: " + KIND_HELP)
+    ap.add_argument("--rounds", type=int, default=10, help="recurring/cron: runs of each job")
+    ap.add_argument("--pending", type=int, default=0,
+                    help="shared: other one-off jobs pending (due in 1-2 h) meanwhile")  # fmt: skip
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--log-level", default="ERROR", help="ERROR, or default")
     ap.add_argument("--compare", default="", help="name=PYTHONPATH,... (default: this one)")
+    ap.add_argument("--json", default="", help="also write every run's figures here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.jobs is None:
+        a.jobs = 1000 if a.kind in ("recurring", "cron") else 20_000
     if a.child:
         return child(a)
     paths = dict(p.split("=", 1) for p in a.compare.split(",") if p) or {
@@ -270,9 +327,15 @@ def main() -> None:
                   file=sys.stderr)  # fmt: skip
     where = "in process, JobScheduler(4)" if a.mode == "inprocess" else (
         f"{a.replicas} replica(s) x 4 workers")  # fmt: skip
-    print(f"{a.jobs} no-op jobs due at once, {where}, log level {a.log_level}, "
+    what = f"{a.jobs} no-op jobs due at once" if a.mode == "inprocess" else (
+        f"kind {a.kind}: {a.jobs} " + KIND_TEXT[a.kind].format(rounds=a.rounds))  # fmt: skip
+    backlog = f", {a.pending:,} other jobs pending" if a.pending else ""
+    print(f"{what}{backlog}, {where}, log level {a.log_level}, "
           f"median of {a.runs} (load {os.getloadavg()[0]:.2f}):")  # fmt: skip
     print(table(results))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": vars(a), "load": os.getloadavg()[0], "runs": results}, f, indent=1)
 
 
 if __name__ == "__main__":
