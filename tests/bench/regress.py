@@ -12,6 +12,8 @@ each round (before, after; then after, before: drifts of the shared box hit both
   jobs over 5 s (1 and 3 replicas), idle Redis commands/s per replica;
 * ``cluster``: ``bench_replicas.py --setups cluster --shards 16 --replicas 3``: a 20,000-job
   burst and the lag run on a local 3-master Redis Cluster, namespace in 16 shards;
+* ``claims``: ``bench_cluster.py --setups cluster --shards 16``: claim.lua alone, 4
+  processes claiming 50,000 due jobs in batches of 100 over the 16 shards;
 * ``scale``: ``bench_scale.py --only redis --sizes 100000 1000000``: script time per call
   (claim, schedule, complete) with 10^5 and 10^6 pending, and Redis memory per pending job
   (``hash-max-listpack-value 128``, ~94 B definitions); ``--scale-runs`` rounds only;
@@ -39,9 +41,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPTS = ("_common.py", "shared_tasks.py", "probe_cpu.py", "bench_shared.py")
-SCRIPTS += ("bench_replicas.py", "bench_scale.py")
+SCRIPTS += ("bench_replicas.py", "bench_scale.py", "bench_cluster.py")
 KINDS = ("noop", "recurring", "cron", "args200", "retry")
-SCENARIOS = ("probe", "lag", "cluster", "scale", "backlog")
+SCENARIOS = ("probe", "lag", "cluster", "claims", "scale", "backlog")
 CPU = ("low", 1.10)  # lower is better, at most 10 % worse
 NO_WORSE = ("low", 1.00)
 
@@ -92,7 +94,8 @@ def probe(r: Runner, trees: dict[str, str], kind: str, pending: int = 0) -> None
     args = ["probe_cpu.py", "--mode", "shared", "--replicas", "3", "--kind", kind, "--runs", "1"]
     args += ["--compare", ",".join(f"{n}={trees[n]}" for n in names)]
     if r.quick:
-        args += ["--jobs", "300" if kind in ("recurring", "cron") else "3000", "--rounds", "4"]
+        jobs = {"recurring": "300", "cron": "100"}.get(kind, "3000")
+        args += ["--jobs", jobs, "--rounds", "4"]
     if pending:
         args += ["--pending", str(pending)]
     res = r.run(trees["after"], args, "both (" + ",".join(names) + ")")
@@ -131,6 +134,15 @@ def cluster(r: Runner, tree: str, side: str) -> None:
         r.add(s, "lag p99 ms", side, m.get("lag_p99"))
 
 
+def claims(r: Runner, tree: str, side: str) -> None:
+    args = ["bench_cluster.py", "--setups", "cluster", "--shards", "16", "--runs", "1"]
+    res = r.run(tree, [*args, "--jobs", "5000" if r.quick else "50000"], side)
+    for m in res.get("runs", {}).get("cluster/16", []):
+        s = "cluster, 16 shards: claim.lua alone"
+        r.add(s, "claims/s (4 processes, 100 per call)", side, m.get("claims_per_s"))
+        r.add(s, "Redis CPU ms per 1k claims", side, m.get("redis_cpu_ms_per_1k"))
+
+
 def scale(r: Runner, tree: str, side: str) -> None:
     sizes = ["10000", "20000"] if r.quick else ["100000", "1000000"]
     args = ["bench_scale.py", "--only", "redis", "--sizes", *sizes, "--runs", "1"]
@@ -145,6 +157,7 @@ def scale(r: Runner, tree: str, side: str) -> None:
 METRIC_RULES = {  # metric name -> (better, limit of after/before); default CPU
     "jobs/s": ("high", 1.10),
     "burst: jobs/s": ("high", 1.10),
+    "claims/s (4 processes, 100 per call)": ("high", 1.10),
     "Redis memory B/pending job": ("low", None),  # absolute: <= 420 B
 }
 
@@ -210,10 +223,13 @@ def main() -> None:
         if "probe" in a.only:
             for kind in a.kinds:
                 probe(r, ordered, kind)
-        for name, fn in (("lag", lag_idle), ("cluster", cluster), ("scale", scale)):
-            if name in a.only and (name != "scale" or i < a.scale_runs):
+        for name, fn in (("lag", lag_idle), ("cluster", cluster), ("claims", claims)):
+            if name in a.only:
                 for side in order:
                     fn(r, trees[side], side)
+        if "scale" in a.only and i < a.scale_runs:
+            for side in order:
+                scale(r, trees[side], side)
         if "backlog" in a.only and i < a.backlog_runs:
             probe(r, ordered, "recurring", pending=20_000 if a.quick else 1_000_000)
     table = summary(r)
