@@ -99,6 +99,8 @@ def probe(r: Runner, trees: dict[str, str], kind: str, pending: int = 0) -> None
     if pending:
         args += ["--pending", str(pending)]
     res = r.run(trees["after"], args, "both (" + ",".join(names) + ")")
+    if not res:  # e.g. replicas too slow to start on a loaded box: once more
+        res = r.run(trees["after"], args, "both, again (" + ",".join(names) + ")")
     scenario = f"{kind}, {pending:,} pending" if pending else kind
     for side, runs in res.get("runs", {}).items():
         for m in runs:
