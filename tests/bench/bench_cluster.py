@@ -56,6 +56,14 @@ from scheduler.stores.redis.sharded import open_store  # noqa: E402
 BATCH = 100
 
 
+def claims_in(reply: bytes) -> int:
+    """Claims in a claim.lua reply, without decoding them: JSON before issue 15 (one
+    ``"j":`` per claim), flat text since (the count is the fifth number of line 2)."""
+    if reply[:1] in (b"{", b"["):
+        return reply.count(b'"j":')
+    return int(reply.split(b"\n", 2)[1].split()[4])
+
+
 def claimer(url: str, ns: str, shards: int, index: int, mode: str, go: Any, out: Any) -> None:
     """One claiming process: claims until every shard is empty; reports (claims, end)."""
     owner = f"bench-{index}-{uuid.uuid4().hex[:6]}"
@@ -84,7 +92,7 @@ def claimer(url: str, ns: str, shards: int, index: int, mode: str, go: Any, out:
                 "default",
                 str(BATCH),
             )
-            n = reply.count(b'"j":')
+            n = claims_in(reply)
             if n == 0:
                 live.discard(s)
             count += n

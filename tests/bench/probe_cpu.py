@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU per no-op job, per thread kind, kernel and user apart (not a test; by hand).
+"""CPU per job, per thread kind, kernel and user apart (not a test; by hand).
 
 A burst of N no-op jobs all due at one instant, run in process (``JobScheduler(4)``) or
 by R replica processes (``duetime run``, 4 workers each) over a private redis-server.
@@ -23,11 +23,27 @@ Compare two checkouts in one run, interleaved (each run a fresh interpreter whos
     PYTHONPATH=$PWD python tests/bench/probe_cpu.py --mode shared --replicas 3 \\
         --log-level default --runs 3 --compare main=../main,this=.
 
-``--spread S`` (shared): the jobs are due evenly over S seconds instead of at once (a
-steady rate, small claims: where a round trip per claim or per ack shows).
-
 ``--log-level``: ``ERROR``, or ``default`` (in process: Python's default logging, no
 handler configured; shared: ``duetime run``'s default, INFO, written to /dev/null).
+
+``--spread S`` (shared): the jobs are due evenly over S seconds instead of at once (a
+steady rate, small claims: where a round trip per claim or per ack shows); recurring
+jobs' anchors are spread alike; not for ``cron`` (every job fires on the whole second).
+Shared mode also counts, per run, script calls, Redis commands (inside scripts too) and
+requests read (~ round trips), without this probe's own polls and INFO calls.
+
+Shared mode, ``--kind`` (issue 15's no-regression cases; CPU is per successful run):
+``noop`` (the burst above), ``args200`` (the burst with ~200 B of different JSON kwargs
+per job), ``retry`` (the burst, each job failing its first attempt and retried at once),
+``recurring`` (``--jobs`` 1,000 jobs every 1 s anchored at one instant, ``--rounds`` runs
+each) and ``cron`` (200 jobs ``* * * * * *``); the last
+two also give the lag (start - scheduled occurrence, noted in each replica by
+``bench.note``). ``--pending N`` adds N other one-off jobs due in 1-2 h first. Only APIs
+that d064214 has too, so ``--compare before=<d064214 tree>,after=.`` works.
+In shared mode the jobs are added once the replicas are up (a loaded box can take 10 s
+and more to start three), due 3 s + N / 2000 s later. The replicas run from tests/bench,
+and each ``--compare`` child from its checkout: ``python -c`` puts the working directory
+ahead of ``PYTHONPATH``, so a replica started elsewhere would run that directory's code.
 """
 
 from __future__ import annotations
@@ -40,31 +56,34 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("dispatcher", "workers", "others")
+JOB_KINDS = ("noop", "recurring", "cron", "args200", "retry")
+sys.path.insert(0, HERE)
+import _common as common  # noqa: E402
+from _common import task_times  # noqa: E402
 
-# run inside each replica process: name each OS thread by its kind, then run `duetime run`
-WRAPPER = r"""
-import ctypes, re, sys, threading
-libc = ctypes.CDLL(None)
-def kind(name):
-    if name.startswith("duetime-dispatch"):
-        return "dispatcher"
-    if re.fullmatch(r"duetime-.+-\d+", name):
-        return "workers"
-    return "others"
-inner = threading.Thread._bootstrap_inner
-def named(self):
-    libc.prctl(15, kind(self.name).encode(), 0, 0, 0)
-    inner(self)
-threading.Thread._bootstrap_inner = named
-libc.prctl(15, b"others", 0, 0, 0)
-sys.argv = ["duetime", *sys.argv[1:]]
-from scheduler.cli import main
-main()
-"""
+KIND_TEXT = {
+    "noop": "no-op jobs due at once",
+    "recurring": "recurring jobs every 1 s, anchored together, {rounds} runs each",
+    "cron": "cron jobs '* * * * * *' (every second), {rounds} runs each",
+    "args200": "no-op jobs due at once, ~200 B of JSON kwargs each (all different)",
+    "retry": "jobs due at once that fail once, then succeed (RetryPolicy(2, backoff=0))",
+}
+KIND_HELP = "; ".join(f"{k}: {v.format(rounds='R')}" for k, v in KIND_TEXT.items())
+EXTRA_ROWS = (
+    ("replicas", "replicas, all threads (schedstat, exact)", "{:.1f}"),
+    ("exact", "**Redis + replicas (exact)**", "**{:.1f}**"),
+    ("calls", "script calls (EVALSHA) per run", "{:.4f}"),
+    ("commands", "Redis commands per run (inside scripts too)", "{:.4f}"),
+    ("reads", "requests read per run (~ round trips)", "{:.4f}"),
+    ("lag_p50", "lag p50, start - scheduled (ms)", "{:.1f}"),
+    ("lag_p99", "lag p99 (ms)", "{:.1f}"),
+    ("skipped", "occurrences skipped (misfire)", "{:.0f}"),
+    ("late", "runs where jobs were due before all were added", "{:.0f}"),
+)
 
 
 def kind_of(name: str) -> str:
@@ -75,22 +94,6 @@ def kind_of(name: str) -> str:
     if re.fullmatch(r"duetime-.+-\d+", name):
         return "workers"
     return "others"
-
-
-def task_times(pid: int | str) -> dict[int, tuple[str, float, float]]:
-    """tid -> (comm, user s, sys s) of every thread of ``pid`` now."""
-    out = {}
-    base = f"/proc/{pid}/task"
-    for tid in os.listdir(base):
-        try:
-            with open(f"{base}/{tid}/stat") as f:
-                raw = f.read()
-        except OSError:
-            continue  # exited meanwhile
-        comm = raw[raw.index("(") + 1 : raw.rindex(")")]
-        fields = raw.rsplit(")", 1)[1].split()
-        out[int(tid)] = (comm, int(fields[11]) / TICK, int(fields[12]) / TICK)
-    return out
 
 
 def add_delta(
@@ -146,7 +149,61 @@ def run_inprocess(n: int, log_level: str) -> dict[str, float]:
     return out
 
 
-def run_shared(n: int, replicas: int, log_level: str, spread: float = 0.0) -> dict[str, float]:
+def args200(i: int) -> dict[str, object]:
+    """~200 B of JSON keyword arguments, different for every job (so a definition cache
+    cannot serve a burst from one entry)."""
+    kw: dict[str, object] = {"order": f"ord-{i:09d}", "customer": f"cust-{i % 9973:05d}"}
+    kw |= {"items": [i % 7, i % 11, i % 13], "currency": "EUR", "note": ""}
+    kw["note"] = "x" * (200 - len(json.dumps(kw, separators=(",", ":"))))
+    return kw
+
+
+def job_specs(
+    kind: str, n: int, due: float, first: int = 0, total: int = 0, spread: float = 0.0
+) -> list:
+    """``n`` job definitions of ``kind``, jobs ``first`` .. ``first + n - 1`` of ``total``,
+    job k due at ``due + spread * k / total`` (epoch s; recurring: anchored there, every
+    1 s; cron: every second, so ``due`` and ``spread`` are unused)."""
+    import shared_tasks as t
+
+    from scheduler.model import At, Cron, Every, RetryPolicy
+    from scheduler.specs import make_spec
+
+    total = total or n
+    ks = range(first, first + n)
+    at = [due + spread * k / total for k in ks]
+    if kind == "recurring":
+        return [make_spec(t.note, Every(1.0, anchor=d)) for d in at]
+    if kind == "cron":
+        return [make_spec(t.note, Cron("* * * * * *")) for _ in ks]
+    if kind == "args200":
+        return [make_spec(t.noop, At(d), kwargs=args200(k)) for k, d in zip(ks, at)]
+    if kind == "retry":
+        policy = RetryPolicy(max_attempts=2, backoff=0.0, jitter=0.0)
+        return [make_spec(t.flaky, At(d), retry=policy) for d in at]
+    return [make_spec(t.noop, At(d)) for d in at]
+
+
+def add(store: Any, kind: str, n: int, due: float, spread: float = 0.0) -> None:
+    for i in range(0, n, 500):
+        store.add_many(job_specs(kind, min(500, n - i), due, i, n, spread))
+
+
+def run_shared(
+    n: int,
+    replicas: int,
+    log_level: str,
+    kind: str = "noop",
+    rounds: int = 10,
+    pending: int = 0,
+    spread: float = 0.0,
+) -> dict[str, float]:
+    """One burst (or ``rounds`` occurrences of ``n`` recurring jobs), due at once or
+    evenly over ``spread`` s, with ``pending`` other one-off jobs due in 1-2 h; CPU per
+    successful run from just before the first due time until the last run is recorded."""
+    import random
+    import tempfile
+
     import redis
 
     from scheduler.embedded import EmbeddedRedis
@@ -157,53 +214,41 @@ def run_shared(n: int, replicas: int, log_level: str, spread: float = 0.0) -> di
     sys.path.insert(0, HERE)
     import shared_tasks
 
-    ns = "probe"
+    ns, lagdir = "probe", tempfile.mkdtemp(prefix="probe-lag-")
+    runs = n * (rounds if kind in ("recurring", "cron") else 1)
     with EmbeddedRedis(appendonly=False) as srv:
         r = redis.Redis.from_url(srv.url, decode_responses=True)
         store = RedisStore(srv.url, ns)
-        due = time.time() + 15 + n / 20000  # the replicas start meanwhile (slow when loaded)
-        for i in range(0, n, 500):
-            store.add_many(
-                [
-                    make_spec(shared_tasks.noop, At(due + spread * k / n))
-                    for k in range(i, min(n, i + 500))
-                ]
-            )
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ["PYTHONPATH"]]))
-        argv = [sys.executable, "-c", WRAPPER, "run", "--redis", srv.url, "--namespace", ns]
-        argv += ["--import", "shared_tasks", "--workers", "4", "--lease", "30"]
-        if log_level != "default":
-            argv += ["--log-level", log_level]
-        # cwd: ``python -c`` puts the working directory first on sys.path, ahead of
-        # PYTHONPATH, so run from a directory without the package (else every tree's
-        # replicas would run the code of the directory the probe was started in)
-        procs = [
-            subprocess.Popen(
-                argv, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
-            for _ in range(replicas)
-        ]
-        try:
-            while len(r.keys(f"duetime:{{{ns}}}:replica:*")) < replicas:
-                if time.time() > due - 0.5:
-                    raise SystemExit("the replicas were not up before the jobs were due")
-                time.sleep(0.01)
+        rng, now = random.Random(1), time.time()
+        for i in range(0, pending, 2000):  # the backlog: not part of any figure
+            store.add_many([make_spec(shared_tasks.noop, At(now + 3600 + rng.random() * 3600))
+                            for _ in range(min(2000, pending - i))])  # fmt: skip
+        env = dict(os.environ, BENCH_LAG_DIR=lagdir)
+        procs = common.start_replicas(srv.url, ns, replicas, log_level, env=env)
+        try:  # replicas first: on a loaded box they may take 10 s and more to start
+            common.wait_up(r, ns, replicas, time.time() + 120)
+            due = time.time() + 3 + n / 2000  # adding takes ~n / 8000 s (more when loaded)
+            add(store, kind, n, due, spread)
+            late = time.time() > due - 0.3
+            if kind == "cron":  # each first occurrence: the next whole second
+                due = float(int(time.time()) + 1)
+            time.sleep(max(0.0, due - 0.2 - time.time()))
             before = [task_times(p.pid) for p in procs]
-            c0, s0, k0 = r.info("cpu"), r.info("stats"), r.info("commandstats")
-            polls = 0
-            while int(r.hget(f"duetime:{{{ns}}}:stats", "succeeded") or 0) < n:
+            ns0 = [common.thread_ns(p.pid) for p in procs]
+            c0, t0, k0 = r.info("cpu"), r.info("stats"), r.info("commandstats")
+            s0, polls = common.succeeded(r, ns), 0
+            while common.succeeded(r, ns) < s0 + runs:
                 polls += 1
-                if time.time() > due + 120:
-                    raise SystemExit("the burst did not finish within 120 s")
+                if time.time() > due + 120 + rounds + spread:
+                    raise SystemExit(f"only {common.succeeded(r, ns) - s0} of {runs} runs in time")
                 time.sleep(0.005)
             took = time.time() - due
+            ns1 = [common.thread_ns(p.pid) for p in procs]
             after = [task_times(p.pid) for p in procs]
-            c1, s1, k1 = r.info("cpu"), r.info("stats"), r.info("commandstats")
+            c1, t1, k1 = r.info("cpu"), r.info("stats"), r.info("commandstats")
+            stats = r.hgetall(f"duetime:{{{ns}}}:stats")
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(30)
+            common.stop(procs)
         store.close()
     acc: dict[str, float] = {
         "redis_user": float(c1["used_cpu_user"]) - float(c0["used_cpu_user"]),
@@ -211,19 +256,21 @@ def run_shared(n: int, replicas: int, log_level: str, spread: float = 0.0) -> di
     }
     for b, a in zip(before, after, strict=True):
         add_delta(acc, b, a, {})
-    out = {k: v * 1e6 / n for k, v in acc.items()}
-    out["jobs_s"] = n / took
-    # per job, without this probe's own polls and INFO calls: script calls, commands
-    # (those inside scripts too), and requests read (~ round trips: a pipeline is one)
-    ours = polls + 3
-    evalsha = lambda k: k.get("cmdstat_evalsha", {}).get("calls", 0)  # noqa: E731
-    out["evalsha_per_job"] = (evalsha(k1) - evalsha(k0)) / n
-    out["commands_per_job"] = (
-        s1["total_commands_processed"] - s0["total_commands_processed"] - ours
-    ) / n
-    out["reads_per_job"] = (
-        s1.get("total_reads_processed", 0) - s0.get("total_reads_processed", 0) - ours
-    ) / n
+    out = {k: v * 1e6 / runs for k, v in acc.items()}
+    out["replicas"] = common.ns_delta(ns0, ns1) * 1e6 / runs
+    out["exact"] = out["replicas"] + out["redis_user"] + out["redis_sys"]
+    out["jobs_s"] = runs / took
+    out |= common.redis_counts(t0, k0, t1, k1, polls + 5, runs)
+    if late:
+        out["late"] = 1.0  # jobs were due before they were all added
+    if kind in ("recurring", "cron"):
+        out["skipped"] = float(stats.get("skipped", 0))
+    lags = []
+    for name in os.listdir(lagdir):
+        with open(os.path.join(lagdir, name)) as f:
+            lags += [float(x) for x in f.read().split()]
+    if lags:
+        out["lag_p50"], out["lag_p99"] = common.percentile(lags, 50), common.percentile(lags, 99)
     return out
 
 
@@ -231,19 +278,20 @@ def child(a: argparse.Namespace) -> None:
     if a.mode == "inprocess":
         res = run_inprocess(a.jobs, a.log_level)
     else:
-        res = run_shared(a.jobs, a.replicas, a.log_level, a.spread)
+        res = run_shared(a.jobs, a.replicas, a.log_level, a.kind, a.rounds, a.pending, a.spread)
     print(json.dumps(res))
 
 
 def spawn(path: str, a: argparse.Namespace) -> dict[str, float]:
     argv = [sys.executable, os.path.abspath(__file__), "--child", "--mode", a.mode]
     argv += ["--jobs", str(a.jobs), "--replicas", str(a.replicas), "--log-level", a.log_level]
+    argv += ["--kind", a.kind, "--rounds", str(a.rounds), "--pending", str(a.pending)]
     argv += ["--spread", str(a.spread)]
     path = os.path.abspath(path)
     env = dict(os.environ, PYTHONPATH=path)
     # cwd=path: a replica runs `python -c`, whose sys.path starts with the current
     # directory, ahead of PYTHONPATH: from another checkout it would run that one's code
-    out = subprocess.run(argv, env=env, cwd=path, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(argv, env=env, cwd=path, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"run with PYTHONPATH={path} failed:\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -271,20 +319,22 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
     lines.append("| **total (without producer)** | " + " | ".join(
         f"**{m['total']:.1f}**" for m in med.values()) + " |")  # fmt: skip
     lines.append("| jobs/s | " + " | ".join(f"{m['jobs_s']:,.0f}" for m in med.values()) + " |")
-    for f, label in (
-        ("evalsha_per_job", "script calls (EVALSHA) per job"),
-        ("commands_per_job", "Redis commands per job (inside scripts too)"),
-        ("reads_per_job", "requests read per job (~ round trips)"),
-    ):
-        if all(f in m for m in med.values()):
-            lines.append(f"| {label} | " + " | ".join(f"{m[f]:.4f}" for m in med.values()) + " |")
+    for key, label, form in EXTRA_ROWS:
+        if any(key in m for m in med.values()):
+            cells = [form.format(m[key]) if key in m else "-" for m in med.values()]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["inprocess", "shared"], default="inprocess")
-    ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="jobs (default 20,000; recurring: 1,000; cron: 200)")  # fmt: skip
+    ap.add_argument("--kind", choices=JOB_KINDS, default="noop", help="shared mode: " + KIND_HELP)
+    ap.add_argument("--rounds", type=int, default=10, help="recurring/cron: runs of each job")
+    ap.add_argument("--pending", type=int, default=0,
+                    help="shared: other one-off jobs pending (due in 1-2 h) meanwhile")  # fmt: skip
     ap.add_argument(
         "--spread", type=float, default=0.0, help="shared: due evenly over S s (0: at once)"
     )
@@ -292,8 +342,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--log-level", default="ERROR", help="ERROR, or default")
     ap.add_argument("--compare", default="", help="name=PYTHONPATH,... (default: this one)")
+    ap.add_argument("--json", default="", help="also write every run's figures here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.jobs is None:
+        a.jobs = {"recurring": 1000, "cron": 200}.get(a.kind, 20_000)
+    if a.spread and (a.mode != "shared" or a.kind == "cron"):
+        ap.error("--spread applies to --mode shared, every --kind but cron")
     if a.child:
         return child(a)
     paths = dict(p.split("=", 1) for p in a.compare.split(",") if p) or {
@@ -308,10 +363,18 @@ def main() -> None:
                   file=sys.stderr)  # fmt: skip
     where = "in process, JobScheduler(4)" if a.mode == "inprocess" else (
         f"{a.replicas} replica(s) x 4 workers")  # fmt: skip
-    when = f"due evenly over {a.spread:g} s" if a.spread else "due at once"
-    print(f"{a.jobs} no-op jobs {when}, {where}, log level {a.log_level}, "
+    what = f"{a.jobs} no-op jobs due at once" if a.mode == "inprocess" else (
+        f"kind {a.kind}: {a.jobs} " + KIND_TEXT[a.kind].format(rounds=a.rounds))  # fmt: skip
+    if a.spread:
+        what = what.replace("due at once", f"due evenly over {a.spread:g} s")
+        what = what.replace("anchored together", f"anchors evenly over {a.spread:g} s")
+    backlog = f", {a.pending:,} other jobs pending" if a.pending else ""
+    print(f"{what}{backlog}, {where}, log level {a.log_level}, "
           f"median of {a.runs} (load {os.getloadavg()[0]:.2f}):")  # fmt: skip
     print(table(results))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": vars(a), "load": os.getloadavg()[0], "runs": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [ROOT, HERE]
 
 import redis  # noqa: E402
+from _common import procs_cpu, redis_cpu  # noqa: E402
 
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import At  # noqa: E402
@@ -36,20 +37,6 @@ from scheduler.specs import make_spec  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
 
 NS = "probe"
-
-
-def redis_cpu(r: redis.Redis) -> float:
-    c = r.info("cpu")
-    return float(c["used_cpu_user"]) + float(c["used_cpu_sys"])
-
-
-def procs_cpu(procs: list[subprocess.Popen]) -> float:
-    tot = 0.0
-    for p in procs:
-        with open(f"/proc/{p.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        tot += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return tot
 
 
 def one(n: int, replicas: int, task: str, log_level: str) -> dict[str, float]:
@@ -95,14 +82,14 @@ def one(n: int, replicas: int, task: str, log_level: str) -> dict[str, float]:
                 if time.time() > due:
                     raise SystemExit("the replicas were not up before the jobs were due")
                 time.sleep(0.01)
-            p0, c0 = procs_cpu(procs), redis_cpu(r)
+            p0, c0 = procs_cpu([p.pid for p in procs]), redis_cpu(r)
             s0 = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
             while int(r.hget(f"duetime:{{{NS}}}:stats", "succeeded") or 0) < n:
                 if time.time() > due + 120:
                     raise SystemExit("the burst did not finish within 120 s")
                 time.sleep(0.005)
             took = time.time() - due
-            p1, c1 = procs_cpu(procs), redis_cpu(r)
+            p1, c1 = procs_cpu([p.pid for p in procs]), redis_cpu(r)
             s1 = r.info("commandstats")["cmdstat_evalsha"]["calls"]
         finally:
             for p in procs:

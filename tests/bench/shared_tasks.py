@@ -128,6 +128,35 @@ if os.environ.get("BENCH_STAMPS") == "1":
     signal.signal(signal.SIGUSR1, _on_usr1)
 
 
+_lags: list[float] = []  # bench.note: start - scheduled (ms) of each run in this process
+
+
+def _dump_lags() -> None:
+    with open(os.path.join(os.environ["BENCH_LAG_DIR"], f"lag-{os.getpid()}.txt"), "w") as f:
+        f.write("\n".join(f"{x:.3f}" for x in _lags))
+
+
+if os.environ.get("BENCH_LAG_DIR"):
+    import atexit
+
+    atexit.register(_dump_lags)  # `duetime run` exits normally on SIGTERM
+
+
+@scheduler.task("bench.note")
+def note(**_: object) -> None:
+    """Does nothing but note its lag (start - scheduled occurrence) in this process; the
+    list is written to $BENCH_LAG_DIR/lag-<pid>.txt at exit (probe_cpu.py --kind
+    recurring/cron)."""
+    _lags.append(time.time() * 1000 - scheduler.current_invocation().scheduled_ms)
+
+
+@scheduler.task("bench.flaky")
+def flaky(**_: object) -> None:
+    """Fails on its first attempt, succeeds on the next (probe_cpu.py --kind retry)."""
+    if scheduler.current_invocation().attempt == 1:
+        raise RuntimeError("first attempt fails (bench)")
+
+
 # ------------------------------------------------------------------ APScheduler 3
 def aps_hit(due_ms: int, tag: str = "") -> None:  # runs in the benchmark process
     record(tag, due_ms, time.time() * 1000)
