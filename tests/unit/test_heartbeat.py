@@ -94,6 +94,26 @@ def claimed(store: MemoryStore, fn: Callable[[], Any] = lambda: None) -> Claim:
     return claim
 
 
+def run_on_a_thread(
+    store: Wrapped, clock: FakeClock, claim: Claim
+) -> tuple[Counted, StubTimers, threading.Thread]:
+    """The real runner and heartbeat, on stub timers, running ``claim`` on a thread of
+    its own (started): the metrics, the timers (``beat()``) and the thread."""
+    metrics, timers = Counted(), StubTimers()
+    hb = Heartbeat(store, timers, LEASE, metrics)  # type: ignore[arg-type]
+    runner = Runner(
+        store,  # type: ignore[arg-type]
+        clock,
+        timers,  # type: ignore[arg-type]
+        lambda target: target,  # type: ignore[arg-type,return-value]
+        heartbeat=hb,
+        metrics=metrics,
+    )
+    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
+    worker.start()
+    return metrics, timers, worker
+
+
 def lease_lines(caplog: Any) -> list[str]:
     return [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
 
@@ -137,18 +157,7 @@ def test_the_runner_finishing_during_the_renewal_is_not_a_loss(caplog):
         assert go.wait(WAIT)
 
     claim = claimed(store.store, job)
-    metrics, timers = Counted(), StubTimers()
-    hb = Heartbeat(store, timers, LEASE, metrics)  # type: ignore[arg-type]
-    runner = Runner(
-        store,  # type: ignore[arg-type]
-        clock,
-        timers,  # type: ignore[arg-type]
-        lambda target: target,  # type: ignore[arg-type,return-value]
-        heartbeat=hb,
-        metrics=metrics,
-    )
-    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
-    worker.start()
+    metrics, timers, worker = run_on_a_thread(store, clock, claim)
     assert started.wait(WAIT)
 
     def job_finishes() -> None:  # between the snapshot and the renewal
@@ -177,18 +186,7 @@ def test_a_claim_still_running_whose_renewal_is_refused_is_lost_once(caplog):
         assert go.wait(WAIT)
 
     claim = claimed(store.store, job)
-    metrics, timers = Counted(), StubTimers()
-    hb = Heartbeat(store, timers, LEASE, metrics)  # type: ignore[arg-type]
-    runner = Runner(
-        store,  # type: ignore[arg-type]
-        clock,
-        timers,  # type: ignore[arg-type]
-        lambda target: target,  # type: ignore[arg-type,return-value]
-        heartbeat=hb,
-        metrics=metrics,
-    )
-    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
-    worker.start()
+    metrics, timers, worker = run_on_a_thread(store, clock, claim)
     assert started.wait(WAIT)
     clock.advance(LEASE + 1)  # the lease lapses; another replica takes it over
     (other,) = store.store.claim_due({"default": 1}, LEASE, "other").claims
@@ -218,18 +216,7 @@ def test_a_renewal_refused_while_the_outcome_is_recorded_is_judged_by_the_commit
         assert go.wait(WAIT)
 
     claim = claimed(store.store, job)
-    metrics, timers = Counted(), StubTimers()
-    hb = Heartbeat(store, timers, LEASE, metrics)  # type: ignore[arg-type]
-    runner = Runner(
-        store,  # type: ignore[arg-type]
-        clock,
-        timers,  # type: ignore[arg-type]
-        lambda target: target,  # type: ignore[arg-type,return-value]
-        heartbeat=hb,
-        metrics=metrics,
-    )
-    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
-    worker.start()
+    metrics, timers, worker = run_on_a_thread(store, clock, claim)
     assert started.wait(WAIT)
     clock.advance(LEASE + 1)
     store.store.claim_due({"default": 1}, LEASE, "other")  # taken over
@@ -335,18 +322,7 @@ def test_a_lost_lease_cancels_an_async_job_which_sees_it_in_its_own_tasks():
         return "never"
 
     claim = claimed(store.store, job)
-    metrics, timers = Counted(), StubTimers()
-    hb = Heartbeat(store, timers, LEASE, metrics)  # type: ignore[arg-type]
-    runner = Runner(
-        store,  # type: ignore[arg-type]
-        clock,
-        timers,  # type: ignore[arg-type]
-        lambda target: target,  # type: ignore[arg-type,return-value]
-        heartbeat=hb,
-        metrics=metrics,
-    )
-    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
-    worker.start()
+    metrics, timers, worker = run_on_a_thread(store, clock, claim)
     assert started.wait(WAIT)
     clock.advance(LEASE + 1)  # the lease lapses; another replica takes it over
     (other,) = store.store.claim_due({"default": 1}, LEASE, "other").claims
