@@ -25,15 +25,12 @@ they reach the node of that slot together.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from scheduler.model import Claim, Commit
+from scheduler.model import Claim, ClaimBatch, Commit
 from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import codec
 from scheduler.stores.redis.server_checks import refused
-
-if TYPE_CHECKING:
-    from scheduler.stores.redis.store import RedisStore
 
 
 class ClaimRequest(NamedTuple):
@@ -45,6 +42,26 @@ class ClaimRequest(NamedTuple):
     owner: str
     sent: float  # monotonic time, just before sending (the clock offset of the reply)
     high: int  # the highest fence this store was handed before (lost-claim detection)
+
+
+class Riding(Protocol):
+    """What ``complete_and_claim`` needs of a store (RedisStore's methods)."""
+
+    url: str
+
+    def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]: ...
+
+    def claim_due(
+        self, capacity: Mapping[str, int], lease: float | None, owner: str
+    ) -> ClaimBatch: ...
+
+    def claim_request(
+        self, capacity: Mapping[str, int], lease: float | None, owner: str
+    ) -> ClaimRequest: ...
+
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]: ...
+
+    def claimed(self, text: str, request: ClaimRequest) -> ClaimBatch: ...
 
 
 def ack_args(done: Sequence[tuple[Claim, Any]]) -> list[str]:
@@ -85,7 +102,7 @@ def codes(reply: Any, n: int) -> list[Commit | None]:
 
 
 def complete_and_claim(
-    store: RedisStore,
+    store: Riding,
     done: Sequence[tuple[Claim, Any]],
     capacity: Mapping[str, int],
     lease: float | None,
