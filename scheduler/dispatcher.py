@@ -40,6 +40,11 @@ class PendingAcks(Protocol):
         """``done``'s outcomes, in order; ``None``: not recorded, to be recorded again."""
         ...
 
+    def send_aside(self) -> None:
+        """Have the successes waiting now recorded on their own, on the acks' thread (in
+        parallel with a claim that must not wait for them); never a store call here."""
+        ...
+
 
 class Dispatcher:
     def __init__(
@@ -78,6 +83,7 @@ class Dispatcher:
         self._parked = False
         self._starved = False  # the last claim left a lane with no free worker
         self._closed = False
+        self._due_round = False  # this round was started by the due-time deadline
         self.rounds = 0  # claim rounds so far (tests, metrics)
         self._thread = threading.Thread(
             target=self._loop, name=f"duetime-dispatch-{owner}", daemon=True
@@ -165,6 +171,7 @@ class Dispatcher:
                 self._parked = False
             if self._closed:
                 return False
+            self._due_round = not self._dirty  # the deadline passed: work is due now
             self._dirty = False
             self._claiming = True
             return True
@@ -188,12 +195,21 @@ class Dispatcher:
             self._submit(batch.claims, asked)
             for claim in batch.claims:
                 capacity[claim.lane] -= 1
+        if self._due_round and self._riding is not None and self._acks is not None:
+            self._acks.send_aside()  # after the hand-off: the due jobs did not wait for them
         self.record(batch)
         return batch, any(free <= 0 for free in capacity.values())
 
     def _claim_due(self, capacity: Mapping[str, int]) -> ClaimBatch:
         """``claim_due``, with the waiting successes in the same round trip if the store
-        takes them (their outcomes reported first, whatever happens to the claim)."""
+        takes them (their outcomes reported first, whatever happens to the claim). A round
+        the due-time deadline started claims alone: its jobs are due now, and acks sent
+        first in its round trip would start them later by the acks' script time (lag p99
+        +0.2 to +0.7 ms at a steady trickle); the waiting successes are sent once its jobs
+        are handed off (``_claim``), from the acks' thread. Rounds started by freed workers
+        (a burst) take them along."""
+        if self._riding is not None and self._due_round:
+            return self._store.claim_due(capacity, self._lease, self._owner)
         done = self._acks.take() if self._riding is not None and self._acks is not None else ()
         if not done:
             return self._store.claim_due(capacity, self._lease, self._owner)

@@ -102,6 +102,14 @@ class Acks:
         if due:
             self._flusher.kick()
 
+    def send_aside(self) -> None:
+        """Have the queued successes recorded now on the flusher thread (a claim that must
+        not wait for them goes on its own meanwhile); never a store call on this thread."""
+        with self._lock:
+            due = bool(self._batch)
+        if due:
+            self._flusher.kick()
+
     def take(self) -> list[tuple[Claim, Any]]:
         """Every queued success, taken out to be sent with a claim; the caller reports
         their outcomes with ``taken`` (until then the heartbeat keeps their leases)."""

@@ -184,9 +184,10 @@ def test_recorded_waits_for_a_batch_in_flight_with_a_claim():
         timers.close()
 
 
-def test_a_steady_trickle_rides_with_the_next_due_claim(riding, clock):
-    """Jobs due 1/64 s apart: each one's success waits for the claim of the next (due
-    within the 25 ms ride delay) instead of a flush of its own."""
+def test_a_steady_trickle_claims_alone_and_records_beside(riding, clock):
+    """Jobs due 1/64 s apart: each due job's claim goes alone (the deadline started its
+    round: acks sent first would start it later), and the success waiting for it is
+    recorded on the acks' thread meanwhile, not in front of the claim; none is lost."""
     step = 1 / 64
     eng = Scheduler(1, store=riding, clock=clock)  # type: ignore[arg-type]
     try:
@@ -195,10 +196,11 @@ def test_a_steady_trickle_rides_with_the_next_due_claim(riding, clock):
         for _ in range(20):
             clock.advance(step)
             assert eng._dispatcher.wait_quiet(WAIT) and eng._lanes.wait_idle(WAIT)
-        # each success rode with the next job's claim; the last one's lane went idle with
-        # nothing due: flushed at once
-        assert sum(riding.rode) == 19 and riding.alone == [1]
         assert eng.wait_idle(WAIT)
+        assert sum(riding.rode) + sum(riding.alone) == 20  # each success recorded once
+        # due claims went alone (the one in 20 that may ride is a capacity round: the lone
+        # worker's lane was starved, so its freed slot asked for a round of its own)
+        assert sum(riding.alone) >= 18, (riding.rode, riding.alone)
         assert {eng.get(i).state for i in ids} == {"succeeded"}
     finally:
         eng.shutdown()
