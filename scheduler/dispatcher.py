@@ -208,18 +208,17 @@ class Dispatcher:
         +0.2 to +0.7 ms at a steady trickle); the waiting successes are sent once its jobs
         are handed off (``_claim``), from the acks' thread. Rounds started by freed workers
         (a burst) take them along."""
-        if self._riding is not None and self._due_round:
-            return self._store.claim_due(capacity, self._lease, self._owner)
-        done = self._acks.take() if self._riding is not None and self._acks is not None else ()
+        acks = None if self._riding is None or self._due_round else self._acks
+        done = acks.take() if acks is not None else ()
         if not done:
             return self._store.claim_due(capacity, self._lease, self._owner)
-        assert self._riding is not None and self._acks is not None
+        assert self._riding is not None and acks is not None  # both set when riding
         try:
             out = self._riding.complete_and_claim(done, capacity, self._lease, self._owner)
         except Exception as exc:  # it should not raise; if it does, nothing was learned
             out = AckedClaim([None] * len(done), None, exc)
         try:
-            self._acks.taken(done, out.acks)
+            acks.taken(done, out.acks)
         except Exception:  # a bug there must not strand the claims made
             log.exception("settling the acks sent with a claim failed")
         if out.error is not None:

@@ -59,7 +59,7 @@ class Scheduler(Client):
     Over a store that commits in batches (``complete_many``: the Redis store), successes
     are acknowledged in batches and each lane claims, beyond its free workers, what they
     will finish within ``lookahead`` seconds at their recent pace (short jobs only; at
-    most 200 per lane), so a burst is claimed ~100 per store call instead of one by one.
+    most 100 per lane), so a burst is claimed ~50 per store call instead of one by one.
     ``lookahead=0`` claims only for free workers.
     """
 

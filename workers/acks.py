@@ -98,9 +98,7 @@ class Acks:
         """On the timer thread: only signal the flusher thread (never a store call here)."""
         with self._lock:
             self._armed = None
-            due = bool(self._batch)
-        if due:
-            self._flusher.kick()
+        self.send_aside()
 
     def send_aside(self) -> None:
         """Have the queued successes recorded now on the flusher thread (a claim that must

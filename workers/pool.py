@@ -24,10 +24,10 @@ log = logging.getLogger("duetime.workers")
 
 # The most claims a pool holds beyond its workers (look-ahead); the time bound (what its
 # workers finish within ``lookahead`` seconds) is the one that matters for jobs longer
-# than ~0.4 ms. 200, not 100: the dispatcher claims when half is left, so a burst of tiny
-# jobs is claimed ~100 per store call (the store's cap) instead of ~50, halving the
-# per-call costs in the replica and in Redis (issue 15, second pass).
-MAX_AHEAD = 100  # 200 halved per-call costs alone, but starved the ack ride: decisions.md
+# than ~0.4 ms. Not 200: that halved the per-call costs of a burst of tiny jobs on its own,
+# but then the successes filled their batch and flushed alone before the next claim could
+# carry them (docs/decisions.md).
+MAX_AHEAD = 100
 
 
 class PoolFullError(RuntimeError):

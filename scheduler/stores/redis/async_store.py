@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import cache
@@ -34,6 +33,7 @@ from scheduler.stores.redis.replication import (
     RAISE_FENCE,
     Waiter,
     event_fields,
+    log_data_loss,
     lost_writes_detail,
     seq_seen,
 )
@@ -41,7 +41,6 @@ from scheduler.stores.redis.sansio import Calls, Now, Op, Request, Scan, Script
 from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
 
 T = TypeVar("T")
-log = logging.getLogger("duetime.redis")
 RESEND_RETRIES = 2  # as RedisStore's
 
 
@@ -250,11 +249,7 @@ class AsyncStore:
         keys = self.layout.parts[part]
         old = await self._r.eval(RAISE_FENCE, 1, keys.prefix + "seq", self.seq_high[part])
         detail = lost_writes_detail(before, high, int(old))
-        log.error(
-            "Redis at %s lacks writes it acknowledged (a failover or a restart without fsync): %s",
-            self.url,
-            detail,
-        )
+        log_data_loss(self.url, detail)
         async with self._r.pipeline(transaction=False) as p:
             p.xadd(keys.events, event_fields("data_loss", detail), maxlen=10_000, approximate=True)
             p.hincrby(keys.stats, "data_loss", 1)

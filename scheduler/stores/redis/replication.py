@@ -65,6 +65,15 @@ def lost_writes_detail(before: int, high: int, old: int) -> str:
     )
 
 
+def log_data_loss(url: str, detail: str) -> None:
+    """The ERROR line of a ``data_loss`` alarm (the sync store's and AsyncClient's)."""
+    log.error(
+        "Redis at %s lacks writes it acknowledged (a failover or a restart without fsync): %s",
+        url,
+        detail,
+    )
+
+
 def event_fields(kind: str, detail: str, job: str = "") -> dict[str, str]:
     """A namespace event's stream fields (``data_loss``, ``failover``, an operator's)."""
     at = str(int(time.time() * 1000))
@@ -203,11 +212,7 @@ class ReplicationWatch:
         self._alarm(lost_writes_detail(before, high, old))
 
     def _alarm(self, detail: str) -> None:
-        log.error(
-            "Redis at %s lacks writes it acknowledged (a failover or a restart without fsync): %s",
-            self._url,
-            detail,
-        )
+        log_data_loss(self._url, detail)
         self._record("data_loss", detail)
 
     def refresh(self) -> None:
