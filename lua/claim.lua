@@ -23,11 +23,12 @@
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
---          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>\n
---          <epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready> <job bytes>
+--          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
+--          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready> <job bytes>
 --          <def bytes>\n<job><def>", then per plan "<job bytes>\n<job>" (times in ms;
 --          parsed by scheduler/stores/redis/claims.py, claim_reply). The token of a claim is
---          "<owner>:<fence>"; "next" (-1 = nothing) covers lanes with capacity left and the
+--          "<owner>:<fence>"; "now us" is the microseconds past "now" (so that "next" - "now" can be
+--          read without the up to 1 ms that "now"'s rounding down adds); "next" (-1 = nothing) covers lanes with capacity left and the
 --          next lease expiry; "lease until" is -1 with no lease; "epoch" is the namespace's
 --          epoch key ("" if missing: Redis lost its data); "fence" is the fence counter
 --          before this call (below a fence already handed out: claims lost); the plans are
@@ -69,7 +70,7 @@ local fence, bad_fence = expect_int(P .. 'fence')
 corrupt = corrupt or bad_fence
 if corrupt then return corrupt end
 
-local now = now_ms()
+local now, now_us = now_ms_us()
 lease = int(lease)
 local fence_before = tonumber(fence or '0')
 
@@ -105,7 +106,7 @@ if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease 
 -- 4. the reply, kept as the resend record (include/resend.lua); the claims' records are
 -- joined once, with the header first and the plans last
 local parts, epoch_text = b.claims, epoch or ''
-table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
-  lease and now + lease or -1, b.n, #b.plans, #epoch_text) .. epoch_text)
+table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
+  lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us) .. epoch_text)
 for _, job in ipairs(b.plans) do parts[#parts + 1] = fmt(#job) .. '\n' .. job end
 return remember_reply(owner, table.concat(parts))

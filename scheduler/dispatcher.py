@@ -84,6 +84,7 @@ class Dispatcher:
         self._starved = False  # the last claim left a lane with no free worker
         self._closed = False
         self._due_round = False  # this round was started by the due-time deadline
+        self._replied = 0.0  # clock time the last claim's reply arrived
         self.rounds = 0  # claim rounds so far (tests, metrics)
         self._thread = threading.Thread(
             target=self._loop, name=f"duetime-dispatch-{owner}", daemon=True
@@ -189,6 +190,7 @@ class Dispatcher:
             self._back_off(exc)
             self._metrics.claim_round(exc)
             return None, False
+        self._replied = self._clock.now()  # what the batch's next_due_in counts from
         self._backoff = 0.0
         self._metrics.claim_round(None)
         if batch.claims:
@@ -244,16 +246,16 @@ class Dispatcher:
             if self._freed:
                 self._freed = False
                 self._dirty = self._dirty or starved
-            now = self._clock.now()
             if batch is None:
-                self._deadline = now + self._backoff
+                self._deadline = self._clock.now() + self._backoff
             else:
                 due_in = batch.next_due_in
                 if self._resync is not None:
                     # spread replicas' resyncs over [0.5, 1.5) x resync: no lockstep
                     resync = self._resync * (0.5 + self._rng.random())
                     due_in = resync if due_in is None else min(due_in, resync)
-                self._deadline = None if due_in is None else now + due_in
+                # from the reply, not from now: the hand-off since must not delay the wake
+                self._deadline = None if due_in is None else self._replied + due_in
 
     def record(self, batch: ClaimBatch) -> None:
         """Report the batch's claims and their dispatch lag (in the store's clock), from

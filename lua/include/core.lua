@@ -1,7 +1,7 @@
 -- include/core.lua: what every script runs first: the key prefix, number helpers, the
 -- check of ARGV[2], the check of the namespace's data layout, and the clock.
 -- Provides: P, DIGITS, fmt, int, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT, layout, now_ms,
---   now_up
+--   now_ms_us, now_up
 -- Key families: layout
 --
 -- Conventions of every script:
@@ -74,6 +74,15 @@ local function now_ms()
   if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Now in ms (as now_ms) and the microseconds past it (0 with an override): a claim's
+-- reply carries both, so a caller's "ask again in" is not late by up to 1 ms.
+local function now_ms_us()
+  if ARGV[2] ~= '' then return tonumber(ARGV[2]), 0 end
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000), us % 1000
 end
 
 -- Now rounded up to the ms: what a delay counts from, so a job is never due early.

@@ -179,7 +179,17 @@ def test_claim_reply_fields_match_the_header():
     code = closure_code(LUA / "claim.lua")
     fields = re.findall(r"<([a-z ]+)>", returns_block(header))
     fields = fields[fields.index("request id") :]
-    head = ["request id", "now", "next", "fence", "lease until", "claims", "plans", "epoch bytes"]
+    head = [
+        "request id",
+        "now",
+        "next",
+        "fence",
+        "lease until",
+        "claims",
+        "plans",
+        "epoch bytes",
+        "now us",
+    ]
     assert fields[: len(head)] == head
     line = re.search(r"string\.format\('%s\\n((?:%d ?)+)\\n'", code)
     assert line and len(line.group(1).split()) == len(head) - 1

@@ -141,3 +141,40 @@ def test_the_loop_outlives_a_failing_store_and_backs_off(make_engine, clock, mon
         clock.advance(step)
     assert rec.wait_for(1)
     assert len(calls) >= 3 and eng._dispatcher._thread.is_alive()
+
+
+def test_the_next_wake_counts_from_the_reply_not_from_after_the_hand_off(clock):
+    """A store answers "the next job is due in 10 ms"; handing the batch over then takes 4
+    ms. The dispatcher claims again 10 ms after the reply, not 14 ms (a late wake is lag
+    for every job of a steady trickle)."""
+    from scheduler.dispatcher import Dispatcher
+    from scheduler.model import Claim, ClaimBatch
+
+    t0, calls, again = clock.now(), [], threading.Event()
+    one = Claim("a", t0, 1, "t:1", 1, None, spec("a"), 1, "default")
+
+    class Store:
+        def claim_due(self, capacity, lease, owner):
+            calls.append(clock.now())
+            if len(calls) > 1:
+                again.set()
+                return ClaimBatch([], None)
+            return ClaimBatch([one], 0.010)
+
+    d = Dispatcher(
+        Store(),  # type: ignore[arg-type]
+        clock,
+        capacity=lambda: {"default": 1},
+        submit=lambda claims, asked: clock.advance(0.004),  # a slow hand-off
+        lease=None,
+        owner="t",
+    )
+    d.start()
+    try:
+        assert d.wait_quiet(WAIT) and calls == [t0]
+        clock.advance(0.0059)  # t0 + 9.9 ms: not yet
+        assert d.wait_quiet(WAIT) and len(calls) == 1
+        clock.advance(0.0001)  # t0 + 10 ms: the next job is due
+        assert again.wait(WAIT) and calls[1] == t0 + 0.010
+    finally:
+        d.close()

@@ -43,6 +43,7 @@ class ClaimReply(NamedTuple):
     epoch: str
     claims: list[RawClaim]
     plans: list[str]  # calendar jobs whose occurrences the caller computes
+    now_us: int = 0  # microseconds past ``now`` (0 from a script older than this field)
 
 
 def claim_reply(text: str) -> ClaimReply:
@@ -60,7 +61,7 @@ def claim_reply(text: str) -> ClaimReply:
 
 def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimReply:
     end = data.index(nl)
-    now, nxt, fence, lease_until, n, n_plans, n_epoch = map(int, data[:end].split())
+    now, nxt, fence, lease_until, n, n_plans, n_epoch, *now_us = map(int, data[:end].split())
     pos = end + 1 + n_epoch
     epoch = text(data[end + 1 : pos])
     claims: list[RawClaim] = []
@@ -79,7 +80,7 @@ def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimRe
         plans.append(text(data[end + 1 : pos]))
     if pos != len(data):
         raise ValueError(f"claim reply: {len(data) - pos} bytes left over")
-    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans)
+    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans, *now_us[:1])
 
 
 def _json_claim_reply(text: str) -> ClaimReply:

@@ -383,7 +383,9 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         if reply.plans:  # never raises: the claims above must still be returned
             calendar_plans.write_plans(self, reply.plans, now)
         nxt = reply.next
-        due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000)
+        # from Redis's time to the µs: "now" alone is rounded down, which made every wake
+        # for a due time up to 1 ms late (0.5 ms on average)
+        due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000 - reply.now_us / 1e6)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
         if capped and acked_claims.took_a_full_batch(claims, capped, MAX_BATCH):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
