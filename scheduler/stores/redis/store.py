@@ -367,7 +367,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         capacity, owner, sent, high = request.capacity, request.owner, request.sent, request.high
         reply = claimcodec.claim_reply(text)
         now = reply.now
-        self._offset_ms = now - sent * 1000
+        self._offset_ms = now + reply.now_us / 1000 - sent * 1000
         alarms = self.data_loss_alarms
         self._watch_epoch(reply.epoch)
         with self.reachable():
