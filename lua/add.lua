@@ -48,22 +48,70 @@ for i = 3, #ARGV, 12 do
   jobs[#jobs + 1] = a
   if not seen[a.lane] then seen[a.lane] = true; lanes[#lanes + 1] = a.lane end
 end
-local corrupt = aside_ok() or seq_ok() or expect(P .. 'lanes', 'set')
-for _, lane in ipairs(lanes) do corrupt = corrupt or lane_ok(lane) end
-corrupt = corrupt or events_ok('scheduled', 'quarantined') or select(2, expect_int(P .. 'gen'))
+-- The seq and gen counters in one MGET (nil for a key of another type: then asked), each
+-- checked as expect_int does: seq's value, or nil and the error reply.
+local function counters()
+  local keys = {P .. 'seq', P .. 'gen'}
+  local got = redis.call('MGET', keys[1], keys[2])
+  for i = 1, 2 do
+    local bad = not got[i] and select(2, expect_int(keys[i]))
+    if got[i] and not int(got[i]) then
+      bad = corrupt_key(keys[i], 'is not an integer, expected an integer')
+    end
+    if bad then return nil, bad end
+  end
+  return got[1] or '0'
+end
+
+-- Each lane of this call: the head of its due set into `heads` ({score, member}; false:
+-- empty; include/due.lua, wake_new), the set's type checked on the way (an error reply: a
+-- key of another type). nil, or the error.
+local function heads_read(lanes, heads)
+  for _, lane in ipairs(lanes) do
+    local head = redis.pcall('ZRANGE', P .. 'due:' .. lane, 0, 0, 'WITHSCORES')
+    if head['err'] then return lane_ok(lane) or head end
+    heads[lane] = head[1] ~= nil and {tonumber(head[2]), head[1]}
+  end
+  return nil
+end
+
+-- The seq and gen of this call's next write: at its first, one for every job left (one INCRBY
+-- each); those unused given back at the end: the counters end as one INCR per write leaves them.
+local left, taken, last_seq, last_gen = #jobs + 1, 0, nil, nil
+local function ids()
+  if not last_seq then
+    last_seq = redis.call('INCRBY', P .. 'seq', left) - left
+    last_gen = redis.call('INCRBY', P .. 'gen', left) - left
+    taken = left
+  end
+  taken, last_seq, last_gen = taken - 1, last_seq + 1, last_gen + 1
+  return string.format('%012x', last_seq), last_gen
+end
+
+-- The namespace's keys, checked before the first write.
+local heads, listed = {}, {}
+local seq, corrupt = counters()
+corrupt = corrupt or aside_ok() or expect(P .. 'lanes', 'set') or heads_read(lanes, heads)
+  or events_ok('scheduled', 'quarantined')
 if corrupt then return corrupt end
 -- one instant for the whole call, from one TIME: now (floored to the ms) and rounded up
 local t = ARGV[2] == '' and redis.call('TIME')
 local now = t and tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) or now_ms()
 local up = t and tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) or now
-local out, added, events = {tonumber(redis.call('GET', P .. 'seq') or '0'), 0}, {}, 0
+local out, events = {tonumber(seq), 0}, 0
+local call = {lanes = listed, heads = heads, ids = ids, batch = #jobs > 1}
 for _, a in ipairs(jobs) do
-  local outcome, due_in, wrote = put(a, now, up, added)
+  left = left - 1
+  local outcome, due_in, wrote = put(a, now, up, call)
   out[#out + 1], out[#out + 2] = outcome, due_in
   if wrote then events = events + 1 end
 end
-if events > 0 then redis.call('HINCRBY', P .. 'stats', 'scheduled', events) end
-out[2] = out[1] + events  -- each job written took one seq (include/due.lua, next_seq)
+if taken > 0 then  -- reserved, not used
+  redis.call('INCRBY', P .. 'seq', -taken); redis.call('INCRBY', P .. 'gen', -taken)
+end
+if #jobs > 1 then flush_tally() elseif events > 0 then  -- `scheduled`: one entry, a count
+  redis.call('HINCRBY', P .. 'stats', 'scheduled', 1) end
+out[2] = out[1] + events  -- each job written took one seq
 if #jobs > 1 then return out end
 if type(out[3]) == 'table' then return out[3] end  -- the one job's error: nothing written
 return {out[3], out[4], out[1], out[2]}

@@ -85,8 +85,12 @@ local function read_job(job, names)
   local f = {}
   local why = take_fields(f, names, got)
   if why then return nil, why, 'hash' end
-  if not f.gen then  -- no job; or a hash that lost its generation
-    if redis.call('HEXISTS', jk, 'def') == 0 then return nil end
+  if not f.gen then  -- no job; or a hash that lost its generation (def asked: its reply says)
+    if asked_of(names).set.def then
+      if not f.def then return nil end
+    elseif redis.call('HEXISTS', jk, 'def') == 0 then
+      return nil
+    end
     return nil, 'malformed job data: field gen is missing', 'hash'
   end
   local lacks = missing_field(f, names)

@@ -2,8 +2,10 @@
 -- "<seq>|s|<job>" (the job's series or one-off occurrence; `e` in its hash holds the
 -- seq) or "<seq>|r|<gen>|<sched>|<attempt>|<stalls>|<job>" (a retry, released or
 -- queued invocation); the seq counter keeps equal due times in FIFO order. A push
--- publishes a wake-up when the new member heads its lane.
--- Provides: lane_ok, seq_ok, next_seq, wake_if_head, push_series, push_retry, parse_member
+-- publishes a wake-up when the new member heads its lane (add.lua: wake_new, told by the
+-- head it read while checking the set).
+-- Provides: lane_ok, seq_ok, next_seq, wake_if_head, wake_new, push_series, push_retry,
+--   parse_member
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake
 
 --@include core
@@ -25,6 +27,20 @@ end
 local function wake_if_head(lane, member, due)
   local head = redis.call('ZRANGE', P .. 'due:' .. lane, 0, 0)
   if head[1] == member then redis.call('PUBLISH', P .. 'wake', fmt(due)) end
+end
+
+-- Publish a wake-up if `member`, just added at `due`, heads its lane: told by the head
+-- read before (heads[lane]: {score, member}; false: the set was empty; nil: unknown), else
+-- asked (unknown, or a tie: members of one score order by their bytes).
+local function wake_new(heads, lane, member, due)
+  local h = heads[lane]
+  if h == nil or (h and h[1] == due) then
+    heads[lane] = nil
+    return wake_if_head(lane, member, due)
+  end
+  if h and due > h[1] then return end
+  heads[lane] = {due, member}
+  redis.call('PUBLISH', P .. 'wake', fmt(due))
 end
 
 -- The job's series (or one-off) occurrence k, due at `due`.

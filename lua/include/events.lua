@@ -2,7 +2,8 @@
 -- per event kind. An entry is one state change (fields kind, job, sched, attempt, detail,
 -- at; a claim may add ready), or all the changes of one kind that one batch script call
 -- made (fields kind, detail, at, n, batch: n lines "<sched>|<attempt>|<ready>|<job>",
--- ready empty unless later than sched; SPEC §6). Every reader expands both forms through
+-- ready empty unless later than sched, attempt empty for a change of no invocation, as
+-- add.lua's `scheduled`; SPEC §6). Every reader expands both forms through
 -- one parser (scheduler/stores/redis/codec.py, `events`). Batch scripts add counters up
 -- and write their entries and counters once per call (flush_tally).
 -- Provides: events_ok, xadd_event, event, tally, kinds_seen, event_tallied, flush_tally
@@ -13,10 +14,11 @@
 -- Checked once per call: the stream and the counters of the event kinds `...` that the
 -- script may write (HINCRBY fails on a counter that is not an integer).
 local function events_ok(...)
-  local bad = expect(P .. 'events', 'stream') or expect(P .. 'stats', 'hash')
+  local bad = expect(P .. 'events', 'stream')
   if bad then return bad end
   local kinds = {...}
-  local got = redis.call('HMGET', P .. 'stats', unpack(kinds))
+  local got = redis.pcall('HMGET', P .. 'stats', unpack(kinds))  -- an error: not a hash
+  if got['err'] then return expect(P .. 'stats', 'hash') or got end
   for i = 1, #kinds do
     if got[i] and not (#got[i] <= 18 and string.match(got[i], '^%-?%d+$')) then
       return corrupt_key(P .. 'stats', 'field ' .. kinds[i] .. ' is not an integer, expected an integer')

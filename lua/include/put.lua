@@ -1,9 +1,9 @@
 -- include/put.lua: add.lua's path for one job: its 12 arguments checked (add_input), then
 -- the job decided (include/replace.lua: the old job read and checked, or moved aside) and
--- written (put): a pending occurrence, its hash (only what differs from DEFAULTS) and one
--- `scheduled` event (put returns whether it wrote one: the script counts them in stats).
--- Provides: add_input, first_due, write_hash, put
--- Key families: layout, job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats,
+-- written (put): a pending occurrence, its hash (only what differs from DEFAULTS), its
+-- wake-up (wake_new) and one `scheduled` event (tallied in a call of several jobs).
+-- Provides: add_input, first_due, opt, write_hash, put
+-- Key families: layout, job:<job_id>, due:<lane>, seq, lanes, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined, quarantined:<entry>
 
 --@include core
@@ -11,7 +11,7 @@
 --@include events
 --@include due
 --@include grid
---@include check
+--@include rules
 --@include aside
 --@include replace
 
@@ -23,24 +23,24 @@ local function add_input(job, def, lane, kind, n, anchor, grace, misfire, overla
     grace = int(grace), max_stalls = int(stalls), series = kind == 'every' or kind == 'cron',
     iv = kind == 'every' and interval_of(n)}
   local num = kind == 'every' and (a.iv and 1 or 0) or int(n)
-  a.num, window, grace = num, a.window, a.grace
+  local w = a.window == '' or int(a.window)
+  a.num, grace = num, a.grace
   if job == '' or def == '' or lane == '' or #job > FIELD_MAX or #lane > FIELD_MAX then
     return nil, redis.error_reply('ERR duetime bad-input id')
   end
   if #def > DEF_MAX then return nil, redis.error_reply('ERR duetime bad-input def') end
   if not num or not grace or grace < (kind == 'cron' and -1 or 0) or not a.max_stalls
-      or a.max_stalls < 1 or (window ~= '' and not (int(window) and int(window) >= 0)) then
+      or a.max_stalls < 1 or not w or (w ~= true and w < 0) then
     return nil, redis.error_reply('ERR duetime bad-input number')
   end
-  if not rule_ok('kind', kind) then return nil, redis.error_reply('ERR duetime bad-input kind') end
+  if not kind_ok(kind) then return nil, redis.error_reply('ERR duetime bad-input kind') end
   if (a.series and num <= 0) or (kind == 'after' and num < 0) then
     return nil, redis.error_reply('ERR duetime bad-input interval')
   end
   if anchor ~= '' and not int(anchor) then
     return nil, redis.error_reply('ERR duetime bad-input anchor')
   end
-  if not (rule_ok('misfire', misfire) and rule_ok('overlap', overlap)
-      and rule_ok('delivery', delivery)) then
+  if not (misfire_ok(misfire) and overlap_ok(overlap) and delivery_ok(delivery)) then
     return nil, redis.error_reply('ERR duetime bad-input policy')
   end
   return a
@@ -58,35 +58,38 @@ local function first_due(a, now, up)
   return occ(anchor, a.iv, k), k, anchor
 end
 
--- Job `a`'s hash in one HSET (a new generation; `seq`: its pending occurrence's), with only
--- what differs from DEFAULTS (include/job.lua); `lanes`: the lanes this call added.
-local function write_hash(a, jk, old, lanes, seq, now, due, k, anchor)
-  local set = {'def', a.def, 'kind', a.kind, 'gen', fmt(redis.call('INCR', P .. 'gen')),
-    'e', seq, 'next', fmt(due)}
-  local function opt(name, value)
-    if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end
-  end
-  opt('lane', a.lane); opt('delivery', a.delivery); opt('max_stalls', fmt(a.max_stalls))
-  opt('running', old.running or '0')   -- invocations of a replaced definition may still run
-  opt('k', fmt(k))
+local function opt(set, name, value)  -- into HSET arguments `set` unless the default
+  if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end
+end
+
+-- Job `a`'s hash in one HSET (generation `gen`; `seq`: its pending occurrence's), with only
+-- what differs from DEFAULTS; `lanes`: the lanes this call added.
+local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
+  local set = {'def', a.def, 'kind', a.kind, 'gen', fmt(gen), 'e', seq, 'next', fmt(due)}
+  opt(set, 'lane', a.lane); opt(set, 'delivery', a.delivery)
+  opt(set, 'max_stalls', fmt(a.max_stalls))
+  opt(set, 'running', old.running or '0')   -- invocations of a replaced definition may still run
+  opt(set, 'k', fmt(k))
   if a.series then
-    opt('misfire', a.misfire); opt('overlap', a.overlap)
-    opt('grace', fmt(a.grace)); opt('since', fmt(due))
-    if a.window ~= '' then opt('window', a.window) end
+    opt(set, 'misfire', a.misfire); opt(set, 'overlap', a.overlap)
+    opt(set, 'grace', fmt(a.grace)); opt(set, 'since', fmt(due))
+    if a.window ~= '' then opt(set, 'window', a.window) end
   end
-  if anchor then opt('interval', a.n); opt('anchor', fmt(anchor)) end
-  if a.kind == 'cron' and a.anchor ~= '' then opt('after', a.anchor) end
-  if a.kind == 'at' and due < now then opt('ready', fmt(now)) end  -- lag from now
+  if anchor then opt(set, 'interval', a.n); opt(set, 'anchor', fmt(anchor)) end
+  if a.kind == 'cron' and a.anchor ~= '' then opt(set, 'after', a.anchor) end
+  if a.kind == 'at' and due < now then opt(set, 'ready', fmt(now)) end  -- lag from now
   redis.call('HSET', jk, unpack(set))
   if not lanes[a.lane] then redis.call('SADD', P .. 'lanes', a.lane); lanes[a.lane] = true end
   local lay = (a.iv and a.iv.b > 0) and LAYOUT_EXACT or LAYOUT  -- a fractional interval: layout 2
   if layout ~= lay and layout ~= LAYOUT_EXACT then redis.call('SET', P .. 'layout', lay); layout = lay end
 end
 
--- Decide, then write job `a` at `now` (`up`: now rounded up): its outcome (created |
--- replaced | unchanged, or its error reply), due_in_ms (-1: none) and whether it wrote an event.
-local function put(a, now, up, lanes)
-  local job = a.job
+-- Decide, then write job `a` at `now` (`up`: now rounded up) for call `c`: c.lanes (the
+-- lanes this call added), c.heads (as wake_new, include/due.lua), c.ids() (the write's seq and gen)
+-- and c.batch (events tallied). Its outcome (created | replaced | unchanged, or its error
+-- reply), due_in_ms (-1: none) and whether it wrote an event.
+local function put(a, now, up, c)
+  local job, heads = a.job, c.heads
   local old, bad, aside = read_old(job)
   if bad then return bad, -1, false end
   if aside then move_aside(now, 'add', aside) end
@@ -95,15 +98,22 @@ local function put(a, now, up, lanes)
     return 'unchanged', (old.e and old.e ~= '') and math.max(0, tonumber(old.next) - now) or -1, false
   end
   local jk, member = jkey(job), old.def and series_member(job, old.e)
-  if member then redis.call('ZREM', P .. 'due:' .. old.lane, member) end
+  if member then
+    redis.call('ZREM', P .. 'due:' .. old.lane, member)
+    if heads[old.lane] and heads[old.lane][2] == member then heads[old.lane] = nil end
+  end
   redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
   local due, k, anchor = first_due(a, now, up)
-  local seq = next_seq()  -- as push_series (include/due.lua), with the hash written at once
-  write_hash(a, jk, old, lanes, seq, now, due, k, anchor)
+  local seq, gen = c.ids()
+  write_hash(a, jk, old, c.lanes, seq, gen, now, due, k, anchor)
   member = seq .. '|s|' .. job
   redis.call('ZADD', P .. 'due:' .. a.lane, due, member)
-  wake_if_head(a.lane, member, due)
+  wake_new(heads, a.lane, member, due)
   local outcome = live and 'replaced' or 'created'
-  xadd_event(now, 'scheduled', job, due, nil, outcome)
+  if c.batch then
+    event_tallied(now, 'scheduled', job, due, nil, outcome, nil, fmt(due) .. '|||' .. job)
+  else
+    xadd_event(now, 'scheduled', job, due, nil, outcome)
+  end
   return outcome, math.max(0, due - now), true
 end

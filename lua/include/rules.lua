@@ -3,9 +3,13 @@
 -- most FIELD_MAX), plain functions, some shared, so a read checks a field with one table
 -- lookup and one call. Integers as core's int() reads them, parsed once; enumerations by
 -- comparison (interned strings); a definition's UTF-8 scan only when it holds a byte
--- >= 0x80 (found by math.max over its bytes, in C). what_of: what a field must be (the
--- text of the reason when it is not). Pure (no Redis calls).
--- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, ascii, sized, RULE, what_of
+-- >= 0x80 (found by math.max over its bytes, in C). RULE is filled on its first lookup (a
+-- script that checks no job field, as add.lua's add of a new job, builds none of it); the
+-- enumerations' predicates are also names of their own (add.lua checks its arguments with
+-- them). what_of: what a field must be (the text of the reason when it is not). Pure (no
+-- Redis calls).
+-- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, ascii, sized, kind_ok, misfire_ok,
+--   overlap_ok, delivery_ok, RULE, fill_rules, what_of
 -- Key families: layout
 
 --@include core
@@ -38,8 +42,14 @@ end
 
 local function sized(v) return #v <= FIELD_MAX end  -- a field with no other rule
 
-local RULE  -- field -> its predicate (plain functions: each call builds them anew)
-do
+local function kind_ok(v) return v == 'after' or v == 'at' or v == 'every' or v == 'cron' end
+local function misfire_ok(v) return v == 'skip' or v == 'run_once' or v == 'catch_up' end
+local function overlap_ok(v) return v == 'skip' or v == 'allow' or v == 'queue' end
+local function delivery_ok(v) return v == 'at_least_once' or v == 'at_most_once' end
+
+-- field -> its predicate (plain functions: each call builds them anew, on its first lookup)
+local RULE
+local function fill_rules()
   local function nonneg(v) local n = int(v) return n ~= nil and n >= 0 end
   local function integer(v) return int(v) ~= nil end
   local function int_or_empty(v) return v == '' or int(v) ~= nil end
@@ -50,10 +60,7 @@ do
     retries = integer, anchor = integer, next = integer, after = int_or_empty,
     since = int_or_empty, ready = int_or_empty, window = function(v) return v == '' or nonneg(v) end,
     interval = function(v) return interval_of(v) ~= nil end,
-    kind = function(v) return v == 'after' or v == 'at' or v == 'every' or v == 'cron' end,
-    misfire = function(v) return v == 'skip' or v == 'run_once' or v == 'catch_up' end,
-    overlap = function(v) return v == 'skip' or v == 'allow' or v == 'queue' end,
-    delivery = function(v) return v == 'at_least_once' or v == 'at_most_once' end,
+    kind = kind_ok, misfire = misfire_ok, overlap = overlap_ok, delivery = delivery_ok,
     state = function(v)
       return v == '' or v == 'succeeded' or v == 'failed' or v == 'abandoned' or v == 'cancelled'
     end,
@@ -64,6 +71,7 @@ do
     queued = function(v) return #v <= FIELD_MAX and (v == '' or queued_ok(v)) end,
     stash = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end}
 end
+RULE = setmetatable({}, {__index = function(_, name) fill_rules() return RULE[name] end})
 
 -- What field `name` must be (read only when one is not).
 local function what_of(name)

@@ -1,8 +1,9 @@
-"""Issue 15: claim.lua and complete_many.lua record one stream entry per call and event
-kind (SPEC §6), and every reader expands it through one parser (codec.events): N jobs
-through claim and ack are exactly N claimed and N succeeded events wherever events are
-read (Client.events, AsyncClient.events, ``duetime events``, the inspection queries, the
-lag computation, the fault recorder), and the counters agree."""
+"""Issue 15: add.lua (several jobs per call), claim.lua and complete_many.lua record one
+stream entry per call and event kind (SPEC §6), and every reader expands it through one
+parser (codec.events): N jobs added, claimed and acked in batches are exactly N scheduled
+(no attempt), N claimed and N succeeded events wherever events are read (Client.events,
+AsyncClient.events, ``duetime events``, the inspection queries, the lag computation, the
+fault recorder), and the counters agree."""
 
 from __future__ import annotations
 
@@ -45,22 +46,22 @@ def test_n_jobs_are_n_claimed_and_n_succeeded_events_everywhere(burst, redis_url
     store = burst
     rows = store.redis.xrange(store.keys.events)
     batches = [f for _, f in rows if "batch" in f]
-    assert len(batches) == 3 + 2  # 3 claim calls, 2 ack calls (the scheduled: one by one)
-    # a batch entry of 100 trims the stream to ~100 entries: older single "scheduled"
-    # entries go first (the counters keep every event)
-    want = {"claimed": N, "succeeded": N}
-    assert queries.counters(store) == {"scheduled": N, **want}
+    assert len(batches) == len(rows) == 5 + 3 + 2  # 5 add calls, 3 claim calls, 2 ack calls
+    want = {"scheduled": N, "claimed": N, "succeeded": N}
+    assert queries.counters(store) == want
 
     def count(events) -> dict[str, int]:
-        return dict(collections.Counter(e.kind for e in events if e.kind != "scheduled"))
+        return dict(collections.Counter(e.kind for e in events))
 
     assert count(e for _, f in rows for e in codec.events(f)) == want
     client = Client(redis_url, namespace=redis_ns)
     try:
         assert count(client.events(10_000)) == want
-        assert [e.job_id for e in client.events(10_000) if e.kind == "claimed"] == [
-            f"j{i:03}" for i in range(N)
-        ]  # in claim order
+        for kind in ("scheduled", "claimed"):
+            assert [e.job_id for e in client.events(10_000) if e.kind == kind] == [
+                f"j{i:03}" for i in range(N)
+            ]  # in add order, in claim order
+        assert {e.attempt for e in client.events(10_000) if e.kind == "scheduled"} == {None}
         last = client.events(5)  # a limit counts events, not entries
         assert len(last) == 5 and last == client.events(10_000)[-5:]
     finally:
@@ -76,7 +77,7 @@ def test_n_jobs_are_n_claimed_and_n_succeeded_events_everywhere(burst, redis_url
     )
     assert run.exit_code == 0, run.output
     kinds = collections.Counter(e["kind"] for e in json.loads(run.stdout))
-    assert {k: n for k, n in kinds.items() if k != "scheduled"} == want
+    assert dict(kinds) == want
     run = CliRunner().invoke(
         main,
         ["events", "--redis", redis_url, "--namespace", redis_ns, "-c", "7", "--kind", "claimed"],
@@ -97,7 +98,7 @@ def test_n_jobs_are_n_claimed_and_n_succeeded_events_everywhere(burst, redis_url
 
 def count_dicts(entries) -> dict[str, int]:
     kinds = collections.Counter(e["kind"] for f in entries for e in recorder_events(f))
-    return {k: n for k, n in kinds.items() if k != "scheduled"}
+    return dict(kinds)
 
 
 def test_a_lone_claim_or_ack_is_written_in_the_single_form(redis_url, redis_ns):
@@ -119,7 +120,8 @@ def test_the_stream_keeps_about_ten_thousand_events_not_entries(redis_url, redis
     memory stays bounded (without it, 10,000 entries of up to 1,000 events each)."""
     store = RedisStore(redis_url, redis_ns, clock=FakeClock(1000.0))
     try:
-        store.add_many([spec(f"k{i:04}") for i in range(3000)])  # 3,000 single entries
+        for i in range(3000):
+            store.add(spec(f"k{i:04}"))  # 3,000 single entries
         assert store.redis.xlen(store.keys.events) == 3000
         claims = []
         while batch := store.claim_due({"default": 100}, 10.0, "o1").claims:

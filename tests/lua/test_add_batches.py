@@ -14,7 +14,7 @@ from scheduler.stores.redis.adds import ADD_BATCH
 from scheduler.testing import FakeClock
 from tests.conftest import START
 from tests.helpers import spec
-from tests.lua.test_scripts import add_args, attempt, changed, dump, entries
+from tests.lua.test_scripts import add_args, attempt, changed, dump, entries, events
 
 pytestmark = pytest.mark.redis
 
@@ -39,11 +39,13 @@ def batch(include_repeats: bool = True):  # type: ignore[no-untyped-def]
 
 
 def stripped(client: redis.Redis, rs: RedisStore) -> dict:
-    """The namespace's keys without its prefix, streams as their entries' fields."""
+    """The namespace's keys without its prefix, streams as their events (each entry
+    expanded through the store's one parser), sorted: a batch call writes its `scheduled`
+    events as one entry when it ends, after any event of its written at once."""
     out = {}
     for key, (kind, value, ttl) in dump(client, rs.keys.prefix).items():
         if kind == b"stream":
-            value = entries(client, rs)
+            value = sorted(events(client, rs), key=lambda e: sorted(e.items()))
         if key.endswith(":epoch"):
             continue
         out[key.removeprefix(rs.keys.prefix)] = (kind, value, ttl)
@@ -62,6 +64,14 @@ def test_a_batch_leaves_what_the_same_adds_one_call_each_leave(
         assert [r.outcome for r in batched[-3:]] == ["unchanged", "replaced", "unchanged"]
         assert stripped(redis_client, many) == stripped(redis_client, one)
         assert redis_client.smembers(many.keys.lanes) == {b"default", b"fast"}
+        # one call: its 9 created jobs in one entry (no attempt), the replaced one alone
+        assert len(entries(redis_client, one)) == 10  # 2 of the 12 adds are unchanged
+        rows = entries(redis_client, many)
+        assert [(r["kind"], r["detail"], r.get("n")) for r in rows] == [
+            ("scheduled", "replaced", None),
+            ("scheduled", "created", "9"),
+        ]
+        assert rows[1]["batch"].split("\n")[0] == f"{round(START * 1000)}|||a"
     finally:
         one.close()
         many.close()
@@ -130,3 +140,48 @@ def test_an_out_of_memory_redis_refuses_adds_as_store_full(private_redis, clock)
         r.close()
     finally:
         rs.close()
+
+
+def wakes(client: redis.Redis, rs: RedisStore, add) -> list[int]:  # type: ignore[no-untyped-def]
+    """The wake-ups (due ms) that ``add()`` published on the namespace's channel."""
+    sub = client.pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(rs.keys.wake)
+    try:
+        assert sub.get_message(timeout=1) is None  # subscribed
+        add()
+        out = []
+        while (m := sub.get_message(timeout=0.2)) is not None:
+            out.append(int(m["data"]))
+        return out
+    finally:
+        sub.close()
+
+
+def test_a_batch_wakes_the_lanes_as_one_call_per_job_would(redis_url, redis_ns, redis_client):
+    """add.lua tells whether a new member heads its lane from the head it read while
+    checking the due set, asking again after a tie or after it removed the head (a
+    replaced job's occurrence): the same wake-ups as one call per job, in order."""
+    base = round(START * 1000)
+    jobs = [
+        spec("x", At(START + 0.1)),  # an empty lane: wakes
+        spec("y", At(START + 0.2)),  # later than the head
+        spec("z", At(START + 0.05)),  # the new head: wakes
+        spec("z", At(START + 0.3)),  # replaced: its old occurrence, the head, removed
+        spec("u", At(START + 0.06)),  # before x, the head now: wakes
+        spec("t", At(START + 0.06)),  # a tie with the head (an earlier member): no wake
+        spec("s", At(START + 0.07)),  # later than the head
+        spec("v", At(START + 0.01)),  # the new head: wakes
+        spec("w", At(START + 0.4), lane="fast"),  # another lane, empty: wakes
+    ]
+    clock = FakeClock(START)
+    one = RedisStore(redis_url, f"one{redis_ns}", clock=clock)
+    many = RedisStore(redis_url, f"many{redis_ns}", clock=clock)
+    try:
+        want = [base + 100, base + 50, base + 60, base + 10, base + 400]
+        assert wakes(redis_client, one, lambda: [one.add(s) for s in jobs]) == want
+        assert wakes(redis_client, many, lambda: many.add_many(jobs)) == want
+        head = redis_client.zrange(many.keys.due("default"), 0, 0, withscores=True)
+        assert head[0][0].decode().endswith("|s|v")
+    finally:
+        one.close()
+        many.close()

@@ -248,7 +248,8 @@ def events(f: Mapping[str, str]) -> list[Event]:
     An entry holds one change (fields kind, job, sched, attempt, detail, at; a claim may add
     ready; a field that is missing reads as empty), or every change of one kind made by one
     batch script call (fields kind, detail, at, n, batch: one
-    ``<sched>|<attempt>|<ready>|<job>`` line per change)."""
+    ``<sched>|<attempt>|<ready>|<job>`` line per change; attempt is empty for a change
+    of no invocation, as add.lua's ``scheduled``)."""
     kind, detail = f.get("kind", "?"), f.get("detail", "")
     at = int(f.get("at") or 0) / 1000
     lines = f.get("batch")
@@ -274,7 +275,7 @@ def events(f: Mapping[str, str]) -> list[Event]:
                 kind,
                 job,
                 int(sched) / 1000,
-                int(attempt),
+                int(attempt) if attempt else None,
                 detail,
                 int(ready) / 1000 if ready else None,
             )
