@@ -4,6 +4,10 @@ difference between two cuts is what the piece between them costs.
 
     PYTHONPATH=. python tests/bench/bench_add_ablate.py [--batch 1] [--jobs 2000] [--runs 3]
     PYTHONPATH=. python tests/bench/bench_add_ablate.py --callgrind [--batch 50]
+    PYTHONPATH=. python tests/bench/bench_add_ablate.py --callgrind --before DIR  # whole scripts
+
+``--before DIR`` (another checkout, e.g. a ``git archive`` of main): instead of the cuts,
+that checkout's whole add.lua beside this one's.
 
 Each run: a private redis-server, new one-off jobs due in 2 h (they stay pending), one
 add.lua call per job (or ``--batch`` jobs per call). Default: medians of the EVALSHA µs per
@@ -55,6 +59,15 @@ CUTS: list[tuple[str, str, str]] = [
     ("put: wake-up", "  wake_new(heads, a.lane, member, due)\n", IN_PUT),
     ("the whole script", "", ""),
 ]  # fmt: skip
+
+
+def whole(tree: str) -> str:
+    """The assembled add.lua of the checkout at ``tree``."""
+    code = 'from scheduler.stores.redis import scripts as s; print(s.source("add"), end="")'
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
 
 
 def texts() -> dict[str, str]:
@@ -157,8 +170,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--before", metavar="DIR")
     a = ap.parse_args()
     scripts = texts()
+    if a.before:
+        scripts = {"before (whole script)": whole(a.before), "after (whole script)": whole(".")}
     prev = 0.0
     if a.callgrind:
         a.jobs = min(a.jobs, 1000)
@@ -169,7 +185,7 @@ def main() -> None:
             for name, text in scripts.items():
                 n = instructions(a, text, d)
                 print(f"{name:28} {n:9,.0f}  Δ {n - prev:+9,.0f}", flush=True)
-                prev = n
+                prev = n if not a.before or not prev else prev  # --before: against before
         return
     med = timed(a, scripts)
     print(f"µs per job (medians of {a.runs}, batch {a.batch}): EVALSHA (Δ), Redis main-thread CPU")
