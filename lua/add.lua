@@ -63,18 +63,6 @@ local function counters()
   return got[1] or '0'
 end
 
--- Each lane of this call: the head of its due set into `heads` ({score, member}; false:
--- empty; include/due.lua, wake_new), the set's type checked on the way (an error reply: a
--- key of another type). nil, or the error.
-local function heads_read(lanes, heads)
-  for _, lane in ipairs(lanes) do
-    local head = redis.pcall('ZRANGE', P .. 'due:' .. lane, 0, 0, 'WITHSCORES')
-    if head['err'] then return lane_ok(lane) or head end
-    heads[lane] = head[1] ~= nil and {tonumber(head[2]), head[1]}
-  end
-  return nil
-end
-
 -- The seq and gen of this call's next write: at its first, one for every job left (one INCRBY
 -- each); those unused given back at the end: the counters end as one INCR per write leaves them.
 local left, taken, last_seq, last_gen = #jobs + 1, 0, nil, nil
@@ -89,7 +77,7 @@ local function ids()
 end
 
 -- The namespace's keys, checked before the first write.
-local heads, listed = {}, {}
+local heads, added = {}, {}  -- each lane's head (include/due.lua); the lanes this call adds
 local seq, corrupt = counters()
 corrupt = corrupt or aside_ok() or expect(P .. 'lanes', 'set') or heads_read(lanes, heads)
   or events_ok('scheduled', 'quarantined')
@@ -99,7 +87,7 @@ local t = ARGV[2] == '' and redis.call('TIME')
 local now = t and tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) or now_ms()
 local up = t and tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) or now
 local out, events = {tonumber(seq), 0}, 0
-local call = {lanes = listed, heads = heads, ids = ids, batch = #jobs > 1}
+local call = {lanes = added, heads = heads, ids = ids, batch = #jobs > 1}
 for _, a in ipairs(jobs) do
   left = left - 1
   local outcome, due_in, wrote = put(a, now, up, call)
@@ -109,8 +97,11 @@ end
 if taken > 0 then  -- reserved, not used
   redis.call('INCRBY', P .. 'seq', -taken); redis.call('INCRBY', P .. 'gen', -taken)
 end
-if #jobs > 1 then flush_tally() elseif events > 0 then  -- `scheduled`: one entry, a count
-  redis.call('HINCRBY', P .. 'stats', 'scheduled', 1) end
+if #jobs > 1 then
+  flush_tally()  -- the `scheduled` events: one entry (include/events.lua), the counter
+elseif events > 0 then
+  redis.call('HINCRBY', P .. 'stats', 'scheduled', 1)
+end
 out[2] = out[1] + events  -- each job written took one seq
 if #jobs > 1 then return out end
 if type(out[3]) == 'table' then return out[3] end  -- the one job's error: nothing written

@@ -4,8 +4,8 @@
 -- queued invocation); the seq counter keeps equal due times in FIFO order. A push
 -- publishes a wake-up when the new member heads its lane (add.lua: wake_new, told by the
 -- head it read while checking the set).
--- Provides: lane_ok, seq_ok, next_seq, wake_if_head, wake_new, push_series, push_retry,
---   parse_member
+-- Provides: lane_ok, seq_ok, next_seq, wake_if_head, heads_read, wake_new, push_series,
+--   push_retry, parse_member
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake
 
 --@include core
@@ -27,6 +27,18 @@ end
 local function wake_if_head(lane, member, due)
   local head = redis.call('ZRANGE', P .. 'due:' .. lane, 0, 0)
   if head[1] == member then redis.call('PUBLISH', P .. 'wake', fmt(due)) end
+end
+
+-- Each lane of `lanes`: the head of its due set into `heads` ({score, member}; false:
+-- empty; for wake_new), the set's type checked on the way (an error reply: a
+-- key of another type). nil, or the error.
+local function heads_read(lanes, heads)
+  for _, lane in ipairs(lanes) do
+    local head = redis.pcall('ZRANGE', P .. 'due:' .. lane, 0, 0, 'WITHSCORES')
+    if head['err'] then return lane_ok(lane) or head end
+    heads[lane] = head[1] ~= nil and {tonumber(head[2]), head[1]}
+  end
+  return nil
 end
 
 -- Publish a wake-up if `member`, just added at `due`, heads its lane: told by the head
