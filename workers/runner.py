@@ -103,6 +103,9 @@ class Runner:
             or kind.ran is not Metrics.ran
             or kind.succeeded_many is not Metrics.succeeded_many
         )
+        self._lag_hooked = (
+            kind.loop_lag is not Metrics.loop_lag or kind.loop_lag_many is not Metrics.loop_lag_many
+        )
         # with batched acks, successes are reported to the metrics per flush (``recorded``);
         # appended and popped by any thread without a lock (deque operations are atomic)
         self._successes: deque[Run] = deque()
@@ -115,6 +118,9 @@ class Runner:
         # (single dict operations), which only waiters (``wait_job``) take
         self._active: dict[CancelToken, str] = {}
         self.loop_lags: deque[float] = deque(maxlen=LOOP_LAGS)  # async jobs' loop lag, recent
+        # (lane, loop lag) of async successes, reported to the metrics per flush, as
+        # ``_successes`` (a failure's is reported at once)
+        self._lags: deque[tuple[str, float]] = deque()
 
     # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
 
@@ -198,7 +204,11 @@ class Runner:
         cv = _current.set(ctx)
         started = self._clock.now()
         try:
-            result = coroutines.call(fn, is_coroutine, token)
+            if is_coroutine:  # on this thread's loop, as a task named after the job
+                loop = coroutines.thread_loop()
+                result = loop.run_job(fn, token, claim.job_id)
+            else:
+                result = coroutines.call(fn)
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
             error = exc
         finally:
@@ -208,11 +218,16 @@ class Runner:
                 self._timers.cancel(timer)
             self._untrack(token)
         if is_coroutine:
-            lag = coroutines.lag()  # how long its code kept its loop from running callbacks
+            lag = loop.lag  # how long its code kept its loop from running callbacks
             self.loop_lags.append(lag)
-            self._metrics.loop_lag(claim.lane, lag)
             if token.reason is not None and not isinstance(error, Exception):
                 error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
+            if not self._lag_hooked:
+                pass
+            elif error is None and self._acks is not None:
+                self._lags.append((claim.lane, lag))  # reported with its ack's flush
+            else:
+                self._metrics.loop_lag(claim.lane, lag)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:
@@ -276,6 +291,16 @@ class Runner:
             pass
         if runs:
             self._metrics.succeeded_many(runs)
+        if self._lags:
+            lags = []
+            pop_lag = self._lags.popleft
+            try:
+                for _ in range(len(self._lags)):
+                    lags.append(pop_lag())
+            except IndexError:
+                pass
+            if lags:
+                self._metrics.loop_lag_many(lags)
 
     def flush_acks(self) -> None:
         """Commit the successes still queued for a batched ack (no-op without batching)."""
