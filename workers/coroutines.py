@@ -93,12 +93,18 @@ class _Loop(asyncio.SelectorEventLoop):
         """Run the coroutine function ``fn`` to completion as a task named ``name``
         (eagerly started), cancelled when ``token`` is; its loop lag is then ``lag``,
         whatever the outcome."""
+        if self._closed:  # type: ignore[attr-defined]  # a job closed it: run on a new one
+            loop = loops.loop = _Loop()
+            try:
+                return loop.run_job(fn, token, name)
+            finally:
+                self.lag = loop.lag
         began = _perf()
-        self._capture = True
+        self._capture = True  # reset by call_soon, or below if the task was not made
         try:
             task: asyncio.Task[Any] = _Task(fn(), loop=self, name=name)
-            self._capture = False
-            step, context = self._step, self._context
+            step = self._step
+            context = self._context
             self._step = self._context = None
             # the first step, with this loop running and the task current (SystemExit,
             # KeyboardInterrupt: raised here, as by a loop)
@@ -130,19 +136,21 @@ class _Loop(asyncio.SelectorEventLoop):
         return bool(self._ready)  # type: ignore[attr-defined]
 
 
-_local = threading.local()
+class _Loops(threading.local):
+    """``loops.loop``: this worker thread's event loop, made on the thread's first use and
+    reused by every async job it runs (a new loop per invocation cost ~5x the CPU of a
+    sync job); an attribute read, not a call (the runner reads it per async job)."""
+
+    def __init__(self) -> None:
+        self.loop = _Loop()
+
+
+loops = _Loops()
 
 
 def thread_loop() -> _Loop:
-    """This worker thread's event loop, made once and reused by every async job it runs
-    (a new loop per invocation cost ~5x the CPU of a sync job)."""
-    try:
-        loop: _Loop = _local.loop
-    except AttributeError:
-        loop = _local.loop = _Loop()
-    if loop._closed:  # type: ignore[attr-defined]  # a job closed it: make another
-        loop = _local.loop = _Loop()
-    return loop
+    """This thread's event loop (``loops.loop``)."""
+    return loops.loop
 
 
 def _probe(loop: _Loop, task: asyncio.Task[Any], due: float, handle: list[Any]) -> None:

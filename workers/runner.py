@@ -23,6 +23,7 @@ from workers import commits, coroutines, failpoints
 from workers.acks import Acks
 from workers.calls import AsyncFlags
 from workers.context import CancelToken, InvocationContext, _current
+from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
 from workers.timers import Timers
@@ -154,12 +155,7 @@ class Runner:
         claim = work.claim
         failpoints.hit("after_claim")
         if claim.lease_until is not None and not self._lease_still_held(work):
-            log.warning(
-                "lease lost before start, not running job %s invocation %s",
-                claim.job_id,
-                claim.invocation_id,
-            )
-            self._metrics.finished(claim.lane, "lease_lost")
+            self._lost_before_start(claim)
             return
         try:
             fn = self._resolve(claim.spec.target)
@@ -187,14 +183,7 @@ class Runner:
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
         level = logging.DEBUG if claim.attempt == 1 else logging.INFO
         if log.isEnabledFor(level):
-            log.log(
-                level,
-                "job %s invocation %s attempt %d started",
-                claim.job_id,
-                claim.invocation_id,
-                claim.attempt,
-                extra=self._fields(claim, "started"),
-            )
+            self._log_started(claim, level)
         if self._heartbeat is not None and claim.lease_until is not None:
             self._heartbeat.hold(claim, token)
         if self._acks is not None:
@@ -205,7 +194,7 @@ class Runner:
         started = self._clock.now()
         try:
             if is_coroutine:  # on this thread's loop, as a task named after the job
-                loop = coroutines.thread_loop()
+                loop = _loops.loop
                 result = loop.run_job(fn, token, claim.job_id)
             else:
                 result = coroutines.call(fn)
@@ -222,12 +211,11 @@ class Runner:
             self.loop_lags.append(lag)
             if token.reason is not None and not isinstance(error, Exception):
                 error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
-            if not self._lag_hooked:
-                pass
-            elif error is None and self._acks is not None:
-                self._lags.append((claim.lane, lag))  # reported with its ack's flush
-            else:
-                self._metrics.loop_lag(claim.lane, lag)
+            if self._lag_hooked:  # the metrics record loop lags
+                if error is None and self._acks is not None:
+                    self._lags.append((claim.lane, lag))  # reported with its ack's flush
+                else:
+                    self._metrics.loop_lag(claim.lane, lag)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:
@@ -237,6 +225,24 @@ class Runner:
         finally:
             if self._heartbeat is not None and not queued:
                 self._heartbeat.drop(claim)  # a queued ack is settled once recorded
+
+    def _lost_before_start(self, claim: Claim) -> None:
+        log.warning(
+            "lease lost before start, not running job %s invocation %s",
+            claim.job_id,
+            claim.invocation_id,
+        )
+        self._metrics.finished(claim.lane, "lease_lost")
+
+    def _log_started(self, claim: Claim, level: int) -> None:
+        log.log(
+            level,
+            "job %s invocation %s attempt %d started",
+            claim.job_id,
+            claim.invocation_id,
+            claim.attempt,
+            extra=self._fields(claim, "started"),
+        )
 
     def _finish(
         self,

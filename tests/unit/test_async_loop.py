@@ -310,3 +310,20 @@ def test_blocking_code_shows_as_loop_lag_on_prometheus_in_a_batch(make_engine):
         "duetime_loop_lag_seconds_bucket", {**labels, "le": "0.01"}
     )
     assert count == 6 and fast == 5
+
+
+def test_a_job_that_closes_its_loop_leaves_a_working_one_for_the_next(make_engine):
+    eng = make_engine(1)
+
+    async def closes() -> None:
+        asyncio.get_running_loop().close()
+
+    async def suspends() -> str:
+        await asyncio.sleep(0.001)
+        return "ran"
+
+    eng.after(closes, 0, job_id="c")
+    assert eng.wait_idle()
+    eng.after(suspends, 0, job_id="s")
+    assert eng.wait_idle()
+    assert eng.get("s").last_result == "ran"
