@@ -21,9 +21,9 @@ a Task, its weak reference), so its time ratio may be a little higher than its
 instruction ratio. Each (checkout, kind) runs once per ``--runs``, interleaved:
 
     PYTHONPATH=$PWD python tests/bench/probe_instructions.py --mode inprocess \\
-        --compare before=/tmp/main-tree,after=. --runs 2
+        --compare before=$BEFORE,after=. --runs 2
     PYTHONPATH=$PWD python tests/bench/probe_instructions.py --mode shared --replicas 3 \\
-        --compare before=/tmp/main-tree,after=.
+        --compare before=$BEFORE,after=.
 """
 
 from __future__ import annotations
