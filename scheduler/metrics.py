@@ -111,6 +111,15 @@ class Metrics:
         callback for up to ``seconds`` at a time (blocking code between two awaits:
         workers/coroutines.py)."""
 
+    def loop_lag_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        """``loop_lag(lane, seconds)`` for each of a batch of ``async def`` jobs (one call
+        per batch: an engine with batched acks reports its async successes' loop lags
+        when their acknowledgements are flushed, a failure's at once)."""
+        if type(self).loop_lag is Metrics.loop_lag:
+            return  # nothing would record them
+        for lane, seconds in lags:
+            self.loop_lag(lane, seconds)
+
 
 # The namespace-wide figures a source returns (stores/redis/queries.py reads them).
 NamespaceFigures = Mapping[str, Any]
@@ -212,6 +221,11 @@ class PrometheusMetrics(Metrics):
 
     def loop_lag(self, lane: str, seconds: float) -> None:
         self._child(self._loop_lag, lane).observe(max(0.0, seconds))
+
+    def loop_lag_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        child = self._child
+        for lane, seconds in lags:
+            child(self._loop_lag, lane).observe(seconds if seconds > 0.0 else 0.0)
 
     def renewed(self, count: int) -> None:
         self._renewals.inc(count)

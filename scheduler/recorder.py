@@ -111,6 +111,9 @@ class Recorder(Metrics):
     def loop_lag(self, lane: str, seconds: float) -> None:
         self.inner.loop_lag(lane, seconds)
 
+    def loop_lag_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        self.inner.loop_lag_many(lags)
+
     # ---- flushing ---------------------------------------------------------------------------
 
     def _roll(self) -> None:

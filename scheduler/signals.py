@@ -136,6 +136,9 @@ class Signals(Metrics):
     def loop_lag(self, lane: str, seconds: float) -> None:
         self.inner.loop_lag(lane, seconds)
 
+    def loop_lag_many(self, lags: Sequence[tuple[str, float]]) -> None:
+        self.inner.loop_lag_many(lags)
+
     def claim_round(self, error: BaseException | None) -> None:
         now = self._clock.now()
         with self._lock:

@@ -8,18 +8,20 @@ never as a success, even when the job swallows the ``CancelledError``.
 ``current_invocation()`` works inside the coroutine and in the tasks it spawns (context
 variables are copied into them).
 
-Eager start (as Python 3.12's eager tasks): the job's task is created with its first step
-captured instead of queued, and that step runs at once, with the loop set as the running
-loop and the task as the current one (``asyncio.current_task()``, ``asyncio.timeout()``
-work). A job that finishes without suspending never enters the loop (most of the cost of
-``run_until_complete``); one that suspends is then run by the loop as usual.
+Eager start (as Python 3.12's eager tasks): the job's task (named after the job id) is
+created with its first step captured instead of queued, and that step runs at once, with
+the loop set as the running loop and the task as the current one
+(``asyncio.current_task()``, ``asyncio.timeout()`` work). A job that finishes without
+suspending never enters the loop (most of the cost of ``run_until_complete``); one that
+suspends is then run by the loop as usual.
 
 Loop lag: blocking code inside an ``async def`` (``time.sleep``, a sync client, CPU work)
-stalls its loop and cannot be pre-empted; ``lag()`` says by how much. It is the longest
-time the loop could not run a callback during the last job of this thread: the duration
-of the eager first step, and the lateness of a probe callback that the loop runs every
-``PROBE`` seconds while the job is suspended. The runner reports it to the engine
-(``Scheduler.loop_lag()``, ``stats().loop_lag``, the ``duetime_loop_lag_seconds`` metric).
+stalls its loop and cannot be pre-empted; the loop's ``lag`` says by how much. It is the
+longest time the loop could not run a callback during the last job it ran: the duration
+of the task's creation and eager first step, and the lateness of a probe callback that
+the loop runs every ``PROBE`` seconds while the job is suspended. The runner reports it
+to the engine (``Scheduler.loop_lag()``, ``stats().loop_lag``, the
+``duetime_loop_lag_seconds`` metric).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from workers.context import CancelToken
 
 _perf = time.perf_counter
 _set_running_loop = asyncio.events._set_running_loop
+_Task = asyncio.Task
 PROBE = 0.05  # seconds between two lag probes while a job is suspended on its loop
 
 
@@ -54,45 +57,28 @@ def is_async(fn: object) -> bool:
     return call is not None and not inspect.isfunction(fn) and inspect.iscoroutinefunction(call)
 
 
-def call(fn: Callable[[], Any], is_coroutine: bool, token: CancelToken) -> Any:
-    """Call a job: a sync one directly; a coroutine function to completion on this
-    thread's event loop (eagerly started), cancelled when ``token`` is. A sync callable
-    that returns an awaitable fails (``NotAwaitedError``): reporting it as a success
-    would say it ran."""
-    if not is_coroutine:
-        result = fn()
-        if result is not None and inspect.isawaitable(result):  # None: most jobs, cheaply
-            if inspect.iscoroutine(result):
-                result.close()
-            raise NotAwaitedError(
-                "the job returned an awaitable instead of running: a sync callable (a lambda "
-                "or a partial around a call?) returned it; schedule the async def itself"
-            )
-        return result
-    loop = _thread_loop()
-    task = loop.start(fn)
-    if task.done():  # finished without suspending: the loop was never entered
-        try:
-            return task.result()
-        finally:  # what the job spawned ends with it (as asyncio.run does)
-            if loop.has_ready():
-                _cancel_leftovers(loop)
-    token.on_cancel(lambda: _cancel_from(loop, task))
-    probe: list[asyncio.TimerHandle] = []
-    _probe(loop, task, loop.time() + PROBE, probe)
-    try:
-        return loop.run_until_complete(task)
-    finally:
-        probe[-1].cancel()
-        _cancel_leftovers(loop)
+def call(fn: Callable[[], Any]) -> Any:
+    """Call a sync job. A sync callable that returns an awaitable fails
+    (``NotAwaitedError``): reporting it as a success would say it ran. (A coroutine
+    function runs on its thread's loop instead: ``thread_loop().run_job``.)"""
+    result = fn()
+    if result is not None and inspect.isawaitable(result):  # None: most jobs, cheaply
+        if inspect.iscoroutine(result):
+            result.close()
+        raise NotAwaitedError(
+            "the job returned an awaitable instead of running: a sync callable (a lambda "
+            "or a partial around a call?) returned it; schedule the async def itself"
+        )
+    return result
 
 
 class _Loop(asyncio.SelectorEventLoop):
-    """A worker thread's loop that can start a task eagerly (``start``)."""
+    """A worker thread's loop that runs a job's task eagerly (``run_job``)."""
 
     _capture = False  # the next call_soon is a new task's first step: keep it
     _step: Any = None
     _context: Any = None
+    lag = 0.0  # the loop lag of the last job this loop ran (see the module docstring)
 
     def call_soon(  # type: ignore[override]
         self, callback: Any, *args: Any, context: Any = None
@@ -103,47 +89,68 @@ class _Loop(asyncio.SelectorEventLoop):
             return None  # Task ignores the handle
         return super().call_soon(callback, *args, context=context)
 
-    def start(self, fn: Callable[[], Any]) -> asyncio.Task[Any]:
-        """A task of ``fn()`` whose first step has run already (with this loop running
-        and the task current); how long that step took (the loop was stalled) is this
-        thread's ``lag()``."""
-        self._capture = True
+    def run_job(self, fn: Callable[[], Any], token: CancelToken, name: str) -> Any:
+        """Run the coroutine function ``fn`` to completion as a task named ``name``
+        (eagerly started), cancelled when ``token`` is; its loop lag is then ``lag``,
+        whatever the outcome."""
+        if self._closed:  # type: ignore[attr-defined]  # a job closed it: run on a new one
+            loop = loops.loop = _Loop()
+            try:
+                return loop.run_job(fn, token, name)
+            finally:
+                self.lag = loop.lag
+        began = _perf()
+        self._capture = True  # reset by call_soon, or below if the task was not made
         try:
-            task: asyncio.Task[Any] = asyncio.Task(fn(), loop=self)
+            task: asyncio.Task[Any] = _Task(fn(), loop=self, name=name)
+            step = self._step
+            context = self._context
+            self._step = self._context = None
+            # the first step, with this loop running and the task current (SystemExit,
+            # KeyboardInterrupt: raised here, as by a loop)
+            _set_running_loop(self)
+            try:
+                context.run(step)
+            finally:
+                _set_running_loop(None)
         finally:
             self._capture = False
-        step, context = self._step, self._context
-        self._step = self._context = None
-        began = _perf()
-        _set_running_loop(self)
+            self.lag = _perf() - began  # the loop could run nothing meanwhile
+        if task.done():  # finished without suspending: the loop was never entered
+            try:
+                return task.result()
+            finally:  # what the job spawned ends with it (as asyncio.run does)
+                if self._ready:  # type: ignore[attr-defined]
+                    _cancel_leftovers(self)
+        token.on_cancel(lambda: _cancel_from(self, task))
+        probe: list[asyncio.TimerHandle] = []
+        _probe(self, task, self.time() + PROBE, probe)
         try:
-            context.run(step)  # SystemExit, KeyboardInterrupt: raised here, as by a loop
+            return self.run_until_complete(task)
         finally:
-            _set_running_loop(None)
-            _local.lag = _perf() - began
-        return task
+            probe[-1].cancel()
+            _cancel_leftovers(self)
 
     def has_ready(self) -> bool:
         """True if callbacks are queued (a task the job spawned, a late cancel)."""
         return bool(self._ready)  # type: ignore[attr-defined]
 
 
-_local = threading.local()
+class _Loops(threading.local):
+    """``loops.loop``: this worker thread's event loop, made on the thread's first use and
+    reused by every async job it runs (a new loop per invocation cost ~5x the CPU of a
+    sync job); an attribute read, not a call (the runner reads it per async job)."""
+
+    def __init__(self) -> None:
+        self.loop = _Loop()
 
 
-def lag() -> float:
-    """The loop lag (seconds) of the last async job this thread ran (see the module
-    docstring)."""
-    return float(getattr(_local, "lag", 0.0))
+loops = _Loops()
 
 
-def _thread_loop() -> _Loop:
-    """This worker thread's event loop, made once and reused by every async job it runs
-    (a new loop per invocation cost ~5x the CPU of a sync job)."""
-    loop: _Loop | None = getattr(_local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = _local.loop = _Loop()
-    return loop
+def thread_loop() -> _Loop:
+    """This thread's event loop (``loops.loop``)."""
+    return loops.loop
 
 
 def _probe(loop: _Loop, task: asyncio.Task[Any], due: float, handle: list[Any]) -> None:
@@ -151,7 +158,7 @@ def _probe(loop: _Loop, task: asyncio.Task[Any], due: float, handle: list[Any]) 
     records how late it ran as this thread's lag, and schedules the next one."""
 
     def probe() -> None:
-        _local.lag = max(_local.lag, loop.time() - due)
+        loop.lag = max(loop.lag, loop.time() - due)
         if not task.done():
             _probe(loop, task, due + PROBE, handle)
 

@@ -23,6 +23,7 @@ from workers import commits, coroutines, failpoints
 from workers.acks import Acks
 from workers.calls import AsyncFlags
 from workers.context import CancelToken, InvocationContext, _current
+from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
 from workers.timers import Timers
@@ -103,6 +104,9 @@ class Runner:
             or kind.ran is not Metrics.ran
             or kind.succeeded_many is not Metrics.succeeded_many
         )
+        self._lag_hooked = (
+            kind.loop_lag is not Metrics.loop_lag or kind.loop_lag_many is not Metrics.loop_lag_many
+        )
         # with batched acks, successes are reported to the metrics per flush (``recorded``);
         # appended and popped by any thread without a lock (deque operations are atomic)
         self._successes: deque[Run] = deque()
@@ -115,6 +119,9 @@ class Runner:
         # (single dict operations), which only waiters (``wait_job``) take
         self._active: dict[CancelToken, str] = {}
         self.loop_lags: deque[float] = deque(maxlen=LOOP_LAGS)  # async jobs' loop lag, recent
+        # (lane, loop lag) of async successes, reported to the metrics per flush, as
+        # ``_successes`` (a failure's is reported at once)
+        self._lags: deque[tuple[str, float]] = deque()
 
     # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
 
@@ -148,12 +155,7 @@ class Runner:
         claim = work.claim
         failpoints.hit("after_claim")
         if claim.lease_until is not None and not self._lease_still_held(work):
-            log.warning(
-                "lease lost before start, not running job %s invocation %s",
-                claim.job_id,
-                claim.invocation_id,
-            )
-            self._metrics.finished(claim.lane, "lease_lost")
+            self._lost_before_start(claim)
             return
         try:
             fn = self._resolve(claim.spec.target)
@@ -181,14 +183,7 @@ class Runner:
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
         level = logging.DEBUG if claim.attempt == 1 else logging.INFO
         if log.isEnabledFor(level):
-            log.log(
-                level,
-                "job %s invocation %s attempt %d started",
-                claim.job_id,
-                claim.invocation_id,
-                claim.attempt,
-                extra=self._fields(claim, "started"),
-            )
+            self._log_started(claim, level)
         if self._heartbeat is not None and claim.lease_until is not None:
             self._heartbeat.hold(claim, token)
         if self._acks is not None:
@@ -198,7 +193,11 @@ class Runner:
         cv = _current.set(ctx)
         started = self._clock.now()
         try:
-            result = coroutines.call(fn, is_coroutine, token)
+            if is_coroutine:  # on this thread's loop, as a task named after the job
+                loop = _loops.loop
+                result = loop.run_job(fn, token, claim.job_id)
+            else:
+                result = coroutines.call(fn)
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
             error = exc
         finally:
@@ -208,11 +207,15 @@ class Runner:
                 self._timers.cancel(timer)
             self._untrack(token)
         if is_coroutine:
-            lag = coroutines.lag()  # how long its code kept its loop from running callbacks
+            lag = loop.lag  # how long its code kept its loop from running callbacks
             self.loop_lags.append(lag)
-            self._metrics.loop_lag(claim.lane, lag)
             if token.reason is not None and not isinstance(error, Exception):
                 error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
+            if self._lag_hooked:  # the metrics record loop lags
+                if error is None and self._acks is not None:
+                    self._lags.append((claim.lane, lag))  # reported with its ack's flush
+                else:
+                    self._metrics.loop_lag(claim.lane, lag)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:
@@ -222,6 +225,24 @@ class Runner:
         finally:
             if self._heartbeat is not None and not queued:
                 self._heartbeat.drop(claim)  # a queued ack is settled once recorded
+
+    def _lost_before_start(self, claim: Claim) -> None:
+        log.warning(
+            "lease lost before start, not running job %s invocation %s",
+            claim.job_id,
+            claim.invocation_id,
+        )
+        self._metrics.finished(claim.lane, "lease_lost")
+
+    def _log_started(self, claim: Claim, level: int) -> None:
+        log.log(
+            level,
+            "job %s invocation %s attempt %d started",
+            claim.job_id,
+            claim.invocation_id,
+            claim.attempt,
+            extra=self._fields(claim, "started"),
+        )
 
     def _finish(
         self,
@@ -276,6 +297,16 @@ class Runner:
             pass
         if runs:
             self._metrics.succeeded_many(runs)
+        if self._lags:
+            lags = []
+            pop_lag = self._lags.popleft
+            try:
+                for _ in range(len(self._lags)):
+                    lags.append(pop_lag())
+            except IndexError:
+                pass
+            if lags:
+                self._metrics.loop_lag_many(lags)
 
     def flush_acks(self) -> None:
         """Commit the successes still queued for a batched ack (no-op without batching)."""

@@ -4,9 +4,10 @@
 N jobs due at once in a private redis-server, run by one ``duetime run`` replica (4
 workers); the task is the no-op pair of ``shared_tasks.py`` (``bench.stamp`` /
 ``bench.astamp``) or, with ``--witness``, ``bench.hit`` / ``bench.ahit``. The replica
-counts the thread CPU of each job's call (``workers.coroutines.call``) and of each whole
-``Runner.run``, and each thread group's CPU ($BENCH_CALLS=1 in shared_tasks.py), sampled
-when the jobs are due and when the last succeeded. Sync and async alternate. Typical use:
+counts the thread CPU of each job's call (``workers.coroutines.call``, an async one's
+``_Loop.run_job``) and of each whole ``Runner.run``, and each thread group's CPU
+($BENCH_CALLS=1 in shared_tasks.py), sampled when the jobs are due and when the last
+succeeded. Sync and async alternate. Typical use:
 
     PYTHONPATH=$PWD python tests/bench/probe_async_calls.py --jobs 20000 --runs 2
 """

@@ -60,7 +60,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("dispatcher", "workers", "others")
-JOB_KINDS = ("noop", "recurring", "cron", "args200", "retry")
+JOB_KINDS = ("noop", "recurring", "cron", "args200", "retry", "stamp", "async")
 sys.path.insert(0, HERE)
 import _common as common  # noqa: E402
 from _common import task_times  # noqa: E402
@@ -71,6 +71,9 @@ KIND_TEXT = {
     "cron": "cron jobs '* * * * * *' (every second), {rounds} runs each",
     "args200": "no-op jobs due at once, ~200 B of JSON kwargs each (all different)",
     "retry": "jobs due at once that fail once, then succeed (RetryPolicy(2, backoff=0))",
+    "stamp": "no-op jobs due at once, bench.stamp (notes its start in memory; async's twin)",
+    "async": "async def no-op jobs due at once (in process: awaits nothing; shared: "
+    "bench.astamp, as stamp)",
 }
 KIND_HELP = "; ".join(f"{k}: {v.format(rounds='R')}" for k, v in KIND_TEXT.items())
 EXTRA_ROWS = (
@@ -109,7 +112,7 @@ def add_delta(
         acc[f"{k}_sys"] = acc.get(f"{k}_sys", 0.0) + s - s0
 
 
-def run_inprocess(n: int, log_level: str) -> dict[str, float]:
+def run_inprocess(n: int, log_level: str, kind: str = "noop") -> dict[str, float]:
     import logging
 
     from scheduler import JobScheduler
@@ -126,12 +129,19 @@ def run_inprocess(n: int, log_level: str) -> dict[str, float]:
             if not left[0]:
                 done.set()
 
+    fn: Any = job
+    if kind == "async":
+
+        async def ajob() -> None:
+            job()
+
+        fn = ajob
     me = threading.get_native_id()
     with JobScheduler(4) as s:
         t0 = task_times("self")
         due = time.monotonic() + 1.0 + n / 20_000
         for _ in range(n):
-            s.schedule(job, max(0.0, due - time.monotonic()))
+            s.schedule(fn, max(0.0, due - time.monotonic()))
         t1 = task_times("self")
         time.sleep(max(0.0, due - time.monotonic()))
         if not done.wait(120):
@@ -178,6 +188,9 @@ def job_specs(
         return [make_spec(t.note, Cron("* * * * * *")) for _ in ks]
     if kind == "args200":
         return [make_spec(t.noop, At(d), kwargs=args200(k)) for k, d in zip(ks, at)]
+    if kind in ("stamp", "async"):  # bench_async.py's no-op pair
+        fn = t.astamp if kind == "async" else t.stamp
+        return [make_spec(fn, At(d), kwargs={"due_ms": int(d * 1000)}) for d in at]
     if kind == "retry":
         policy = RetryPolicy(max_attempts=2, backoff=0.0, jitter=0.0)
         return [make_spec(t.flaky, At(d), retry=policy) for d in at]
@@ -276,7 +289,7 @@ def run_shared(
 
 def child(a: argparse.Namespace) -> None:
     if a.mode == "inprocess":
-        res = run_inprocess(a.jobs, a.log_level)
+        res = run_inprocess(a.jobs, a.log_level, a.kind)
     else:
         res = run_shared(a.jobs, a.replicas, a.log_level, a.kind, a.rounds, a.pending, a.spread)
     print(json.dumps(res))
@@ -331,7 +344,9 @@ def main() -> None:
     ap.add_argument("--mode", choices=["inprocess", "shared"], default="inprocess")
     ap.add_argument("--jobs", type=int, default=None,
                     help="jobs (default 20,000; recurring: 1,000; cron: 200)")  # fmt: skip
-    ap.add_argument("--kind", choices=JOB_KINDS, default="noop", help="shared mode: " + KIND_HELP)
+    ap.add_argument("--kind", default="noop",
+                    help="one or more, comma-separated (each run of each checkout runs every "
+                    "kind, interleaved); in process: noop or async; shared: " + KIND_HELP)  # fmt: skip
     ap.add_argument("--rounds", type=int, default=10, help="recurring/cron: runs of each job")
     ap.add_argument("--pending", type=int, default=0,
                     help="shared: other one-off jobs pending (due in 1-2 h) meanwhile")  # fmt: skip
@@ -345,8 +360,13 @@ def main() -> None:
     ap.add_argument("--json", default="", help="also write every run's figures here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    kinds = a.kind.split(",")
+    if not set(kinds) <= set(JOB_KINDS):
+        ap.error(f"--kind: one or more of {', '.join(JOB_KINDS)}")
+    if a.mode == "inprocess" and not set(kinds) <= {"noop", "async"}:
+        ap.error("--kind: in process, noop or async")
     if a.jobs is None:
-        a.jobs = {"recurring": 1000, "cron": 200}.get(a.kind, 20_000)
+        a.jobs = {"recurring": 1000, "cron": 200}.get(kinds[0], 20_000)
     if a.spread and (a.mode != "shared" or a.kind == "cron"):
         ap.error("--spread applies to --mode shared, every --kind but cron")
     if a.child:
@@ -354,17 +374,26 @@ def main() -> None:
     paths = dict(p.split("=", 1) for p in a.compare.split(",") if p) or {
         "this": os.environ.get("PYTHONPATH", os.getcwd())
     }
+    if len(kinds) > 1:  # a column per (checkout, kind)
+        paths = {f"{name} {k}": (path, k) for name, path in paths.items() for k in kinds}
+    else:
+        paths = {name: (path, kinds[0]) for name, path in paths.items()}
     results: dict[str, list[dict[str, float]]] = {k: [] for k in paths}
     for i in range(a.runs):
-        for name, path in paths.items():  # interleaved: load drifts hit both alike
-            res = spawn(path, a)
+        order = list(paths.items()) if i % 2 == 0 else list(paths.items())[::-1]
+        for name, (path, kind) in order:  # interleaved, alternated: drifts hit all alike
+            res = spawn(path, argparse.Namespace(**{**vars(a), "kind": kind}))
             results[name].append(res)
             print(f"  run {i + 1} {name}: " + " ".join(f"{k} {v:.4g}" for k, v in res.items()),
                   file=sys.stderr)  # fmt: skip
     where = "in process, JobScheduler(4)" if a.mode == "inprocess" else (
         f"{a.replicas} replica(s) x 4 workers")  # fmt: skip
-    what = f"{a.jobs} no-op jobs due at once" if a.mode == "inprocess" else (
-        f"kind {a.kind}: {a.jobs} " + KIND_TEXT[a.kind].format(rounds=a.rounds))  # fmt: skip
+    what = "; ".join(
+        (f"{a.jobs} " + KIND_TEXT["async" if k == "async" else "noop"].split(" (")[0])
+        if a.mode == "inprocess"
+        else f"kind {k}: {a.jobs} " + KIND_TEXT[k].format(rounds=a.rounds)
+        for k in kinds
+    )
     if a.spread:
         what = what.replace("due at once", f"due evenly over {a.spread:g} s")
         what = what.replace("anchored together", f"anchors evenly over {a.spread:g} s")

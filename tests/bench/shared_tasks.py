@@ -304,8 +304,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Instrumentation for probe_async_calls.py ($BENCH_CALLS=1): thread CPU spent in each job's
-# call (workers.coroutines.call) and in the whole Runner.run, and each thread group's CPU,
-# written to $BENCH_CALLS_DIR/calls-<pid>.json on SIGUSR2.
+# call (workers.coroutines.call, or an async job's _Loop.run_job) and in the whole
+# Runner.run, and each thread group's CPU, written to $BENCH_CALLS_DIR/calls-<pid>.json on
+# SIGUSR2 (trees before run_job: coroutines.call(fn, is_coroutine, token) served both).
 if os.environ.get("BENCH_CALLS") == "1":
     import json
     import signal
@@ -316,13 +317,16 @@ if os.environ.get("BENCH_CALLS") == "1":
     _acc = {"call": [0, 0], "run": [0, 0]}
     _call, _run, _tt = coroutines.call, runner.Runner.run, time.thread_time_ns
 
-    def _timed_call(fn, is_coroutine, token):  # type: ignore[no-untyped-def]
-        t = _tt()
-        try:
-            return _call(fn, is_coroutine, token)
-        finally:
-            _acc["call"][0] += _tt() - t
-            _acc["call"][1] += 1
+    def _timed(call):  # type: ignore[no-untyped-def]
+        def timed(*args):  # type: ignore[no-untyped-def]
+            t = _tt()
+            try:
+                return call(*args)
+            finally:
+                _acc["call"][0] += _tt() - t
+                _acc["call"][1] += 1
+
+        return timed
 
     def _timed_run(self, work):  # type: ignore[no-untyped-def]
         t = _tt()
@@ -332,7 +336,9 @@ if os.environ.get("BENCH_CALLS") == "1":
             _acc["run"][0] += _tt() - t
             _acc["run"][1] += 1
 
-    coroutines.call = _timed_call  # type: ignore[assignment]
+    coroutines.call = _timed(_call)  # type: ignore[assignment]
+    if hasattr(coroutines, "_Loop") and hasattr(coroutines._Loop, "run_job"):
+        coroutines._Loop.run_job = _timed(coroutines._Loop.run_job)  # type: ignore[method-assign]
     runner.Runner.run = _timed_run  # type: ignore[method-assign]
 
     def _calls_dump(*_: object) -> None:

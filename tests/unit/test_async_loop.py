@@ -14,6 +14,7 @@ import time
 import pytest
 
 from scheduler import JobScheduler, current_invocation
+from scheduler.metrics import Metrics
 from scheduler.model import Misfire
 from tests.helpers import WAIT
 
@@ -223,3 +224,107 @@ def test_scheduling_from_a_coroutine_job_without_blocking_its_loop(make_engine):
     assert done.wait(WAIT) and eng.wait_idle()
     assert eng.get("p").state == "succeeded"
     assert eng.get("child").state == "cancelled"
+
+
+def test_an_async_jobs_task_is_named_after_its_job(make_engine):
+    eng = make_engine(1)
+    names: list[str] = []
+
+    async def job() -> None:
+        names.append(asyncio.current_task().get_name())  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+        names.append(asyncio.current_task().get_name())  # type: ignore[union-attr]
+
+    eng.after(job, 0, job_id="nightly-report")
+    assert eng.wait_idle()
+    assert names == ["nightly-report", "nightly-report"]
+
+
+class LoopLags(Metrics):
+    """Records what reaches each loop-lag hook."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[str, float]]] = []
+        self.single: list[tuple[str, float]] = []
+
+    def loop_lag(self, lane, seconds):
+        self.single.append((lane, seconds))
+
+    def loop_lag_many(self, lags):
+        self.batches.append(list(lags))
+
+
+def test_loop_lags_reach_the_metrics_in_batches_and_a_failures_at_once(make_engine, clock):
+    metrics = LoopLags()
+    eng = make_engine(2, metrics=metrics)
+
+    async def ok() -> None:
+        pass
+
+    async def fails() -> None:
+        raise ValueError("no")
+
+    for _ in range(30):
+        eng.after(ok, 1)
+    eng.after(fails, 1, job_id="f")
+    clock.advance(1)  # all due at once: claimed and acknowledged in batches
+    assert eng.wait_idle()
+    lags = [lag for batch in metrics.batches for lag in batch]
+    assert len(lags) == 30 and len(metrics.batches) < 30  # the successes', per flush
+    assert all(lane == "default" and 0.0 <= s < WAIT for lane, s in lags)
+    assert [lane for lane, _ in metrics.single] == ["default"]  # the failure's, at once
+    assert eng.loop_lag().samples == 31
+
+
+def test_the_default_loop_lag_batch_hook_calls_the_per_job_hook():
+    seen: list[tuple[str, float]] = []
+
+    class PerJob(Metrics):
+        def loop_lag(self, lane, seconds):
+            seen.append((lane, seconds))
+
+    PerJob().loop_lag_many([("a", 0.5), ("b", 0.25)])
+    Metrics().loop_lag_many([("a", 0.5)])  # the base class records nothing
+    assert seen == [("a", 0.5), ("b", 0.25)]
+
+
+def test_blocking_code_shows_as_loop_lag_on_prometheus_in_a_batch(make_engine):
+    pytest.importorskip("prometheus_client")
+    from scheduler.metrics import PrometheusMetrics
+
+    metrics = PrometheusMetrics(namespace="ns")
+    eng = make_engine(1, metrics=metrics)
+
+    async def quick() -> None:
+        pass
+
+    async def blocks() -> None:
+        time.sleep(0.05)
+
+    for _ in range(5):
+        eng.after(quick, 0)
+    eng.after(blocks, 0)
+    assert eng.wait_idle()
+    labels = {"namespace": "ns", "lane": "default"}
+    count = metrics.registry.get_sample_value("duetime_loop_lag_seconds_count", labels)
+    fast = metrics.registry.get_sample_value(
+        "duetime_loop_lag_seconds_bucket", {**labels, "le": "0.025"}
+    )
+    assert count == 6 and fast == 5
+
+
+def test_a_job_that_closes_its_loop_leaves_a_working_one_for_the_next(make_engine):
+    eng = make_engine(1)
+
+    async def closes() -> None:
+        asyncio.get_running_loop().close()
+
+    async def suspends() -> str:
+        await asyncio.sleep(0.001)
+        return "ran"
+
+    eng.after(closes, 0, job_id="c")
+    assert eng.wait_idle()
+    eng.after(suspends, 0, job_id="s")
+    assert eng.wait_idle()
+    assert eng.get("s").last_result == "ran"

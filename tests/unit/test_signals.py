@@ -162,6 +162,7 @@ def test_a_replicas_metric_wrappers_forward_every_hook(wrapper):
         "lease_lost": (1,),
         "claim_round": (None,),
         "loop_lag": ("default", 0.01),
+        "loop_lag_many": ([("default", 0.01)],),
     }
     assert sorted(args) == sorted(_hooks())  # a new hook: add it here
     for name, a in args.items():
