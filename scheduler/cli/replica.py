@@ -165,13 +165,13 @@ def run(
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
         recorder = Recorder(signals, store, owner, workers=workers + sum(sizes.values()))
+        # What exists now (modules, the tasks, the store) lives as long as the process:
+        # frozen before the first claim, it is left out of every later collection. A full
+        # collection of it held the GIL 16-22 ms on a 2-core box (~50,000 objects), and
+        # every due job then started that much late (docs/decisions.md).
+        gc.freeze()
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
-        # What exists now (modules, the tasks, the store, the engine) lives as long as the
-        # process: frozen, it is left out of every later collection. A full collection
-        # of it held the GIL 16-22 ms on this 2-core box (~50,000 objects), so every
-        # due job then started that much late (docs/decisions.md).
-        gc.freeze()
         logging.getLogger("duetime").info(
             "replica %s running namespace %r at %s with lanes %s",
             owner,

@@ -112,7 +112,7 @@ def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(private_redi
 
 
 def test_a_replica_leaves_its_startup_heap_out_of_garbage_collection(private_redis, tmp_path):
-    """``duetime run`` freezes what exists once it is up (modules, tasks, store, engine),
+    """``duetime run`` freezes what exists before its first claim (modules, tasks, store),
     so no full collection of it stalls the due jobs (16-22 ms measured)."""
     redis_url, redis_ns = private_redis.url, NS
     a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=False)
