@@ -25,6 +25,14 @@ def noop() -> None:
     pass
 
 
+@task("tests.gc_frozen")
+def gc_frozen() -> int:
+    """How many objects the process running it keeps out of garbage collection."""
+    import gc
+
+    return gc.get_freeze_count()
+
+
 class Recorder:
     """Collects (label, fake time) of job starts, in start order."""
 

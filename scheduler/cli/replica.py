@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
@@ -164,6 +165,11 @@ def run(
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
         recorder = Recorder(signals, store, owner, workers=workers + sum(sizes.values()))
+        # What exists now (modules, the tasks, the store) lives as long as the process:
+        # frozen before the first claim, it is left out of every later collection. A full
+        # collection of it held the GIL 16-22 ms on a 2-core box (~50,000 objects), and
+        # every due job then started that much late (docs/decisions.md).
+        gc.freeze()
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
         logging.getLogger("duetime").info(
