@@ -79,6 +79,11 @@ class _Loop(asyncio.SelectorEventLoop):
     _step: Any = None
     _context: Any = None
     lag = 0.0  # the loop lag of the last job this loop ran (see the module docstring)
+    _thread_id: int | None  # BaseEventLoop's: set while it runs (is_running())
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._owner = threading.get_ident()  # made on the worker thread that runs it
 
     def call_soon(  # type: ignore[override]
         self, callback: Any, *args: Any, context: Any = None
@@ -106,12 +111,14 @@ class _Loop(asyncio.SelectorEventLoop):
             step = self._step
             context = self._context
             self._step = self._context = None
-            # the first step, with this loop running and the task current (SystemExit,
-            # KeyboardInterrupt: raised here, as by a loop)
+            # the first step, with this loop running (``is_running()`` too) and the task
+            # current (SystemExit, KeyboardInterrupt: raised here, as by a loop)
             _set_running_loop(self)
+            self._thread_id = self._owner  # as run_forever sets it: is_running() is True
             try:
                 context.run(step)
             finally:
+                self._thread_id = None
                 _set_running_loop(None)
         finally:
             self._capture = False

@@ -120,6 +120,7 @@ def test_the_eager_start_keeps_asyncio_rules(make_engine):
 
     async def job() -> str:
         seen.append(asyncio.current_task() is not None)
+        seen.append(asyncio.get_running_loop().is_running())  # a library may check it
         var.set("job")  # must not leak into the worker thread or the next job
         async with asyncio.timeout(5):
             async with asyncio.TaskGroup() as group:
@@ -132,7 +133,7 @@ def test_the_eager_start_keeps_asyncio_rules(make_engine):
     eng.after(job, 0, job_id="j")
     eng.after(next_job, 0, job_id="n")
     assert eng.wait_idle()
-    assert eng.get("j").last_result == "j" and seen == [True]
+    assert eng.get("j").last_result == "j" and seen == [True, True]
     assert eng.get("n").last_result == "unset"
 
 
