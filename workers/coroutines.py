@@ -60,7 +60,7 @@ def is_async(fn: object) -> bool:
 def call(fn: Callable[[], Any]) -> Any:
     """Call a sync job. A sync callable that returns an awaitable fails
     (``NotAwaitedError``): reporting it as a success would say it ran. (A coroutine
-    function runs on its thread's loop instead: ``thread_loop().run_job``.)"""
+    function runs on its thread's loop instead: ``loops.loop.run_job``.)"""
     result = fn()
     if result is not None and inspect.isawaitable(result):  # None: most jobs, cheaply
         if inspect.iscoroutine(result):
@@ -153,11 +153,6 @@ class _Loops(threading.local):
 
 
 loops = _Loops()
-
-
-def thread_loop() -> _Loop:
-    """This thread's event loop (``loops.loop``)."""
-    return loops.loop
 
 
 def _probe(loop: _Loop, task: asyncio.Task[Any], due: float, handle: list[Any]) -> None:
