@@ -129,13 +129,20 @@ class _Loop(asyncio.SelectorEventLoop):
             finally:  # what the job spawned ends with it (as asyncio.run does)
                 if self._ready:  # type: ignore[attr-defined]
                     _cancel_leftovers(self)
-        token.on_cancel(lambda: _cancel_from(self, task))
+        # the token reaches the task through `target`, emptied when the job ends: else the
+        # task, its context (which holds the token) and the token would form a cycle, kept
+        # (with every task asyncio lists) until a collection, and every suspending job's
+        # _cancel_leftovers would walk all those tasks
+        target = [task]
+        token.on_cancel(lambda: _cancel_from(self, *target))
         probe: list[asyncio.TimerHandle] = []
         _probe(self, task, self.time() + PROBE, probe)
         try:
             return self.run_until_complete(task)
         finally:
+            target.clear()
             probe[-1].cancel()
+            probe.clear()  # each probe that ran: its handle holds its closure, which holds this
             _cancel_leftovers(self)
 
     def has_ready(self) -> bool:
@@ -178,9 +185,11 @@ def _cancel_leftovers(loop: _Loop) -> None:
         loop.run_until_complete(asyncio.sleep(0))
 
 
-def _cancel_from(loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
-    """Cancel ``task`` from any thread (a closed loop: the job has already ended)."""
+def _cancel_from(loop: asyncio.AbstractEventLoop, *task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` from any thread (none given, or a closed loop: the job has already
+    ended)."""
     try:
-        loop.call_soon_threadsafe(task.cancel)
+        for t in task:
+            loop.call_soon_threadsafe(t.cancel)
     except RuntimeError:
         pass

@@ -329,3 +329,29 @@ def test_a_job_that_closes_its_loop_leaves_a_working_one_for_the_next(make_engin
     eng.after(suspends, 0, job_id="s")
     assert eng.wait_idle()
     assert eng.get("s").last_result == "ran"
+
+
+@pytest.mark.parametrize("pause", [0, 0.12], ids=["one-step", "past-two-lag-probes"])
+def test_a_finished_async_jobs_task_is_freed_at_once_not_at_a_collection(make_engine, pause):
+    """A job that suspended leaves no task behind: no reference cycle holds it (the
+    token's cancel hook reaching the task, whose context holds the token; the lag probes'
+    handles) until the collector runs, while every later suspending job walks the tasks
+    asyncio still lists."""
+    import gc
+    import weakref
+
+    eng = make_engine(1)
+    refs: list[weakref.ref[asyncio.Task[None]]] = []
+
+    async def job() -> None:
+        refs.append(weakref.ref(asyncio.current_task()))  # type: ignore[arg-type]
+        await asyncio.sleep(pause)
+
+    gc.disable()
+    try:
+        eng.after(job, 0, job_id="suspends")
+        assert eng.wait_idle()
+        assert len(refs) == 1
+        assert refs[0]() is None, gc.get_referrers(refs[0]())
+    finally:
+        gc.enable()
