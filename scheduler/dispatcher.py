@@ -66,6 +66,8 @@ class Dispatcher:
         self._riding = store if acks is not None and isinstance(store, AcksWithClaims) else None
         self._acks = acks
         self._clock = clock
+        # a store on this very clock says when its next_due_in counts from (ClaimBatch.since)
+        self._same_clock = getattr(store, "clock", None) is clock
         self._capacity = capacity
         self._submit = submit
         self._lease = lease
@@ -254,8 +256,12 @@ class Dispatcher:
                     # spread replicas' resyncs over [0.5, 1.5) x resync: no lockstep
                     resync = self._resync * (0.5 + self._rng.random())
                     due_in = resync if due_in is None else min(due_in, resync)
-                # from the reply, not from now: the hand-off since must not delay the wake
-                self._deadline = None if due_in is None else self._replied + due_in
+                # from the reply, not from now: the hand-off since must not delay the wake;
+                # from the store's own reading of this clock if it has one (a test clock
+                # advanced during the claim would otherwise push the wake past the job)
+                since = batch.since if batch.since is not None and self._same_clock else None
+                base = self._replied if since is None else since
+                self._deadline = None if due_in is None else base + due_in
 
     def record(self, batch: ClaimBatch) -> None:
         """Report the batch's claims and their dispatch lag (in the store's clock), from

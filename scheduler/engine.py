@@ -342,8 +342,10 @@ class Scheduler(Client):
     def wait_idle(self, timeout: float | None = 10.0) -> bool:
         """Block until nothing is due now, nothing runs and no wake-up is pending (for
         tests, with a ``FakeClock``: advance, then ``wait_idle``). False on timeout."""
+        acks = self._acks
         for _ in range(1000):
             rounds = self._dispatcher.rounds
+            flushed = acks.flushed if acks is not None else 0
             if not (
                 self._dispatcher.wait_quiet(timeout)
                 and self._lanes.wait_idle(timeout)
@@ -352,7 +354,15 @@ class Scheduler(Client):
                 return False
             if rounds == self._dispatcher.rounds and self._lanes.busy() == 0:
                 # recorded too: successes waiting for a claim, or in flight with one
-                return self._acks is None or self._acks.recorded(timeout)
+                if acks is None:
+                    return True
+                if not acks.recorded(timeout):
+                    return False
+                if acks.flushed == flushed:
+                    return True
+                # a success recorded on its own may have released work due now (a
+                # queued occurrence), whose wake-up message comes later: claim once more
+                self._dispatcher.poke()
         return False
 
     # ---- lifecycle ----------------------------------------------------------------------

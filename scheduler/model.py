@@ -213,6 +213,10 @@ class ClaimBatch:
     claims: list[Claim]
     next_due_in: float | None
     now: float | None = None  # the store's time at the claim (for dispatch-lag figures)
+    # the time, on the clock the store shares with its engine, that next_due_in counts
+    # from, when the store read it there (in process; a test clock): exact even if that
+    # clock moved during the call; None: from the reply's arrival (Redis's own clock)
+    since: float | None = None
 
 
 @dataclass(frozen=True)

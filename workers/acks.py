@@ -66,6 +66,9 @@ class Acks:
         self._batch: list[tuple[Claim, Any]] = []
         self._arm_on_add = arm_on_add
         self._armed: int | None = None  # the deadline timer's id, while one is armed
+        # batches recorded by a flush (not with a claim): each may have released work
+        # due at once that a claim has not seen yet (wait_idle claims once more)
+        self.flushed = 0
         self._flusher = Offloaded(self.flush, "duetime-acks")
 
     def add(self, claim: Claim, result: Any) -> None:
@@ -194,6 +197,7 @@ class Acks:
                 f"{len(batch)} invocation(s)", lambda: self._complete_many(batch)
             )
         finally:
+            self.flushed += 1
             try:
                 self._settle(batch, results)
             finally:

@@ -5,16 +5,18 @@ burst, acks flushed on their own drop to ~0 while each is still committed once."
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from typing import Any
 
 import pytest
 import redis
 
-from scheduler import Scheduler
-from scheduler.model import After, Commit
+from scheduler import Scheduler, task
+from scheduler.model import After, Commit, Every, JobSpec, Overlap, TaskRef
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.sharded import ShardedStore, open_store
+from scheduler.testing import FakeClock
 from tests.faults.proxy import Proxy
 from tests.helpers import WAIT, spec
 
@@ -200,4 +202,43 @@ def test_on_a_cluster_acks_ride_to_their_slots_node(shared_redis_cluster, redis_
     left = [d for d, r in zip(done, out.acks, strict=True) if r is None]
     assert store.complete_many(left) == [Commit.OK] * len(left)
     assert sum(int(p.redis.hget(p.keys.stats, "succeeded") or 0) for p in store.parts) == 8
+    store.close()
+
+
+_gate, _started = threading.Event(), threading.Event()
+START = 1_000.0  # a test clock's epoch seconds
+
+
+@task("tests.acks_ride.gated")
+def gated() -> None:
+    _started.set()
+    assert _gate.wait(WAIT)
+
+
+def test_wait_idle_claims_what_a_flushed_ack_released_without_its_wake_up(redis_url, redis_ns):
+    """A success recorded on its own (the idle flush) can release work that is due at
+    once (an overlap=queue occurrence parked while the job ran); replicas learn of it by
+    a wake-up message, which arrives later or, here, never. wait_idle does not return
+    before a claim round after that flush has seen it."""
+    _gate.clear()
+    _started.clear()
+    clock = FakeClock(start=START)
+    store = RedisStore(redis_url, redis_ns, clock=clock, resync=3600)
+    store._on_wake = lambda *_: None  # type: ignore[method-assign]  # wake-ups never arrive
+    job = JobSpec("tick", TaskRef("tests.acks_ride.gated"), Every(10, anchor=START),
+                  overlap=Overlap.QUEUE)  # fmt: skip
+    store.add(job)
+    with Scheduler(2, store=store, clock=clock) as eng:  # 2: a free worker claims at 1020
+        clock.advance(10)
+        assert _started.wait(WAIT)  # occurrence 1 runs
+        _started.clear()
+        clock.advance(10)  # occurrence 2 is due while 1 runs: parked in `queued`
+        deadline = time.monotonic() + WAIT
+        while not store.redis.hget(store.keys.job("tick"), "queued"):
+            assert time.monotonic() < deadline, "occurrence 2 was not queued"
+            time.sleep(0.005)
+        _gate.set()  # 1 ends; its success, flushed, releases 2 (due now)
+        assert eng.wait_idle(WAIT)
+        assert _started.is_set(), "wait_idle returned while occurrence 2 was due, unstarted"
+        assert store.get("tick").runs == 2
     store.close()

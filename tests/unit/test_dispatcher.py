@@ -178,3 +178,40 @@ def test_the_next_wake_counts_from_the_reply_not_from_after_the_hand_off(clock):
         assert again.wait(WAIT) and calls[1] == t0 + 0.010
     finally:
         d.close()
+
+
+def test_a_store_on_the_same_clock_sets_when_the_next_wake_counts_from(clock):
+    """A store that reads the engine's own clock (in process; a test clock) says when its
+    "next due in 10 s" counts from. A test clock advanced by 10 s while the claim is in
+    flight must not push the wake to 20 s: the job due at 10 s is claimed at once."""
+    from scheduler.dispatcher import Dispatcher
+    from scheduler.model import ClaimBatch
+
+    t0, calls, again = clock.now(), [], threading.Event()
+
+    class Store:
+        def __init__(self) -> None:
+            self.clock = clock
+
+        def claim_due(self, capacity, lease, owner):
+            calls.append(clock.now())
+            if len(calls) > 1:
+                again.set()
+                return ClaimBatch([], None)
+            now = clock.now()
+            clock.advance(10)  # the test's advance lands while the reply is on its way
+            return ClaimBatch([], 10.0, now, since=now)
+
+    d = Dispatcher(
+        Store(),  # type: ignore[arg-type]
+        clock,
+        capacity=lambda: {"default": 1},
+        submit=lambda claims, asked: None,
+        lease=None,
+        owner="t",
+    )
+    d.start()
+    try:
+        assert again.wait(WAIT) and calls == [t0, t0 + 10]
+    finally:
+        d.close()

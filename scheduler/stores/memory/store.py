@@ -215,7 +215,7 @@ class MemoryStore(MemoryViews):
             next_due_in = self._next_due_in_locked(left, now)
         if woke:
             self._wake(0.0)
-        return ClaimBatch(claims, next_due_in, now)
+        return ClaimBatch(claims, next_due_in, now, now)
 
     def _admit_locked(
         self, job: JobRecord, p: Pending, now: float, lease: float | None, owner: str

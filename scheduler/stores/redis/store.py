@@ -391,7 +391,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
-        return ClaimBatch(claims, due_in, now / 1000)
+        return ClaimBatch(claims, due_in, now / 1000, now / 1000 if self._fixed_clock else None)
 
     def _quarantine(self, job: str, token: str, exc: Exception) -> None:
         """A claimed job whose definition cannot be read: moved aside, into the
