@@ -223,3 +223,16 @@ def test_a_burst_on_shards_is_claimed_in_batches_and_run_once(redis_url, redis_n
     assert claimed == n and succeeded() == n
     assert {store.get(f"b{i}").runs for i in range(0, n, 37)} == {1}
     store.close()
+
+
+def test_a_claims_next_due_in_counts_from_before_the_first_shard(redis_url, redis_ns, clock):
+    """The shards' estimates are on the store's clock, read before the first shard is
+    asked: the batch says so (``since``), so a dispatcher on that clock wakes at the due
+    time itself, not late by the round trips of every shard visited."""
+    store = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
+    store.add(spec("later", After(7)))
+    t0 = clock.now()
+    batch = store.claim_due({"default": 2}, 30.0, "o1")
+    assert batch.claims == [] and batch.since == t0
+    assert batch.next_due_in is not None and abs(t0 + batch.next_due_in - (t0 + 7)) < 0.002
+    store.close()

@@ -331,7 +331,8 @@ class ShardedStore(WakeSubscriptions):
             claims.extend(batch.claims)
             store_now = batch.now if batch.now is not None else store_now
         claims.sort(key=lambda c: c.scheduled)  # stable: FIFO within a shard holds
-        return ClaimBatch(claims, self._next_due_in(left, now), store_now)
+        # since: the shards' estimates are on this store's clock, read before the first shard
+        return ClaimBatch(claims, self._next_due_in(left, now), store_now, now)
 
     def _next_due_in(self, left: Mapping[str, int], now: float) -> float | None:
         """When to claim again: the earliest shard estimate (0 for shards still to visit
