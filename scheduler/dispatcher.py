@@ -86,6 +86,7 @@ class Dispatcher:
         self._starved = False  # the last claim left a lane with no free worker
         self._closed = False
         self._due_round = False  # this round was started by the due-time deadline
+        self._again = False  # the last reply said "ask again now" (a burst: more is due)
         self._replied = 0.0  # clock time the last claim's reply arrived
         self.rounds = 0  # claim rounds so far (tests, metrics)
         self._thread = threading.Thread(
@@ -142,6 +143,9 @@ class Dispatcher:
                 return False
             if self._claiming and not self._starved:
                 self._freed = True  # judged when the claim in flight returns (_park_after)
+                # a round follows it if that claim leaves a lane full; if none does, the
+                # acks' own timer (ACK_RIDE_DELAY) records what waits
+                return True
             elif self._starved and not self._dirty:
                 self._dirty = True
                 self._cond.notify()
@@ -174,7 +178,9 @@ class Dispatcher:
                 self._parked = False
             if self._closed:
                 return False
-            self._due_round = not self._dirty  # the deadline passed: work is due now
+            # the deadline of a job's due time passed (not an "ask again now" in a burst,
+            # whose successes ride with the claim as a freed worker's would)
+            self._due_round = not self._dirty and not self._again
             self._dirty = False
             self._claiming = True
             return True
@@ -250,6 +256,7 @@ class Dispatcher:
                 self._dirty = self._dirty or starved
             if batch is None:
                 self._deadline = self._clock.now() + self._backoff
+                self._again = False
             else:
                 due_in = batch.next_due_in
                 if self._resync is not None:
@@ -262,6 +269,7 @@ class Dispatcher:
                 since = batch.since if batch.since is not None and self._same_clock else None
                 base = self._replied if since is None else since
                 self._deadline = None if due_in is None else base + due_in
+                self._again = due_in == 0.0
 
     def record(self, batch: ClaimBatch) -> None:
         """Report the batch's claims and their dispatch lag (in the store's clock), from
