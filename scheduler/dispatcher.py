@@ -143,8 +143,8 @@ class Dispatcher:
                 return False
             if self._claiming and not self._starved:
                 self._freed = True  # judged when the claim in flight returns (_park_after)
-                # a round follows it if that claim leaves a lane full; if none does, the
-                # acks' own timer (ACK_RIDE_DELAY) records what waits
+                # a round follows it if that claim leaves a lane full; if none does, what
+                # waits is sent aside when it returns (_park_after), not left to a timer
                 return True
             elif self._starved and not self._dirty:
                 self._dirty = True
@@ -247,6 +247,7 @@ class Dispatcher:
         ``_freed``: if the claim left a lane full (due work may wait for that worker), the
         loop claims again at once, so no free slot goes unnoticed; else every due job
         was claimed, and nothing waits for it."""
+        aside = False
         with self._cond:
             self.rounds += 1
             self._claiming = False
@@ -254,6 +255,9 @@ class Dispatcher:
             if self._freed:
                 self._freed = False
                 self._dirty = self._dirty or starved
+                # no round follows for the freed workers: what they left waiting is
+                # recorded now (claim_follows told them a round might carry it)
+                aside = not self._dirty
             if batch is None:
                 self._deadline = self._clock.now() + self._backoff
                 self._again = False
@@ -270,6 +274,8 @@ class Dispatcher:
                 base = self._replied if since is None else since
                 self._deadline = None if due_in is None else base + due_in
                 self._again = due_in == 0.0
+        if aside and self._riding is not None and self._acks is not None:
+            self._acks.send_aside()
 
     def record(self, batch: ClaimBatch) -> None:
         """Report the batch's claims and their dispatch lag (in the store's clock), from
