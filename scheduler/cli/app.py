@@ -195,11 +195,14 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
         )
     try:
         import redis
+        from redis.exceptions import RedisClusterException
     except ImportError:  # pragma: no cover - handled above when a command needed it
         redis = None  # type: ignore[assignment]
     cause = exc.__cause__
-    if redis is not None and isinstance(cause, redis.RedisError):  # StoreUnavailableError
-        exc = cause
+    if redis is not None and isinstance(cause, redis.RedisError | RedisClusterException):
+        exc = cause  # StoreUnavailableError
+    if redis is not None and isinstance(exc, RedisClusterException):  # not a RedisError
+        return EXIT_UNREACHABLE, _cluster_error(exc, ctx)
     if redis is not None and isinstance(exc, redis.RedisError):
         return EXIT_UNREACHABLE, _redis_error(exc, ctx)
     if isinstance(exc, ConnectionError | TimeoutError):  # StoreUnavailableError too
@@ -218,6 +221,7 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
 
 def _redis_error(exc: BaseException, ctx: click.Context) -> str:
     import redis
+    from redis.sentinel import MasterNotFoundError
 
     from scheduler.stores.redis import urls
 
@@ -227,6 +231,11 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
     if isinstance(exc, redis.AuthenticationError) or text.upper().startswith(
         ("WRONGPASS", "NOAUTH", "INVALID USERNAME")
     ):
+        if not _has_password(ctx):
+            return (
+                f"Redis at {where} requires a password ({text}): give it in the URL, "
+                "redis://:PASSWORD@host:port (or USER:PASSWORD@ for an ACL user)"
+            )
         return (
             f"Redis at {where} refused the credentials of user {user!r} ({text}): check the "
             "user:password of the URL"
@@ -238,12 +247,45 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
             f"Redis user {user!r} may not run {command!r} at {where} ({text}): grant it in the "
             "user's ACL (deploy/users.acl lists what each role needs)"
         )
+    if "unknown command 'SENTINEL'" in text:
+        return (
+            f"{where} names a Redis server, not a sentinel (it does not know SENTINEL): "
+            "use redis://host:port for that server, or give the sentinels' addresses "
+            "(port 26379 by default)"
+        )
+    if isinstance(exc, MasterNotFoundError):
+        return urls.no_primary(text, where)
     if isinstance(exc, redis.TimeoutError):
         timeout = ctx.meta.get("duetime.timeout", TIMEOUT)
         return f"Redis at {where} did not answer within {timeout:g}s (--timeout): {text}"
     if isinstance(exc, redis.ConnectionError):
         return f"cannot reach Redis at {where}: {text}; is it running, and is the URL right?"
     return f"Redis at {where} answered with an error: {text}"
+
+
+def _has_password(ctx: click.Context) -> bool:
+    """Whether the command's URL carries a password (``user:password@`` or ``:password@``)."""
+    from urllib.parse import urlsplit
+
+    url = _find_url(ctx)
+    try:
+        return bool(url and urlsplit(url).password is not None)
+    except ValueError:
+        return False
+
+
+def _cluster_error(exc: BaseException, ctx: click.Context) -> str:
+    """redis-py's RedisClusterException (which is not a RedisError), as one line."""
+    from scheduler.stores.redis import urls
+
+    where = urls.safe(_find_url(ctx) or "?")
+    text = str(exc).strip()
+    if "cluster mode is not enabled" in text.lower():
+        return (
+            f"Redis at {where} is not a cluster (cluster mode is not enabled on it): use "
+            "redis://host:port for a single server"
+        )
+    return f"cannot use the Redis Cluster at {where}: {text}"
 
 
 def fail(message: str, code: int) -> NoReturn:

@@ -197,3 +197,53 @@ def test_run_with_its_metrics_port_in_use_is_one_line(redis_server, redis_ns):
         holder.close()
     assert r.exit_code == 2, r.output
     assert f"cannot serve metrics on 127.0.0.1:{port}" in r.output and "Traceback" not in r.output
+
+
+WRONG_KIND = {  # a URL of one kind given a server of another: what the one line must say
+    "no-password": "requires a password",
+    "not-a-sentinel": "not a sentinel",
+    "no-sentinel": "no sentinel of",
+    "not-a-cluster": "is not a cluster",
+}
+
+
+@pytest.fixture(scope="module")
+def password_url() -> Iterator[str]:
+    """A server of its own that requires a password (the URL given leaves it out)."""
+    import redis
+
+    from scheduler.embedded import EmbeddedRedis
+
+    with EmbeddedRedis(appendonly=False) as server:
+        admin = redis.Redis.from_url(server.url)
+        admin.config_set("requirepass", "sekret")
+        admin.close()
+        yield server.url
+
+
+@pytest.mark.parametrize("mistake", list(WRONG_KIND))
+@pytest.mark.parametrize("command", ["enqueue", "ls", "stats", "run"])
+def test_a_url_of_the_wrong_kind_says_what_to_change(command, mistake, password_url, redis_server):
+    """A stranger's likely mistakes: no password for a server that needs one, a Sentinel
+    URL that names a plain server or nothing that answers, a Cluster URL for a single
+    server. One line that names the mistake, exit 3, never "failed unexpectedly" (redis-py's
+    RedisClusterException is not a RedisError) nor redis-py's client reprs."""
+    host = redis_server.url.split("://", 1)[1].rsplit("/", 1)[0]
+    url = {
+        "no-password": password_url,
+        "not-a-sentinel": f"redis+sentinel://{host}/mymaster",
+        "no-sentinel": "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster",
+        "not-a-cluster": f"redis+cluster://{host}",
+    }[mistake]
+    t0 = time.monotonic()
+    result = invoke(command, url, COMMANDS[command])
+    took = time.monotonic() - t0
+    out = result.output
+    assert result.exit_code == 3, (mistake, out)
+    if mistake == "no-sentinel":  # one try per sentinel (redis-py's own retries: 7-15 s)
+        assert took < 4.0, took
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out
+    line = errors[0]
+    assert WRONG_KIND[mistake] in line, line
+    assert "unexpectedly" not in line and "<redis." not in line and "Traceback" not in out, line

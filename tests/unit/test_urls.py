@@ -105,3 +105,32 @@ def test_connect_builds_a_sentinel_client_without_network():
     plain = urls.connect("redis://127.0.0.1:1/0")
     assert urls.primary_address(plain) is None
     urls.close(plain)
+
+
+@pytest.mark.parametrize("aio", [False, True])
+def test_dead_sentinels_fail_at_once_in_one_line_without_client_reprs(aio):
+    """Every sentinel refuses the connection: one try each (redis-py's default of 3 retries
+    with backoff per sentinel took ~8 s), and the error names the service and each
+    sentinel's error, not redis-py's client reprs."""
+    import asyncio
+    import time
+
+    from scheduler import AsyncClient, Client
+    from scheduler.stores.redis import StoreUnavailableError
+
+    url = "redis+sentinel://127.0.0.1:1,127.0.0.1:2/orders"
+
+    async def enqueue_async() -> None:
+        async with AsyncClient(url) as client:
+            await client.enqueue("t.x", delay=1)
+
+    t0 = time.monotonic()
+    with pytest.raises(StoreUnavailableError) as caught:
+        if aio:
+            asyncio.run(enqueue_async())
+        else:
+            Client(url).enqueue("t.x", delay=1)
+    assert time.monotonic() - t0 < 3.0
+    text = str(caught.value)
+    assert "no sentinel of redis+sentinel://127.0.0.1:1,127.0.0.1:2/orders" in text, text
+    assert "'orders'" in text and "ConnectionError" in text and "<redis." not in text, text

@@ -174,6 +174,13 @@ def unreachable(exc: Exception, url: str) -> Exception:
             "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
             f"and cancel unneeded ones, then retry ({exc})"
         )
+    from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFound
+    from redis.sentinel import MasterNotFoundError
+
+    if isinstance(exc, MasterNotFoundError | AsyncMasterNotFound):
+        from scheduler.stores.redis import urls
+
+        return StoreUnavailableError(urls.no_primary(str(exc), url))
     return StoreUnavailableError(
         f"cannot reach Redis at {url}: {exc}; is it running, and is the URL "
         "(DUETIME_REDIS_URL) right?"

@@ -24,6 +24,7 @@ no failover logic of its own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
@@ -227,13 +228,17 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
     ``decode_responses=True``). A Sentinel URL gives ``Sentinel.master_for``'s client:
     always the current primary. ``aio``: the same client from ``redis.asyncio``. Raises
     ``RedisURLError`` for a malformed URL."""
+    from redis.backoff import NoBackoff
+
     if aio:
         import redis.asyncio as redis
         from redis.asyncio.cluster import ClusterNode, RedisCluster
+        from redis.asyncio.retry import Retry
         from redis.asyncio.sentinel import Sentinel
     else:
         import redis  # type: ignore[no-redef]
         from redis.cluster import ClusterNode, RedisCluster  # type: ignore[assignment]
+        from redis.retry import Retry  # type: ignore[assignment]
         from redis.sentinel import Sentinel  # type: ignore[assignment]
 
     url, _ = split_shards(url)
@@ -255,9 +260,14 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
             )
         return redis.Redis.from_url(url, **kwargs)
     s = parse_sentinel(url)
+    # One try per sentinel and discovery: the discovery as a whole is retried by the data
+    # connection's own policy (``kwargs``). redis-py's default, 3 retries with backoff
+    # of up to 10 s for each sentinel, made a command against dead sentinels take ~8 s
+    # and delayed the move past a dead one in a failover.
     sentinel_kwargs: dict[str, Any] = {
         "socket_timeout": SENTINEL_TIMEOUT,
         "socket_connect_timeout": SENTINEL_TIMEOUT,
+        "retry": Retry(NoBackoff(), 0),
     }
     if s.sentinel_password is not None:
         sentinel_kwargs["password"] = s.sentinel_password
@@ -268,6 +278,24 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
     )
     return manager.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         s.service, db=s.db, username=s.username, password=s.password, **kwargs
+    )
+
+
+# redis-py lists each sentinel that failed as "<its client's repr> - <its error's repr>"
+_SENTINEL_ERROR = re.compile(r" - ([\w:.]+(?:\(.*?\))?)(?=, <|$)")
+
+
+def no_primary(text: str, where: str) -> str:
+    """redis-py's MasterNotFoundError (its text), as one line without the sentinel clients'
+    reprs it embeds; ``where``: the URL as ``safe`` shows it."""
+    service = re.match(r"No master found for (\S+)", text)
+    name = service.group(1) if service else "the service"
+    errors = _SENTINEL_ERROR.findall(text)
+    why = f" (sentinel errors: {'; '.join(errors)})" if errors else ""
+    return (
+        f"no sentinel of {where} knows a primary for {name}{why}: check that the sentinels "
+        "run, the service name (sentinel monitor <name>) and, if they need one, "
+        "?sentinel_password="
     )
 
 
