@@ -255,9 +255,20 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
         )
     if isinstance(exc, MasterNotFoundError):
         return urls.no_primary(text, where)
+    if isinstance(exc, redis.ReadOnlyError) or text.upper().startswith("READONLY"):
+        return (
+            f"Redis at {where} is a read-only replica ({text}): give the primary's address, "
+            "or a redis+sentinel:// URL that finds it"
+        )
     if isinstance(exc, redis.TimeoutError):
         timeout = ctx.meta.get("duetime.timeout", TIMEOUT)
-        return f"Redis at {where} did not answer within {timeout:g}s (--timeout): {text}"
+        tls = (
+            " (a rediss:// URL: does that port serve TLS? a plain server never answers the "
+            "handshake)"
+            if where.lower().startswith("rediss://")
+            else ""
+        )
+        return f"Redis at {where} did not answer within {timeout:g}s (--timeout): {text}{tls}"
     if isinstance(exc, redis.ConnectionError):
         return f"cannot reach Redis at {where}: {text}; is it running, and is the URL right?"
     return f"Redis at {where} answered with an error: {text}"

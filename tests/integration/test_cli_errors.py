@@ -204,6 +204,7 @@ WRONG_KIND = {  # a URL of one kind given a server of another: what the one line
     "not-a-sentinel": "not a sentinel",
     "no-sentinel": "no sentinel of",
     "not-a-cluster": "is not a cluster",
+    "tls-to-plain": "does that port serve TLS",
 }
 
 
@@ -234,6 +235,7 @@ def test_a_url_of_the_wrong_kind_says_what_to_change(command, mistake, password_
         "not-a-sentinel": f"redis+sentinel://{host}/mymaster",
         "no-sentinel": "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster",
         "not-a-cluster": f"redis+cluster://{host}",
+        "tls-to-plain": f"rediss://{host}/0",
     }[mistake]
     t0 = time.monotonic()
     result = invoke(command, url, COMMANDS[command])
@@ -247,3 +249,22 @@ def test_a_url_of_the_wrong_kind_says_what_to_change(command, mistake, password_
     line = errors[0]
     assert WRONG_KIND[mistake] in line, line
     assert "unexpectedly" not in line and "<redis." not in line and "Traceback" not in out, line
+
+
+@pytest.fixture(scope="module")
+def replica_url(redis_server) -> Iterator[str]:
+    """A read-only replica of the shared test server."""
+    from scheduler.embedded import EmbeddedRedis
+
+    host, port = redis_server.url.split("://", 1)[1].rsplit("/", 1)[0].rsplit(":", 1)
+    with EmbeddedRedis(appendonly=False, extra_args=["--replicaof", host, port]) as server:
+        yield server.url
+
+
+@pytest.mark.parametrize("command", ["enqueue", "cancel", "run"])
+def test_a_url_that_names_a_replica_says_to_give_the_primary(command, replica_url):
+    result = invoke(command, replica_url, COMMANDS[command])
+    assert result.exit_code == 3, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "is a read-only replica" in errors[0], result.output
+    assert "give the primary's address" in errors[0], errors[0]
