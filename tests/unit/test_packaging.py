@@ -135,3 +135,13 @@ def test_registry_install_lines_say_once_published():
                     bare.append(f"{rel}:{i + 1}: {line.strip()}")
     assert found >= 3  # README, deploy/README.md, duetime.service
     assert all(b.split(":")[0] in NOT_YET for b in bare), bare
+
+
+@pytest.mark.parametrize("extra", ["redis", "embedded", "web"])
+def test_an_extra_that_talks_to_redis_brings_the_client(extra):
+    """`pip install 'duetime[embedded]'` then `duetime demo` ended in "the Redis client is
+    not installed": the server came without the client that talks to it."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert any(req.replace(" ", "").startswith("redis[hiredis]") for req in extras[extra])
