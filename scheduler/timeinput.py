@@ -178,6 +178,16 @@ def check_past(when: float, now: float, name: str, allow_past: bool, how: str) -
     )
 
 
+# What a datetime cannot show (an epoch past the year 9999, or before 1): fromtimestamp's
+# errors on such a value, which a display must survive (data of an older version, garbage).
+OUT_OF_RANGE = (OverflowError, ValueError, OSError)
+
+
+def beyond(epoch: float) -> str:
+    """An instant a datetime cannot show, shown as its epoch seconds."""
+    return f"epoch {epoch:.3f} (outside the years 1-9999)"
+
+
 def iso_utc(epoch: float) -> str:
     """``2025-03-01T13:30:00Z`` (with the fraction of a second when there is one)."""
     when = dt.datetime.fromtimestamp(epoch, dt.timezone.utc)

@@ -13,6 +13,11 @@ from scheduler import timeinput
 
 MAX_ID_LENGTH = 200
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
+# Due times stay inside what a datetime can show (before the year 10000, UTC): a job
+# further out made `duetime ls` fail for its whole namespace ("year 33715 is out of
+# range"). Delays and intervals: at most 1e11 s (~3,170 years) from now.
+MAX_SECONDS = 1e11
+MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z
 
 
 def _number(name: str, value: object) -> float:
@@ -43,7 +48,7 @@ def delay(value: object, name: str = "delay_seconds") -> float:
     f = _seconds(name, value)
     if f < 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
-    return f
+    return _at_most(f, name, value)
 
 
 def interval(value: object, name: str = "interval_seconds") -> float:
@@ -51,12 +56,24 @@ def interval(value: object, name: str = "interval_seconds") -> float:
     f = _seconds(name, value)
     if f <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
+    return _at_most(f, name, value)
+
+
+def _at_most(f: float, name: str, value: object) -> float:
+    if f > MAX_SECONDS:
+        raise ValueError(f"{name} must be at most 1e11 s (about 3,170 years), got {value!r}")
     return f
 
 
 def timestamp(value: object, name: str) -> float:
-    """An absolute time in seconds (finite; may be in the past)."""
-    return _number(name, value)
+    """An absolute time in epoch seconds (finite, before the year 10000; may be past)."""
+    f = _number(name, value)
+    if f > MAX_EPOCH:
+        raise ValueError(
+            f"{name} must be before the year 10000 (epoch seconds <= {MAX_EPOCH:.0f}), "
+            f"got {value!r}"
+        )
+    return f
 
 
 def optional_positive(value: object, name: str) -> float | None:

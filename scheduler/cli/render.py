@@ -7,6 +7,7 @@ import datetime as dt
 import json
 from typing import Any
 
+from scheduler import timeinput
 from scheduler.model import Event, InvocationInfo, JobInfo, Skip
 from scheduler.stores.redis.queries import Entry, iso
 
@@ -104,7 +105,10 @@ def local(t: float | None) -> str:
     """Epoch seconds as local ISO 8601 time with milliseconds (``-`` for none)."""
     if t is None:
         return "-"
-    return dt.datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
+    try:
+        return dt.datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
+    except timeinput.OUT_OF_RANGE:
+        return timeinput.beyond(t)
 
 
 def span(seconds: float) -> str:

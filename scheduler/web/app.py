@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from scheduler import timeinput
 from scheduler.web.console import Console
 
 if TYPE_CHECKING:
@@ -27,7 +28,10 @@ HERE = Path(__file__).parent
 def utc(t: float | None) -> str:
     if t is None:
         return "-"
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except timeinput.OUT_OF_RANGE:
+        return timeinput.beyond(t)
 
 
 def span(seconds: float | None) -> str:

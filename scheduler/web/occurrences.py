@@ -15,7 +15,7 @@ import datetime as dt
 from typing import Any, TypedDict
 from zoneinfo import ZoneInfo
 
-from scheduler import cron
+from scheduler import cron, timeinput
 from scheduler.model import Cron, Every, JobSpec, Missing
 from scheduler.schedules import first_index_at_or_after, occurrence
 
@@ -44,8 +44,11 @@ def upcoming(spec: JobSpec | None, next_run: float | None, now: float) -> list[O
 
 
 def _plain(t: float, tz: str) -> Occurrence:
-    local = dt.datetime.fromtimestamp(t, ZoneInfo(tz))
-    return {"at": t, "local": local.isoformat(timespec="seconds"), "decision": ""}
+    try:
+        local = dt.datetime.fromtimestamp(t, ZoneInfo(tz)).isoformat(timespec="seconds")
+    except timeinput.OUT_OF_RANGE:  # a long interval's later occurrences, past 9999
+        local = timeinput.beyond(t)
+    return {"at": t, "local": local, "decision": ""}
 
 
 def _cron(c: Cron, job_id: str, now: float) -> list[Occurrence]:

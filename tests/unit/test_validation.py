@@ -165,3 +165,26 @@ def test_bad_options_write_nothing(make_engine):
 def test_bad_worker_counts(n):
     with pytest.raises((TypeError, ValueError), match="num_workers"):
         JobScheduler(num_workers=n)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda e: e.after(lambda: None, 1e12),
+        lambda e: e.after(lambda: None, "40000000d"),
+        lambda e: e.every(lambda: None, 1e12),
+        lambda e: e.at(lambda: None, 1e17),
+        lambda e: e.every(lambda: None, 60, anchor=3e11),
+        lambda e: e.after(lambda: None, 1, timeout=1e12),
+    ],
+)
+def test_times_past_the_year_9999_are_refused(make_engine, call):
+    """A job due after the year 9999 made every listing of its namespace fail ("year 33715
+    is out of range"): delays and intervals are at most 1e11 s, instants before 10000."""
+    eng = make_engine()
+    with pytest.raises(ValueError, match="at most 1e11 s|before the year 10000"):
+        call(eng)
+    assert eng.jobs() == []
+    eng.after(lambda: None, 9e10)  # ~2,850 years: still accepted
+    eng.at(lambda: None, 253402300799)
+

@@ -227,3 +227,33 @@ def test_a_sharded_namespace(console_factory, redis_url, redis_ns):
     assert r.status_code == 200 and client.get("every-30").state == "paused"
     assert "every-30" in web.get(f"/ns/{redis_ns}/recurring").text
     client.close()
+
+
+def test_a_job_due_past_the_year_9999_is_shown_not_a_failure(console_factory, redis_url, redis_ns):
+    """Data no version of duetime writes now (an older one did; or garbage): a due time or a
+    long interval's later occurrences past what a datetime shows. Every page and listing
+    renders, showing the epoch; none answers 400 ("year 33715 is out of range")."""
+    import redis
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue("tests.web.tick", delay=60, job_id="far")
+    client.enqueue("tests.web.tick", every=5e10, job_id="long")  # 10 occurrences: 15,800 years
+    far_ms = 1_001_796_157_004_897
+    raw = redis.Redis.from_url(redis_url)
+    raw.hset(f"duetime:{{{redis_ns}}}:job:far", "next", far_ms)
+    raw.close()
+    web, _ = console_factory()
+    for path in ["jobs", "job/far", "job/long", "recurring", ""]:
+        r = web.get(f"/ns/{redis_ns}/{path}")
+        assert r.status_code == 200, (path, r.text[:300])
+    assert "outside the years 1-9999" in web.get(f"/ns/{redis_ns}/job/far").text
+    upcoming = web.get(f"/api/ns/{redis_ns}/job/long").json()["upcoming"]
+    assert len(upcoming) == 10 and "outside the years" in upcoming[-1]["local"], upcoming
+    env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
+    for args in (["ls"], ["ls", "--json"], ["show", "far"], ["show", "far", "--json"]):
+        out = CliRunner().invoke(main, args, env=env)
+        assert out.exit_code == 0, (args, out.output)
+        assert "outside the years 1-9999" in out.output, (args, out.output)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypedDict
 
+from scheduler import timeinput
 from scheduler.model import Event
 from scheduler.stores.redis import codec
 
@@ -484,4 +485,7 @@ def iso(t: float | None) -> str | None:
     """Epoch seconds as ISO 8601 in UTC with milliseconds (``None`` stays ``None``)."""
     if t is None:
         return None
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
+    try:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
+    except timeinput.OUT_OF_RANGE:
+        return timeinput.beyond(t)
