@@ -26,19 +26,23 @@ class Lanes(Generic[T]):
         """See ``WorkerPool`` for ``refill``, ``lookahead``, ``on_idle`` and ``on_drained``."""
         if not sizes:
             raise ValueError("at least one lane is needed")
-        self._pools = {
-            validation.name(lane, "lane name"): WorkerPool(
-                lane,
-                size,
-                run,
-                on_free,
-                refill,
-                lookahead=lookahead,
-                on_idle=on_idle,
-                on_drained=on_drained,
-            )
-            for lane, size in sizes.items()
-        }
+        self._pools: dict[str, WorkerPool[T]] = {}
+        try:
+            for lane, size in sizes.items():
+                self._pools[validation.name(lane, "lane name")] = WorkerPool(
+                    lane,
+                    size,
+                    run,
+                    on_free,
+                    refill,
+                    lookahead=lookahead,
+                    on_idle=on_idle,
+                    on_drained=on_drained,
+                )
+        except BaseException:  # a lane refused: the lanes already started stop again
+            for pool in self._pools.values():
+                pool.close()
+            raise
 
     def __contains__(self, lane: object) -> bool:
         return lane in self._pools

@@ -28,6 +28,10 @@ log = logging.getLogger("duetime.workers")
 # but then the successes filled their batch and flushed alone before the next claim could
 # carry them (docs/decisions.md).
 MAX_AHEAD = 100
+# The most worker threads one pool (lane) starts. Threads start with the pool, so a typo
+# such as num_workers=10**6 started threads until the process hit its limit (minutes, then
+# "can't start new thread" with the started ones left behind); 4,096 start in ~3 s here.
+MAX_WORKERS = 4096
 
 
 class PoolFullError(RuntimeError):
@@ -65,6 +69,12 @@ class WorkerPool(Generic[T]):
         are cheap: nothing a worker finished waits for a timer)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
+        if size > MAX_WORKERS:
+            raise ValueError(
+                f"lane {name!r}: {size} workers is more than the {MAX_WORKERS} threads one "
+                "lane may start; use fewer (each is an OS thread), or spread the work over "
+                "lanes or replicas"
+            )
         self.name = name
         self.size = size
         self._run = run
@@ -90,8 +100,16 @@ class WorkerPool(Generic[T]):
             threading.Thread(target=self._work, name=f"duetime-{name}-{i}", daemon=True)
             for i in range(size)
         ]
-        for t in self._threads:
-            t.start()
+        for i, t in enumerate(self._threads):
+            try:
+                t.start()
+            except RuntimeError as exc:  # the process's thread limit (ulimit -u, pids.max)
+                self.close()  # the threads already started see it and end
+                raise RuntimeError(
+                    f"lane {name!r}: could not start worker {i + 1} of {size} ({exc}): this "
+                    "process may run fewer threads (ulimit -u, a container's pids.max); use "
+                    "fewer workers"
+                ) from exc
 
     def free(self) -> int:
         with self._cond:

@@ -188,3 +188,22 @@ def test_times_past_the_year_9999_are_refused(make_engine, call):
     eng.after(lambda: None, 9e10)  # ~2,850 years: still accepted
     eng.at(lambda: None, 253402300799)
 
+
+def test_a_worker_count_past_the_thread_cap_is_refused_at_once_and_starts_nothing():
+    """num_workers=10**6 started threads until the process ran out (minutes), leaving the
+    started ones behind. Now a ValueError before any thread starts; a lane refused after
+    others stops those again."""
+    import threading
+
+    from scheduler import Scheduler
+    from workers.pool import MAX_WORKERS
+
+    before = set(threading.enumerate())
+    with pytest.raises(ValueError, match="more than the 4096 threads"):
+        JobScheduler(num_workers=10**6)
+    with pytest.raises(ValueError, match="lane 'big'"):
+        Scheduler(num_workers=8, lanes={"big": MAX_WORKERS + 1})
+    started = [t for t in threading.enumerate() if t not in before]
+    for t in started:  # the refused engine's first lane: its 8 workers end on close
+        t.join(timeout=5)
+    assert not [t.name for t in started if t.is_alive()]
