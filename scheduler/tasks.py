@@ -1,7 +1,7 @@
 """The task registry: names for module-level functions, so jobs can be stored as a name
 plus JSON arguments (never pickled code).
 
-    @task("billing.send_invoice")      # @task() alone uses "module.qualname"
+    @task("billing.send_invoice")      # @task and @task() use "module.qualname"
     def send_invoice(customer: str) -> None: ...
 """
 
@@ -11,7 +11,7 @@ import functools
 import json
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from scheduler import validation
 from scheduler.errors import TaskNotRegisteredError
@@ -30,8 +30,17 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _calls: dict[tuple[str, str], tuple[int, Callable[[], Any]]] = {}
 
 
-def task(name: str | None = None) -> Callable[[F], F]:
-    """Register a function under ``name`` (default ``module.qualname``)."""
+@overload
+def task(name: F) -> F: ...
+@overload
+def task(name: str | None = None) -> Callable[[F], F]: ...
+def task(name: str | F | None = None) -> F | Callable[[F], F]:
+    """Register a function under ``name`` (default ``module.qualname``): ``@task("name")``,
+    ``@task()`` or bare ``@task``. Returns the function itself, registered."""
+    if callable(name):  # bare @task: it was given the function (it used to return
+        return task(None)(name)  # the decorator, so the function was silently replaced)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"task name must be a string, got {type(name).__name__}: {name!r}")
 
     def register(fn: F) -> F:
         global _generation

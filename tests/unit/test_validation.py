@@ -207,3 +207,28 @@ def test_a_worker_count_past_the_thread_cap_is_refused_at_once_and_starts_nothin
     for t in started:  # the refused engine's first lane: its 8 workers end on close
         t.join(timeout=5)
     assert not [t.name for t in started if t.is_alive()]
+
+
+BARE_CALLS: list[int] = []
+
+
+def bare_task_target(x: int) -> int:
+    BARE_CALLS.append(x)
+    return x * 2
+
+
+def test_a_bare_task_decorator_registers_the_function_itself(make_engine):
+    """``@task`` without parentheses returned the decorator in place of the function: the
+    module's function was replaced, nothing was registered, and replicas said "no task
+    named ... is registered" although the user had decorated it."""
+    from scheduler import task, tasks
+
+    decorated = task(bare_task_target)
+    assert decorated is bare_task_target and decorated(2) == 4
+    name = f"{__name__}.bare_task_target"
+    assert tasks.lookup(name) is bare_task_target
+    eng = make_engine()
+    eng.after(name, 0, kwargs={"x": 5})
+    assert eng.wait_idle(5) and BARE_CALLS == [2, 5]  # the direct call, then the job
+    with pytest.raises(TypeError, match="task name must be a string"):
+        task(5)  # type: ignore[call-overload]
