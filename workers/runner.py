@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import traceback
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -19,7 +18,7 @@ from scheduler.errors import InvocationCancelled, InvocationTimeout, TaskNotRegi
 from scheduler.metrics import Metrics, Run
 from scheduler.model import Claim, Commit, Target, TaskRef
 from scheduler.stores.base import Store
-from workers import commits, coroutines, failpoints
+from workers import commits, coroutines, failpoints, failures
 from workers.acks import Acks
 from workers.calls import AsyncFlags
 from workers.context import CancelToken, InvocationContext, _current
@@ -337,14 +336,14 @@ class Runner:
     def _malformed(self, claim: Claim, exc: Exception) -> None:
         """Job data that cannot become a call: failed for good at once (retrying cannot
         help, and holding the claim would only cost its lease)."""
-        reason = f"malformed job data ({type(exc).__name__}: {exc}); not run"
+        reason = f"malformed job data ({failures.text(exc)}); not run"
         log.error("job %s invocation %s: %s", claim.job_id, claim.invocation_id, reason)
         self._metrics.finished(claim.lane, "failed")
         self._commit(claim, lambda: self._store.fail(claim, reason, None))
 
     def _record_failure(self, claim: Claim, error: BaseException, ran: Ran) -> None:
         retry_in = retry_delay(claim.spec.retry, claim.attempt, self._rng)
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        reason, tb = failures.text(error), failures.trace(error)
         log.log(
             logging.ERROR if retry_in is None else logging.WARNING,
             "job %s invocation %s attempt %d failed (%s): %s\n%s",
@@ -352,11 +351,10 @@ class Runner:
             claim.invocation_id,
             claim.attempt,
             "dead-lettered" if retry_in is None else f"retry in {retry_in:.3g}s",
-            error,
-            tb.rstrip(),
+            reason,
+            tb,
             extra=self._fields(claim, "failed" if retry_in is None else "retried"),
         )
-        reason = f"{type(error).__name__}: {error}"
         outcome = (
             "timeout"
             if isinstance(error, InvocationTimeout)

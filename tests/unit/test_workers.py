@@ -50,6 +50,101 @@ def test_system_exit_in_a_job_does_not_kill_the_worker(make_engine, clock):
     assert eng.get("exit").last_error == "SystemExit: 3"
 
 
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this __str__ fails")
+
+
+@task("tests.workers.unprintable")
+def _raise_unprintable() -> None:
+    raise _Unprintable()
+
+
+@task("tests.workers.huge_error")
+def _raise_huge() -> None:
+    raise ValueError("e" * 10_000_000)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def test_an_error_that_cannot_be_printed_or_is_huge_still_ends_its_invocation(
+    make_engine, clock, caplog, store_kind, request
+):
+    """An exception whose ``__str__`` raises stopped the worker's bookkeeping: the
+    invocation stayed "running" until its lease expired (and ran again). A 10 MB message
+    was logged whole and, in process, kept whole. Both now end failed, bounded."""
+    from workers.failures import ERROR_MAX
+
+    store = None
+    if store_kind == "redis":
+        from scheduler.stores.redis import RedisStore
+
+        store = RedisStore(
+            request.getfixturevalue("redis_url"), request.getfixturevalue("redis_ns"), clock=clock
+        )
+        request.addfinalizer(store.close)
+    eng = make_engine(num_workers=1, store=store)
+    eng.after("tests.workers.unprintable", 0, job_id="unprintable")
+    eng.after("tests.workers.huge_error", 0, job_id="huge")
+    assert eng.wait_idle()
+    assert eng.running() == []
+    bad, big = eng.get("unprintable"), eng.get("huge")
+    assert (bad.state, bad.failures) == ("failed", 1), bad
+    assert bad.last_error == "_Unprintable: <str() of the exception failed: RuntimeError>"
+    assert (big.state, big.failures) == ("failed", 1)
+    assert big.last_error.startswith("ValueError: eee") and len(big.last_error) <= ERROR_MAX
+    assert "10000012 characters in all" in big.last_error
+    longest = max(len(r.getMessage()) for r in caplog.records)
+    assert longest < ERROR_MAX + 2 * 8192 + 1000, longest  # message + bounded traceback
+
+
+class _Unshowable:
+    def __repr__(self) -> str:
+        raise RuntimeError("this __repr__ fails")
+
+
+RESULT_RUNS: list[str] = []
+
+
+@task("tests.workers.unshowable_result")
+def _return_unshowable() -> object:
+    RESULT_RUNS.append("unshowable")
+    return _Unshowable()
+
+
+@task("tests.workers.deep_result")
+def _return_deep() -> object:
+    RESULT_RUNS.append("deep")
+    x: list[object] = []
+    for _ in range(100_000):
+        x = [x]
+    return x
+
+
+@pytest.mark.redis
+def test_a_result_that_cannot_be_encoded_is_a_success_recorded_once(
+    make_engine, clock, redis_url, redis_ns, request
+):
+    """A return value whose ``__repr__`` raises, or too deep for JSON: encoding it for the
+    store raised, so the success could not be recorded, the commit was retried and the
+    invocation left to its lease: the job would run again. Now a note stands for it."""
+    from scheduler.stores.redis import RedisStore
+
+    store = RedisStore(redis_url, redis_ns, clock=clock)
+    request.addfinalizer(store.close)
+    eng = make_engine(num_workers=1, store=store)
+    RESULT_RUNS.clear()
+    eng.after("tests.workers.unshowable_result", 0, job_id="unshowable")
+    eng.after("tests.workers.deep_result", 0, job_id="deep")
+    assert eng.wait_idle()
+    assert eng.running() == []
+    one, deep = eng.get("unshowable"), eng.get("deep")
+    assert (one.state, deep.state) == ("succeeded", "succeeded")
+    assert one.last_result == "<a _Unshowable whose repr() failed: RuntimeError>"
+    assert deep.last_result == "<a list whose repr() failed: RecursionError>"
+    clock.advance(3600)  # long past any lease: nothing runs again
+    assert eng.wait_idle() and sorted(RESULT_RUNS) == ["deep", "unshowable"]
+
+
 def test_retries_back_off_exponentially_then_dead_letter(make_engine, clock):
     attempts = []
 

@@ -326,6 +326,15 @@ def owner_of(token: str) -> str:
     return token.rsplit(":", 1)[0]
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)``, or a note when the value's own ``__repr__`` fails (user code: an
+    exception here used to fail the commit, and the job ran again after its lease)."""
+    try:
+        return repr(value)
+    except BaseException as exc:  # noqa: BLE001 - anything may come out of user code
+        return f"<a {type(value).__name__} whose repr() failed: {type(exc).__name__}>"
+
+
 def result_json(value: Any) -> str:
     """A job's return value as JSON text (its repr, as a JSON string, if not JSON); a
     result over RESULT_LIMIT bytes is stored as a note saying so (the commit path may
@@ -334,8 +343,8 @@ def result_json(value: Any) -> str:
         return "null"
     try:
         text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        text = json.dumps(repr(value))
+    except (TypeError, ValueError, RecursionError):  # a set, NaN, a cycle, too deep
+        text = json.dumps(_shown(value))
     if len(text) > RESULT_LIMIT:
         return json.dumps(
             f"<result of {len(text)} bytes not stored: over the {RESULT_LIMIT}-byte limit>"

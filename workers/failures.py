@@ -1,0 +1,37 @@
+"""What a job's exception becomes in logs and in the store: its text and its traceback,
+each bounded, and never an exception of their own (an ``__str__`` that raises used to
+stop the worker's bookkeeping, leaving the invocation "running" until its lease
+expired; a 10 MB message was logged whole)."""
+
+from __future__ import annotations
+
+import traceback
+
+from scheduler.stores.base import TRACEBACK_MAX
+
+ERROR_MAX = 4000  # characters of an error's text kept (a store's last_error, a log line)
+
+
+def text(error: BaseException) -> str:
+    """``"Type: message"``, at most ERROR_MAX characters, whatever the exception's
+    ``__str__`` does."""
+    try:
+        message = str(error)
+    except BaseException as exc:  # noqa: BLE001 - user code: anything may come out of it
+        message = f"<str() of the exception failed: {type(exc).__name__}>"
+    out = f"{type(error).__name__}: {message}"
+    if len(out) > ERROR_MAX:
+        out = f"{out[: ERROR_MAX - 40]}... ({len(out)} characters in all)"
+    return out
+
+
+def trace(error: BaseException) -> str:
+    """The formatted traceback, its last TRACEBACK_MAX bytes (where the error is)."""
+    try:
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except BaseException as exc:  # noqa: BLE001
+        return f"<the traceback could not be formatted: {type(exc).__name__}>"
+    raw = tb.rstrip().encode()
+    if len(raw) <= TRACEBACK_MAX:
+        return tb.rstrip()
+    return "... " + raw[-TRACEBACK_MAX + 4 :].decode(errors="ignore")
