@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler import validation
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
-from scheduler.specs import epoch, make_spec, schedule_of
+from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Store, Upkeep
 
 if TYPE_CHECKING:
@@ -56,8 +56,13 @@ class Client:
                 wait_replicas=wait_replicas,
                 wait_timeout_ms=wait_timeout_ms,
             )
-        else:
+        elif callable(getattr(redis_url, "claim_due", None)):  # a Store (a Protocol)
             self.store = redis_url
+        else:
+            raise TypeError(
+                "Client() takes a Redis URL (str), such as 'redis://127.0.0.1:6379/0', or a "
+                f"Store; got {type(redis_url).__name__} {redis_url!r}"
+            )
         self._probed: Store | None = None  # the store _wall last looked at
         self._has_clock = False
 
@@ -303,6 +308,7 @@ def build_spec(
         allow_past=allow_past,
         now=now,
     )
+    check_options(options, "enqueue")
     return make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False, **options)
 
 
@@ -310,12 +316,19 @@ def job_specs(jobs: Iterable[Mapping[str, Any]], now: float) -> list[JobSpec]:
     """``enqueue_many``'s validation: every item's spec (``task`` plus ``enqueue``'s
     keywords), or the first error."""
     specs = []
-    for item in jobs:
-        item = dict(item)
+    for i, given in enumerate(jobs):
+        if not isinstance(given, Mapping):
+            raise TypeError(
+                f"enqueue_many item {i}: each item is a mapping of enqueue's arguments, "
+                f"such as {{'task': 'app.send', 'delay': 30}}; got {type(given).__name__}"
+            )
+        item = dict(given)
+        if "task" not in item:
+            raise TypeError(f"enqueue_many item {i}: no 'task' (the registered task's name)")
         task = item.pop("task")
         when = {k: item.pop(k, None) for k in SCHEDULE_ARGS}
-        specs.append(
-            build_spec(
+        try:
+            spec = build_spec(
                 task,
                 when,
                 now,
@@ -325,7 +338,11 @@ def job_specs(jobs: Iterable[Mapping[str, Any]], now: float) -> list[JobSpec]:
                 allow_past=item.pop("allow_past", False),
                 options=item,
             )
-        )
+        except (TypeError, ValueError) as exc:  # say which item (same type, same text after)
+            if len(exc.args) == 1 and isinstance(exc.args[0], str):
+                exc.args = (f"enqueue_many item {i}: {exc.args[0]}",)
+            raise
+        specs.append(spec)
     return specs
 
 

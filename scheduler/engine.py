@@ -23,7 +23,7 @@ from scheduler.errors import SchedulerClosedError
 from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
 from scheduler.readout import Lag
-from scheduler.specs import JobTarget, cron_schedule, epoch, make_spec
+from scheduler.specs import JobTarget, check_options, cron_schedule, epoch, make_spec
 from scheduler.stores.base import (
     AcksWithClaims,
     BatchAcks,
@@ -261,6 +261,7 @@ class Scheduler(Client):
     def _add(
         self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None, **options: Any
     ) -> str:
+        check_options(options, "schedule")
         spec = make_spec(fn, schedule, job_id=job_id, check_task=True, **options)
         if spec.lane not in self._lanes:
             raise ValueError(

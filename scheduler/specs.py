@@ -6,6 +6,7 @@ Everything here raises before anything is written (SPEC §5).
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -30,6 +31,33 @@ from scheduler.model import (
 )
 
 JobTarget = Callable[[], Any] | str
+
+# make_spec's options, and the other keywords of the calls that take them (for hints)
+OPTIONS = (
+    "kwargs",
+    "lane",
+    "timeout",
+    "retry",
+    "misfire",
+    "misfire_grace",
+    "catch_up_window",
+    "overlap",
+    "delivery",
+)
+_KNOWN = (*OPTIONS, "job_id", "delay", "at", "every", "anchor", "cron", "tz", "allow_past")
+
+
+def check_options(options: Mapping[str, Any], call: str) -> None:
+    """A ``TypeError`` that names an unknown option, with the nearest known one (Python's
+    own said ``make_spec() got an unexpected keyword argument``)."""
+    for key in options:
+        if key not in OPTIONS:
+            near = difflib.get_close_matches(str(key), _KNOWN, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(
+                f"{call}() got an unknown option {key!r}{hint}; its options are "
+                f"{', '.join(OPTIONS)}"
+            )
 
 
 def make_spec(

@@ -232,3 +232,42 @@ def test_a_bare_task_decorator_registers_the_function_itself(make_engine):
     assert eng.wait_idle(5) and BARE_CALLS == [2, 5]  # the direct call, then the job
     with pytest.raises(TypeError, match="task name must be a string"):
         task(5)  # type: ignore[call-overload]
+
+
+def test_a_mistyped_option_is_named_with_the_nearest_one(make_engine, clock):
+    """Python's own error named an internal function: "make_spec() got an unexpected
+    keyword argument 'dealy'"."""
+    from scheduler.stores.memory import MemoryStore
+
+    eng = make_engine()
+    with pytest.raises(TypeError, match=r"unknown option 'lnae' \(did you mean 'lane'\?\)"):
+        eng.after(lambda: None, 1, lnae="x")
+    client = Client(MemoryStore(clock))
+    with pytest.raises(TypeError, match=r"enqueue\(\) got an unknown option 'dealy' \(did you"):
+        client.enqueue("t.x", dealy=1)
+    with pytest.raises(TypeError, match=r"unknown option 'zzz'; its options are kwargs, lane"):
+        client.enqueue("t.x", delay=1, zzz=1)
+    assert eng.jobs() == [] and client.jobs() == []
+
+
+def test_enqueue_many_says_which_item_is_wrong_and_writes_nothing(clock):
+    from scheduler.stores.memory import MemoryStore
+
+    client = Client(MemoryStore(clock))
+    good = {"task": "t.x", "delay": 1}
+    with pytest.raises(ValueError, match=r"^enqueue_many item 2: delay must be >= 0"):
+        client.enqueue_many([good, good, {"task": "t.x", "delay": -1}])
+    with pytest.raises(TypeError, match=r"^enqueue_many item 1: no 'task'"):
+        client.enqueue_many([good, {"delay": 1}])
+    with pytest.raises(TypeError, match=r"^enqueue_many item 0: each item is a mapping"):
+        client.enqueue_many(["t.x"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"^enqueue_many item 1: enqueue\(\) got an unknown"):
+        client.enqueue_many([good, {"task": "t.x", "dealy": 1}])
+    assert client.jobs() == []
+
+
+@pytest.mark.parametrize("given", [None, 123, object()])
+def test_a_client_of_something_else_than_a_url_or_store_is_refused(given):
+    """``Client(None)`` was accepted as a store and failed at its first call."""
+    with pytest.raises(TypeError, match=r"Client\(\) takes a Redis URL \(str\)"):
+        Client(given)  # type: ignore[arg-type]
