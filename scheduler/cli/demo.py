@@ -22,7 +22,13 @@ from scheduler.cli.app import EXIT_REFUSED, main, preflight, redis_url_or_embedd
     help="Run against this Redis (default: an embedded local server).",
 )
 @timeout_option
-@click.option("--seconds", default=6.0, show_default=True, help="How long jobs are produced.")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.5, 3600),
+    default=6.0,
+    show_default=True,
+    help="How long jobs are produced (a replica is killed a third of the way in).",
+)
 @click.option("--in-process", is_flag=True, help="The in-process engine only (no Redis).")
 def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
     """Show duetime in one command: a Redis (embedded unless --redis), three replica

@@ -73,7 +73,8 @@ class Report:
         """Every invocation completed once; every extra execution is a takeover (attempt
         2+) of an invocation the killed replica had started."""
         taken_over = all(r["attempt"] >= 2 for r in self.reruns)
-        return self.completed == self.invocations and taken_over
+        proved = self.invocations > 0 and self.killed_pid is not None  # else nothing shown
+        return proved and self.completed == self.invocations and taken_over
 
 
 def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) -> Report:

@@ -309,9 +309,18 @@ def events(
 @main.command()
 @with_url
 @namespace_option
-@click.option("--interval", default=1.0, show_default=True, help="Seconds between refreshes.")
 @click.option(
-    "--iterations", type=int, default=None, help="Stop after N refreshes (default: until Ctrl-C)."
+    "--interval",
+    type=click.FloatRange(0.1, 3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds between refreshes.",
+)
+@click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after N refreshes (default: until Ctrl-C).",
 )
 def top(redis_url: str | None, namespace: str, interval: float, iterations: int | None) -> None:
     """A live view: replicas, queue depth and lag, and the invocations running now."""

@@ -81,7 +81,12 @@ if TYPE_CHECKING:
     help="On SIGTERM/SIGINT, how long running jobs may take to finish.",
 )
 @click.option("--data-dir", default=None, help="Data directory of the embedded Redis.")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
@@ -91,7 +96,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--metrics-port",
-    type=int,
+    type=click.IntRange(0, 65535),
     default=None,
     envvar="DUETIME_METRICS_PORT",
     help="Serve /metrics (Prometheus; needs duetime[metrics]), /healthz and /readyz on this port.",

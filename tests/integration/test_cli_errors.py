@@ -268,3 +268,28 @@ def test_a_url_that_names_a_replica_says_to_give_the_primary(command, replica_ur
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "is a read-only replica" in errors[0], result.output
     assert "give the primary's address" in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--metrics-port", "99999"],  # was "run failed unexpectedly: OverflowError"
+        ["run", "--log-level", "LOUD"],
+        ["top", "--interval", "-1", "--iterations", "2"],
+        ["top", "--iterations", "0"],
+        ["demo", "--seconds", "0"],  # was a run that proved nothing, reported as OK
+    ],
+)
+def test_out_of_range_options_are_usage_errors_before_any_work(args, redis_server):
+    result = CliRunner().invoke(main, [*args, "--redis", redis_server.url])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "unexpectedly" not in result.output
+    assert "Invalid value" in result.output, result.output
+
+
+def test_the_demo_does_not_call_a_run_that_proved_nothing_ok():
+    from scheduler.cli.demo_shared import Report
+
+    assert not Report().ok  # nothing ran, nobody was killed
+    assert not Report(invocations=3, executions=3, completed=3).ok  # nobody was killed
+    assert Report(invocations=3, executions=3, completed=3, killed_pid=42).ok
