@@ -268,7 +268,8 @@ class JobInfo:
     job_id: str
     schedule: str
     lane: str
-    state: str  # scheduled | paused | running | succeeded | failed | cancelled | abandoned
+    state: str  # scheduled | paused | running | succeeded | failed | cancelled | abandoned |
+    #             malformed (a shared store's job hash that does not parse: run duetime doctor)
     next_run: float | None
     runs: int
     failures: int

@@ -301,6 +301,19 @@ def running_entry(data: str) -> RunningEntry:
     return RunningEntry(int(gen), int(sched) / 1000, int(attempt), int(stalls), int(fence), job)
 
 
+def running_entries(entries: Mapping[str, str]) -> dict[str, RunningEntry]:
+    """The RUNNING hash's entries that parse, by token, in its order: one that does not
+    (garbage) is left to the claims' reaper and ``duetime doctor``, never a failed
+    readout (it made ``duetime ls`` fail for the whole namespace)."""
+    out = {}
+    for token, data in entries.items():
+        try:
+            out[token] = running_entry(data)
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
 def run_entry(data: str) -> tuple[float, int, float | None, float, str]:
     """Parse one entry of a job's run list (``runs:<job>``, lua/include/history.lua:
     ``sched|attempt|fence|started|ended|outcome``, ms): scheduled, attempt, started (None:
@@ -352,18 +365,49 @@ def result_json(value: Any) -> str:
     return text
 
 
+def is_int(value: object) -> bool:
+    """A Redis counter's text that ``int()`` reads (digits, an optional minus)."""
+    return isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii()
+
+
 def job_info(
     job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
 ) -> JobInfo:
     """A job hash (with its skip and dead-letter lists and the running hash) as a JobInfo.
-    A definition that cannot be read still gives a snapshot (it was quarantined)."""
+    A definition that cannot be read still gives a snapshot (it was quarantined); fields
+    that do not parse (garbage) give one that says so instead of failing the listing."""
+    try:
+        return _job_info(job_id, h, skips, dead, running)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        return JobInfo(
+            job_id=job_id,
+            schedule=f"(unreadable: {type(exc).__name__}: {str(exc)[:120]}; run duetime doctor)",
+            lane=str(h.get("lane", "default")),
+            state="malformed",
+            next_run=None,
+            runs=0,
+            failures=0,
+            attempts=0,
+            last_result=None,
+            last_error=None,
+            last_traceback=None,
+            running=(),
+            skipped=(),
+            dead_letters=(),
+            task="",
+            args="",
+        )
+
+
+def _job_info(
+    job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
+) -> JobInfo:
     try:
         spec: JobSpec | None = decode(h["def"], job_id)
     except (ValueError, KeyError, TypeError):
         spec = None  # quarantined: still inspectable
     invs = []
-    for data in running.values():
-        r = running_entry(data)
+    for r in running_entries(running).values():
         if r.job_id == job_id:
             invs.append(InvocationInfo(job_id, r.scheduled, r.attempt, r.fence, None))
     if h.get("cancelled") == "1":

@@ -157,7 +157,7 @@ def _ids(k: Keys, state: str, inner: Any, count: int) -> Op[tuple[list[str], Any
     start, skip = (0, 0) if inner is None else (int(inner[0]), int(inner[1]))
     if state == "running":
         nxt, entries = yield from one(i, "hscan", k.running, start, count=count)
-        ids = [codec.running_entry(v).job_id for v in entries.values()]
+        ids = [r.job_id for r in codec.running_entries(entries).values()]
     elif state == "paused":
         nxt, ids = yield from one(i, "sscan", k.paused, start, count=count)
     else:  # all
@@ -233,7 +233,8 @@ def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
             calls.append(("lrange", (k.dead(job_id), 0, -1), {}))
     replies = yield Calls(k.shard, tuple(calls))
     wanted = set(ids)  # the RUNNING entries of these jobs only, each parsed once
-    running = {t: v for t, v in replies[0].items() if codec.running_entry(v).job_id in wanted}
+    parsed = codec.running_entries(replies[0])
+    running = {t: replies[0][t] for t, r in parsed.items() if r.job_id in wanted}
     rest = replies[1:]
     step = 2 if state == "dead" else 1
     out = []
@@ -244,6 +245,7 @@ def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
             continue
         info = codec.job_info(job_id, h, [], dead, running)
         keep = {"all": True, "dead": bool(info.dead_letters)}
-        if keep.get(state, info.state == state):
+        # a job whose hash does not parse is listed where its index put it, not hidden
+        if keep.get(state, info.state in (state, "malformed")):
             out.append(info)
     return out

@@ -18,6 +18,7 @@ from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Calls, Now, Op, Scan, Script, one
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
+LISTED = (*LIVE, "malformed")  # a job hash that does not parse is listed, not hidden
 
 
 class Layout:
@@ -125,14 +126,14 @@ def jobs(keys: Keys) -> Op[list[JobInfo]]:
     infos = []
     for job_id in sorted(ids):
         info = yield from get(keys, job_id)
-        if info is not None and info.state in LIVE:
+        if info is not None and info.state in LISTED:
             infos.append(info)
     return by_next_run(infos)
 
 
 def by_next_run(infos: Iterable[JobInfo]) -> list[JobInfo]:
     """Live jobs by next run (jobs without one last)."""
-    live = [i for i in infos if i.state in LIVE]
+    live = [i for i in infos if i.state in LISTED]
     return sorted(live, key=lambda i: (i.next_run is None, i.next_run or 0.0))
 
 

@@ -133,8 +133,7 @@ def running(store: AnyStore) -> list[Running]:
             p.zrange(part.keys.lease, 0, -1, withscores=True)
             entries, leases = p.execute()
         until = {str(token): float(ms) / 1000 for token, ms in leases}
-        for token, data in sorted(entries.items()):
-            r = codec.running_entry(data)
+        for token, r in sorted(codec.running_entries(entries).items()):
             owner = codec.owner_of(token)
             lease = until.get(str(token))
             out.append(Running(r.job_id, r.scheduled, r.attempt, r.fence, owner, lease))
@@ -166,12 +165,14 @@ def quarantined_count(store: AnyStore) -> int:
 def counters(store: RedisStore) -> dict[str, int]:
     """The ``stats`` hash: one counter per event kind, sorted by kind."""
     raw: Mapping[str, str] = store.redis.hgetall(store.keys.stats)
-    return {kind: int(n) for kind, n in sorted(raw.items())}
+    # a counter that is not an integer (garbage) is left out, never a failed readout
+    return {kind: int(n) for kind, n in sorted(raw.items()) if codec.is_int(n)}
 
 
 def data_loss_alarms(store: RedisStore) -> int:
     """How many times a replica found the namespace's epoch gone (Redis lost data)."""
-    return int(store.redis.hget(store.keys.stats, "data_loss") or 0)
+    n = store.redis.hget(store.keys.stats, "data_loss")
+    return int(n) if codec.is_int(n) else 0
 
 
 def replicas(store: RedisStore) -> list[Replica]:

@@ -241,6 +241,12 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
         from redis.retry import Retry  # type: ignore[assignment]
         from redis.sentinel import Sentinel  # type: ignore[assignment]
 
+    if kwargs.get("decode_responses"):
+        # Bytes that are not UTF-8 (garbage in a job's hash) become U+FFFD instead of
+        # failing the whole reply: one such field made `duetime ls` fail for every job of
+        # the namespace. Nothing read is written back from Python (the scripts write), and
+        # what duetime writes is valid UTF-8 (claims check definitions in Lua first).
+        kwargs.setdefault("encoding_errors", "replace")
     url, _ = split_shards(url)
     if is_cluster(url):
         c = parse_cluster(url)
