@@ -308,7 +308,8 @@ def build_spec(
         allow_past=allow_past,
         now=now,
     )
-    check_options(options, "enqueue")
+    if options:
+        check_options(options, "enqueue")
     return make_spec(task, schedule, job_id=job_id, kwargs=kwargs, check_task=False, **options)
 
 
@@ -317,7 +318,7 @@ def job_specs(jobs: Iterable[Mapping[str, Any]], now: float) -> list[JobSpec]:
     keywords), or the first error."""
     specs = []
     for i, given in enumerate(jobs):
-        if not isinstance(given, Mapping):
+        if type(given) is not dict and not isinstance(given, Mapping):  # dict: no ABC check
             raise TypeError(
                 f"enqueue_many item {i}: each item is a mapping of enqueue's arguments, "
                 f"such as {{'task': 'app.send', 'delay': 30}}; got {type(given).__name__}"

@@ -261,7 +261,8 @@ class Scheduler(Client):
     def _add(
         self, fn: JobTarget, schedule: Schedule, *, job_id: str | None = None, **options: Any
     ) -> str:
-        check_options(options, "schedule")
+        if options:
+            check_options(options, "schedule")
         spec = make_spec(fn, schedule, job_id=job_id, check_task=True, **options)
         if spec.lane not in self._lanes:
             raise ValueError(
