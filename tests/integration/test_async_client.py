@@ -147,6 +147,25 @@ def url_forms(request) -> str:
     return request.getfixturevalue("shared_redis_cluster").url + "?shards=2"
 
 
+@pytest.mark.parametrize("url_form", ["plain", "shards"])
+def test_more_tasks_than_the_connection_pool_share_one_client(redis_url, redis_ns, url_form):
+    """300 tasks enqueueing at once through one AsyncClient: redis.asyncio's pool holds
+    100 connections and refused the 101st ("Too many connections"); the client now lets
+    at most IN_FLIGHT operations talk to Redis at once, the others wait their turn."""
+    url = redis_url if url_form == "plain" else f"{redis_url}?shards=4"
+
+    async def main() -> tuple[list[str], int]:
+        async with AsyncClient(url, namespace=redis_ns) as client:
+            ids = await asyncio.gather(
+                *(client.enqueue("some.task", delay="1h") for _ in range(300)),
+                client.enqueue_many([{"task": "some.task", "delay": 60}] * 50),
+            )
+            return [i for i in ids if isinstance(i, str)], len(await client.jobs())
+
+    ids, stored = asyncio.run(main())
+    assert len(set(ids)) == 300 and stored == 350
+
+
 @pytest.fixture(params=["plain", "shards", "sentinel", "cluster"])
 def any_url(request) -> str:
     return url_forms(request)

@@ -42,6 +42,10 @@ from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachab
 
 T = TypeVar("T")
 RESEND_RETRIES = 2  # as RedisStore's
+# The most store operations in flight at once on one client; more wait their turn.
+# redis.asyncio's pool holds 100 connections and refuses the next ("Too many
+# connections"), so 200 tasks enqueueing at once through one shared AsyncClient failed.
+IN_FLIGHT = 64
 
 
 @cache
@@ -80,6 +84,7 @@ class AsyncStore:
         self.seq_high = [0] * len(self.layout.parts)  # per shard: the highest seq added
         self.lost_writes = 0
         self.data_loss_alarms = 0
+        self._slots: asyncio.Semaphore | None = None  # IN_FLIGHT, made in the running loop
 
     @property
     def redis(self) -> Any:
@@ -95,15 +100,22 @@ class AsyncStore:
             )
         return self.layout
 
+    def _turn(self) -> asyncio.Semaphore:
+        """One of IN_FLIGHT turns: an operation holds one while it talks to Redis."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(IN_FLIGHT)
+        return self._slots
+
     async def run(self, op: Op[T]) -> T:
         """Run ``op`` (sansio.py): each request awaited in turn; the op's result."""
-        try:
-            request = next(op)
-            while True:
-                request = op.send(await self._do(request))
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
+        async with self._turn():
+            try:
+                request = next(op)
+                while True:
+                    request = op.send(await self._do(request))
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
 
     async def _do(self, request: Request) -> Any:
         try:
@@ -195,9 +207,10 @@ class AsyncStore:
         for n, spec in enumerate(specs):
             groups[shards.shard_of(spec.job_id, len(self.layout.parts))].append(n)
         out: list[AddResult | None] = [None] * len(specs)
-        replies = await asyncio.gather(
-            *(self._add_batch(i, [args[n] for n in members]) for i, members in groups.items())
-        )
+        async with self._turn():  # the shards' batches: one turn, a connection per shard
+            replies = await asyncio.gather(
+                *(self._add_batch(i, [args[n] for n in members]) for i, members in groups.items())
+            )
         for members, batch in zip(groups.values(), replies, strict=True):
             for n, reply in zip(members, batch, strict=True):
                 out[n] = codec.add_result(reply)
