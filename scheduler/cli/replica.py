@@ -9,7 +9,9 @@ import os
 import signal
 import socket
 import sys
+import sysconfig
 import threading
+import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -207,13 +209,49 @@ def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
     for module in modules:
         try:
             importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and not _is_or_contains(module, exc.name):
+                fail(_raised(module, exc), EXIT_USAGE)  # found; an import inside it failed
+            fail(_not_found(module, exc, paths), EXIT_USAGE)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code at import
-            where = ", ".join(paths) or os.getcwd()
-            fail(
-                f"cannot import task module {module!r} ({type(exc).__name__}: {exc}); run "
-                f"from the folder that holds it, or pass --path DIR (searched: {where})",
-                EXIT_USAGE,
-            )
+            if os.environ.get("DUETIME_TRACEBACK"):
+                traceback.print_exception(exc)
+            fail(_raised(module, exc), EXIT_USAGE)
+
+
+def _is_or_contains(module: str, missing: str) -> bool:
+    """Whether the module not found is ``module`` itself or one of its parent packages."""
+    return module == missing or module.startswith(missing + ".")
+
+
+def _not_found(module: str, exc: BaseException, paths: tuple[str, ...]) -> str:
+    where = ", ".join(paths) or os.getcwd()
+    hint = "run from the folder that holds it, or pass --path DIR"
+    if module.endswith(".py"):
+        hint = f"--import takes a module name, not a file: --import {module[:-3]}"
+    elif "," in module or " " in module:
+        hint = "give --import once per module: --import a --import b"
+    return f"cannot import task module {module!r} ({exc}); {hint} (searched: {where})"
+
+
+def _raised(module: str, exc: BaseException) -> str:
+    """A task module that was found but failed while it was imported: where, and what."""
+    if isinstance(exc, SyntaxError):
+        return (
+            f"task module {module!r} has a syntax error: {exc.msg} ({exc.filename}, "
+            f"line {exc.lineno})"
+        )
+    stdlib = sysconfig.get_paths()["stdlib"]
+    tb, at = exc.__traceback__, ""
+    while tb is not None:  # the innermost frame of user code (not the stdlib's, not ours)
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith(("<", stdlib, __file__)):
+            at = f" at {name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return (
+        f"task module {module!r} raised {type(exc).__name__}: {exc} while it was imported"
+        f"{at}; fix the module (DUETIME_TRACEBACK=1 shows the traceback)"
+    )
 
 
 def _open_checked(url: str, namespace: str, **options: Any) -> Any:

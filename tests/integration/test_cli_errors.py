@@ -183,6 +183,37 @@ def test_run_imports_from_the_working_directory_and_from_path(tmp_path, redis_se
     assert r.exit_code == 3, r.output  # imported, then the (unreachable) server refused
 
 
+def test_a_task_module_that_fails_is_told_apart_from_one_not_found(
+    tmp_path, redis_server, monkeypatch
+):
+    """A module that was found but raised while it was imported was reported as "cannot
+    import ...; run from the folder that holds it, or pass --path DIR": the wrong advice.
+    Now the line says what it raised and where; a file name or a list gets its own hint."""
+    (tmp_path / "keyerr_cli.py").write_text("import os\n\nos.environ['DUETIME_NOPE_X']\n")
+    (tmp_path / "syntax_cli.py").write_text("def f(:\n")
+    (tmp_path / "dep_cli.py").write_text("import nosuchdependency_cli\n")
+    (tmp_path / "fine_cli.py").write_text("X = 1\n")
+    monkeypatch.chdir(tmp_path)
+    env = {"DUETIME_REDIS_URL": redis_server.url, "DUETIME_NAMESPACE": "errs"}
+    expected = {
+        "keyerr_cli": "raised KeyError: 'DUETIME_NOPE_X' while it was imported at "
+        f"{tmp_path / 'keyerr_cli.py'}:3",
+        "syntax_cli": "has a syntax error: invalid syntax",
+        "dep_cli": "raised ModuleNotFoundError: No module named 'nosuchdependency_cli' "
+        f"while it was imported at {tmp_path / 'dep_cli.py'}:1",
+        "absent_cli": "cannot import task module 'absent_cli'",
+        "fine_cli.py": "--import takes a module name, not a file: --import fine_cli",
+        "a_cli,b_cli": "give --import once per module",
+    }
+    for module, text in expected.items():
+        r = CliRunner().invoke(main, ["run", "--import", module], env=env)
+        assert r.exit_code == 2, (module, r.output)
+        lines = [line for line in r.output.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and text in lines[0], (module, r.output)
+        if module != "absent_cli" and "," not in module and ".py" not in module:
+            assert "pass --path DIR" not in lines[0], lines[0]  # it was found
+
+
 def test_run_with_its_metrics_port_in_use_is_one_line(redis_server, redis_ns):
     holder = socket.socket()
     holder.bind(("", 0))
