@@ -46,13 +46,13 @@ def test_the_cli_reads_out_a_namespace_with_garbage_in_it(garbage, redis_url, re
     listed = run("ls")
     for job_id in ("good", "bad-utf8", "bad-next", "bad-runs"):
         assert job_id in listed, listed  # none hidden, none fails the listing
-    assert listed.count("malformed") == 2 and "run duetime doctor" in listed
+    assert listed.count("malformed") == 1 and "run duetime doctor" in listed
     states = {j["job_id"]: j["state"] for j in json.loads(run("ls", "--json"))["jobs"]}
     assert states == {
         "good": "scheduled",
         "bad-utf8": "scheduled",  # its definition is unreadable: shown, not run here
-        "bad-next": "malformed",
-        "bad-runs": "malformed",
+        "bad-next": "malformed",  # what `duetime doctor` moves aside
+        "bad-runs": "scheduled",  # counted from 0 again, as the scripts read it
     }
     assert "malformed" in run("show", "bad-next") and "bad-utf8" in run("show", "bad-utf8")
     assert "no running jobs" in run("ls", "--state", "running")

@@ -399,6 +399,13 @@ def job_info(
         )
 
 
+def _count(h: Mapping[str, str], name: str) -> int:
+    """A job's counter as the scripts read it (``tonumber(v) or 0``: a garbled one counts
+    from 0 again, so readouts show that too, and `duetime doctor` has nothing to repair)."""
+    v = h.get(name)
+    return int(v) if v is not None and is_int(v) else 0
+
+
 def _job_info(
     job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
 ) -> JobInfo:
@@ -445,9 +452,9 @@ def _job_info(
         lane=h.get("lane", "default"),
         state=state,
         next_run=int(h["next"]) / 1000 if entry else None,
-        runs=int(h.get("runs", 0)),
-        failures=int(h.get("failures", 0)),
-        attempts=int(h.get("attempts", 0)),
+        runs=_count(h, "runs"),
+        failures=_count(h, "failures"),
+        attempts=_count(h, "attempts"),
         last_result=json.loads(result) if result else None,
         last_error=h.get("last_error") or None,
         last_traceback=(h.get("last_tb") or None) if h.get("last_error") else None,
