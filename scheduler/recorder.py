@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.metrics import Metrics, Run
@@ -41,6 +41,7 @@ class Recorder(Metrics):
         owner: str,
         *,
         workers: int = 0,
+        lanes: Mapping[str, int] | None = None,
         wall: Callable[[], float] = time.time,
         every: float | None = None,
     ) -> None:
@@ -64,6 +65,8 @@ class Recorder(Metrics):
             "started": round(wall(), 3),
             "workers": workers,
         }
+        if lanes is not None:  # which lanes it serves: `duetime stats` names unserved ones
+            self._info["lanes"] = dict(lanes)
 
     # ---- the hooks: counted, then forwarded -----------------------------------------------
 

@@ -20,7 +20,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import listing, queries
+from scheduler.stores.redis import listing, minutes, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
@@ -196,8 +196,10 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     with open_namespace("stats", redis_url, namespace) as store:
         st = queries.stats(store)
         url = store.url
+        with_work = [lane for lane, n in st["queue_depths"].items() if n]
+        unserved = minutes.unserved_lanes(store, with_work, [r["id"] for r in st["replicas"]])
     if as_json:
-        click.echo(json.dumps(st, indent=2))
+        click.echo(json.dumps({**st, "unserved_lanes": unserved}, indent=2))
         return
     now = st["now"]
     click.echo(f"namespace   {namespace} at {url}")
@@ -207,6 +209,11 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     ]
     lines = render.table(["LANE", "QUEUED", "DUE NOW"], lanes, right=frozenset({1, 2}))
     click.echo("\n".join(lines) if lanes else "lanes       none (nothing was ever enqueued)")
+    for lane in unserved:
+        click.echo(
+            f"warning     lane {lane!r} has {st['queue_depths'][lane]} queued and no live replica "
+            f"serves it: start one with --lane {lane}=N"
+        )
     click.echo(f"running     {st['running']}")
     lag = st["lag_ms"]
     click.echo(

@@ -171,7 +171,13 @@ def run(
         )
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
-        recorder = Recorder(signals, store, owner, workers=workers + sum(sizes.values()))
+        recorder = Recorder(
+            signals,
+            store,
+            owner,
+            workers=workers + sum(sizes.values()),
+            lanes={"default": workers, **sizes},
+        )
         # What exists now (modules, the tasks, the store) lives as long as the process:
         # frozen before the first claim, it is left out of every later collection. A full
         # collection of it held the GIL 16-22 ms on a 2-core box (~50,000 objects), and

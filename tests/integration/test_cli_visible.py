@@ -49,3 +49,29 @@ def test_events_kind_filters_recent_events(cli, redis_url, redis_ns):
     assert [(e["kind"], e["job_id"]) for e in only] == [("cancelled", "j1")]
     both = json.loads(cli("events", "--json", "--kind", "cancelled", "--kind", "scheduled").output)
     assert len(both) == 4
+
+
+def test_stats_names_a_lane_with_work_that_no_live_replica_serves(cli, redis_url, redis_ns):
+    """Jobs enqueued into a lane no replica serves waited without a word (a queue without
+    consumers: what operators of Celery or Sidekiq trip over). Replicas now announce their
+    lanes; `duetime stats` warns about a lane with work that none of the live ones serves,
+    and says nothing when it cannot tell (a live replica that did not announce)."""
+    from scheduler.metrics import Metrics
+    from scheduler.recorder import Recorder
+    from scheduler.stores.redis import minutes
+
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue("tests.x", delay=0, lane="orphan")
+    client.enqueue("tests.x", delay=0, lane="fast")
+    store = RedisStore(redis_url, redis_ns)
+    try:
+        store.redis.set(store.keys.replica("r1"), "1")  # r1 is alive, has not announced
+        assert minutes.unserved_lanes(store, ["orphan", "fast"], ["r1"]) == []
+        Recorder(Metrics(), store, "r1", workers=6, lanes={"default": 4, "fast": 2}).flush()
+        assert minutes.unserved_lanes(store, ["orphan", "fast"], ["r1"]) == ["orphan"]
+        out = cli("stats").output
+        assert "warning     lane 'orphan' has 1 queued and no live replica serves it" in out
+        assert "lane 'fast'" not in out
+        assert json.loads(cli("stats", "--json").output)["unserved_lanes"] == ["orphan"]
+    finally:
+        store.close()

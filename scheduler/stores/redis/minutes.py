@@ -18,7 +18,7 @@ PEXPIRE, HGETALL); the reads need HGETALL and MGET (the monitor user has them).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class ReplicaInfo(TypedDict):
     started: float
     heartbeat: float
     workers: int
+    lanes: dict[str, int] | None  # lane -> workers; None: a replica that did not say
     alive: bool
 
 
@@ -170,7 +171,26 @@ def replicas(store: AnyStore) -> list[ReplicaInfo]:
                 "started": float(data.get("started", 0) or 0),
                 "heartbeat": float(data.get("heartbeat", 0) or 0),
                 "workers": int(data.get("workers", 0) or 0),
+                "lanes": _lanes(data.get("lanes")),
                 "alive": present is not None,
             }
         )
     return out
+
+
+def _lanes(value: Any) -> dict[str, int] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int)}
+
+
+def unserved_lanes(store: AnyStore, with_work: Iterable[str], alive: Iterable[str]) -> list[str]:
+    """The lanes of ``with_work`` that no live replica serves, by what the replicas
+    announced (``alive``: the ids of the live replicas). Empty when that cannot be told:
+    no replica alive (the count says so), or one that did not announce its lanes."""
+    announced = {r["id"]: r["lanes"] for r in replicas(store)}
+    alive = list(alive)
+    if not alive or any(announced.get(rid) is None for rid in alive):
+        return []
+    served = {lane for rid in alive for lane in announced[rid] or {}}
+    return sorted(set(with_work) - served)
