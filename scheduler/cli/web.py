@@ -131,6 +131,13 @@ def web(
         f"({', '.join(stores)}; {'actions enabled' if actions else 'read-only'})",
         err=True,
     )
+    if not _loopback(host) and not redact_args:
+        click.echo(
+            f"duetime web: warning: {host} is reachable from other machines and every page "
+            "shows jobs' arguments and errors to anyone who reaches it; put it behind an "
+            "authenticating proxy, or pass --redact-args",
+            err=True,
+        )
     config = uvicorn.Config(create_app(console), log_level="warning", access_log=False)
     try:
         uvicorn.Server(config).run(sockets=[sock])
@@ -188,3 +195,15 @@ def _open(redis_url: str, namespaces: tuple[str, ...]) -> dict[str, AnyStore]:
             fail(str(exc), EXIT_REFUSED)
         stores[ns] = store
     return stores
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (what --host binds) is reachable from this machine only."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything

@@ -83,3 +83,33 @@ def test_an_unreachable_redis_is_exit_3_with_the_password_masked():
     r = CliRunner().invoke(main, ["web", "--redis", "redis://u:s3cret@127.0.0.1:1/0"])
     assert r.exit_code == 3 and "cannot reach Redis at redis://u:***@127.0.0.1:1/0" in r.output
     assert "s3cret" not in r.output
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    "host,warned",
+    [("0.0.0.0", True), ("127.0.0.1", False), ("::1", False), ("localhost", False)],
+)
+def test_a_console_reachable_from_elsewhere_says_what_it_shows(
+    redis_server, redis_ns, host, warned
+):
+    """Read pages need no token: on an address other machines reach, every job's
+    arguments and errors are open to them. The command says so at start (unless the
+    arguments are redacted); on loopback it says nothing."""
+    from scheduler.cli import web
+
+    assert web._loopback(host) is (not warned)
+    argv = [sys.executable, "-m", "scheduler", "web", "--redis", redis_server.url, "-n", redis_ns]
+    argv += ["--host", "0.0.0.0", "--port", "0"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if host == "0.0.0.0":  # the only one started: binding the others adds nothing here
+        for extra, expect in (([], True), (["--redact-args"], False)):
+            proc = subprocess.Popen([*argv, *extra], env=env, stderr=subprocess.PIPE, text=True)
+            try:
+                first, second = proc.stderr.readline(), proc.stderr.readline() if expect else ""
+                assert first.startswith("duetime web: http://0.0.0.0:"), first
+                if expect:
+                    assert "reachable from other machines" in second, second
+            finally:
+                proc.terminate()
+                proc.wait(10)
