@@ -179,6 +179,11 @@ def json_args(args: object, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str:
         text = _CANONICAL.encode(args)
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"job arguments must be JSON-serialisable: {exc}") from None
+    except RecursionError:  # was raised as it was, from deep inside json
+        raise PayloadError(
+            "job arguments are nested too deeply to be stored as JSON (Python's recursion "
+            "limit, ~1,000 levels); flatten them or pass a reference"
+        ) from None
     if not _flat(args) and json.loads(text) != args:
         raise PayloadError(
             "job arguments do not survive a JSON round trip (tuples, non-str dict keys?); "

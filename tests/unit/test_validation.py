@@ -102,6 +102,11 @@ def test_task_kwargs_must_be_json_and_bounded(make_engine):
         eng.after("tests.validation.echo", 1, kwargs={"x": (1, 2)})
     with pytest.raises(PayloadError, match="over the 65536-byte limit"):
         eng.after("tests.validation.echo", 1, kwargs={"x": "a" * 70_000})
+    deep: dict[str, object] = {}
+    for _ in range(100_000):  # was a bare RecursionError from inside json
+        deep = {"a": deep}
+    with pytest.raises(PayloadError, match="nested too deeply"):
+        eng.after("tests.validation.echo", 1, kwargs={"x": deep})
     assert eng.jobs() == []
 
 
