@@ -114,6 +114,8 @@ def enqueue(
         kwargs = json.loads(kwargs_json)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
+    except RecursionError:
+        raise click.BadParameter("--kwargs is nested too deeply (~1,000 levels at most)") from None
     if cron_expr is None and (tz or jitter):
         raise click.UsageError("--tz and --jitter apply to --cron only")
     times: dict[str, Any] = {

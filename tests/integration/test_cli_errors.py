@@ -324,3 +324,12 @@ def test_the_demo_does_not_call_a_run_that_proved_nothing_ok():
     assert not Report().ok  # nothing ran, nobody was killed
     assert not Report(invocations=3, executions=3, completed=3).ok  # nobody was killed
     assert Report(invocations=3, executions=3, completed=3, killed_pid=42).ok
+
+
+def test_kwargs_nested_too_deeply_are_a_usage_error(redis_server):
+    """Was "enqueue failed unexpectedly: RecursionError" (exit 1)."""
+    deep = '{"a":' * 5000 + "1" + "}" * 5000
+    r = CliRunner().invoke(
+        main, ["enqueue", "t.x", "--in", "1s", "--redis", redis_server.url, "--kwargs", deep]
+    )
+    assert r.exit_code == 2 and "nested too deeply" in r.output, r.output
