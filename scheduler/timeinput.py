@@ -190,7 +190,10 @@ def beyond(epoch: float) -> str:
 
 def iso_utc(epoch: float) -> str:
     """``2025-03-01T13:30:00Z`` (with the fraction of a second when there is one)."""
-    when = dt.datetime.fromtimestamp(epoch, dt.timezone.utc)
+    try:
+        when = dt.datetime.fromtimestamp(epoch, dt.timezone.utc)
+    except OUT_OF_RANGE:
+        return beyond(epoch)
     us = when.microsecond
     spec = "microseconds" if us % 1000 else "milliseconds" if us else "seconds"
     return when.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
@@ -198,7 +201,10 @@ def iso_utc(epoch: float) -> str:
 
 def local(epoch: float) -> str:
     """``2025-03-01 14:30:00 CET``: the instant in the local zone, for people."""
-    when = dt.datetime.fromtimestamp(epoch).astimezone()
+    try:
+        when = dt.datetime.fromtimestamp(epoch).astimezone()
+    except OUT_OF_RANGE:  # the year 1 in UTC can be the year 0 in the local zone
+        return beyond(epoch)
     return f"{when:%Y-%m-%d %H:%M:%S} {when.tzname() or when.strftime('%z')}"
 
 

@@ -313,3 +313,13 @@ def test_lag_still_shows_a_late_dispatch(make_engine, clock):
     go.set()
     assert engine.wait_idle()
     assert lags.seen == [0.0, pytest.approx(3.0)]
+
+
+@pytest.mark.parametrize("epoch", [-62135596800.0, 1e15, -1e15])
+def test_describing_an_instant_outside_what_a_datetime_shows_never_fails(epoch):
+    """`--at 0001-01-01T00:00:00Z --allow-past` ended in "enqueue: year 0 is out of range"
+    (the year 1 in UTC is the year 0 in a zone west of it, or its local rendering failed)."""
+    from scheduler import timeinput
+
+    text = timeinput.describe(epoch, 1.8e9)
+    assert "epoch" in text or text.startswith("0001-01-01T00:00:00Z"), text
