@@ -11,25 +11,16 @@ a dispatcher sleeping until t=5 wakes exactly when ``advance`` reaches 5, not be
 
 from __future__ import annotations
 
-import math
 import threading
 
-
-def _finite(value: object, what: str) -> float:
-    """A number of seconds that is a number and finite (a NaN made every later due decision
-    fail: "cannot convert float NaN to integer")."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} takes a number of seconds, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"{what} takes a finite number of seconds, got {value!r}")
-    return float(value)
+from scheduler import validation
 
 
 class FakeClock:
     """A manually advanced clock. ``now()`` and ``wall()`` both return the fake time."""
 
     def __init__(self, start: float = 0.0) -> None:
-        self._now = _finite(start, "FakeClock(start)")
+        self._now = validation.finite(start, "FakeClock(start)")
         self._lock = threading.Lock()
         # sleeper id -> (deadline or None, condition it waits on)
         self._sleepers: dict[int, tuple[float | None, threading.Condition]] = {}
@@ -46,7 +37,8 @@ class FakeClock:
         """Move time forward and wake every waiter whose deadline has been reached.
 
         Returns once those waiters have been notified (they run on their own threads)."""
-        seconds = _finite(seconds, "advance()")
+        # a NaN made every later due decision fail ("cannot convert float NaN to integer")
+        seconds = validation.finite(seconds, "advance()")
         if seconds < 0:
             raise ValueError(f"a clock cannot go back: advance({seconds!r})")
         with self._lock:

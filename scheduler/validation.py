@@ -29,6 +29,11 @@ def _number(name: str, value: object) -> float:
     return f
 
 
+def finite(value: object, name: str) -> float:
+    """A finite number of seconds (not a bool), as a float."""
+    return _number(name, value)
+
+
 def _seconds(name: str, value: object) -> float:
     """A number of seconds, or a duration string (``"90s"``, ``"1h30m"``, ``"PT1H"``:
     ``scheduler.timeinput``)."""

@@ -14,16 +14,16 @@ def test_a_clock_moves_only_by_finite_seconds(bad):
     """``advance(nan)`` was accepted: the clock read NaN, and the next schedule failed
     deep inside ("cannot convert float NaN to integer")."""
     clock = FakeClock(10)
-    with pytest.raises(ValueError, match="finite number of seconds"):
+    with pytest.raises(ValueError, match="must be finite"):
         clock.advance(bad)
-    with pytest.raises(ValueError, match="finite number of seconds"):
+    with pytest.raises(ValueError, match="must be finite"):
         FakeClock(bad)
     assert clock.now() == 10.0
 
 
 @pytest.mark.parametrize("bad", ["5", None, True])
 def test_a_clock_moves_only_by_a_number(bad):
-    with pytest.raises(TypeError, match="number of seconds"):
+    with pytest.raises(TypeError, match="must be a number of seconds"):
         FakeClock().advance(bad)  # type: ignore[arg-type]
 
 
