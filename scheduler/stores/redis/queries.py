@@ -184,7 +184,7 @@ def replicas(store: RedisStore) -> list[Replica]:
     for key, value in zip(keys, values, strict=True):
         if value is None:  # expired between SCAN and MGET
             continue
-        at = int(value) / 1000 if str(value).isdigit() else None
+        at = int(value) / 1000 if codec.is_int(value) else None
         out.append({"id": str(key)[len(prefix) :], "last_claim": at, "last_claim_iso": iso(at)})
     return out
 
