@@ -181,7 +181,10 @@ def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(private_redis, r
     assert int(stats["claimed"]) == n and int(stats["succeeded"]) == n  # each once
     assert sum(rode) + sum(alone) == n
     assert sum(rode) >= 0.8 * n, (sum(rode), alone)  # most successes rode with a claim
-    assert len(alone) <= max(5, len(rode) // 4), (len(alone), len(rode))
+    # (How many batches went alone is not asserted: a bound of a quarter of the rides
+    # failed 1-4 runs in 8 on a slow 2-core box, on the session's starting commit too,
+    # with 2-14 % of the successes alone when a lane drained between two claims. The
+    # regression it was written for sent a quarter alone: the 80 % above catches it.)
     assert scripts < 0.06 * n  # ~one claim per ~50 jobs, carrying their acks
     assert r.hlen(store.keys.running) == 0 and r.zcard(store.keys.lease) == 0
     store.close()
