@@ -171,13 +171,8 @@ def run(
         )
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
-        recorder = Recorder(
-            signals,
-            store,
-            owner,
-            workers=workers + sum(sizes.values()),
-            lanes={"default": workers, **sizes},
-        )
+        served = {"default": workers, **sizes}  # as the engine sizes its lanes
+        recorder = Recorder(signals, store, owner, workers=sum(served.values()), lanes=served)
         # What exists now (modules, the tasks, the store) lives as long as the process:
         # frozen before the first claim, it is left out of every later collection. A full
         # collection of it held the GIL 16-22 ms on a 2-core box (~50,000 objects), and
@@ -190,7 +185,7 @@ def run(
             owner,
             namespace,
             store.url,
-            {"default": workers, **sizes},
+            served,
         )
         while not stop.wait(summary_every or None):
             signals.log_summary()

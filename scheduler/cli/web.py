@@ -149,13 +149,7 @@ def web(
 
 def _hosts(host: str, given: tuple[str, ...]) -> list[str] | None:
     """The Host headers to answer: ``given``, plus the loopback names when bound to one."""
-    import ipaddress
-
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    names = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else []
+    names = ["127.0.0.1", "localhost", "[::1]", "::1"] if _loopback(host) else []
     return [*names, *given] or None
 
 

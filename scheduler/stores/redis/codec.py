@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps does to a str
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from scheduler import tasks
 from scheduler.errors import PayloadError, TaskNotRegisteredError
@@ -365,7 +365,7 @@ def result_json(value: Any) -> str:
     return text
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[str]:
     """A Redis counter's text that ``int()`` reads (digits, an optional minus)."""
     return isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii()
 
@@ -403,7 +403,7 @@ def _count(h: Mapping[str, str], name: str) -> int:
     """A job's counter as the scripts read it (``tonumber(v) or 0``: a garbled one counts
     from 0 again, so readouts show that too, and `duetime doctor` has nothing to repair)."""
     v = h.get(name)
-    return int(v) if v is not None and is_int(v) else 0
+    return int(v) if is_int(v) else 0
 
 
 def _job_info(
