@@ -24,8 +24,6 @@ from scheduler.model import (
     Delivery,
     Event,
     Every,
-    InvocationInfo,
-    JobInfo,
     JobSpec,
     Misfire,
     Missing,
@@ -314,6 +312,22 @@ def running_entries(entries: Mapping[str, str]) -> dict[str, RunningEntry]:
     return out
 
 
+def skip_entry(data: str) -> Skip:
+    """Parse one entry of a job's skip list (``skips:<job>``: ``first|last|count|reason``,
+    ms)."""
+    first, last, count, reason = data.split("|", 3)
+    return Skip(int(first) / 1000, int(last) / 1000, int(count), reason)
+
+
+def dead_letter(job_id: str, data: str) -> Event:
+    """Parse one entry of a job's dead-letter list (``dead:<job>``: JSON ``at``, ``sched``,
+    ``attempt``, ``reason``; ms) as its ``dead_lettered`` event."""
+    e = json.loads(data)
+    return Event(
+        e["at"] / 1000, "dead_lettered", job_id, e["sched"] / 1000, e["attempt"], e["reason"]
+    )
+
+
 def run_entry(data: str) -> tuple[float, int, float | None, float, str]:
     """Parse one entry of a job's run list (``runs:<job>``, lua/include/history.lua:
     ``sched|attempt|fence|started|ended|outcome``, ms): scheduled, attempt, started (None:
@@ -368,102 +382,6 @@ def result_json(value: Any) -> str:
 def is_int(value: object) -> TypeGuard[str]:
     """A Redis counter's text that ``int()`` reads (digits, an optional minus)."""
     return isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii()
-
-
-def job_info(
-    job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
-) -> JobInfo:
-    """A job hash (with its skip and dead-letter lists and the running hash) as a JobInfo.
-    A definition that cannot be read still gives a snapshot (it was quarantined); fields
-    that do not parse (garbage) give one that says so instead of failing the listing."""
-    try:
-        return _job_info(job_id, h, skips, dead, running)
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        return JobInfo(
-            job_id=job_id,
-            schedule=f"(unreadable: {type(exc).__name__}: {str(exc)[:120]}; run duetime doctor)",
-            lane=str(h.get("lane", "default")),
-            state="malformed",
-            next_run=None,
-            runs=0,
-            failures=0,
-            attempts=0,
-            last_result=None,
-            last_error=None,
-            last_traceback=None,
-            running=(),
-            skipped=(),
-            dead_letters=(),
-            task="",
-            args="",
-        )
-
-
-def _count(h: Mapping[str, str], name: str) -> int:
-    """A job's counter as the scripts read it (``tonumber(v) or 0``: a garbled one counts
-    from 0 again, so readouts show that too, and `duetime doctor` has nothing to repair)."""
-    v = h.get(name)
-    return int(v) if is_int(v) else 0
-
-
-def _job_info(
-    job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
-) -> JobInfo:
-    try:
-        spec: JobSpec | None = decode(h["def"], job_id)
-    except (ValueError, KeyError, TypeError):
-        spec = None  # quarantined: still inspectable
-    invs = []
-    for r in running_entries(running).values():
-        if r.job_id == job_id:
-            invs.append(InvocationInfo(job_id, r.scheduled, r.attempt, r.fence, None))
-    if h.get("cancelled") == "1":
-        state = "cancelled"
-    elif h.get("state"):
-        state = h["state"]
-    elif h.get("paused") == "1":
-        state = "paused"
-    elif invs:
-        state = "running"
-    else:
-        state = "scheduled"
-    entry = h.get("e")
-    skipped = []
-    for s in reversed(skips):
-        first, last, count, reason = s.split("|", 3)
-        skipped.append(Skip(int(first) / 1000, int(last) / 1000, int(count), reason))
-    dead_letters = []
-    for d in reversed(dead):
-        e = json.loads(d)
-        dead_letters.append(
-            Event(
-                e["at"] / 1000,
-                "dead_lettered",
-                job_id,
-                e["sched"] / 1000,
-                e["attempt"],
-                e["reason"],
-            )
-        )
-    result = h.get("last_result")
-    return JobInfo(
-        job_id=job_id,
-        schedule=spec.schedule.describe() if spec else "(unreadable)",
-        lane=h.get("lane", "default"),
-        state=state,
-        next_run=int(h["next"]) / 1000 if entry else None,
-        runs=_count(h, "runs"),
-        failures=_count(h, "failures"),
-        attempts=_count(h, "attempts"),
-        last_result=json.loads(result) if result else None,
-        last_error=h.get("last_error") or None,
-        last_traceback=(h.get("last_tb") or None) if h.get("last_error") else None,
-        running=tuple(invs),
-        skipped=tuple(skipped),
-        dead_letters=tuple(dead_letters),
-        task=spec.target.name if spec and isinstance(spec.target, TaskRef) else "",
-        args=spec.target.args_json if spec and isinstance(spec.target, TaskRef) else "",
-    )
 
 
 def add_result(reply: list[Any]) -> AddResult:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scheduler.model import JobInfo
-from scheduler.stores.redis import codec
+from scheduler.stores.redis import codec, snapshots
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Calls, Op, Scan, one, run
 
@@ -243,7 +243,7 @@ def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
         dead = rest[n * step + 1] if state == "dead" else []
         if not h or h.get("def") is None:
             continue
-        info = codec.job_info(job_id, h, [], dead, running)
+        info = snapshots.job_info(job_id, h, [], dead, running)
         keep = {"all": True, "dead": bool(info.dead_letters)}
         # a job whose hash does not parse is listed where its index put it, not hidden
         if keep.get(state, info.state in (state, "malformed")):

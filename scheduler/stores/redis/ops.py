@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scheduler.model import AddResult, Event, JobInfo, JobSpec
-from scheduler.stores.redis import calendar_plans, codec
+from scheduler.stores.redis import calendar_plans, codec, snapshots
 from scheduler.stores.redis import shards as sharding
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Calls, Now, Op, Scan, Script, one
@@ -112,7 +112,7 @@ def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
             ("hgetall", (keys.running,), {}),
         ),
     )
-    return codec.job_info(job_id, h, skips, dead, running) if h else None
+    return snapshots.job_info(job_id, h, skips, dead, running) if h else None
 
 
 def jobs(keys: Keys) -> Op[list[JobInfo]]:
