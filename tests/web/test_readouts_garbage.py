@@ -30,6 +30,8 @@ def garbage(redis_url: str, redis_ns: str) -> Client:
     raw.hset(p + "job:bad-runs", "runs", "x")
     raw.hset(p + "stats", "scheduled", "notanumber")
     raw.hset(p + "running", mapping={"tok:1": "garbage|||", "tok:2": b"\xff"})
+    raw.rpush(p + "skips:good", "garbage")  # a history entry: the job stays readable
+    raw.rpush(p + "dead:good", "{not json")
     raw.close()
     return client
 
@@ -55,6 +57,7 @@ def test_the_cli_reads_out_a_namespace_with_garbage_in_it(garbage, redis_url, re
         "bad-runs": "scheduled",  # counted from 0 again, as the scripts read it
     }
     assert "malformed" in run("show", "bad-next") and "bad-utf8" in run("show", "bad-utf8")
+    assert "malformed" not in run("show", "good")  # its garbled history entries left out
     assert "no running jobs" in run("ls", "--state", "running")
     run("stats")
     run("ls", "--state", "all")

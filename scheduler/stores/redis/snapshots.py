@@ -5,10 +5,13 @@ failed listing (a job that does not parse reads as ``malformed``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
 from scheduler.stores.redis.codec import dead_letter, decode, is_int, running_entries, skip_entry
+
+T = TypeVar("T")
 
 
 def job_info(
@@ -69,8 +72,8 @@ def _job_info(
     else:
         state = "scheduled"
     entry = h.get("e")
-    skipped = [skip_entry(s) for s in reversed(skips)]
-    dead_letters = [dead_letter(job_id, d) for d in reversed(dead)]
+    skipped = _parsed(skip_entry, reversed(skips))  # history: a garbled entry is left out
+    dead_letters = _parsed(lambda d: dead_letter(job_id, d), reversed(dead))
     result = h.get("last_result")
     return JobInfo(
         job_id=job_id,
@@ -90,3 +93,15 @@ def _job_info(
         task=spec.target.name if spec and isinstance(spec.target, TaskRef) else "",
         args=spec.target.args_json if spec and isinstance(spec.target, TaskRef) else "",
     )
+
+
+def _parsed(parse: Callable[[str], T], entries: Iterable[str]) -> list[T]:
+    """The entries of a job's history list that parse (one that does not is garbage in a
+    record of the past: it leaves the job readable, as the scripts leave it runnable)."""
+    out = []
+    for entry in entries:
+        try:
+            out.append(parse(entry))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
