@@ -1,9 +1,10 @@
 #!lua
 -- reconcile.lua: one bounded pass of the reconciler: SCAN up to COUNT job keys from a
 -- cursor and repair what a crash or a past bug may have left behind (include/repair.lua
--- says what is repaired and what is left alone); also drop lease entries that no RUNNING
--- entry backs (a sample of up to 50; the claim's reaper drops the others when they
--- expire). Each repair re-checks its condition here, in this one call.
+-- says what is repaired and what is left alone); at the start of a cycle (cursor 0),
+-- move aside the RUNNING entries that do not parse and hold no lease; also drop lease
+-- entries that no RUNNING entry backs (a sample of up to 50; the claim's reaper drops the
+-- others when they expire). Each repair re-checks its condition here, in this one call.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
@@ -16,7 +17,8 @@
 --         each other's scan instead of repeating it; stored back unless a dry run), or
 --         a SCAN cursor of the caller's own (duetime doctor's full scan; not stored)
 -- Returns: JSON {cursor (next; "0" = a full cycle ended), scanned (job keys seen),
---          found: [[job id, what, what was done]], leases (lease entries dropped)}
+--          found: [[job id (a RUNNING entry's: its quarantine entry id "t:..."), what,
+--          what was done]], leases (lease entries dropped)}
 
 --@include core
 --@include repair
@@ -39,9 +41,11 @@ if cursor == '' then cursor = redis.call('GET', P .. 'reconcile') or '0' end
 if not string.match(cursor, '^%d+$') then cursor = '0' end  -- a garbled cursor: start over
 
 local now = now_ms()
-local counts = running_jobs()
+local counts, bad = running_jobs()
+-- RUNNING entries that do not parse, once per cycle of the scan (its first call)
+local found = cursor == '0' and stray_entries(now, bad, dry == '1') or {}
 local reply = redis.call('SCAN', cursor, 'MATCH', jkey('*'), 'COUNT', count)
-local found, start = {}, #jkey('') + 1
+local start = #jkey('') + 1
 for _, key in ipairs(reply[2]) do
   local job = string.sub(key, start)
   local r = repair_job(now, job, counts, dry == '1')

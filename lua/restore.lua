@@ -7,7 +7,7 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake,
---   running, events, stats, skips:<job_id>, dead:<job_id>, bf:<job_id>, layout,
+--   running, lease, events, stats, skips:<job_id>, dead:<job_id>, bf:<job_id>, layout,
 --   done:<state>, paused, runs:<job_id>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] entry id (the job id for a job moved aside)

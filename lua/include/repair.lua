@@ -1,7 +1,7 @@
 -- include/repair.lua: the reconciler's check of one job: what a crash or a past bug may
 -- have left behind, re-checked and repaired inside the calling script.
--- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, repair_job
--- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, events, stats,
+-- Provides: running_jobs, stray_entries, REPAIR_FIELDS, recount, requeue_orphan, repair_job
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
 --   done:<state>, paused, runs:<job_id>
 --
@@ -16,7 +16,8 @@
 -- (RELIABILITY §2: never run twice); a `running` count that no RUNNING entry backs is
 -- set right (a parked occurrence is then released). A job whose data does not parse is
 -- moved aside (include/aside.lua, found by "reconcile"), as a claim would when it comes
--- due: an orphan that does not parse would never come due.
+-- due: an orphan that does not parse would never come due. So is a RUNNING entry that
+-- does not parse and holds no lease (stray_entries): no reaper would ever meet it.
 
 --@include job
 --@include events
@@ -24,15 +25,38 @@
 --@include settle
 --@include check
 --@include aside
+--@include tokens
 
--- job id -> number of its RUNNING entries (one HVALS of the namespace's RUNNING hash).
+-- job id -> number of its RUNNING entries that parse (one HGETALL of the namespace's
+-- RUNNING hash); and the {token, data} of those that do not parse.
 local function running_jobs()
-  local n = {}
-  for _, data in ipairs(redis.call('HVALS', P .. 'running')) do
-    local job = string.match(data, '^%d+|%d+|%d+|%d+|%d+|(.*)$')
-    if job then n[job] = (n[job] or 0) + 1 end
+  local n, bad, all = {}, {}, redis.call('HGETALL', P .. 'running')
+  for i = 1, #all, 2 do
+    local r = parse_running(all[i + 1])
+    if r then n[r.job] = (n[r.job] or 0) + 1 else bad[#bad + 1] = {all[i], all[i + 1]} end
   end
-  return n
+  return n, bad
+end
+
+-- RUNNING entries that do not parse and hold no lease (no reaper would ever meet them):
+-- each reported as a finding named by its quarantine entry id, and moved aside unless `dry`.
+-- One with a lease is left to the claim's reaper, which moves it aside when it expires.
+local function stray_entries(now, bad, dry)
+  local found = {}
+  for _, e in ipairs(bad) do
+    local token, data = e[1], e[2]
+    if not redis.call('ZSCORE', P .. 'lease', token) then
+      local id, what = token_entry(token), 'malformed RUNNING entry without a lease'
+      if not dry then
+        redis.call('HDEL', P .. 'running', token)
+        move_aside(now, 'reconcile', {id = id, job = '', reason = what, member = '', lane = '',
+          type = '', running = data, token = token})
+      end
+      found[#found + 1] = {id, what .. ' (token ' .. printable(token) .. ')',
+        dry and 'none (dry run)' or 'moved aside'}
+    end
+  end
+  return found
 end
 
 local REPAIR_FIELDS = {'gen', 'state', 'cancelled', 'paused', 'kind', 'lane', 'e', 'next',

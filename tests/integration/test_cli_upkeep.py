@@ -86,3 +86,20 @@ def test_quarantine_ls_show_restore_purge(cli, store):
     purged = cli("quarantine", "purge", "--all", "--yes")
     assert purged.exit_code == 0 and "purged 1 entry" in purged.output
     assert cli("quarantine", "purge", "m:00ff").exit_code == 1
+
+
+def test_doctor_moves_aside_a_malformed_running_entry_that_holds_no_lease(cli, store):
+    store.add(spec("stuck", After(0)))
+    (claim,) = store.claim_due({"default": 5}, None, "o").claims  # a leaseless replica's
+    store.redis.hset(store.keys.running, claim.token, "garbage")
+    dry = cli("doctor", "--dry-run")
+    assert dry.exit_code == 1, dry.output
+    assert "malformed RUNNING entry without a lease" in dry.output
+    fixed = cli("doctor", "--json")
+    assert fixed.exit_code == 0, fixed.output
+    actions = {f["job_id"]: f["action"] for f in json.loads(fixed.output)["findings"]}
+    entry = next(k for k in actions if k.startswith("t:"))
+    assert actions == {entry: "moved aside", "stuck": "requeued"}
+    assert cli("quarantine", "show", entry).exit_code == 0
+    assert not store.redis.hexists(store.keys.running, claim.token)
+    assert cli("doctor").exit_code == 0

@@ -277,3 +277,45 @@ def test_a_malformed_orphan_is_moved_aside_not_left_forever(store):
     assert (q.entry_id, q.found_by) == ("garbled", "reconcile")
     assert store.redis.exists(store.keys.quarantined_data("garbled"))
     assert claim_ids(store) == ["fine"]
+
+
+def test_a_malformed_running_entry_without_a_lease_is_moved_aside(store):
+    """A RUNNING entry that does not parse and holds no lease: no claim's reaper would
+    ever meet it (only expired leases are reaped), so it would count as running forever.
+    The reconciler reports it (dry run: nothing written), then moves it aside, and its
+    one-off job is queued again (the invocation was lost: at least once); a garbled entry
+    that holds a lease is left to the reaper, and a sound entry without a lease (a
+    leaseless replica's) is left alone."""
+    import hashlib
+
+    store.add(spec("held", After(0)))
+    store.add(spec("garbled", After(0), lane="other"))
+    (held,) = store.claim_due({"default": 5}, None, "o").claims
+    (garbled,) = store.claim_due({"other": 5}, None, "o").claims
+    r = store.redis
+    r.hset(store.keys.running, garbled.token, "7|not|a|running|entry|garbled")
+    r.hset(store.keys.running, "leased:9", "also garbage")
+    r.zadd(store.keys.lease, {"leased:9": 10**13})
+    entry = "t:" + hashlib.sha1(garbled.token.encode()).hexdigest()[:16]
+
+    before = dump(r, store)
+    dry = {f.job_id: f for f in store.reconcile(dry_run=True).findings}
+    assert dump(r, store) == before
+    assert sorted(dry) == ["garbled", entry]
+    assert dry[entry].problem == (
+        f"malformed RUNNING entry without a lease (token {garbled.token})"
+    )
+    assert {f.action for f in dry.values()} == {"none (dry run)"}
+
+    done = {f.job_id: f.action for f in store.reconcile().findings}
+    assert done == {entry: "moved aside", "garbled": "requeued"}
+    (q,) = store.quarantined()
+    assert (q.entry_id, q.found_by, q.job_id) == (entry, "reconcile", "")
+    assert "malformed RUNNING entry without a lease" in q.reason
+    record = json.loads(r.hget(store.keys.quarantined, entry))
+    assert (record["running"], record["token"]) == ("7|not|a|running|entry|garbled", garbled.token)
+    assert set(r.hkeys(store.keys.running)) == {held.token, "leased:9"}
+    # the lost invocation's one-off job is then an orphan: queued again (at least once)
+    assert r.hget(store.keys.job("garbled"), "running") == "0"
+    assert [c.job_id for c in store.claim_due({"other": 5}, 30, "o").claims] == ["garbled"]
+    assert store.reconcile().findings == ()
