@@ -1,7 +1,6 @@
 -- include/put.lua: add.lua's path for one job: its 12 arguments checked (add_input), then
--- the job decided (include/replace.lua: the old job read and checked, or moved aside) and
--- written (put): a pending occurrence, its hash (only what differs from DEFAULTS), its
--- wake-up (wake_new) and one `scheduled` event (tallied in a call of several jobs).
+-- decided (include/replace.lua: the old job read and checked, or moved aside) and written
+-- (put): a pending occurrence, its hash (what differs from DEFAULTS), its wake-up, an event.
 -- Provides: add_input, first_due, opt, write_hash, put
 -- Key families: layout, job:<job_id>, due:<lane>, seq, lanes, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined, quarantined:<entry>
@@ -20,8 +19,8 @@ local function add_input(job, def, lane, kind, n, anchor, grace, misfire, overla
                          stalls, window)
   local a = {job = job, def = def, lane = lane, kind = kind, n = n, anchor = anchor,
     misfire = misfire, overlap = overlap, delivery = delivery, window = window or '',
-    grace = int(grace), max_stalls = int(stalls), series = kind == 'every' or kind == 'cron',
-    iv = kind == 'every' and interval_of(n)}
+    grace = grace == '0' and 0 or int(grace), max_stalls = stalls == '3' and 3 or int(stalls),
+    series = kind == 'every' or kind == 'cron', iv = kind == 'every' and interval_of(n)}
   local num = kind == 'every' and (a.iv and 1 or 0) or int(n)
   local w = a.window == '' or int(a.window)
   a.num, grace = num, a.grace
@@ -65,14 +64,14 @@ end
 -- Job `a`'s hash in one HSET (generation `gen`; `seq`: its pending occurrence's), with only
 -- what differs from DEFAULTS; `lanes`: the lanes this call added.
 local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
-  local set = {'def', a.def, 'kind', a.kind, 'gen', fmt(gen), 'e', seq, 'next', fmt(due)}
+  local set = {'def', a.def, 'kind', a.kind, 'gen', fmt(gen), 'e', seq, 'next', a.due_s}
   opt(set, 'lane', a.lane); opt(set, 'delivery', a.delivery)
   opt(set, 'max_stalls', fmt(a.max_stalls))
   opt(set, 'running', old.running or '0')   -- invocations of a replaced definition may still run
   opt(set, 'k', fmt(k))
   if a.series then
     opt(set, 'misfire', a.misfire); opt(set, 'overlap', a.overlap)
-    opt(set, 'grace', fmt(a.grace)); opt(set, 'since', fmt(due))
+    opt(set, 'grace', fmt(a.grace)); opt(set, 'since', a.due_s)
     if a.window ~= '' then opt(set, 'window', a.window) end
   end
   if anchor then opt(set, 'interval', a.n); opt(set, 'anchor', fmt(anchor)) end
@@ -104,14 +103,15 @@ local function put(a, now, up, c)
   end
   redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
   local due, k, anchor = first_due(a, now, up)
+  a.due_s = fmt(due)  -- formatted once: the hash, the due member's score, the event
   local seq, gen = c.ids()
   write_hash(a, jk, old, c.lanes, seq, gen, now, due, k, anchor)
   member = seq .. '|s|' .. job
-  redis.call('ZADD', P .. 'due:' .. a.lane, due, member)
+  redis.call('ZADD', P .. 'due:' .. a.lane, a.due_s, member)
   wake_new(heads, a.lane, member, due)
   local outcome = live and 'replaced' or 'created'
   if c.batch then
-    event_tallied(now, 'scheduled', job, due, nil, outcome, nil, fmt(due) .. '|||' .. job)
+    event_tallied(now, 'scheduled', job, due, nil, outcome, nil, a.due_s .. '|||' .. job)
   else
     xadd_event(now, 'scheduled', job, due, nil, outcome)
   end

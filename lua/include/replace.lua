@@ -14,6 +14,8 @@ local OLD_FIELDS = {'gen', 'def', 'cancelled', 'state', 'next', 'e', 'lane', 'ru
 -- The fields of `job` (an empty table if there is none), or nil and an error reply; and
 -- what to record if it must be moved aside first.
 local function read_old(job)
+  -- most adds are of a new id: one EXISTS (no key, so no type to check) instead of the read
+  if redis.call('EXISTS', jkey(job)) == 0 then return {} end
   local old, why, t = read_job(job, OLD_FIELDS)
   if why and redis.call('EXISTS', P .. 'quarantined:' .. job) == 1 then
     return nil, redis.error_reply('ERR duetime corrupt job:' .. job .. ' does not parse, and ' ..

@@ -10,6 +10,8 @@ import time
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler import Client
 from scheduler.errors import PayloadError
@@ -138,3 +140,42 @@ def test_the_client_reads_the_clock_of_the_store_it_holds_now():
     assert abs(client._wall() - time.time()) < 60
     client.store = MemoryStore(clock=FakeClock(start=2_000.0))
     assert client._wall() == 2_000.0
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(st.text(), JSON_VALUES, max_size=5))
+def test_canonical_json_is_json_dumps_with_the_canonical_settings(args):
+    """The encoder built once (validation._encode) writes what json.dumps writes."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    assert json_args(args, limit=10**9) == text
+
+
+def test_arguments_that_contain_themselves_are_refused_and_leave_no_trace():
+    """The encoder built once keeps no circular-reference markers: a value that contains
+    itself ends as one nested too deeply does, and the encodings after it are unharmed
+    (markers left behind by a failed encoding would refuse sound values)."""
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    listed: list[object] = []
+    listed.append(listed)
+    for bad in ({"x": loop}, {"x": listed}):
+        with pytest.raises(PayloadError, match="contain themselves"):
+            json_args(bad)
+    shared = {"k": 1}
+    assert json_args({"a": shared, "b": [shared, shared]}) == (
+        '{"a":{"k":1},"b":[{"k":1},{"k":1}]}'
+    )
+    with pytest.raises(PayloadError, match="JSON-serialisable"):
+        json_args({"x": [{"y": object()}]})
+    assert json_args({"x": [{"y": 1}]}) == '{"x":[{"y":1}]}'
