@@ -61,9 +61,9 @@ CUTS: list[tuple[str, str, str]] = [
 ]  # fmt: skip
 
 
-def whole(tree: str) -> str:
-    """The assembled add.lua of the checkout at ``tree``."""
-    code = 'from scheduler.stores.redis import scripts as s; print(s.source("add"), end="")'
+def whole(tree: str, name: str = "add") -> str:
+    """The assembled lua/``name``.lua of the checkout at ``tree``."""
+    code = f'from scheduler.stores.redis import scripts as s; print(s.source("{name}"), end="")'
     return subprocess.run(
         [sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
         capture_output=True, text=True, check=True,
