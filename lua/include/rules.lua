@@ -50,9 +50,12 @@ local function delivery_ok(v) return v == 'at_least_once' or v == 'at_most_once'
 -- field -> its predicate (plain functions: each call builds them anew, on its first lookup)
 local RULE
 local function fill_rules()
-  local function nonneg(v) local n = int(v) return n ~= nil and n >= 0 end
-  local function integer(v) return int(v) ~= nil end
-  local function int_or_empty(v) return v == '' or int(v) ~= nil end
+  -- as int() reads them, without converting (a field is stored as its text): digits, and
+  -- for nonneg "-0" too (int() reads it as 0)
+  local find = string.find
+  local function nonneg(v) return #v <= 16 and (find(v, '^%d+$') or find(v, '^%-0+$')) ~= nil end
+  local function integer(v) return #v <= 16 and find(v, '^%-?%d+$') ~= nil end
+  local function int_or_empty(v) return v == '' or integer(v) end
   local function flag(v) return v == '' or v == '0' or v == '1' end
   RULE = {gen = nonneg, running = nonneg, k = nonneg, runs = nonneg, failures = nonneg,
     max_stalls = function(v) local n = int(v) return n ~= nil and n >= 1 end,

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -49,10 +50,11 @@ def summary(path: str) -> int:
 
 
 def measure(
-    texts: dict[str, str] | None, jobs: int, batch: int, warm: int = 300
+    texts: dict[str, str] | None, jobs: int, batch: int, warm: int = 300, raw: bool = False
 ) -> dict[str, float]:
     """Instructions per job of the claims and of the acks (``texts``: the two scripts to
-    use instead of this checkout's)."""
+    use instead of this checkout's; ``raw``: claims only, their replies not read, so that
+    a cut claim.lua can be measured: each call then sees the same due jobs)."""
     out_dir = tempfile.mkdtemp(prefix="cg-claim-")
     port, out = free_port(), os.path.join(out_dir, "cg")
     server = subprocess.Popen(
@@ -78,28 +80,36 @@ def measure(
                 [JobSpec(f"j{k:08d}", TaskRef("t.x", '{"i":1}'), After(0)) for k in range(i, i + n)]
             )
 
-        def run(n: int) -> None:
-            claims: list = []  # type: ignore[type-arg]
+        def run(n: int) -> list[Any]:
+            claims: list[Any] = []
+            if raw:
+                script = store._scripts["claim"]
+                client.script_load(script.script)
+                for c in range(n // batch):
+                    argv = list(store.claim_request({"default": batch}, 30.0, "o").argv)
+                    argv[1] = f"rq{c}"  # a fresh request id: never a resend
+                    keys = (store.keys.epoch, store.keys.prefix, "")
+                    client.evalsha(script.sha, 1, *keys, *argv)
+                return [None] * n
             while len(claims) < n:
-                claims += store.claim_due(
-                    {"default": min(batch, n - len(claims))}, 30.0, "o"
-                ).claims
-            return claims  # type: ignore[return-value]
+                want = {"default": min(batch, n - len(claims))}
+                claims += store.claim_due(want, 30.0, "o").claims
+            return claims
 
-        def ack(claims: list) -> None:  # type: ignore[type-arg]
-            for i in range(0, len(claims), batch):
+        def ack(claims: list[Any]) -> None:
+            for i in range(0, 0 if raw else len(claims), batch):
                 done = [(c, None) for c in claims[i : i + batch]]
                 codes = store.call_script("complete_many", *acked_claims.ack_args(done))
                 assert all(c == "ok" for c in codes), codes
 
-        ack(run(warm))  # type: ignore[func-returns-value]
+        ack(run(warm))
         pid = str(server.pid)
         subprocess.run(["callgrind_control", "-z", pid], capture_output=True, check=True)
         claims = run(jobs)
         subprocess.run(["callgrind_control", "-d", pid], capture_output=True, check=True)
-        assert len(claims) == jobs  # type: ignore[arg-type]
+        assert len(claims) == jobs
         subprocess.run(["callgrind_control", "-z", pid], capture_output=True, check=True)
-        ack(claims)  # type: ignore[arg-type]
+        ack(claims)
         subprocess.run(["callgrind_control", "-d", pid], capture_output=True, check=True)
         client.close()
     finally:
@@ -116,11 +126,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--before", metavar="DIR")
+    ap.add_argument("--raw", action="store_true", help="claims only, replies not read (cuts)")
     a = ap.parse_args()
     rows = {}
     if a.before:
-        rows["before"] = measure({n: whole(a.before, n) for n in NAMES}, a.jobs, a.batch)
-    rows["this"] = measure(None, a.jobs, a.batch)
+        texts = {n: whole(a.before, n) for n in NAMES}
+        rows["before"] = measure(texts, a.jobs, a.batch, raw=a.raw)
+    rows["this"] = measure(None, a.jobs, a.batch, raw=a.raw)
     print(f"Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call)")
     print(f"{'':8s} {'claim':>10s} {'ack':>10s} {'both':>10s}")
     for label, r in rows.items():
