@@ -64,7 +64,7 @@ local function succeed(job, token, result, r, f)
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
       and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
     retire_success(now_s, jk, job, token, result, f)
-    retired[#retired + 1], retired[#retired + 2] = now, job
+    retired[#retired + 1], retired[#retired + 2] = now_s, job
   else
     redis.call('HINCRBY', jk, 'runs', 1)
     redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
@@ -72,7 +72,7 @@ local function succeed(job, token, result, r, f)
     record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
-  event_tallied(now, 'succeeded', job, r.sched, r.attempt, '')
+  event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil, r.line)
 end
 
 -- 1. decide every item, read only (the same token twice: one item)

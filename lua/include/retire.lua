@@ -1,7 +1,7 @@
 -- include/retire.lua: retire a finished or cancelled job: its state is recorded and its
 -- hash and lists expire after a day (finished jobs stay inspectable that long), and it is
 -- listed in done:<state> (`duetime ls --state`), trimmed to that day.
--- Provides: RETENTION_MS, list_done, retire, retire_success
+-- Provides: RETENTION_MS, RETENTION, list_done, retire, retire_success
 -- Key families: layout, job:<job_id>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
 --   done:<state>, paused, runs:<job_id>
 
@@ -9,6 +9,7 @@
 --@include job
 
 local RETENTION_MS = 86400000
+local RETENTION = '86400000'  -- PEXPIRE's argument as text: a Lua number is formatted per call
 
 -- List jobs retired at `now` as `outcome` in done:<outcome> (`scored`: score, job pairs)
 -- and trim it to the day finished jobs are kept.
@@ -22,11 +23,11 @@ end
 local function retire(job, outcome)
   local jk = jkey(job)
   redis.call('HSET', jk, 'state', outcome)
-  redis.call('PEXPIRE', jk, RETENTION_MS)
-  redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
-  redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
-  redis.call('PEXPIRE', P .. 'bf:' .. job, RETENTION_MS)
-  redis.call('PEXPIRE', P .. 'runs:' .. job, RETENTION_MS)
+  redis.call('PEXPIRE', jk, RETENTION)
+  redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION)
+  redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION)
+  redis.call('PEXPIRE', P .. 'bf:' .. job, RETENTION)
+  redis.call('PEXPIRE', P .. 'runs:' .. job, RETENTION)
   -- The listing indexes are derived data, written with pcall: one of another type is
   -- skipped, never a reason to stop a retirement (a listing re-reads every job it names).
   local now = now_ms()
@@ -42,10 +43,10 @@ local function retire_success(now_s, jk, job, token, result, f)
   redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
     'last_result', result, 'last_error', '', 'last_token', token, 'last_run', now_s,
     'state', 'succeeded')
-  redis.call('PEXPIRE', jk, RETENTION_MS)
+  redis.call('PEXPIRE', jk, RETENTION)
   -- lists to expire: flagged (include/dead.lua), or an older version's dead letter
   if f.lists == '1' or (tonumber(f.failures) or 0) > 0 then
-    redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION_MS)
-    redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION_MS)
+    redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION)
+    redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION)
   end
 end

@@ -15,7 +15,8 @@ local function running_ok()
 end
 
 -- A RUNNING entry ("gen|sched|attempt|stalls|fence|job"), parsed; nil for none, false if
--- it does not parse (numbers as core's int() reads them, a UTF-8 job id).
+-- it does not parse (numbers as core's int() reads them, a UTF-8 job id); `line`: the
+-- invocation's batch event line (include/events.lua), from the entry's own digits.
 local function parse_running(data)
   if not data then return nil end
   if #data > 2048 then return false end
@@ -27,7 +28,8 @@ local function parse_running(data)
     return false
   end
   return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
-          stalls = tonumber(stalls), fence = tonumber(fence), job = job}
+          stalls = tonumber(stalls), fence = tonumber(fence), job = job,
+          line = sched .. '|' .. attempt .. '||' .. job}  -- its batch event line
 end
 
 -- The running invocation held under `token`, parsed (nil: none; false: does not parse),
