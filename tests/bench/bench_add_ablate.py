@@ -21,6 +21,7 @@ these copies only say what a piece costs, they are never shipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import pathlib
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -132,13 +134,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def instructions(a: argparse.Namespace, text: str, out_dir: str) -> float:
-    port, out = free_port(), os.path.join(out_dir, f"cg.{uuid.uuid4().hex[:8]}")
+@contextlib.contextmanager
+def callgrind_redis(out: str) -> Iterator[tuple[redis.Redis, Callable[[str], None]]]:  # type: ignore[type-arg]
+    """A redis-server under callgrind (its dumps: ``out``.N), answering; yields a client
+    and ``control(flag)``: ``"-z"`` zeroes the counters, ``"-d"`` dumps them."""
+    port = free_port()
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
          "--port", str(port), "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+    def control(flag: str) -> None:
+        subprocess.run(["callgrind_control", flag, str(server.pid)], capture_output=True)
+
     try:
         client = redis.Redis(port=port, decode_responses=True)
         for _ in range(300):
@@ -147,17 +156,23 @@ def instructions(a: argparse.Namespace, text: str, out_dir: str) -> float:
                 break
             except redis.ConnectionError:
                 time.sleep(0.1)
-        store = RedisStore(client, "b1")
-        sha = client.script_load(text)
-        args = jobs_args(store, a.jobs + 300)
-        calls(client, sha, store, args[:300], a.batch)
-        subprocess.run(["callgrind_control", "-z", str(server.pid)], capture_output=True)
-        calls(client, sha, store, args[300:], a.batch)
-        subprocess.run(["callgrind_control", "-d", str(server.pid)], capture_output=True)
+        yield client, control
         client.close()
     finally:
         server.terminate()
         server.wait()
+
+
+def instructions(a: argparse.Namespace, text: str, out_dir: str) -> float:
+    out = os.path.join(out_dir, f"cg.{uuid.uuid4().hex[:8]}")
+    with callgrind_redis(out) as (client, control):
+        store = RedisStore(client, "b1")
+        sha = client.script_load(text)
+        args = jobs_args(store, a.jobs + 300)
+        calls(client, sha, store, args[:300], a.batch)
+        control("-z")
+        calls(client, sha, store, args[300:], a.batch)
+        control("-d")
     dumped = [f for f in glob.glob(out + "*") if f.endswith(".1")]
     m = re.search(r"^summary: (\d+)", pathlib.Path(dumped[0]).read_text(), re.M)
     assert m, "no callgrind summary"

@@ -24,18 +24,15 @@ import glob
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
-import redis  # noqa: E402
-from bench_add_ablate import free_port, whole  # noqa: E402
+from bench_add_ablate import callgrind_redis, whole  # noqa: E402
 
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore, acked_claims  # noqa: E402
@@ -55,21 +52,8 @@ def measure(
     """Instructions per job of the claims and of the acks (``texts``: the two scripts to
     use instead of this checkout's; ``raw``: claims only, their replies not read, so that
     a cut claim.lua can be measured: each call then sees the same due jobs)."""
-    out_dir = tempfile.mkdtemp(prefix="cg-claim-")
-    port, out = free_port(), os.path.join(out_dir, "cg")
-    server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
-         "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        client = redis.Redis(port=port, decode_responses=True)
-        for _ in range(300):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
+    out = os.path.join(tempfile.mkdtemp(prefix="cg-claim-"), "cg")
+    with callgrind_redis(out) as (client, control):
         store = RedisStore(client, "p1")
         store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
         for name, text in (texts or {}).items():
@@ -103,18 +87,13 @@ def measure(
                 assert all(c == "ok" for c in codes), codes
 
         ack(run(warm))
-        pid = str(server.pid)
-        subprocess.run(["callgrind_control", "-z", pid], capture_output=True, check=True)
+        control("-z")
         claims = run(jobs)
-        subprocess.run(["callgrind_control", "-d", pid], capture_output=True, check=True)
+        control("-d")
         assert len(claims) == jobs
-        subprocess.run(["callgrind_control", "-z", pid], capture_output=True, check=True)
+        control("-z")
         ack(claims)
-        subprocess.run(["callgrind_control", "-d", pid], capture_output=True, check=True)
-        client.close()
-    finally:
-        server.terminate()
-        server.wait()
+        control("-d")
     dumps = sorted(f for f in glob.glob(out + ".*") if re.search(r"\.\d+$", f))
     dumps.sort(key=lambda f: int(f.rsplit(".", 1)[1]))
     claim_i, ack_i = summary(dumps[-2]), summary(dumps[-1])
