@@ -72,7 +72,8 @@ local function succeed(job, token, result, r, f)
     record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
-  event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil, r.line)
+  event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil,
+    r.sched_text .. '|' .. r.attempt_text .. '||' .. job)  -- the entry's digits, as stored
 end
 
 -- 1. decide every item, read only (the same token twice: one item)

@@ -15,8 +15,8 @@ local function running_ok()
 end
 
 -- A RUNNING entry ("gen|sched|attempt|stalls|fence|job"), parsed; nil for none, false if
--- it does not parse (numbers as core's int() reads them, a UTF-8 job id); `line`: the
--- invocation's batch event line (include/events.lua), from the entry's own digits.
+-- it does not parse (numbers as core's int() reads them, a UTF-8 job id); sched_text and
+-- attempt_text: those numbers as stored (an event line needs no second formatting).
 local function parse_running(data)
   if not data then return nil end
   if #data > 2048 then return false end
@@ -29,7 +29,7 @@ local function parse_running(data)
   end
   return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
           stalls = tonumber(stalls), fence = tonumber(fence), job = job,
-          line = sched .. '|' .. attempt .. '||' .. job}  -- its batch event line
+          sched_text = sched, attempt_text = attempt}
 end
 
 -- The running invocation held under `token`, parsed (nil: none; false: does not parse),
