@@ -59,3 +59,27 @@ def test_a_job_round_trip_runs_on_the_commented_scripts(fake_store):
     (claim,) = fake_store.claim_due({"default": 1}, 30, "owner-1").claims
     assert fake_store.complete(claim, "done") is Commit.OK
     assert fake_store.get("a").runs == 1
+
+
+def test_claim_request_ids_are_unique_and_take_no_system_randomness(monkeypatch):
+    """claim.lua keeps the last reply per owner and answers a repeated request id with it,
+    so each request of an owner needs an id of its own (two stores may share an owner:
+    a prefix of their own). They are drawn without os.urandom: it lets go of the GIL, and
+    a dispatcher waiting to get it back while its workers run held up its claim round."""
+    import os
+    import re
+
+    from scheduler.stores.redis import RedisStore
+    from tests.fakeredis_fixtures import fakeredis_client
+
+    one, two = RedisStore(fakeredis_client(), "a"), RedisStore(fakeredis_client(), "a")
+    for s in (one, two):
+        s._upkeep_at = float("inf")
+
+    def no_urandom(n: int) -> bytes:
+        raise AssertionError("os.urandom called while making a claim request")
+
+    monkeypatch.setattr(os, "urandom", no_urandom)
+    ids = [s.claim_request({"default": 5}, 30.0, "owner").argv[1] for s in (one, two) * 50]
+    assert len(set(ids)) == 100
+    assert all(re.fullmatch(r"[A-Za-z0-9-]+", i) for i in ids)  # claim.lua's pattern

@@ -13,6 +13,7 @@ Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -120,6 +121,11 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         self._checked: list[str] | None = None  # check_server() warnings, once checked
         self.data_loss_alarms = 0
         self._upkeep_at = 0.0  # monotonic time of the next reconciler pass (upkeep.py)
+        # claim request ids: this store's random prefix and a count (claim.lua keeps the
+        # last reply per owner, so an id need only differ from the owner's previous ones).
+        # Not a uuid4 per claim: os.urandom lets go of the GIL, and a dispatcher that
+        # waits to get it back while workers run holds up its claim round.
+        self._request_ids = map(f"{uuid.uuid4().hex[:16]}-{{}}".format, itertools.count())
         self._init_subscriptions()
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
@@ -356,7 +362,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
-        argv = [owner, uuid.uuid4().hex, "" if lease is None else _ms(lease), *pairs]
+        argv = [owner, next(self._request_ids), "" if lease is None else _ms(lease), *pairs]
         return acked_claims.ClaimRequest(
             argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high
         )
