@@ -25,6 +25,14 @@ def noop() -> None:
     pass
 
 
+@task("tests.switch_interval")
+def switch_interval() -> float:
+    """The switch interval (seconds) of the process running it."""
+    import sys
+
+    return sys.getswitchinterval()
+
+
 @task("tests.gc_frozen")
 def gc_frozen() -> int:
     """How many objects the process running it keeps out of garbage collection."""
