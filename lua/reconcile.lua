@@ -1,10 +1,11 @@
 #!lua
 -- reconcile.lua: one bounded pass of the reconciler: SCAN up to COUNT job keys from a
 -- cursor and repair what a crash or a past bug may have left behind (include/repair.lua
--- says what is repaired and what is left alone); at the start of a cycle (cursor 0),
--- move aside the RUNNING entries that do not parse and hold no lease; also drop lease
--- entries that no RUNNING entry backs (a sample of up to 50; the claim's reaper drops the
--- others when they expire). Each repair re-checks its condition here, in this one call.
+-- says what is repaired and what is left alone); on the first call of a full scan from a
+-- cursor of the caller's own (duetime doctor), move aside the RUNNING entries that do not
+-- parse and hold no lease; also drop lease entries that no RUNNING entry backs (a sample
+-- of up to 50; the claim's reaper drops the others when they expire). Each repair
+-- re-checks its condition here, in this one call.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
@@ -41,9 +42,11 @@ if cursor == '' then cursor = redis.call('GET', P .. 'reconcile') or '0' end
 if not string.match(cursor, '^%d+$') then cursor = '0' end  -- a garbled cursor: start over
 
 local now = now_ms()
-local counts, bad = running_jobs()
--- RUNNING entries that do not parse, once per cycle of the scan (its first call)
-local found = cursor == '0' and stray_entries(now, bad, dry == '1') or {}
+-- RUNNING entries that do not parse: on the first call of a full scan of the caller's own
+-- (duetime doctor); every entry is parsed (~5 us each: 50 ms at 10,000 running), too long
+-- for the replicas' background passes, which go on without it
+local found = (given ~= '' and cursor == '0') and stray_entries(now, dry == '1') or {}
+local counts = running_jobs()
 local reply = redis.call('SCAN', cursor, 'MATCH', jkey('*'), 'COUNT', count)
 local start = #jkey('') + 1
 for _, key in ipairs(reply[2]) do
