@@ -178,6 +178,7 @@ def _canonical_encode() -> Callable[[object], str]:
 
 
 _encode = _canonical_encode()
+
 # exact types whose JSON text reads back equal (finite floats: allow_nan=False refuses the rest)
 _EXACT = frozenset((str, int, float, bool, type(None)))
 
