@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from scheduler.clock import Clock, MonotonicClock
     from scheduler.engine import Scheduler
     from scheduler.errors import (
+        ClientClosedError,
         DuetimeError,
         InvocationTimeout,
         JobNotFoundError,
@@ -52,6 +53,7 @@ _HOMES = {
     "Clock": "scheduler.clock",
     "MonotonicClock": "scheduler.clock",
     "Scheduler": "scheduler.engine",
+    "ClientClosedError": "scheduler.errors",
     "DuetimeError": "scheduler.errors",
     "InvocationTimeout": "scheduler.errors",
     "JobNotFoundError": "scheduler.errors",
@@ -74,8 +76,8 @@ _HOMES = {
 }
 
 __all__ = [
-    "Ambiguous", "AsyncClient", "Client", "Clock", "Cron", "current_invocation", "Delivery",
-    "DuetimeError", "InvocationContext",
+    "Ambiguous", "AsyncClient", "Client", "ClientClosedError", "Clock", "Cron",
+    "current_invocation", "Delivery", "DuetimeError", "InvocationContext",
     "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "MemoryStore",
     "Misfire", "Missing", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
     "RedisStore", "RetryPolicy", "Scheduler", "SchedulerClosedError", "task",

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler import validation
-from scheduler.client import Client, backfill_window, job_spec, job_specs
+from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
@@ -281,10 +281,16 @@ class AsyncClient:
         return upkeep.sum_reconciled(each)
 
     async def close(self) -> None:
+        """Close the connections. Any later use raises ``ClientClosedError`` (redis.asyncio
+        would reconnect silently, with a connection nobody closes); closing again is
+        harmless."""
         if self.sync is not None:
-            await self._thread("close")
-        elif self.store is not None:
+            if not isinstance(self.sync.store, ClosedStore):
+                await self._thread("close")
+                self.sync.store = ClosedStore("AsyncClient")
+        elif self.store is not None and not isinstance(self.store, ClosedStore):
             await self.store.close()
+            self.store = ClosedStore("AsyncClient")  # type: ignore[assignment]
 
     async def __aenter__(self) -> AsyncClient:
         return self

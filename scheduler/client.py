@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler import validation
-from scheduler.errors import JobNotFoundError
+from scheduler.errors import ClientClosedError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Store, Upkeep
@@ -250,8 +250,12 @@ class Client:
         return self._upkeep().reconcile(dry_run=dry_run)
 
     def close(self) -> None:
+        """Close the store's connections. Any later use raises ``ClientClosedError``
+        (redis-py would reconnect silently, with a connection nobody closes); closing again
+        is harmless."""
         if isinstance(self.store, Closable):
             self.store.close()
+        self.store = ClosedStore("Client")
 
     def __enter__(self) -> Client:
         return self
@@ -281,6 +285,20 @@ def job_spec(
     return lambda now: build_spec(
         task, when, now, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, options=options
     )
+
+
+class ClosedStore:
+    """A closed client's ``store``: every use raises ``ClientClosedError`` for ``kind``
+    ("Client", "AsyncClient"); ``close()`` again does nothing."""
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:  # only for what the instance lacks
+        raise ClientClosedError(self._kind)
 
 
 def build_spec(

@@ -17,6 +17,18 @@ class SchedulerClosedError(DuetimeError, RuntimeError):
         )
 
 
+class ClientClosedError(DuetimeError, RuntimeError):
+    """A ``Client`` or ``AsyncClient`` was used after ``close()`` (or after its ``with``
+    block): it would open a connection that nobody closes."""
+
+    def __init__(self, kind: str = "Client") -> None:
+        block = "async with" if kind.startswith("Async") else "with"
+        super().__init__(
+            f"this {kind} is closed: open a new one ({kind}(url)), or keep using it "
+            f"inside its `{block}` block"
+        )
+
+
 class JobNotFoundError(DuetimeError, KeyError):
     """No job with this id exists in the store."""
 

@@ -315,3 +315,39 @@ def test_both_clients_detect_lost_enqueues(kind, shards, redis_url, redis_ns, re
         assert all(int(redis_client.get(k)) >= given[k] for k in seqs)  # raised back
         client.enqueue_many([{**j, "job_id": f"c{n}"} for n, j in enumerate(jobs)])  # type: ignore[attr-defined]
         assert len([e for e in client.events(500) if e.kind == "data_loss"]) == shards  # once
+
+
+def test_a_closed_client_refuses_instead_of_reconnecting(redis_url, redis_ns, recwarn):
+    """After ``close()`` (or its ``with`` block) both clients raise ClientClosedError;
+    redis-py would reconnect silently, and the async one leaked that connection
+    ("unclosed Connection" at exit). Closing twice is harmless; the job enqueued before
+    is there for a new client."""
+    from scheduler import ClientClosedError
+
+    with Client(redis_url, namespace=redis_ns) as c:
+        jid = c.enqueue("some.task", delay="1h")
+    with pytest.raises(ClientClosedError, match=r"this Client is closed.*`with` block"):
+        c.enqueue("some.task", delay="1h")
+    with pytest.raises(ClientClosedError):
+        c.get(jid)
+    c.close()
+
+    async def main() -> None:
+        async with AsyncClient(redis_url, namespace=redis_ns) as a:
+            assert (await a.get(jid)).task == "some.task"
+        with pytest.raises(ClientClosedError, match=r"this AsyncClient is closed.*`async with`"):
+            await a.enqueue("some.task", delay="1h")
+        with pytest.raises(ClientClosedError):
+            await a.jobs()
+        await a.close()
+        b = AsyncClient(Client(redis_url, namespace=redis_ns).store)  # over a Store: a thread
+        assert (await b.get(jid)).task == "some.task"
+        await b.close()
+        with pytest.raises(ClientClosedError, match="this AsyncClient is closed"):
+            await b.cancel(jid)
+        await b.close()
+
+    asyncio.run(main())
+    with Client(redis_url, namespace=redis_ns) as fresh:
+        assert fresh.get(jid).task == "some.task"
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
