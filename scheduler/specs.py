@@ -177,9 +177,11 @@ def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) ->
     if kwargs is not None:
         registered = tasks.name_of(fn)
         if registered is None:
+            name = getattr(fn, "__qualname__", type(fn).__name__)
             raise TypeError(
-                "kwargs= is for registered tasks; bind arguments of a plain "
-                "callable with functools.partial"
+                f"kwargs= is for registered tasks, and {name} is not one: register it with "
+                "@task (a shared store runs registered tasks only), or, in process, bind "
+                "its arguments with functools.partial"
             )
         return TaskRef(registered, validation.json_args(validation.kwargs(kwargs)))
     return fn

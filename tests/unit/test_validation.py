@@ -276,3 +276,17 @@ def test_a_client_of_something_else_than_a_url_or_store_is_refused(given):
     """``Client(None)`` was accepted as a store and failed at its first call."""
     with pytest.raises(TypeError, match=r"Client\(\) takes a Redis URL \(str\)"):
         Client(given)  # type: ignore[arg-type]
+
+
+def test_kwargs_for_an_unregistered_callable_says_to_register_it():
+    """A Client (shared store) cannot run a plain callable: the error names the function
+    and @task first, and partial only for in-process use."""
+    from scheduler import MemoryStore
+
+    async def unregistered(x: int) -> int:
+        return x
+
+    c = Client(MemoryStore())
+    with pytest.raises(TypeError, match=r"unregistered is not one: register it with @task"):
+        c.enqueue(unregistered, kwargs={"x": 1}, delay=60)
+    assert c.jobs() == []
