@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler import validation
 from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
-from scheduler.errors import JobNotFoundError
+from scheduler.errors import EventLoopMismatchError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
 
@@ -48,6 +48,7 @@ class AsyncClient:
     ) -> None:
         self.sync: Client | None = None
         self.store: AsyncStore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first native call
         if isinstance(redis_url, str):
             from scheduler.stores.redis.async_store import AsyncStore
             from scheduler.stores.redis.sharded import shard_count_for
@@ -63,7 +64,13 @@ class AsyncClient:
             self.sync = Client(redis_url, namespace=namespace)
 
     def _native(self) -> AsyncStore:
+        """The store, on the event loop that owns its connections (the first it ran on)."""
         assert self.store is not None
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            if self._loop is not None:
+                raise EventLoopMismatchError()
+            self._loop = loop
         return self.store
 
     @staticmethod

@@ -29,6 +29,19 @@ class ClientClosedError(DuetimeError, RuntimeError):
         )
 
 
+class EventLoopMismatchError(DuetimeError, RuntimeError):
+    """An ``AsyncClient`` used on an event loop other than the one it first ran on: its
+    connections belong to that loop (redis.asyncio would fail with "Event loop is closed"
+    or "attached to a different loop")."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this AsyncClient was first used on another event loop, which owns its "
+            "connections: create an AsyncClient inside each event loop (for example in the "
+            "coroutine that asyncio.run() runs), or use the sync Client"
+        )
+
+
 class JobNotFoundError(DuetimeError, KeyError):
     """No job with this id exists in the store."""
 

@@ -351,3 +351,26 @@ def test_a_closed_client_refuses_instead_of_reconnecting(redis_url, redis_ns, re
     with Client(redis_url, namespace=redis_ns) as fresh:
         assert fresh.get(jid).task == "some.task"
     assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)]
+
+
+def test_an_async_client_used_on_a_second_event_loop_says_so(redis_url, redis_ns):
+    """redis.asyncio's connections belong to the loop they were made on: a client reused
+    by a second ``asyncio.run`` failed with "Event loop is closed". Now it says what to
+    do, and a client made inside each loop works."""
+    from scheduler.errors import EventLoopMismatchError
+
+    shared = AsyncClient(redis_url, namespace=redis_ns)
+
+    async def enqueue(client: AsyncClient) -> str:
+        return await client.enqueue("some.task", delay="1h")
+
+    async def own_client() -> str:
+        async with AsyncClient(redis_url, namespace=redis_ns) as mine:
+            return await enqueue(mine)
+
+    first = asyncio.run(enqueue(shared))
+    with pytest.raises(EventLoopMismatchError, match="create an AsyncClient inside each"):
+        asyncio.run(enqueue(shared))
+    second = asyncio.run(own_client())
+    with Client(redis_url, namespace=redis_ns) as c:
+        assert {j.job_id for j in c.jobs()} == {first, second}
