@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -135,6 +136,10 @@ class DuetimeGroup(click.Group):
             raise
         except KeyboardInterrupt:
             raise SystemExit(130) from None
+        except BrokenPipeError:  # the reader went away (`| head`): quiet, as Unix tools are
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # nor a second error at the exit's flush
+            raise SystemExit(141) from None  # 128 + SIGPIPE, as 130 is 128 + SIGINT
         except Exception as exc:  # noqa: BLE001 - the one place errors become a line
             if os.environ.get("DUETIME_TRACEBACK"):
                 raise

@@ -75,3 +75,35 @@ def test_stats_names_a_lane_with_work_that_no_live_replica_serves(cli, redis_url
         assert json.loads(cli("stats", "--json").output)["unserved_lanes"] == ["orphan"]
     finally:
         store.close()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(redis_url, redis_ns):
+    """`duetime events -f | head -1`: once the reader has gone, the next line written
+    ended in "error: [Errno 32] Broken pipe" and exit 3 (Redis unreachable). Now: nothing
+    on stderr but the follow banner, exit 141 (128 + SIGPIPE)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    with Client(RedisStore(redis_url, redis_ns)) as c:
+        c.enqueue("billing.invoice", delay=60, job_id="first")
+        env = dict(os.environ, DUETIME_REDIS_URL=redis_url, DUETIME_NAMESPACE=redis_ns)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "scheduler", "events", "-f"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert p.stdout is not None and p.stderr is not None
+        assert b"first" in p.stdout.readline()  # the reader takes one line, then goes
+        p.stdout.close()
+        deadline = time.monotonic() + 30
+        while p.poll() is None and time.monotonic() < deadline:
+            c.enqueue("billing.invoice", delay=60)  # a new event for the follower to write
+            time.sleep(0.05)
+        p.kill()  # (a no-op if it ended)
+        err = p.stderr.read().decode()
+        p.wait()
+    assert p.returncode == 141, err
+    assert "error" not in err.lower() and "Traceback" not in err, err
