@@ -53,6 +53,10 @@ def test_three_replicas_on_a_cluster_run_each_invocation_exactly_once(
             {"task": "witness.hit", "delay": 0.5 + 4 * rng.random()} for _ in range(2000)
         )
         recurring = [client.enqueue("witness.hit", every=0.2, job_id=f"rec{i}") for i in range(5)]
+        shards = {  # (a closed client refuses even this: read it while open)
+            client.store.shards.index(client.store.shard(j))  # type: ignore[attr-defined]
+            for j in once
+        }
         execs = f"{key}:execs"
 
         def one_offs_done() -> int:
@@ -69,10 +73,6 @@ def test_three_replicas_on_a_cluster_run_each_invocation_exactly_once(
     assert all(n == 1 for n in counts.values()), "an invocation ran twice"
     assert {inv.split("@")[0] for inv in counts if not inv.startswith("rec")} == set(once)
     log = witness_log(redis_client, key)
-    shards = {
-        client.store.shards.index(client.store.shard(j))  # type: ignore[attr-defined]
-        for j in once
-    }
     assert shards == set(range(SHARDS))  # every shard took part
     for job_id in recurring:
         scheds = sorted(e["sched"] for e in log if e["job"] == job_id)
