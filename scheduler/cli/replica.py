@@ -56,7 +56,13 @@ if TYPE_CHECKING:
     "too, as python -m does).",
 )
 @timeout_option
-@click.option("--workers", default=4, show_default=True, help="Workers of the default lane.")
+@click.option(
+    "--workers",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),  # the upper bound: the pool's own check (workers/pool.py)
+    help="Workers of the default lane.",
+)
 @click.option(
     "--lane",
     "lanes",
@@ -68,12 +74,15 @@ if TYPE_CHECKING:
     "--lease",
     default=30.0,
     show_default=True,
-    help="Claim lease in seconds; renewed every lease/3 while a job runs.",
+    type=click.FloatRange(0.5, 86400.0),
+    help="Claim lease in seconds; renewed every lease/3 while a job runs (shorter than "
+    "0.5 s, a pause of the process or of Redis would lose it, and its job would run again).",
 )
 @click.option(
     "--resync",
     default=5.0,
     show_default=True,
+    type=click.FloatRange(0.05, 3600.0),
     help="Safety re-claim period in seconds (jittered), besides wake-ups.",
 )
 @click.option(
@@ -248,6 +257,11 @@ def _not_found(module: str, exc: BaseException, paths: tuple[str, ...]) -> str:
         hint = f"--import takes a module name, not a file: --import {module[:-3]}"
     elif "," in module or " " in module:
         hint = "give --import once per module: --import a --import b"
+    elif ":" in module:  # uvicorn's module:attribute
+        hint = (
+            "--import takes a module name; its @task functions register themselves: "
+            f"--import {module.split(':', 1)[0]}"
+        )
     return f"cannot import task module {module!r} ({exc}); {hint} (searched: {where})"
 
 

@@ -309,6 +309,9 @@ def test_a_url_that_names_a_replica_says_to_give_the_primary(command, replica_ur
         ["top", "--interval", "-1", "--iterations", "2"],
         ["top", "--iterations", "0"],
         ["demo", "--seconds", "0"],  # was a run that proved nothing, reported as OK
+        ["run", "--workers", "0"],  # was refused by the engine, after connecting
+        ["run", "--lease", "0.01"],  # was accepted: a lease lost at every pause, jobs re-run
+        ["run", "--resync", "0"],
     ],
 )
 def test_out_of_range_options_are_usage_errors_before_any_work(args, redis_server):
@@ -316,6 +319,17 @@ def test_out_of_range_options_are_usage_errors_before_any_work(args, redis_serve
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "unexpectedly" not in result.output
     assert "Invalid value" in result.output, result.output
+
+
+def test_import_of_module_colon_attribute_says_to_give_the_module(tmp_path, redis_server):
+    (tmp_path / "mytasks.py").write_text("")
+    result = CliRunner().invoke(
+        main,
+        ["run", "--import", "mytasks:hello", "--path", str(tmp_path), "--redis", redis_server.url],
+    )
+    assert result.exit_code == 2, result.output
+    assert "--import takes a module name" in result.output, result.output
+    assert "--import mytasks" in result.output, result.output
 
 
 def test_the_demo_does_not_call_a_run_that_proved_nothing_ok():
