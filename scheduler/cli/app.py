@@ -137,8 +137,10 @@ class DuetimeGroup(click.Group):
         except KeyboardInterrupt:
             raise SystemExit(130) from None
         except BrokenPipeError:  # the reader went away (`| head`): quiet, as Unix tools are
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())  # nor a second error at the exit's flush
+            try:  # nor a second error at the exit's flush
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):  # a stdout without a file descriptor
+                pass
             raise SystemExit(141) from None  # 128 + SIGPIPE, as 130 is 128 + SIGINT
         except Exception as exc:  # noqa: BLE001 - the one place errors become a line
             if os.environ.get("DUETIME_TRACEBACK"):
