@@ -32,7 +32,7 @@
 local function running_jobs()
   local n = {}
   for _, data in ipairs(redis.call('HVALS', P .. 'running')) do
-    local job = string.match(data, '^%d+|%d+|%d+|%d+|%d+|(.*)$')
+    local job = running_job(data)
     if job then n[job] = (n[job] or 0) + 1 end
   end
   return n

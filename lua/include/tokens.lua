@@ -2,7 +2,7 @@
 -- the token check of complete / fail / release: only the current owner, within its
 -- lease, may commit; a resend of a commit that already happened answers "ok". A RUNNING
 -- entry that does not parse is reported as such ("corrupt"), never as a lease loss.
--- Provides: running_ok, parse_running, running_of, not_owned, owned, drop_running
+-- Provides: running_ok, parse_running, running_job, running_of, not_owned, owned, drop_running
 -- Key families: layout, job:<job_id>, running, lease
 
 --@include core
@@ -30,6 +30,12 @@ local function parse_running(data)
   return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
           stalls = tonumber(stalls), fence = tonumber(fence), job = job,
           sched_text = sched, attempt_text = attempt}
+end
+
+-- The job id of a RUNNING entry without parse_running's checks (nil if it has none): for
+-- counting every entry of the hash, where parsing each one would cost ~3x as much.
+local function running_job(data)
+  return string.match(data, '^%d+|%d+|%d+|%d+|%d+|(.*)$')
 end
 
 -- The running invocation held under `token`, parsed (nil: none; false: does not parse),
