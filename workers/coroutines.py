@@ -112,35 +112,28 @@ class _Loop(asyncio.SelectorEventLoop):
             finally:
                 self.lag = loop.lag
         began = _perf()
-        if _EAGER:  # Python >= 3.12: the Task's C init runs the first step itself
+        # the first step, with this loop running (``is_running()`` too: run_forever sets
+        # _thread_id) and the task current (SystemExit, KeyboardInterrupt: raised here, as
+        # by a loop)
+        _set_running_loop(self)
+        self._thread_id = self._owner
+        try:
             coro = fn()
-            _set_running_loop(self)  # eager_start needs is_running(); the job sees it too
-            self._thread_id = self._owner
-            try:  # (SystemExit, KeyboardInterrupt: raised here, as by a loop)
+            if _EAGER:  # Python >= 3.12: the Task's C init runs it
                 task: asyncio.Task[Any] = _Task(coro, loop=self, name=name, eager_start=True)  # type: ignore[call-arg]
-            finally:
-                self._thread_id = None
-                _set_running_loop(None)
-                self.lag = _perf() - began  # the loop could run nothing meanwhile
-        else:
-            self._capture = True  # reset by call_soon, or below if the task was not made
-            try:
-                task = _Task(fn(), loop=self, name=name)
-                step = self._step
-                context = self._context
-                self._step = self._context = None
-                # the first step, with this loop running (``is_running()`` too) and the
-                # task current (SystemExit, KeyboardInterrupt: raised here, as by a loop)
-                _set_running_loop(self)
-                self._thread_id = self._owner  # as run_forever sets it: is_running() is True
+            else:  # before: the step the Task queues, kept by our call_soon, run here
+                self._capture = True  # reset by call_soon, or below if no task was made
                 try:
-                    context.run(step)
+                    task = _Task(coro, loop=self, name=name)
                 finally:
-                    self._thread_id = None
-                    _set_running_loop(None)
-            finally:
-                self._capture = False
-                self.lag = _perf() - began  # the loop could run nothing meanwhile
+                    self._capture = False
+                step, context = self._step, self._context
+                self._step = self._context = None
+                context.run(step)
+        finally:
+            self._thread_id = None
+            _set_running_loop(None)
+            self.lag = _perf() - began  # the loop could run nothing meanwhile
         if task.done():  # finished without suspending: the loop was never entered
             try:
                 return task.result()
