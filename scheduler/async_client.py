@@ -292,9 +292,8 @@ class AsyncClient:
         would reconnect silently, with a connection nobody closes); closing again is
         harmless."""
         if self.sync is not None:
-            if not isinstance(self.sync.store, ClosedStore):
-                await self._thread("close")
-                self.sync.store = ClosedStore("AsyncClient")
+            await self._thread("close")  # (Client.close: idempotent)
+            self.sync.store = ClosedStore("AsyncClient")
         elif self.store is not None and not isinstance(self.store, ClosedStore):
             await self.store.close()
             self.store = ClosedStore("AsyncClient")  # type: ignore[assignment]
