@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 import threading
 import time
 
@@ -122,6 +123,10 @@ def test_the_eager_start_keeps_asyncio_rules(make_engine):
         seen.append(asyncio.current_task() is not None)
         seen.append(asyncio.get_running_loop().is_running())  # a library may check it
         var.set("job")  # must not leak into the worker thread or the next job
+        if sys.version_info < (3, 11):  # neither asyncio.timeout nor TaskGroup yet
+            return await asyncio.wait_for(
+                asyncio.create_task(asyncio.sleep(0, result=current_invocation().job_id)), 5
+            )
         async with asyncio.timeout(5):
             async with asyncio.TaskGroup() as group:
                 child = group.create_task(asyncio.sleep(0, result=current_invocation().job_id))
