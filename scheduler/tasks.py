@@ -8,7 +8,6 @@ plus JSON arguments (never pickled code).
 from __future__ import annotations
 
 import functools
-import json
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -100,7 +99,7 @@ def resolve(target: Target) -> Callable[[], Any]:
         return cached[1]
     generation = _generation  # before the lookup: a registration meanwhile makes it stale
     fn = lookup(target.name)
-    kwargs = json.loads(target.args_json)  # ValueError if it is not JSON
+    kwargs = validation.loads(target.args_json)  # ValueError if it is not JSON
     if not isinstance(kwargs, dict):
         raise TypeError(f"the arguments are a JSON {type(kwargs).__name__}, not an object")
     call = functools.partial(fn, **kwargs)  # a partial: an async task stays recognisable

@@ -22,6 +22,7 @@ from scheduler.cli.app import (
     with_wait_options,
 )
 from scheduler.model import Ambiguous, Cron, Missing
+from scheduler.validation import MAX_DEPTH
 
 
 @main.command()
@@ -115,7 +116,9 @@ def enqueue(
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
     except RecursionError:
-        raise click.BadParameter("--kwargs is nested too deeply (~1,000 levels at most)") from None
+        raise click.BadParameter(
+            f"--kwargs is nested too deeply (more than {MAX_DEPTH} levels of lists and objects)"
+        ) from None
     if cron_expr is None and (tz or jitter):
         raise click.UsageError("--tz and --jitter apply to --cron only")
     times: dict[str, Any] = {

@@ -4,10 +4,9 @@ ISO 8601 in UTC, ``*_iso``) and as text for people (local time, aligned columns)
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
-from scheduler import timeinput
+from scheduler import timeinput, validation
 from scheduler.model import Event, InvocationInfo, JobInfo, Skip
 from scheduler.stores.redis.queries import Entry, iso
 
@@ -15,7 +14,7 @@ from scheduler.stores.redis.queries import Entry, iso
 def args_value(args: str) -> Any:
     """A job's arguments (JSON text) as a JSON value; text that is not JSON as is."""
     try:
-        return json.loads(args) if args else None
+        return validation.loads(args) if args else None
     except ValueError:
         return args
 

@@ -44,6 +44,26 @@ def test_a_job_hash_with_a_corrupt_definition_is_moved_aside_not_fatal(
     store.close()
 
 
+def test_arguments_nested_deeper_than_python_parses_are_moved_aside_at_claim(
+    redis_url, redis_ns, redis_client, clock
+):
+    """Arguments nested 50,000 levels deep (stored by hand, or by a Python whose JSON
+    parses deeper than this one's: 3.13 parses ~10,000 levels, 3.10-3.12 ~1,000) made
+    the claim's decoding raise RecursionError: the whole claim round failed, again at
+    every retry, for every job of the batch."""
+    store = RedisStore(redis_url, redis_ns, clock=clock)
+    store.add(spec("bad", After(0)))
+    store.add(spec("good", After(0)))
+    definition = json.loads(redis_client.hget(store.keys.job("bad"), "def"))
+    definition["a"] = '{"a":' * 50_000 + "1" + "}" * 50_000
+    redis_client.hset(store.keys.job("bad"), "def", json.dumps(definition))
+    batch = store.claim_due({"default": 10}, 30, "o")
+    assert [c.job_id for c in batch.claims] == ["good"]
+    record = quarantined(store, redis_client, "bad")
+    assert "nested too deeply" in record["reason"]
+    store.close()
+
+
 @pytest.mark.parametrize(
     "args", ['"{not json"', '"[1, 2]"', '"7"', '"\\"text\\""', "[1]", "{}"], ids=repr
 )

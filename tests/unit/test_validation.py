@@ -290,3 +290,50 @@ def test_kwargs_for_an_unregistered_callable_says_to_register_it():
     with pytest.raises(TypeError, match=r"unregistered is not one: register it with @task"):
         c.enqueue(unregistered, kwargs={"x": 1}, delay=60)
     assert c.jobs() == []
+
+
+def nested(depth: int, leaf: object = 1) -> object:
+    """``{"a": {"a": ... leaf}}``: objects nested ``depth`` levels deep."""
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("wrap", [dict, list], ids=["objects", "lists"])
+def test_arguments_nest_at_most_max_depth_levels_whatever_the_python(wrap):
+    """Python's JSON gives up at ~1,000 levels before 3.13 and at ~10,000 on 3.13: a 3.13
+    producer stored arguments that a replica on 3.10-3.12 could not parse. The limit is
+    now duetime's own, the same on every Python."""
+    from scheduler.validation import MAX_DEPTH, json_args
+
+    def deep(levels: int) -> dict[str, object]:  # the kwargs dict is the first level
+        value: object = 1
+        for _ in range(levels - 1):
+            value = {"a": value} if wrap is dict else [value]
+        return {"x": value}
+
+    assert json_args(deep(MAX_DEPTH)).count("1") == 1
+    for levels in (MAX_DEPTH + 1, 1500, 5000):  # accepted by 3.13's json, not by 3.11's
+        with pytest.raises(PayloadError, match=f"more than {MAX_DEPTH} levels"):
+            json_args(deep(levels))
+
+
+def test_brackets_inside_strings_do_not_count_as_depth():
+    from scheduler.validation import MAX_DEPTH, json_args
+
+    flat_text = {"x": "[{" * (MAX_DEPTH * 4), "y": [["ok"]]}
+    assert json_args(flat_text).startswith('{"x":"[{[{')
+
+
+@pytest.mark.parametrize("depth", [1500, 50_000])
+def test_json_nested_deeper_than_python_parses_is_malformed_not_a_recursion_error(depth):
+    """What a reader meets in Redis (stored by a newer Python, or by hand): ValueError,
+    as any text that does not parse, so it is moved aside instead of escaping."""
+    from scheduler.validation import loads
+
+    text = '{"a":' * depth + "1" + "}" * depth
+    try:
+        assert loads(text) == nested(depth)  # this Python parses it (3.13, 1,500 levels)
+    except ValueError as exc:
+        assert "nested too deeply" in str(exc)

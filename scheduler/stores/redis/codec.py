@@ -14,7 +14,7 @@ from enum import Enum
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps does to a str
 from typing import Any, NamedTuple, TypeGuard
 
-from scheduler import tasks
+from scheduler import tasks, validation
 from scheduler.errors import PayloadError, TaskNotRegisteredError
 from scheduler.model import (
     AddResult,
@@ -128,11 +128,11 @@ def decode(text: str, job_id: str) -> JobSpec:
     """A stored definition as a ``JobSpec``. Raises ValueError, KeyError or TypeError for
     data that does not parse, including arguments that are not a JSON object (so a
     claim of such a job is moved aside at once, never run with a wrong call)."""
-    d = json.loads(text)
+    d = validation.loads(text)
     if not isinstance(d, dict):
         raise TypeError(f"the definition is a JSON {type(d).__name__}, not an object")
     args = d.get("a", "{}")
-    if not isinstance(args, str) or not isinstance(json.loads(args), dict):
+    if not isinstance(args, str) or not isinstance(validation.loads(args), dict):
         raise TypeError("the job's arguments are not a JSON object")
     kind, *s = d["s"]
     schedule: Schedule

@@ -4,10 +4,10 @@ failed listing (a job that does not parse reads as ``malformed``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
+from scheduler import validation
 from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
 from scheduler.stores.redis.codec import dead_letter, decode, is_int, running_entries, skip_entry
 
@@ -84,7 +84,7 @@ def _job_info(
         runs=_count(h, "runs"),
         failures=_count(h, "failures"),
         attempts=_count(h, "attempts"),
-        last_result=json.loads(result) if result else None,
+        last_result=validation.loads(result) if result else None,
         last_error=h.get("last_error") or None,
         last_traceback=(h.get("last_tb") or None) if h.get("last_error") else None,
         running=tuple(invs),
