@@ -230,7 +230,7 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
     import redis
     from redis.sentinel import MasterNotFoundError
 
-    from scheduler.stores.redis import urls
+    from scheduler.stores.redis import server_checks, urls
 
     where = urls.safe(_find_url(ctx) or "?")
     text = str(exc).strip()
@@ -277,7 +277,8 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
         )
         return f"Redis at {where} did not answer within {timeout:g}s (--timeout): {text}{tls}"
     if isinstance(exc, redis.ConnectionError):
-        return f"cannot reach Redis at {where}: {text}; is it running, and is the URL right?"
+        hint = server_checks.tls_refused(text) or "is it running, and is the URL right?"
+        return f"cannot reach Redis at {where}: {text}; {hint}"
     return f"Redis at {where} answered with an error: {text}"
 
 

@@ -47,6 +47,11 @@ def tls_server(tmp_path_factory):
         "1",
         "-subj",
         "/CN=duetime test CA",
+        # what Python >= 3.13 requires of a CA by default (ssl.VERIFY_X509_STRICT)
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
     )
     ssl(
         "req",
@@ -60,7 +65,12 @@ def tls_server(tmp_path_factory):
         "-subj",
         "/CN=localhost",
     )
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (d / "san.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "authorityKeyIdentifier=keyid,issuer\n"  # required by VERIFY_X509_STRICT too
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
     ssl(
         "x509",
         "-req",
@@ -115,6 +125,42 @@ def test_no_ca_fails_clearly(tls_server, redis_ns):
     store = RedisStore(f"rediss://127.0.0.1:{port}/0", redis_ns)
     with pytest.raises(StoreUnavailableError, match=r"cannot reach Redis at rediss://.*(?i:cert)"):
         store.cancel("x")
+
+
+def test_a_refused_certificate_says_to_give_its_ca_not_is_it_running(tls_server):
+    """It said "is it running, and is the URL right?" of a server that answered."""
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+
+    port, _ = tls_server
+    r = CliRunner().invoke(main, ["ls", "--redis", f"rediss://127.0.0.1:{port}/0"])
+    assert r.exit_code == 3, r.output
+    assert "is the CA that signed it given in the URL (?ssl_ca_certs=" in r.output
+    assert "is it running" not in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "why",
+    [
+        "CA cert does not include key usage extension",
+        "Missing Authority Key Identifier",
+        "Basic Constraints of CA cert not marked critical",
+    ],
+)
+def test_python_313s_strict_verification_is_named(why):
+    """Python >= 3.13 refuses such chains by default (ssl.VERIFY_X509_STRICT): a CA that
+    worked with 3.12 then fails, and the error says why and what to reissue."""
+    import redis
+
+    from scheduler.stores.redis.server_checks import tls_refused, unreachable
+
+    text = f"Error 1 connecting to h:6379. [SSL: CERTIFICATE_VERIFY_FAILED] {why} (_ssl.c:1020)."
+    message = str(unreachable(redis.ConnectionError(text), "rediss://h:6379/0"))
+    assert "ssl.VERIFY_X509_STRICT" in message and "keyUsage" in message
+    assert "is it running" not in message
+    assert tls_refused("Connection refused") is None
 
 
 def test_plaintext_to_the_tls_port_fails(tls_server, redis_ns):

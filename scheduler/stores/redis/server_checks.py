@@ -182,9 +182,31 @@ def unreachable(exc: Exception, url: str) -> Exception:
 
         return StoreUnavailableError(urls.no_primary(str(exc), url))
     return StoreUnavailableError(
-        f"cannot reach Redis at {url}: {exc}; is it running, and is the URL "
-        "(DUETIME_REDIS_URL) right?"
+        f"cannot reach Redis at {url}: {exc}; "
+        + (tls_refused(str(exc)) or "is it running, and is the URL (DUETIME_REDIS_URL) right?")
     )
+
+
+# what OpenSSL says when Python >= 3.13's default ssl.VERIFY_X509_STRICT refuses a chain
+_STRICT = ("key usage", "authority key identifier", "not marked critical")
+
+
+def tls_refused(text: str) -> str | None:
+    """What to do when this client refused the server's TLS certificate (None: ``text``
+    is about something else)."""
+    if "CERTIFICATE_VERIFY_FAILED" not in text:
+        return None
+    hint = (
+        "the server's TLS certificate was refused: is the CA that signed it given in the "
+        "URL (?ssl_ca_certs=/path/to/ca.pem)?"
+    )
+    if any(s in text.lower() for s in _STRICT):
+        hint += (
+            "; Python 3.13 and later also refuse a CA without the keyUsage extension, or a "
+            "server certificate without an authority key identifier (ssl.VERIFY_X509_STRICT): "
+            "reissue them with those extensions"
+        )
+    return hint
 
 
 def refused(exc: Exception, url: str) -> Exception:
