@@ -65,7 +65,10 @@ def specs() -> list[JobSpec]:
 @pytest.mark.parametrize("spec", specs(), ids=lambda s: f"{type(s.schedule).__name__}")
 def test_a_definition_is_the_same_text_by_the_fast_and_the_slow_path(spec):
     assert codec.encode(spec) == codec.encode_slow(spec)
-    assert codec.decode(codec.encode(spec), "j") == codec.decode(codec.encode_slow(spec), "j")
+    # by repr: At(nan) is not equal to itself (Python 3.13's dataclass __eq__ compares
+    # field by field, without the tuple comparison's identity shortcut)
+    fast, slow = codec.decode(codec.encode(spec), "j"), codec.decode(codec.encode_slow(spec), "j")
+    assert repr(fast) == repr(slow)
 
 
 def test_the_slow_path_is_the_canonical_dump():
