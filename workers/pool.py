@@ -85,7 +85,9 @@ class WorkerPool(Generic[T]):
         self._on_drained = on_drained
         self._avg_run = 0.0  # moving average of one item's run time (look-ahead only)
         self._low_water = 0  # wake the dispatcher when the queue drains to this length
-        lock = threading.RLock()  # re-entrant, as a plain Condition's (tests hold it)
+        # re-entrant, as a plain Condition's (tests hold it); the hot paths hold it
+        # directly (``with self._lock``: no Condition.__enter__/__exit__ frames)
+        self._lock = lock = threading.RLock()
         self._cond = threading.Condition(lock)  # busy / idle changes (wait_idle)
         self._ready = threading.Condition(lock)  # workers wait here for items
         # workers waiting on _ready that no notify has woken yet: the notifier counts the
@@ -112,7 +114,7 @@ class WorkerPool(Generic[T]):
                 ) from exc
 
     def free(self) -> int:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return 0
             return max(0, self.size + self._ahead() - self._busy)
@@ -136,7 +138,7 @@ class WorkerPool(Generic[T]):
     def submit_many(self, items: Sequence[T]) -> None:
         """Queue ``items`` in order, all or none (``PoolFullError`` past the workers plus
         the look-ahead cap), with one wake-up."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise RuntimeError(f"pool {self.name!r} is shut down")
             limit = self.size + (MAX_AHEAD if self._lookahead > 0 else 0)
@@ -149,7 +151,7 @@ class WorkerPool(Generic[T]):
     def _take(self) -> tuple[T, bool] | None:
         """The next item (None: closed and nothing queued), and whether the look-ahead
         queue just ran low. Sleeps only while the queue is empty."""
-        with self._cond:
+        with self._lock:
             while not self._queue and not self._closed:
                 self._sleeping += 1
                 self._ready.wait()  # its notifier (or close) took it off _sleeping
@@ -193,7 +195,7 @@ class WorkerPool(Generic[T]):
     def _done_then_take(self) -> tuple[T, bool] | None:
         """The worker finished its item: count it, and take the next one in the same lock
         hold when look-ahead work is queued (a burst costs one lock hold per item)."""
-        with self._cond:
+        with self._lock:
             self._busy -= 1
             idle = self._busy == 0  # exactly one worker sees the pool run dry
             # with look-ahead, a worker that has queued work to take next is not news
@@ -210,7 +212,7 @@ class WorkerPool(Generic[T]):
             except Exception:
                 log.exception("worker %s: on_idle failed", self.name)
         self._on_free()
-        with self._cond:
+        with self._lock:
             self._settling -= 1
             self._cond.notify_all()
         return self._take()

@@ -53,7 +53,7 @@ class Ran(NamedTuple):
     took: float
 
 
-_new_context = tuple.__new__  # a NamedTuple from all its fields, in order: a frame less
+_new_record = tuple.__new__  # a NamedTuple from all its fields, in order: a frame less
 LOOP_LAGS = 5000  # recent async jobs whose loop lag ``Scheduler.loop_lag()`` covers
 
 
@@ -174,7 +174,7 @@ class Runner:
             if timeout is None
             else self._timers.call_later(timeout, lambda: token.cancel("timeout"))
         )
-        ctx = _new_context(  # InvocationContext(...), without its Python-level __new__
+        ctx = _new_record(  # InvocationContext(...), without its Python-level __new__
             InvocationContext,
             (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token),
         )
@@ -200,7 +200,7 @@ class Runner:
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
             error = exc
         finally:
-            ran = Ran(started - work.claimed_at, self._clock.now() - started)
+            ran = _new_record(Ran, (started - work.claimed_at, self._clock.now() - started))
             _current.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)

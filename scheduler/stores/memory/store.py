@@ -223,8 +223,10 @@ class MemoryStore(MemoryViews):
         """Turn a due pending invocation into a claim, or record why it does not run."""
         spec = job.spec
         scheduled, attempt, stalls = p.scheduled, p.attempt, p.stalls
-        busy = self._running_per_job.get(spec.job_id, 0) > 0 and spec.overlap is not Overlap.ALLOW
-        if p.k is not None and spec.recurring:
+        if p.k is not None and spec.recurring:  # overlap and misfire: series only
+            busy = (
+                self._running_per_job.get(spec.job_id, 0) > 0 and spec.overlap is not Overlap.ALLOW
+            )
             if busy and spec.misfire is Misfire.CATCH_UP:
                 job.queued = p  # catch_up skips nothing: park the series until the run ends
                 return None
