@@ -35,6 +35,7 @@ from scheduler.stores.base import (
 )
 from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
+from workers.coroutines import close_loop
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
 from workers.runner import Runner, Work, works
@@ -118,7 +119,11 @@ class Scheduler(Client):
         )
         if acks is None:  # a store without batches: a free worker refills itself
             self._lanes: Lanes[Work] = Lanes(
-                sizes, self._runner.run, self._dispatcher.poke_capacity, self._refill
+                sizes,
+                self._runner.run,
+                self._dispatcher.poke_capacity,
+                self._refill,
+                on_exit=close_loop,
             )
         else:  # batched: the dispatcher claims whole batches (look-ahead)
             self._lanes = Lanes(
@@ -130,6 +135,7 @@ class Scheduler(Client):
                 # in process a flush is cheap: a worker about to sleep leaves nothing
                 # unrecorded (a remote store batches further, up to the timer)
                 on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
+                on_exit=close_loop,  # a worker thread's event loop, if it ran async jobs
             )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._poke_on_add = not isinstance(self.store, MemoryStore)

@@ -164,13 +164,28 @@ class _Loop(asyncio.SelectorEventLoop):
 class _Loops(threading.local):
     """``loops.loop``: this worker thread's event loop, made on the thread's first use and
     reused by every async job it runs (a new loop per invocation cost ~5x the CPU of a
-    sync job); an attribute read, not a call (the runner reads it per async job)."""
+    sync job); an attribute read, not a call (the runner reads it per async job).
+    ``close_loop`` closes it when the thread ends."""
 
-    def __init__(self) -> None:
+    loop: _Loop
+
+    def __getattr__(self, name: str) -> Any:  # the first read in a thread: make its loop
+        if name != "loop":
+            raise AttributeError(name)
         self.loop = _Loop()
+        return self.loop
 
 
 loops = _Loops()
+
+
+def close_loop() -> None:
+    """Close the calling thread's event loop, if it made one (a worker thread that ends:
+    its loop's selector and self-pipe go now, not at a garbage collection that warned
+    "unclosed event loop")."""
+    loop = loops.__dict__.pop("loop", None)
+    if loop is not None and not loop.is_closed():
+        loop.close()
 
 
 def _probe(loop: _Loop, task: asyncio.Task[Any], due: float, handle: list[Any]) -> None:

@@ -22,8 +22,10 @@ class Lanes(Generic[T]):
         lookahead: float = 0.0,
         on_idle: Callable[[], None] = lambda: None,
         on_drained: Callable[[], None] | None = None,
+        on_exit: Callable[[], None] = lambda: None,
     ) -> None:
-        """See ``WorkerPool`` for ``refill``, ``lookahead``, ``on_idle`` and ``on_drained``."""
+        """See ``WorkerPool`` for ``refill``, ``lookahead``, ``on_idle``, ``on_drained``
+        and ``on_exit``."""
         if not sizes:
             raise ValueError("at least one lane is needed")
         self._pools: dict[str, WorkerPool[T]] = {}
@@ -38,6 +40,7 @@ class Lanes(Generic[T]):
                     lookahead=lookahead,
                     on_idle=on_idle,
                     on_drained=on_drained,
+                    on_exit=on_exit,
                 )
         except BaseException:  # a lane refused: the lanes already started stop again
             for pool in self._pools.values():

@@ -52,6 +52,7 @@ class WorkerPool(Generic[T]):
         lookahead: float = 0.0,
         on_idle: Callable[[], None] = lambda: None,
         on_drained: Callable[[], None] | None = None,
+        on_exit: Callable[[], None] = lambda: None,
     ) -> None:
         """``on_free`` is called (outside any lock) each time a worker becomes free;
         ``refill(name)``, if given, is asked for the next item by a worker that just
@@ -66,7 +67,8 @@ class WorkerPool(Generic[T]):
         queued or running), before ``wait_idle`` can return (e.g. to flush batched
         acknowledgements). ``on_drained``, if given, is called instead by every worker
         that finds the queue empty after an item, before it sleeps (a store whose writes
-        are cheap: nothing a worker finished waits for a timer)."""
+        are cheap: nothing a worker finished waits for a timer). ``on_exit`` is called by
+        each worker thread as it ends (after ``close``): what it kept per thread goes."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size!r}")
         if size > MAX_WORKERS:
@@ -83,6 +85,7 @@ class WorkerPool(Generic[T]):
         self._lookahead = lookahead
         self._on_idle = on_idle
         self._on_drained = on_drained
+        self._on_exit = on_exit
         self._avg_run = 0.0  # moving average of one item's run time (look-ahead only)
         self._low_water = 0  # wake the dispatcher when the queue drains to this length
         # re-entrant, as a plain Condition's (tests hold it); the hot paths hold it
@@ -170,6 +173,15 @@ class WorkerPool(Generic[T]):
             self._ready.notify()
 
     def _work(self) -> None:
+        try:
+            self._serve()
+        finally:
+            try:
+                self._on_exit()
+            except Exception:
+                log.exception("worker %s: on_exit failed", self.name)
+
+    def _serve(self) -> None:
         taken = self._take()
         while taken is not None:
             item, drained = taken

@@ -360,3 +360,21 @@ def test_a_finished_async_jobs_task_is_freed_at_once_not_at_a_collection(make_en
         assert refs[0]() is None, gc.get_referrers(refs[0]())
     finally:
         gc.enable()
+
+
+def test_a_worker_threads_event_loop_is_closed_when_the_thread_ends(make_engine):
+    """Each worker thread keeps one event loop for its async jobs; it was never closed,
+    so its selector and self-pipe stayed open until a garbage collection, which warned
+    "unclosed event loop" (ResourceWarning)."""
+    eng = make_engine(2)
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    async def job() -> None:
+        seen.append(asyncio.get_running_loop())
+
+    for i in range(4):
+        eng.after(job, 0, job_id=f"j{i}")
+    assert eng.wait_idle()
+    assert seen and not any(loop.is_closed() for loop in seen)
+    eng.shutdown(wait=True, timeout=5)
+    assert all(loop.is_closed() for loop in seen)
