@@ -139,7 +139,13 @@ class SentinelCluster:
                         if not ok or s.proc.poll() is not None:
                             break
                         with self._sentinel_client(s) as c:
-                            m = c.sentinel_master(SERVICE)
+                            # not c.sentinel_master(): redis-py 6.3-7.0 fails to parse it
+                            reply = c.execute_command("SENTINEL", "MASTER", SERVICE)
+                            m = (
+                                reply
+                                if isinstance(reply, dict)
+                                else dict(zip(reply[::2], reply[1::2], strict=True))
+                            )
                             ok = int(m["num-other-sentinels"]) == 2 and int(m["num-slaves"]) == 1
                     else:
                         if ok:

@@ -235,8 +235,12 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
     where = urls.safe(_find_url(ctx) or "?")
     text = str(exc).strip()
     user = _user(ctx)
-    if isinstance(exc, redis.AuthenticationError) or text.upper().startswith(
-        ("WRONGPASS", "NOAUTH", "INVALID USERNAME")
+    # "Protocol error: unauthenticated multibulk length": a server that needs a password
+    # closes on a long command sent without one (RESP2 clients: redis-py < 8 sends no HELLO)
+    if (
+        isinstance(exc, redis.AuthenticationError)
+        or text.upper().startswith(("WRONGPASS", "NOAUTH", "INVALID USERNAME"))
+        or "unauthenticated" in text
     ):
         if not _has_password(ctx):
             return (

@@ -309,8 +309,8 @@ def close(client: Any) -> None:
     """Close a client made by ``connect``, and its sentinel connections if it has any."""
     client.close()
     manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
-    if manager is not None:
-        manager.close()
+    for sentinel in getattr(manager, "sentinels", []):  # Sentinel.close: redis-py >= 8.1 only
+        sentinel.close()
 
 
 def primary_address(client: Any) -> tuple[str, int] | None:
