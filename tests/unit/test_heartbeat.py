@@ -20,6 +20,7 @@ from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
 from tests.helpers import WAIT
 from workers.context import CancelToken
+from workers.coroutines import close_loop
 from workers.heartbeat import Heartbeat
 from workers.runner import Runner, Work
 
@@ -109,7 +110,14 @@ def run_on_a_thread(
         heartbeat=hb,
         metrics=metrics,
     )
-    worker = threading.Thread(target=runner.run, args=(Work(claim, clock.now()),))
+
+    def work() -> None:  # as a pool's worker thread: its event loop goes with it
+        try:
+            runner.run(Work(claim, clock.now()))
+        finally:
+            close_loop()
+
+    worker = threading.Thread(target=work)
     worker.start()
     return metrics, timers, worker
 
