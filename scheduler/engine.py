@@ -387,6 +387,7 @@ class Scheduler(Client):
             task.cancel()  # a clean stop"""
         import asyncio
 
+        shutdown_timeout = validation.wait_limit(shutdown_timeout, "shutdown_timeout")
         try:
             await asyncio.Event().wait()  # until cancelled
         finally:
@@ -394,11 +395,18 @@ class Scheduler(Client):
                 asyncio.to_thread(self.shutdown, wait=True, timeout=shutdown_timeout)
             )
 
-    def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
+    def shutdown(
+        self, wait: bool = True, timeout: float | None = None, *, exiting: bool = False
+    ) -> None:
         """Stop claiming, hand claimed-but-unstarted invocations back to the store at once,
-        and (``wait``) let running jobs finish, up to ``timeout`` seconds. Idempotent; safe
-        from inside a job (that job's own thread is not waited for). Pending jobs stay in
-        the store."""
+        and (``wait``) let running jobs finish, up to ``timeout`` seconds in all (None or
+        ``math.inf``: no limit). Idempotent; safe from inside a job (that job's own thread
+        is not waited for). Pending jobs stay in the store. Jobs still running when
+        ``timeout`` passes keep running (threads cannot be stopped) and keep their leases,
+        unless ``exiting``: this process ends right after (``duetime run``), so their
+        leases end now and other replicas run them again at once, as after a crash
+        (attempt+1), instead of a lease later."""
+        timeout = validation.wait_limit(timeout, "timeout")  # refused: nothing changes
         with self._close_lock:
             if self._closed:
                 return
@@ -407,14 +415,24 @@ class Scheduler(Client):
         self._dispatcher.close()
         for work in self._lanes.close():
             self.store.release(work.claim)
-        if wait:
-            if not self._lanes.join(timeout):
-                log.warning("shutdown: jobs still running after %ss", timeout)
-            else:
-                self._runner.flush_acks()
-                self._timers.close()
-        else:
+        if not wait:
             self._runner.flush_acks()
+        elif self._lanes.join(timeout):
+            self._runner.flush_acks()
+            self._timers.close()
+        else:
+            self._runner.flush_acks()  # what finished while the others ran
+            running = self._lanes.busy()  # 0: the idle threads were just slow to exit
+            handed = self._runner.hand_back() if exiting and running else 0
+            if running:
+                log.warning(
+                    "shutdown: %d job(s) still running after %gs%s",
+                    running,
+                    timeout,
+                    f"; {handed} lease(s) handed back: other replicas run them again"
+                    if handed
+                    else "",
+                )
         self._retire()
 
     def _retire(self) -> None:

@@ -90,6 +90,22 @@ def optional_positive(value: object, name: str) -> float | None:
     return None if value is None else interval(value, name)
 
 
+def wait_limit(value: object, name: str) -> float | None:
+    """How long to wait: seconds >= 0, or None (also ``math.inf``) for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds or None, got {type(value).__name__}")
+    f = float(value)
+    if f == math.inf:
+        return None
+    if not f >= 0:  # nan, -inf, negative
+        raise ValueError(
+            f"{name} must be a number of seconds >= 0, or None to wait without limit, got {value!r}"
+        )
+    return f
+
+
 def job_id(value: object) -> str:
     """A job id: 1–200 printable characters (no control characters, no surrounding blanks)."""
     if not isinstance(value, str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,12 @@ def gc_frozen() -> int:
     import gc
 
     return gc.get_freeze_count()
+
+
+@task("tests.block")
+def block(seconds: float = 60.0) -> None:
+    """Hold a worker (a job a shutdown cannot wait for)."""
+    time.sleep(seconds)
 
 
 class Recorder:

@@ -10,6 +10,10 @@ claim whose outcome is being recorded (``finishing``): the commit's own answer t
 whether the lease was still ours (``settled``), and a refused commit is reported once,
 there. So a loss is reported (logged, counted) only for a claim still held and running,
 or by a refused commit; never twice for one claim.
+
+A process that exits with jobs still running (its shutdown timed out) hands their leases
+back (``hand_back``): they end at once, so another replica runs those jobs again as
+after a crash, without waiting for the leases to lapse.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from workers.timers import Offloaded, Timers
 
 log = logging.getLogger("duetime.workers")
 
+HAND_BACK = 0.001  # seconds: the lease a handed-back claim is renewed to (it ends now)
+
 
 class Heartbeat:
     def __init__(
@@ -40,6 +46,8 @@ class Heartbeat:
         self._held: dict[str, tuple[Claim, CancelToken]] = {}
         self._finishing: set[str] = set()  # tokens whose outcome is being recorded
         self._ticking = False
+        self._calls = threading.Lock()  # one renewal call at a time
+        self._handed_back = False
         # the renewal is a store call: it runs on its own thread, never the timer thread
         self._beater = Offloaded(self._beat, "duetime-heartbeat")
 
@@ -108,7 +116,33 @@ class Heartbeat:
                 log.warning("renewing %s failed: %s", claim.invocation_id, exc)
             return False
 
+    def hand_back(self) -> int:
+        """This process exits while the jobs it holds still run (a shutdown timed out):
+        end their leases now, so that the next claim of any replica reaps them as after a
+        crash (attempt+1; at-most-once: abandoned), instead of a whole lease later. No
+        renewal follows. A claim whose outcome is being recorded is left to its commit.
+        Returns how many leases were ended."""
+        with self._calls:  # a renewal in flight must not extend what is handed back
+            with self._lock:
+                self._handed_back = True
+                held = [c for t, (c, _) in self._held.items() if t not in self._finishing]
+                for claim in held:
+                    del self._held[claim.token]
+            if not held:
+                return 0
+            try:
+                results = self._store.renew(held, HAND_BACK)
+            except Exception as exc:  # unreachable: the leases lapse on their own
+                log.warning("could not hand back %d running jobs (%s)", len(held), exc)
+                return 0
+        return sum(1 for r in results if r is Commit.OK)
+
     def _beat(self) -> None:
+        with self._calls:
+            if not self._handed_back:
+                self._renew_held()
+
+    def _renew_held(self) -> None:
         with self._lock:
             held = list(self._held.values())
             if not held:

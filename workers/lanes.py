@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from scheduler import validation
-from workers.pool import WorkerPool
+from workers.pool import WorkerPool, remaining
 
 T = TypeVar("T")
 
@@ -79,7 +80,12 @@ class Lanes(Generic[T]):
         return [item for pool in self._pools.values() for item in pool.close()]
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        return all(pool.wait_idle(timeout) for pool in self._pools.values())
+        """Every lane idle within ``timeout`` seconds in all. False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return all(pool.wait_idle(remaining(deadline)) for pool in self._pools.values())
 
     def join(self, timeout: float | None = None) -> bool:
-        return all([pool.join(timeout) for pool in self._pools.values()])
+        """Every lane's threads exited within ``timeout`` seconds in all (each lane is
+        waited for even after one timed out, for no longer than what is left)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return all([pool.join(remaining(deadline)) for pool in self._pools.values()])

@@ -270,9 +270,16 @@ class WorkerPool(Generic[T]):
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the threads to exit (after ``close``), except the calling thread
-        itself (shutdown from inside a job must not deadlock). False on timeout."""
+        itself (shutdown from inside a job must not deadlock), ``timeout`` seconds in all
+        (not per thread: 4 busy workers held a 30 s shutdown for 120 s). False on timeout."""
         me = threading.current_thread()
+        deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._threads:
             if t is not me:
-                t.join(timeout)
+                t.join(remaining(deadline))
         return not any(t.is_alive() for t in self._threads if t is not me)
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (``time.monotonic()``; None: no limit), at least 0."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -307,6 +307,11 @@ class Runner:
             if lags:
                 self._metrics.loop_lag_many(lags)
 
+    def hand_back(self) -> int:
+        """End the leases of the jobs still running (``Heartbeat.hand_back``); 0 without
+        leases."""
+        return 0 if self._heartbeat is None else self._heartbeat.hand_back()
+
     def flush_acks(self) -> None:
         """Commit the successes still queued for a batched ack (no-op without batching)."""
         if self._acks is not None:

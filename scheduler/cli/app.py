@@ -13,6 +13,7 @@ a traceback (``DUETIME_TRACEBACK=1`` shows it, for a bug report).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -96,6 +97,18 @@ json_option = click.option(
 job_argument = click.argument("job_id", metavar="ID")
 
 
+class Seconds(click.FloatRange):
+    """A ``FloatRange`` of seconds that also refuses nan and infinity: click compares the
+    bounds, and every comparison with nan is false (``--switch-interval nan`` aborted
+    the interpreter, ``--summary-every nan`` logged in a busy loop)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
 def _remember_timeout(ctx: click.Context, _param: Any, value: float) -> float:
     ctx.meta["duetime.timeout"] = value
     return value
@@ -103,7 +116,7 @@ def _remember_timeout(ctx: click.Context, _param: Any, value: float) -> float:
 
 timeout_option = click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=Seconds(min=0.1, max=3600),
     default=TIMEOUT,
     show_default=True,
     envvar="DUETIME_TIMEOUT",

@@ -9,7 +9,14 @@ import time
 import click
 
 from scheduler.api import JobScheduler, RecurringJobScheduler
-from scheduler.cli.app import EXIT_REFUSED, main, preflight, redis_url_or_embedded, timeout_option
+from scheduler.cli.app import (
+    EXIT_REFUSED,
+    Seconds,
+    main,
+    preflight,
+    redis_url_or_embedded,
+    timeout_option,
+)
 
 
 @main.command()
@@ -24,7 +31,7 @@ from scheduler.cli.app import EXIT_REFUSED, main, preflight, redis_url_or_embedd
 @timeout_option
 @click.option(
     "--seconds",
-    type=click.FloatRange(0.5, 3600),
+    type=Seconds(0.5, 3600),
     default=6.0,
     show_default=True,
     help="How long jobs are produced (a replica is killed a third of the way in).",

@@ -11,6 +11,7 @@ import click
 from scheduler.cli import render
 from scheduler.cli.app import (
     EXIT_REFUSED,
+    Seconds,
     fail,
     job_argument,
     job_id_of,
@@ -318,7 +319,7 @@ def events(
 @namespace_option
 @click.option(
     "--interval",
-    type=click.FloatRange(0.1, 3600),
+    type=Seconds(0.1, 3600),
     default=1.0,
     show_default=True,
     help="Seconds between refreshes.",

@@ -32,6 +32,7 @@ from scheduler.validation import MAX_DEPTH
 @click.option("--kwargs", "kwargs_json", default="{}", help="Task keyword arguments (JSON).")
 @click.option(
     "--in",
+    "--delay",  # the name Client.enqueue gives it: what a Python user types first
     "delay",
     default=None,
     metavar=when.DURATION,

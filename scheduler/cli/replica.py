@@ -21,6 +21,7 @@ from scheduler.cli.app import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    Seconds,
     fail,
     main,
     namespace_option,
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
     "--lease",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(0.5, 86400.0),
+    type=Seconds(0.5, 86400.0),
     help="Claim lease in seconds; renewed every lease/3 while a job runs (shorter than "
     "0.5 s, a pause of the process or of Redis would lose it, and its job would run again).",
 )
@@ -82,14 +83,16 @@ if TYPE_CHECKING:
     "--resync",
     default=5.0,
     show_default=True,
-    type=click.FloatRange(0.05, 3600.0),
+    type=Seconds(0.05, 3600.0),
     help="Safety re-claim period in seconds (jittered), besides wake-ups.",
 )
 @click.option(
     "--shutdown-timeout",
     default=30.0,
     show_default=True,
-    help="On SIGTERM/SIGINT, how long running jobs may take to finish.",
+    type=Seconds(0, 86400),
+    help="On SIGTERM/SIGINT, how long running jobs may take to finish, in all; jobs "
+    "still running then are handed back (their leases end: other replicas run them again).",
 )
 @click.option("--data-dir", default=None, help="Data directory of the embedded Redis.")
 @click.option(
@@ -123,7 +126,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--summary-every",
-    type=click.FloatRange(min=0),
+    type=Seconds(min=0, max=86400),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -132,7 +135,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--switch-interval",
-    type=click.FloatRange(min=0.05, max=100.0),
+    type=Seconds(min=0.05, max=100.0),
     default=1.0,
     show_default=True,
     envvar="DUETIME_SWITCH_INTERVAL",
@@ -216,7 +219,7 @@ def run(
             signals.log_summary()
         logging.getLogger("duetime").info("replica %s shutting down", owner)
         signals.stopping()
-        engine.shutdown(wait=True, timeout=shutdown_timeout)
+        engine.shutdown(wait=True, timeout=shutdown_timeout, exiting=True)
         recorder.close()
         if summary_every:
             signals.log_summary()

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -312,6 +313,9 @@ def test_a_url_that_names_a_replica_says_to_give_the_primary(command, replica_ur
         ["run", "--workers", "0"],  # was refused by the engine, after connecting
         ["run", "--lease", "0.01"],  # was accepted: a lease lost at every pause, jobs re-run
         ["run", "--resync", "0"],
+        ["run", "--shutdown-timeout", "-1"],  # was "jobs still running after -1.0s"
+        ["run", "--shutdown-timeout", "nan"],  # was an error at the first SIGTERM
+        ["run", "--summary-every", "inf"],  # was "run failed unexpectedly: OverflowError"
     ],
 )
 def test_out_of_range_options_are_usage_errors_before_any_work(args, redis_server):
@@ -347,3 +351,26 @@ def test_kwargs_nested_too_deeply_are_a_usage_error(redis_server):
         main, ["enqueue", "t.x", "--in", "1s", "--redis", redis_server.url, "--kwargs", deep]
     )
     assert r.exit_code == 2 and "nested too deeply" in r.output, r.output
+
+
+def _float_options(command: click.Command, path: str) -> Iterator[tuple[str, click.Parameter]]:
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _float_options(sub, f"{path} {name}")
+    else:
+        for param in command.params:
+            if isinstance(param.type, click.FloatRange | click.types.FloatParamType):
+                yield f"{path} {param.opts[0]}", param
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_no_float_option_of_any_command_takes_nan_or_infinity(value):
+    # click's FloatRange compares the bounds, and nan compares false with both: `run
+    # --switch-interval nan` aborted the interpreter ("Fatal Python error: take_gil"),
+    # `--summary-every nan` logged summaries in a busy loop, `--resync nan` was taken.
+    options = dict(_float_options(main, "duetime"))
+    assert "duetime run --switch-interval" in options and len(options) > 20
+    for where, param in options.items():
+        with pytest.raises(click.BadParameter):
+            param.type.convert(value, param, None)
+            pytest.fail(f"{where} took {value}")

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -111,6 +112,40 @@ def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(private_redi
         a.kill()
         b.kill()
         store.close()
+
+
+def test_a_sigterm_waits_its_shutdown_timeout_in_all_then_hands_running_jobs_back(
+    private_redis, tmp_path
+):
+    """Four jobs that outlast ``--shutdown-timeout 2`` on two lanes: the replica exits
+    after ~2 s (each worker thread used to be waited for 2 s in turn: 8 s, and at the
+    defaults 4 x 30 s, past a container's grace period), and the jobs' leases (30 s)
+    end as it exits, so another replica runs them again (attempt 2) at its next claim."""
+    redis_url, redis_ns = private_redis.url, NS
+    with Client(redis_url, namespace=redis_ns) as client:
+        jobs = [client.enqueue("tests.block", lane=lane) for lane in ("default", "slow") * 2]
+        extra = ("--lane", "slow=2", "--shutdown-timeout", "2")
+        a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=False, extra=extra)
+        b = None
+        try:
+
+            def attempts() -> list[int]:
+                return [max((r.attempt for r in client.get(j).running), default=0) for j in jobs]
+
+            assert wait_until(lambda: attempts() == [1] * 4, 30), a.log.read_text()
+            began = time.monotonic()
+            assert a.stop() == 0, a.log.read_text()
+            took = time.monotonic() - began
+            assert 2 <= took < 5, (took, a.log.read_text())
+            assert "4 lease(s) handed back" in a.log.read_text()
+            b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=False, extra=extra)
+            began = time.monotonic()
+            assert wait_until(lambda: attempts() == [2] * 4, 30), b.log.read_text()
+            assert time.monotonic() - began < 15  # not the 30 s lease
+        finally:
+            a.kill()
+            if b is not None:
+                b.kill()
 
 
 def test_a_replica_leaves_its_startup_heap_out_of_garbage_collection(private_redis, tmp_path):

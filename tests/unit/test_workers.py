@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scheduler import RetryPolicy, current_invocation, task
 from scheduler.model import After, JobSpec, TaskRef
 from tests.helpers import WAIT, Recorder, noop
+from workers.lanes import Lanes
 from workers.pool import WorkerPool
 from workers.retry import retry_delay
 from workers.runner import UNKNOWN_TASK_ATTEMPTS
@@ -318,6 +319,43 @@ def test_pool_close_returns_unstarted_items():
         unstarted = pool.close()
     assert unstarted == ["x"] and ran == []
     assert pool.join(WAIT)
+
+
+def _busy_lanes(sizes: dict[str, int]) -> tuple[Lanes[int], threading.Event, list[float]]:
+    """Lanes whose every worker runs a job that blocks until the event is set, and whose
+    threads record the timeout each ``join`` of theirs is given."""
+    release = threading.Event()
+    started = threading.Barrier(sum(sizes.values()) + 1)
+
+    def run(item: int) -> None:
+        started.wait(WAIT)
+        release.wait(WAIT)
+
+    lanes: Lanes[int] = Lanes(sizes, run, lambda: None)
+    for lane, size in sizes.items():
+        for i in range(size):
+            lanes.submit(lane, i)
+    started.wait(WAIT)
+    asked: list[float] = []
+    for pool in lanes._pools.values():
+        for t in pool._threads:
+            t.join = lambda timeout=None, _join=t.join: (asked.append(timeout), _join(timeout))
+    lanes.close()
+    return lanes, release, asked
+
+
+@pytest.mark.parametrize("sizes", [{"default": 4}, {"default": 2, "slow": 2}])
+def test_a_join_waits_its_timeout_in_all_not_once_per_thread(sizes):
+    # Each thread used to be joined with the whole timeout: 4 busy workers held a 30 s
+    # shutdown for 120 s, past a container's grace period (SIGKILL mid-job).
+    lanes, release, asked = _busy_lanes(sizes)
+    try:
+        assert lanes.join(0.2) is False
+        assert len(asked) == 4 and asked[0] == pytest.approx(0.2, abs=0.05)
+        assert sum(asked) <= 0.2 + 1e-9, asked  # the rest: what was left, ~0
+    finally:
+        release.set()
+    assert lanes.join(WAIT)
 
 
 def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, store, monkeypatch):
