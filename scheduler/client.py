@@ -7,7 +7,10 @@ process, without running a dispatcher or any job.
     client.cancel(job_id)                    # -> bool
 
 Task names need not be registered in the producer: only the replicas run them (and a
-replica that does not know a name records the failure with a clear reason).
+replica that does not know a name records the failure with a clear reason). A producer
+that does have the task (it imports its module, or passes the function) has the
+arguments checked against its signature: a misspelt or missing one is a ``TypeError``
+at enqueue, not a failure on a replica.
 """
 
 from __future__ import annotations

@@ -170,9 +170,9 @@ def cron_schedule(cron: str | Cron, tz: str | None = None) -> Cron:
 def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) -> Target:
     if isinstance(fn, str):
         name = validation.name(fn, "task name")
-        if check_task:
-            tasks.lookup(name)  # unknown here: say so now rather than at run time
-        return TaskRef(name, validation.json_args(validation.kwargs(kwargs)))
+        # unknown here: say so now rather than at run time; known: check the arguments
+        task_fn = tasks.lookup(name) if check_task else tasks.registered(name)
+        return _task_ref(task_fn, name, kwargs)
     validation.callable_job(fn)
     if kwargs is not None:
         registered = tasks.name_of(fn)
@@ -183,8 +183,19 @@ def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) ->
                 "@task (a shared store runs registered tasks only), or, in process, bind "
                 "its arguments with functools.partial"
             )
-        return TaskRef(registered, validation.json_args(validation.kwargs(kwargs)))
+        return _task_ref(fn, registered, kwargs)
     return fn
+
+
+def _task_ref(
+    fn: Callable[..., Any] | None, name: str, kwargs: Mapping[str, Any] | None
+) -> TaskRef:
+    """The stored form of task ``name`` called with ``kwargs``; when this process has its
+    function, the arguments' names are checked against its signature first."""
+    args = validation.kwargs(kwargs)
+    if fn is not None:
+        tasks.check_arguments(fn, name, args)
+    return TaskRef(name, validation.json_args(args))
 
 
 def _lane(lane: str) -> str:

@@ -7,7 +7,9 @@ plus JSON arguments (never pickled code).
 
 from __future__ import annotations
 
+import difflib
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -81,6 +83,68 @@ def lookup(name: str) -> Callable[..., Any]:
             "with @scheduler.task(...) and import its module in every replica (--import)"
         )
     return fn
+
+
+def registered(name: str) -> Callable[..., Any] | None:
+    """The function registered as ``name`` in this process, or None."""
+    return _tasks.get(name)
+
+
+# function -> (the names it takes by keyword, None: any; the names it requires)
+_shapes: dict[Callable[..., Any], tuple[frozenset[str] | None, frozenset[str]]] = {}
+
+
+def check_arguments(fn: Callable[..., Any], name: str, kwargs: dict[str, Any]) -> None:
+    """Raise ``TypeError`` if the task would refuse ``kwargs`` (a misspelt or missing
+    argument), at enqueue time rather than as a failure on a replica. Only names are
+    checked, against the signature read once per function; a callable without a
+    signature passes."""
+    shape = _shapes.get(fn)
+    if shape is None:
+        if len(_shapes) >= CALLS_CACHE:
+            _shapes.clear()
+        shape = _shapes[fn] = _shape(fn)
+    takes, needs = shape
+    if (takes is None or kwargs.keys() <= takes) and needs <= kwargs.keys():
+        return
+    signature = inspect.signature(fn)
+    try:
+        signature.bind(**kwargs)
+        why = "it cannot take them by name"  # positional-only parameters, say
+    except TypeError as exc:
+        why = str(exc) + _did_you_mean(signature, kwargs)
+    raise TypeError(
+        f"the arguments do not fit task {name!r} {signature}: {why} (kwargs are passed by name)"
+    )
+
+
+def _shape(fn: Callable[..., Any]) -> tuple[frozenset[str] | None, frozenset[str]]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature (some builtins): the replica will tell
+        return None, frozenset()
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    takes = frozenset(p.name for p in params if p.kind in by_name)
+    anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    needs = frozenset(
+        p.name
+        for p in params
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    )
+    return (None if anything else takes), needs
+
+
+def _did_you_mean(signature: inspect.Signature | None, kwargs: dict[str, Any]) -> str:
+    """A hint (\"; did you mean 'name' for 'nme'?\") for each argument name close to a
+    parameter it does not name; "" if there is none."""
+    params = [] if signature is None else list(signature.parameters)
+    hints = [
+        f"{close[0]!r} for {given!r}"
+        for given in kwargs
+        if given not in params and (close := difflib.get_close_matches(given, params, 1))
+    ]
+    return f"; did you mean {', '.join(hints)}?" if hints else ""
 
 
 def resolve(target: Target) -> Callable[[], Any]:

@@ -22,8 +22,8 @@ def every(job_id: str, interval: float, **kw: Any) -> JobSpec:
 
 
 @task("tests.noop")
-def noop() -> None:
-    pass
+def noop(**_payload: object) -> None:
+    """Does nothing, with any arguments (tests give it payloads of every shape)."""
 
 
 @task("tests.switch_interval")

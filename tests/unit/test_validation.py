@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scheduler import JobScheduler, PayloadError, RetryPolicy
+from scheduler import JobScheduler, PayloadError, RetryPolicy, task
 from scheduler.client import Client
 from scheduler.model import Misfire
 
@@ -290,6 +290,53 @@ def test_kwargs_for_an_unregistered_callable_says_to_register_it():
     with pytest.raises(TypeError, match=r"unregistered is not one: register it with @task"):
         c.enqueue(unregistered, kwargs={"x": 1}, delay=60)
     assert c.jobs() == []
+
+
+@task("tests.validation.greet")
+def _greet(name: str, *, punctuation: str = "!") -> str:
+    return f"hello {name}{punctuation}"
+
+
+@task("tests.validation.anything")
+def _anything(first: int, **rest: object) -> int:
+    return first
+
+
+@pytest.mark.parametrize(
+    "target", [_greet, "tests.validation.greet"], ids=["the function", "its name"]
+)
+@pytest.mark.parametrize(
+    "kwargs, why",
+    [
+        ({"nme": "x"}, r"missing a required argument: 'name'; did you mean 'name' for 'nme'\?"),
+        ({}, "missing a required argument: 'name'"),
+        ({"name": "x", "punctuaton": "?"}, "did you mean 'punctuation' for 'punctuaton'"),
+    ],
+)
+def test_arguments_that_the_task_would_refuse_are_refused_at_enqueue(target, kwargs, why):
+    """A misspelt or missing argument used to be stored, claimed and run, and to fail on a
+    replica ("hello() got an unexpected keyword argument"); the producer has the
+    function, so it is checked there, and nothing is written."""
+    from scheduler import MemoryStore
+
+    c = Client(MemoryStore())
+    with pytest.raises(TypeError, match=r"do not fit task 'tests.validation.greet' \(name: "):
+        c.enqueue(target, kwargs=kwargs, delay=60)
+    with pytest.raises(TypeError, match=why):
+        c.enqueue_many([{"task": target, "kwargs": kwargs, "delay": 60}])
+    assert c.jobs() == []
+    assert c.enqueue(target, kwargs={"name": "x"}, delay=60)  # what fits is stored
+
+
+def test_arguments_are_checked_only_where_the_task_is_known():
+    from scheduler import MemoryStore
+
+    c = Client(MemoryStore())
+    # **rest takes any name; a task this process never registered is the replicas' to run
+    assert c.enqueue(_anything, kwargs={"first": 1, "whatever": 2}, delay=60)
+    with pytest.raises(TypeError, match="missing a required argument: 'first'"):
+        c.enqueue("tests.validation.anything", kwargs={"whatever": 2}, delay=60)
+    assert c.enqueue("elsewhere.unknown", kwargs={"anything": 1}, delay=60)
 
 
 def nested(depth: int, leaf: object = 1) -> object:
