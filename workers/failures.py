@@ -5,7 +5,10 @@ expired; a 10 MB message was logged whole)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import traceback
+from types import TracebackType
 
 from scheduler.stores.base import TRACEBACK_MAX
 
@@ -26,12 +29,32 @@ def text(error: BaseException) -> str:
 
 
 def trace(error: BaseException) -> str:
-    """The formatted traceback, its last TRACEBACK_MAX bytes (where the error is)."""
+    """The formatted traceback from the job's own first frame (the worker's frames that
+    called it are left out), its last TRACEBACK_MAX bytes (where the error is)."""
     try:
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        tb = "".join(traceback.format_exception(type(error), error, _from_the_job(error)))
     except BaseException as exc:  # noqa: BLE001
         return f"<the traceback could not be formatted: {type(exc).__name__}>"
     raw = tb.rstrip().encode()
     if len(raw) <= TRACEBACK_MAX:
         return tb.rstrip()
     return "... " + raw[-TRACEBACK_MAX + 4 :].decode(errors="ignore")
+
+
+# where the frames that call a job live: this package, and asyncio (an async job's error
+# comes back through the loop's run_until_complete)
+_CALLERS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
+)
+
+
+def _from_the_job(error: BaseException) -> TracebackType | None:
+    """``error``'s traceback without its leading frames in this package or asyncio (the
+    runner, the call of the job, an event loop): what an operator reads starts at their
+    code. All of it when every frame is ours (the call itself failed: arguments the
+    function refuses, say)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_CALLERS):
+        tb = tb.tb_next
+    return tb or error.__traceback__

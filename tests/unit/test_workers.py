@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
+import os
 import random
 import sys
 import threading
@@ -39,6 +42,37 @@ def test_a_failing_job_is_logged_counted_and_the_worker_goes_on(make_engine, clo
         "bad@" in r.getMessage() and "Traceback" in r.getMessage() and "kaput" in r.getMessage()
         for r in msgs
     )
+
+
+def test_a_failure_traceback_starts_at_the_job_not_at_the_worker(make_engine, clock):
+    eng = make_engine(num_workers=1)
+
+    def inner() -> None:
+        raise ValueError("deep")
+
+    def outer() -> None:
+        inner()
+
+    def refuses(x: int) -> None:
+        pass
+
+    async def later() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("awaited")
+
+    eng.after(outer, 0, job_id="nested")
+    eng.after(later, 0, job_id="async")  # was from asyncio's run_until_complete
+    eng.after(functools.partial(refuses, y=1), 0, job_id="call")  # fails in the call itself
+    assert eng.wait_idle()
+    lines = eng.get("nested").last_traceback.splitlines()
+    assert lines[0] == "Traceback (most recent call last):", lines
+    assert lines[1].endswith(", in outer") and __file__ in lines[1], lines  # was runner.py
+    assert not any("workers" + os.sep in line for line in lines), lines
+    assert lines[-1] == "ValueError: deep"
+    lines = eng.get("async").last_traceback.splitlines()
+    assert lines[1].endswith(", in later") and lines[-1] == "ValueError: awaited", lines
+    whole = eng.get("call").last_traceback  # only the worker's frames: all of them, kept
+    assert "in run" in whole and "unexpected keyword argument 'y'" in whole, whole
 
 
 def test_system_exit_in_a_job_does_not_kill_the_worker(make_engine, clock):
