@@ -184,6 +184,7 @@ def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) ->
                 "its arguments with functools.partial"
             )
         return _task_ref(fn, registered, kwargs)
+    tasks.check_no_arguments(fn)
     return fn
 
 

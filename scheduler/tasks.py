@@ -99,12 +99,7 @@ def check_arguments(fn: Callable[..., Any], name: str, kwargs: dict[str, Any]) -
     argument), at enqueue time rather than as a failure on a replica. Only names are
     checked, against the signature read once per function; a callable without a
     signature passes."""
-    shape = _shapes.get(fn)
-    if shape is None:
-        if len(_shapes) >= CALLS_CACHE:
-            _shapes.clear()
-        shape = _shapes[fn] = _shape(fn)
-    takes, needs = shape
+    takes, needs = _shape_of(fn)
     if (takes is None or kwargs.keys() <= takes) and needs <= kwargs.keys():
         return
     signature = inspect.signature(fn)
@@ -116,6 +111,29 @@ def check_arguments(fn: Callable[..., Any], name: str, kwargs: dict[str, Any]) -
     raise TypeError(
         f"the arguments do not fit task {name!r} {signature}: {why} (kwargs are passed by name)"
     )
+
+
+def check_no_arguments(fn: Callable[..., Any]) -> None:
+    """Raise ``TypeError`` if ``fn``, which a job calls with no arguments, requires some
+    (it was accepted, and failed at its time with "missing 1 required positional
+    argument")."""
+    needs = _shape_of(fn)[1]
+    if needs:
+        what = getattr(fn, "__qualname__", type(fn).__qualname__)
+        raise TypeError(
+            f"{what}{inspect.signature(fn)} requires {', '.join(sorted(needs))}, but a job "
+            "is called with no arguments: bind them (functools.partial, a lambda), or "
+            "register it with @task and give kwargs="
+        )
+
+
+def _shape_of(fn: Callable[..., Any]) -> tuple[frozenset[str] | None, frozenset[str]]:
+    shape = _shapes.get(fn)
+    if shape is None:
+        if len(_shapes) >= CALLS_CACHE:
+            _shapes.clear()
+        shape = _shapes[fn] = _shape(fn)
+    return shape
 
 
 def _shape(fn: Callable[..., Any]) -> tuple[frozenset[str] | None, frozenset[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -384,3 +385,25 @@ def test_json_nested_deeper_than_python_parses_is_malformed_not_a_recursion_erro
         assert loads(text) == nested(depth)  # this Python parses it (3.13, 1,500 levels)
     except ValueError as exc:
         assert "nested too deeply" in str(exc)
+
+
+def test_a_callable_that_requires_arguments_is_refused_when_scheduled(make_engine):
+    """A job is called with no arguments: ``schedule(needs_x, 1)`` was accepted and failed
+    at its time ("missing 1 required positional argument"), in every facade."""
+
+    def needs(x: int, *, y: int, z: int = 1) -> None:
+        pass
+
+    class Callable:
+        def __call__(self, a: int) -> None:
+            pass
+
+    eng = make_engine()
+    for fn in (needs, Callable()):
+        with pytest.raises(TypeError, match=r"requires (x, y|a), but a job is called with no"):
+            eng.after(fn, 1)
+    with JobScheduler(1) as s:
+        with pytest.raises(TypeError, match="functools.partial"):
+            s.schedule(needs, 1)
+        assert s.schedule(functools.partial(needs, 1, y=2), 60) is not None  # bound: fine
+    assert eng.jobs() == []
