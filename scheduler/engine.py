@@ -421,10 +421,8 @@ class Scheduler(Client):
             self._runner.flush_acks()
             self._timers.close()
         else:
-            self._runner.flush_acks()  # what finished while the others ran
-            running = self._lanes.busy()  # 0: the idle threads were just slow to exit
-            handed = self._runner.hand_back() if exiting and running else 0
-            if running:
+            running, handed = self._stop_waiting(hand_back=exiting)
+            if running:  # 0: the idle threads were just slow to exit
                 log.warning(
                     "shutdown: %d job(s) still running after %gs%s",
                     running,
@@ -434,6 +432,21 @@ class Scheduler(Client):
                     else "",
                 )
         self._retire()
+
+    def abandon(self) -> tuple[int, int]:
+        """For a process about to exit while ``shutdown`` still waits for running jobs (a
+        second SIGTERM/SIGINT to ``duetime run``), from another thread: record what
+        finished, end the leases of the jobs still running (other replicas run them
+        again, attempt+1, as after a crash) and leave the live replicas. Returns (jobs
+        still running, leases handed back)."""
+        running, handed = self._stop_waiting(hand_back=True)
+        self._retire()
+        return running, handed
+
+    def _stop_waiting(self, *, hand_back: bool) -> tuple[int, int]:
+        self._runner.flush_acks()  # what finished while the others ran
+        running = self._lanes.busy()
+        return running, (self._runner.hand_back() if hand_back and running else 0)
 
     def _retire(self) -> None:
         """Leave the store's live replicas at once (no claim follows: the dispatcher is

@@ -34,6 +34,7 @@ from scheduler.cli.app import (
 )
 
 if TYPE_CHECKING:
+    from scheduler.engine import Scheduler
     from scheduler.signals import Signals
 
 
@@ -174,9 +175,7 @@ def run(
     log.setup(log_level, log_format)
     import_tasks(imports, paths)
     sizes = dict(_lane(spec) for spec in lanes)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    requests = _StopRequests.installed()
     from scheduler.engine import Scheduler
     from scheduler.recorder import Recorder
     from scheduler.signals import Signals
@@ -215,17 +214,95 @@ def run(
             store.url,
             served,
         )
-        while not stop.wait(summary_every or None):
+        while not requests.stop.wait(summary_every or None):
             signals.log_summary()
-        logging.getLogger("duetime").info("replica %s shutting down", owner)
         signals.stopping()
-        engine.shutdown(wait=True, timeout=shutdown_timeout, exiting=True)
+        forced = _shut_down(engine, shutdown_timeout, requests)
         recorder.close()
         if summary_every:
             signals.log_summary()
         if endpoint is not None:
             endpoint.close()
         store.close()
+    if forced is not None:
+        sys.exit(128 + forced)  # as a process ended by that signal (130, 143)
+
+
+class _Forced(Exception):
+    """A second SIGTERM/SIGINT ends the wait for running jobs."""
+
+
+class _StopRequests:
+    """The handler of SIGTERM and SIGINT: the first asks for the clean stop (``stop``); a
+    second one, while running jobs are waited for, ends that wait (``forced``: its
+    number), as Celery's, uvicorn's and Sidekiq's second Ctrl-C does."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.forced: int | None = None
+        self.interruptible = False  # the main thread waits in a join that may be cut
+
+    @classmethod
+    def installed(cls) -> _StopRequests:
+        """A new one, as the handler of SIGTERM and SIGINT."""
+        requests = cls()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, requests)
+        return requests
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        if not self.stop.is_set():
+            self.stop.set()
+            return
+        self.forced = signum
+        if self.interruptible:  # raised in the main thread, out of its join
+            self.interruptible = False
+            raise _Forced
+
+
+def _shut_down(engine: Scheduler, timeout: float, requests: _StopRequests) -> int | None:
+    """The clean stop (``Scheduler.shutdown``), run on its own thread so that a second
+    signal can end the wait for running jobs: then their leases are handed back
+    (``Scheduler.abandon``) and the signal's number is returned; None after a clean stop."""
+    logging.getLogger("duetime").info(
+        "replica %s shutting down (a second SIGTERM/SIGINT stops without waiting)", engine.owner
+    )
+    failed: list[BaseException] = []
+    # held until the shutdown ends: the main thread waits by acquiring it, a wait that a
+    # signal handler's exception cuts cleanly (a cut Thread.join marks the thread ended)
+    running, ended = threading.Lock(), threading.Event()
+    running.acquire()
+
+    def shut_down() -> None:
+        try:
+            engine.shutdown(wait=True, timeout=timeout, exiting=True)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failed.append(exc)
+        finally:
+            ended.set()
+            running.release()
+
+    threading.Thread(target=shut_down, name="duetime-shutdown", daemon=True).start()
+    try:
+        requests.interruptible = True
+        if requests.forced is None:
+            running.acquire()
+        requests.interruptible = False
+    except _Forced:
+        pass
+    if failed:
+        raise failed[0]
+    if ended.is_set():
+        return None
+    running, handed = engine.abandon()
+    logging.getLogger("duetime").warning(
+        "%s again: not waiting for %d running job(s); %d lease(s) handed back: other "
+        "replicas run them again",
+        signal.Signals(requests.forced or signal.SIGTERM).name,
+        running,
+        handed,
+    )
+    return requests.forced
 
 
 def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:

@@ -148,6 +148,43 @@ def test_a_sigterm_waits_its_shutdown_timeout_in_all_then_hands_running_jobs_bac
                 b.kill()
 
 
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_second_signal_stops_waiting_for_running_jobs_and_hands_them_back(
+    private_redis, tmp_path, sig, code
+):
+    """A second Ctrl-C (or SIGTERM) during the shutdown's wait (60 s here) ends the wait
+    at once, as Celery's and uvicorn's does: the running job's lease is handed back and
+    the process exits with 128 + the signal's number. It used to be ignored."""
+    redis_url, redis_ns = private_redis.url, NS
+    with Client(redis_url, namespace=redis_ns) as client:
+        job = client.enqueue("tests.block")
+        extra = ("--shutdown-timeout", "60")
+        a = Replica(redis_url, redis_ns, tmp_path / "a.log", metrics=False, extra=extra)
+        b = None
+        try:
+
+            def attempt() -> int:
+                return max((r.attempt for r in client.get(job).running), default=0)
+
+            assert wait_until(lambda: attempt() == 1, 30), a.log.read_text()
+            a.proc.send_signal(sig)
+            assert wait_until(lambda: "stops without waiting" in a.log.read_text(), 30)
+            began = time.monotonic()
+            a.proc.send_signal(sig)
+            assert a.proc.wait(30) == code, a.log.read_text()
+            assert time.monotonic() - began < 10  # not the 60 s shutdown timeout
+            text = a.log.read_text()
+            said = f"{sig.name} again: not waiting for 1 running job(s); 1 lease(s) handed back"
+            assert said in text, text
+            assert "Traceback" not in text, text
+            b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=False)
+            assert wait_until(lambda: attempt() == 2, 15), b.log.read_text()  # lease: 30 s
+        finally:
+            a.kill()
+            if b is not None:
+                b.kill()
+
+
 def test_a_replica_leaves_its_startup_heap_out_of_garbage_collection(private_redis, tmp_path):
     """``duetime run`` freezes what exists before its first claim (modules, tasks, store),
     so no full collection of it stalls the due jobs (16-22 ms measured)."""
