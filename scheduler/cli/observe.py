@@ -21,7 +21,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import listing, minutes, queries
+from scheduler.stores.redis import listing, minutes, namespaces, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
@@ -124,7 +124,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         if info is None:
             fail(
                 f"no job with id {job_id!r} in namespace {namespace!r} (finished jobs are "
-                "kept for a day)",
+                f"kept for a day){namespaces.hint(store, namespace)}",
                 EXIT_REFUSED,
             )
         recent = queries.recent_events(store, 20, job_id)
@@ -199,6 +199,7 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
         url = store.url
         with_work = [lane for lane, n in st["queue_depths"].items() if n]
         unserved = minutes.unserved_lanes(store, with_work, [r["id"] for r in st["replicas"]])
+        elsewhere = "" if st["queue_depths"] else namespaces.others(store, namespace)
     if as_json:
         click.echo(json.dumps({**st, "unserved_lanes": unserved}, indent=2))
         return
@@ -209,7 +210,8 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
         [lane, str(n), str(st["due_now"].get(lane, 0))] for lane, n in st["queue_depths"].items()
     ]
     lines = render.table(["LANE", "QUEUED", "DUE NOW"], lanes, right=frozenset({1, 2}))
-    click.echo("\n".join(lines) if lanes else "lanes       none (nothing was ever enqueued)")
+    empty = f"lanes       none (nothing was ever enqueued{elsewhere})"
+    click.echo("\n".join(lines) if lanes else empty)
     for lane in unserved:
         click.echo(
             f"warning     lane {lane!r} has {st['queue_depths'][lane]} queued and no live replica "

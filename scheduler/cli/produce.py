@@ -108,6 +108,7 @@ def enqueue(
 ) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
+    from scheduler.stores.redis import namespaces
     from scheduler.stores.redis.shards import ShardCountError
 
     if not redis_url:
@@ -146,12 +147,15 @@ def enqueue(
             jid = client.enqueue(
                 task, kwargs=kwargs, cron=cron, job_id=job_id, allow_past=True, **times
             )
+            note = namespaces.unserved_note(store, namespace)  # -n defualt, say
     except ShardCountError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
     except (ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(json.dumps({"job_id": jid}) if as_json else jid)
+    if note:
+        click.echo(note, err=True)
 
 
 @main.command()

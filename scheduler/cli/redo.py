@@ -22,7 +22,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import queries, redo
+from scheduler.stores.redis import namespaces, queries, redo
 
 
 def _emit(as_json: bool, data: dict[str, Any], line: str, code: int = 0) -> None:
@@ -103,9 +103,11 @@ def delete(redis_url: str | None, namespace: str, job_id: str, as_json: bool) ->
     job_id = job_id_of(job_id)
     with open_namespace("delete", redis_url, namespace) as store:
         gone = redo.delete(store, job_id)
+        hint = "" if gone else namespaces.hint(store, namespace)
     data = {"job_id": job_id, "deleted": gone}
     if not gone:
-        _emit(as_json, data, f"no job with id {job_id!r} in namespace {namespace!r}", EXIT_REFUSED)
+        line = f"no job with id {job_id!r} in namespace {namespace!r}{hint}"
+        _emit(as_json, data, line, EXIT_REFUSED)
     _emit(as_json, data, f"deleted job {job_id!r}")
 
 
@@ -134,6 +136,10 @@ def purge(
                 f"would delete {keys} key(s) of namespace {namespace!r}",
             )
             return
+        if not keys:  # a mistyped namespace, most likely: say what is here
+            line = f"nothing to purge: namespace {namespace!r} holds no keys"
+            line += namespaces.others(store, namespace)
+            _emit(as_json, {**data, "deleted": 0, "dry_run": False}, line, EXIT_REFUSED)
         if alive and not force:
             line = (
                 f"{len(alive)} replica(s) alive in namespace {namespace!r} "

@@ -16,7 +16,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import queries
+from scheduler.stores.redis import namespaces, queries
 
 
 def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> None:
@@ -34,6 +34,7 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
         }[verb](job_id)
         info = store.get(job_id)
         now = queries.redis_now(store)
+        hint = "" if info is not None else namespaces.hint(store, namespace)
     if done:
         extra = ""
         if info is not None and verb == "resume" and info.next_run is not None:
@@ -49,7 +50,7 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
         click.echo(f"{past} job {job_id!r}{extra}")
         return
     if info is None:
-        fail(f"no job with id {job_id!r} in namespace {namespace!r}", EXIT_REFUSED)
+        fail(f"no job with id {job_id!r} in namespace {namespace!r}{hint}", EXIT_REFUSED)
     why = {
         "pause": "already paused" if info.state == "paused" else info.state,
         "resume": f"not paused (it is {info.state})",

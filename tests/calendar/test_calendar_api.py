@@ -111,7 +111,7 @@ def test_cli_enqueue_cron_and_backfill(redis_url, redis_ns):
         ],
     )
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output) == {"job_id": "nightly"}
+    assert json.loads(out.stdout) == {"job_id": "nightly"}
     with Client(redis_url, namespace=redis_ns) as client:
         info = client.get("nightly")
     assert info.schedule == "cron '30 2 * * *' Europe/Paris ±jitter 60s"

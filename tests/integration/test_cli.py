@@ -475,15 +475,15 @@ def test_enqueue_command(redis_url, redis_ns):
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout) == {"job_id": "hourly"}  # stderr: the --anchor echo
     once = runner.invoke(main, [*base, "billing.report", "--in", "30"])
-    assert once.exit_code == 0 and once.output.strip()
+    assert once.exit_code == 0 and once.stdout.strip()
     with Client(redis_url, namespace=redis_ns) as client:
         info = client.get("hourly")
         assert info.schedule == "every 60s from epoch 0.000" and info.state == "scheduled"
-        assert client.get(once.output.strip()).schedule == "once after 30s"
+        assert client.get(once.stdout.strip()).schedule == "once after 30s"
         # --delay, Client.enqueue's name for it (was "No such option ... Did you mean --help?")
         same = runner.invoke(main, [*base, "billing.report", "--delay", "1m"])
         assert same.exit_code == 0, same.output
-        assert client.get(same.output.strip()).schedule == "once after 60s"
+        assert client.get(same.stdout.strip()).schedule == "once after 60s"
     assert runner.invoke(main, [*base, "x", "--kwargs", "{not json"]).exit_code == 2
     assert runner.invoke(main, [*base, "x", "--in", "-1"]).exit_code == 2
     assert runner.invoke(main, [*base, "x", "--in", "1", "--every", "2"]).exit_code == 2

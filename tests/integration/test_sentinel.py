@@ -103,7 +103,7 @@ def test_client_and_cli_take_a_sentinel_url(shared_sentinel_cluster, redis_ns):
         ],
     )
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output) == {"job_id": "j1"}
+    assert json.loads(out.stdout) == {"job_id": "j1"}
     with Client(url, namespace=redis_ns, wait_replicas=1, wait_timeout_ms=5000) as client:
         client.enqueue("tests.x", delay=60, job_id="j2")
         assert on_replica(shared_sentinel_cluster, Keys(redis_ns).job("j2"))  # WAIT did it
