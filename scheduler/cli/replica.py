@@ -270,8 +270,8 @@ def _shut_down(engine: Scheduler, timeout: float, requests: _StopRequests) -> in
     failed: list[BaseException] = []
     # held until the shutdown ends: the main thread waits by acquiring it, a wait that a
     # signal handler's exception cuts cleanly (a cut Thread.join marks the thread ended)
-    running, ended = threading.Lock(), threading.Event()
-    running.acquire()
+    shutting, ended = threading.Lock(), threading.Event()
+    shutting.acquire()
 
     def shut_down() -> None:
         try:
@@ -280,13 +280,13 @@ def _shut_down(engine: Scheduler, timeout: float, requests: _StopRequests) -> in
             failed.append(exc)
         finally:
             ended.set()
-            running.release()
+            shutting.release()
 
     threading.Thread(target=shut_down, name="duetime-shutdown", daemon=True).start()
     try:
         requests.interruptible = True
         if requests.forced is None:
-            running.acquire()
+            shutting.acquire()
         requests.interruptible = False
     except _Forced:
         pass
