@@ -35,9 +35,16 @@ _calls: dict[tuple[str, str], tuple[int, Callable[[], Any]]] = {}
 def task(name: F) -> F: ...
 @overload
 def task(name: str | None = None) -> Callable[[F], F]: ...
-def task(name: str | F | None = None) -> F | Callable[[F], F]:
+def task(name: str | F | None = None, **options: Any) -> F | Callable[[F], F]:
     """Register a function under ``name`` (default ``module.qualname``): ``@task("name")``,
-    ``@task()`` or bare ``@task``. Returns the function itself, registered."""
+    ``@task()`` or bare ``@task``. Returns the function itself, registered. A job's
+    options (retry, timeout, lane, ...) are given when it is scheduled, not here."""
+    if options:  # @task(retry=3), as Celery's and Dramatiq's decorators take it
+        raise TypeError(
+            f"@task takes only a name, not {', '.join(map(repr, options))}: a job's options "
+            "(retry, timeout, lane, misfire, overlap, delivery) are given when it is "
+            "scheduled, e.g. enqueue(fn, retry=RetryPolicy(max_attempts=3), timeout=30)"
+        )
     if callable(name):  # bare @task: it was given the function (it used to return
         return task(None)(name)  # the decorator, so the function was silently replaced)
     if name is not None and not isinstance(name, str):

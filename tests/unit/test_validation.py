@@ -407,3 +407,15 @@ def test_a_callable_that_requires_arguments_is_refused_when_scheduled(make_engin
             s.schedule(needs, 1)
         assert s.schedule(functools.partial(needs, 1, y=2), 60) is not None  # bound: fine
     assert eng.jobs() == []
+
+
+@pytest.mark.parametrize("options", [{"retry": 2}, {"timeout": 30, "lane": "slow"}])
+def test_task_options_on_the_decorator_say_where_options_go(options):
+    """``@task(retry=2)`` (Celery's and Dramatiq's form) said "task() got an unexpected
+    keyword argument 'retry'"; it now says options are given when a job is scheduled."""
+    with pytest.raises(
+        TypeError, match=r"^@task takes only a name, not 'retry'|^@task .*'timeout'"
+    ):
+        task(**options)
+    with pytest.raises(TypeError, match=r"given when it is scheduled, e\.g\. enqueue\(fn, retry="):
+        task("tests.validation.optioned", **options)
