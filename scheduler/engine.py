@@ -300,7 +300,9 @@ class Scheduler(Client):
         """Remove the job: no invocation of it starts after this returns (linearization
         point: the store's ``cancel``). True iff that prevented at least one start. A
         running invocation is not stopped; ``interrupt=True`` asks it to stop
-        (``current_invocation().cancelled()``), ``wait=True`` waits for it to end."""
+        (``current_invocation().cancelled()``), ``wait=True`` waits for it to end: both
+        reach the invocations running in this process only (in a shared store, one
+        running on another replica finishes, and its outcome is recorded)."""
         prevented = self.store.cancel(validation.job_id(job_id))
         # claimed ahead but not started here: handed back (the store drops them, the job
         # being cancelled), so no invocation starts after this returns
