@@ -89,3 +89,12 @@ def test_the_hints_scan_a_bounded_part_of_a_large_keyspace():
     assert len(calls) == namespaces.SCANS
     assert namespaces.unserved_note(store, "big") is None
     assert namespaces.named(store, "layout") == []
+
+
+def test_a_sharded_namespace_whose_jobs_are_on_other_shards_holds_jobs(private_redis):
+    url = private_redis.url
+    with Client(url, namespace="wide", shards=4) as client:
+        job = next(f"j{i}" for i in range(100) if client.store.shard(f"j{i}").keys.shard == 3)
+        client.enqueue("tests.noop", delay=600, job_id=job)
+    out = cli(url + "?shards=4", "show", "absent", "-n", "wide")
+    assert out.exit_code == 1 and "holds no jobs" not in out.stderr, out.stderr

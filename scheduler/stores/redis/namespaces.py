@@ -20,9 +20,9 @@ SCANS = 50  # SCAN calls a hint may make (~50,000 keys, ~25 ms): a large keyspac
 
 
 def holds_jobs(store: AnyStore) -> bool:
-    """Whether a job was ever stored in the namespace (its layout key exists)."""
-    first = store.parts[0]
-    return bool(first.redis.exists(first.keys.layout))
+    """Whether a job was ever stored in the namespace (a shard's layout key exists: each
+    shard's own, as add.lua writes it where the job goes)."""
+    return any(part.redis.exists(part.keys.layout) for part in store.parts)
 
 
 def served(store: AnyStore) -> bool | None:
