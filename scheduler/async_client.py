@@ -134,8 +134,15 @@ class AsyncClient:
         layout = await st.checked()
         return bool(await st.run(getattr(ops, name)(layout.part(jid), jid)))
 
-    async def cancel(self, job_id: str) -> bool:
-        return await self._flag("cancel", job_id)
+    async def cancel(self, job_id: str, *, interrupt: bool = False) -> bool:
+        """As ``Client.cancel`` (``interrupt``: each replica running an invocation of the
+        job is asked to stop it at its next lease renewal)."""
+        if self.sync is not None:
+            return bool(await self._thread("cancel", job_id, interrupt=interrupt))
+        prevented = await self._flag("cancel", job_id)
+        if interrupt:
+            await self._flag("interrupt", job_id)
+        return prevented
 
     async def pause(self, job_id: str) -> bool:
         return await self._flag("pause", job_id)

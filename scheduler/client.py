@@ -24,7 +24,7 @@ from scheduler import validation
 from scheduler.errors import ClientClosedError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
-from scheduler.stores.base import BulkAdd, Closable, HasClock, Store, Upkeep
+from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Store, Upkeep
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.listing import Page
@@ -129,9 +129,22 @@ class Client:
             self._probed, self._has_clock = store, isinstance(store, HasClock)
         return store.clock.wall() if self._has_clock else time.time()  # type: ignore[attr-defined]
 
-    def cancel(self, job_id: str) -> bool:
-        """True iff a future start was prevented (see ``Scheduler.cancel``)."""
-        return self.store.cancel(validation.job_id(job_id))
+    def cancel(self, job_id: str, *, interrupt: bool = False) -> bool:
+        """True iff a future start was prevented (see ``Scheduler.cancel``). A running
+        invocation may finish, unless ``interrupt``: then each replica that runs one of
+        the job is asked to stop it (its ``current_invocation().cancelled()``; an async
+        job's task is cancelled) at its next lease renewal, within a third of the lease
+        (shared stores only)."""
+        jid = validation.job_id(job_id)
+        if interrupt and not isinstance(self.store, Interrupts):
+            raise TypeError(
+                "interrupt=True reaches other processes through a shared (Redis) store; "
+                "in process, use Scheduler.cancel(job_id, interrupt=True)"
+            )
+        prevented = self.store.cancel(jid)
+        if interrupt:
+            self.store.interrupt(jid)  # type: ignore[attr-defined]
+        return prevented
 
     def pause(self, job_id: str) -> bool:
         """Stop starting new invocations of the job until ``resume``. True iff it was

@@ -28,6 +28,7 @@ from scheduler.stores.base import (
     AcksWithClaims,
     BatchAcks,
     HasClock,
+    Interrupts,
     Resyncing,
     Retiring,
     ServerChecks,
@@ -300,9 +301,9 @@ class Scheduler(Client):
         """Remove the job: no invocation of it starts after this returns (linearization
         point: the store's ``cancel``). True iff that prevented at least one start. A
         running invocation is not stopped; ``interrupt=True`` asks it to stop
-        (``current_invocation().cancelled()``), ``wait=True`` waits for it to end: both
-        reach the invocations running in this process only (in a shared store, one
-        running on another replica finishes, and its outcome is recorded)."""
+        (``current_invocation().cancelled()``), here at once and, in a shared store, on
+        the other replicas at their next lease renewal; ``wait=True`` waits for the
+        invocations running in this process to end."""
         prevented = self.store.cancel(validation.job_id(job_id))
         # claimed ahead but not started here: handed back (the store drops them, the job
         # being cancelled), so no invocation starts after this returns
@@ -311,6 +312,8 @@ class Scheduler(Client):
             prevented = True
         if interrupt:
             self._runner.cancel_running(job_id, "cancelled")
+            if isinstance(self.store, Interrupts):  # and on the other replicas
+                self.store.interrupt(job_id)
         if wait:
             self._runner.wait_job(job_id, timeout)
         return prevented

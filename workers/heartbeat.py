@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit
-from scheduler.stores.base import Store
+from scheduler.stores.base import Interrupts, Store
 from workers import failpoints
 from workers.context import CancelToken
 from workers.timers import Offloaded, Timers
@@ -175,7 +175,28 @@ class Heartbeat:
                 why.append(result)
         self._metrics.renewed(sum(1 for r in results if r is Commit.OK))
         self._lost(lost, why, "at renewal")
+        self._stop_interrupted()
         self._timers.call_later(self._lease / 3, self._beater.kick)
+
+    def _stop_interrupted(self) -> None:
+        """Cancel the tokens of the held invocations whose job another process asked to
+        stop (``cancel(interrupt=True)``: the store's ``interrupted``), as a local
+        ``cancel(interrupt=True)`` does."""
+        if not isinstance(self._store, Interrupts):
+            return
+        with self._lock:
+            running = [(c, t) for c, t in self._held.values() if t.reason is None]
+        if not running:
+            return
+        try:
+            asked = self._store.interrupted({c.job_id for c, _ in running})
+        except Exception as exc:  # asked again at the next renewal
+            log.warning("could not read the interrupt requests (%s)", exc)
+            return
+        for claim, token in running:
+            if claim.job_id in asked:
+                log.info("job %s invocation %s: interrupted", claim.job_id, claim.invocation_id)
+                token.cancel("cancelled")
 
     def _lost(self, lost: list[tuple[Claim, CancelToken]], why: list[Commit], when: str) -> None:
         if not lost:

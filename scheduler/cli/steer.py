@@ -19,7 +19,9 @@ from scheduler.cli.app import (
 from scheduler.stores.redis import namespaces, queries
 
 
-def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> None:
+def _steer(
+    verb: str, redis_url: str | None, namespace: str, job_id: str, interrupt: bool = False
+) -> None:
     """cancel / pause / resume: say what happened; exit 1 if it had no effect."""
     from scheduler.client import Client
 
@@ -27,7 +29,7 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
     with open_namespace(verb, redis_url, namespace) as store:
         client = Client(store)
         done = {
-            "cancel": client.cancel,
+            "cancel": lambda j: client.cancel(j, interrupt=interrupt),
             "pause": client.pause,
             "resume": client.resume,
             "trigger": client.trigger,
@@ -35,20 +37,33 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
         info = store.get(job_id)
         now = queries.redis_now(store)
         hint = "" if info is not None else namespaces.hint(store, namespace)
-    if done:
+    running = len(info.running) if info is not None else 0
+    if done or (interrupt and running):
         extra = ""
         if info is not None and verb == "resume" and info.next_run is not None:
             extra = f", next run {render.when(info.next_run, now)}"
-        if info is not None and info.running:
-            extra += f"; {len(info.running)} running invocation(s) may finish"
+        if running and interrupt:
+            extra += (
+                f"; {running} running invocation(s) asked to stop (at their replica's next "
+                "lease renewal, within a third of the lease)"
+            )
+        elif running:
+            extra += f"; {running} running invocation(s) may finish (--interrupt stops them)"
         past = {
             "cancel": "cancelled",
             "pause": "paused",
             "resume": "resumed",
             "trigger": "triggered a run of",
         }[verb]
-        click.echo(f"{past} job {job_id!r}{extra}")
+        said = f"{past} job {job_id!r}" if done else f"job {job_id!r} has no run to come"
+        click.echo(said + extra)
         return
+    if verb == "cancel" and running:
+        fail(
+            f"nothing more to cancel: job {job_id!r} has no run to come; its {running} "
+            "running invocation(s) may finish (--interrupt asks them to stop)",
+            EXIT_REFUSED,
+        )
     if info is None:
         fail(f"no job with id {job_id!r} in namespace {namespace!r}{hint}", EXIT_REFUSED)
     why = {
@@ -63,12 +78,19 @@ def _steer(verb: str, redis_url: str | None, namespace: str, job_id: str) -> Non
 @with_url
 @namespace_option
 @job_argument
-def cancel(redis_url: str | None, namespace: str, job_id: str) -> None:
+@click.option(
+    "--interrupt",
+    is_flag=True,
+    help="Also ask its running invocations to stop (cancelled() turns true; an async "
+    "job's task is cancelled), at their replica's next lease renewal.",
+)
+def cancel(redis_url: str | None, namespace: str, job_id: str, interrupt: bool) -> None:
     """Cancel job ID.
 
-    No invocation of it starts any more (a running one may finish). Exit 0 if this
-    prevented a start, else 1 (unknown, finished or cancelled job, or a running one-off)."""
-    _steer("cancel", redis_url, namespace, job_id)
+    No invocation of it starts any more (a running one may finish, unless --interrupt).
+    Exit 0 if this prevented a start or asked a running invocation to stop, else 1
+    (unknown, finished or cancelled job, or a running one-off without --interrupt)."""
+    _steer("cancel", redis_url, namespace, job_id, interrupt)
 
 
 @main.command()

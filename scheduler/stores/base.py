@@ -24,7 +24,7 @@ than it hands out in one call, the Redis store's cap is 100 per lane, and answer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from scheduler.clock import Clock
@@ -216,6 +216,22 @@ class Closable(Protocol):
 
     def close(self) -> None:
         """Release connections and threads; the store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class Interrupts(Protocol):
+    """A shared store (Redis) that carries a request to stop a job's running invocations
+    to the replicas that run them (``cancel(interrupt=True)`` from any process)."""
+
+    def interrupt(self, job_id: str) -> int:
+        """Ask every running invocation of ``job_id`` to stop: each replica that runs one
+        cancels its token at its next lease renewal (within a third of the lease).
+        Returns how many are running (0: nothing was asked)."""
+        ...
+
+    def interrupted(self, job_ids: Collection[str]) -> set[str]:
+        """Which of ``job_ids`` their running invocations were asked to stop."""
         ...
 
 

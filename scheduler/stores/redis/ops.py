@@ -70,6 +70,28 @@ def cancel(keys: Keys, job_id: str) -> Op[bool]:
     return (yield from _flag(keys, "cancel", job_id))
 
 
+def interrupt(keys: Keys, job_id: str) -> Op[int]:
+    """Mark the job's running invocations to be stopped (the ``interrupt`` field, read by
+    the replicas' heartbeats: ``interrupted``); how many run. A plain flag, not a script:
+    nothing is decided by it but a running job's cancel token, and add.lua's replacing
+    ``DEL`` clears it with the job."""
+    running = yield from one(keys.shard, "hget", keys.job(job_id), "running")
+    count = int(running) if codec.is_int(running) else 0
+    if count > 0:
+        yield from one(keys.shard, "hset", keys.job(job_id), "interrupt", "1")
+    return count
+
+
+def interrupted(keys: Keys, job_ids: Iterable[str]) -> Op[set[str]]:
+    """Which of ``job_ids`` (all of this part) were marked by ``interrupt``."""
+    ids = list(job_ids)
+    if not ids:
+        return set()
+    hgets: dict[str, Any] = {}
+    flags = yield Calls(keys.shard, tuple(("hget", (keys.job(j), "interrupt"), hgets) for j in ids))
+    return {j for j, flag in zip(ids, flags, strict=True) if flag == "1"}
+
+
 def pause(keys: Keys, job_id: str) -> Op[bool]:
     return (yield from _flag(keys, "pause", job_id))
 

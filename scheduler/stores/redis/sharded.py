@@ -38,7 +38,7 @@ import math
 import random
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -206,6 +206,12 @@ class ShardedStore(WakeSubscriptions):
 
     def cancel(self, job_id: str) -> bool:
         return self.shard(job_id).cancel(job_id)
+
+    def interrupt(self, job_id: str) -> int:
+        return self.shard(job_id).interrupt(job_id)
+
+    def interrupted(self, job_ids: Collection[str]) -> set[str]:
+        return {j for j in job_ids if self.shard(j).interrupted([j])}
 
     def pause(self, job_id: str) -> bool:
         return self.shard(job_id).pause(job_id)

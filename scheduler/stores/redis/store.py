@@ -17,7 +17,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -324,6 +324,12 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
 
     def cancel(self, job_id: str) -> bool:
         return sansio.run(self, ops.cancel(self.keys, job_id))
+
+    def interrupt(self, job_id: str) -> int:
+        return sansio.run(self, ops.interrupt(self.keys, job_id))
+
+    def interrupted(self, job_ids: Collection[str]) -> set[str]:
+        return sansio.run(self, ops.interrupted(self.keys, job_ids))
 
     def pause(self, job_id: str) -> bool:
         return sansio.run(self, ops.pause(self.keys, job_id))
