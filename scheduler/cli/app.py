@@ -97,8 +97,8 @@ json_option = click.option(
 job_argument = click.argument("job_id", metavar="ID")
 
 
-class Seconds(click.FloatRange):
-    """A ``FloatRange`` of seconds that also refuses nan and infinity: click compares the
+class FiniteRange(click.FloatRange):
+    """A ``FloatRange`` that also refuses nan and infinity: click compares the
     bounds, and every comparison with nan is false (``--switch-interval nan`` aborted
     the interpreter, ``--summary-every nan`` logged in a busy loop)."""
 
@@ -116,14 +116,14 @@ def _remember_timeout(ctx: click.Context, _param: Any, value: float) -> float:
 
 timeout_option = click.option(
     "--timeout",
-    type=Seconds(min=0.1, max=3600),
+    type=FiniteRange(min=0.1, max=3600),
     default=TIMEOUT,
     show_default=True,
     envvar="DUETIME_TIMEOUT",
     expose_value=False,
     is_eager=True,
     callback=_remember_timeout,
-    help="Seconds any one Redis call may take before the command gives up (exit 3).",
+    help="FiniteRange any one Redis call may take before the command gives up (exit 3).",
 )
 
 

@@ -11,7 +11,7 @@ import click
 from scheduler.api import JobScheduler, RecurringJobScheduler
 from scheduler.cli.app import (
     EXIT_REFUSED,
-    Seconds,
+    FiniteRange,
     main,
     preflight,
     redis_url_or_embedded,
@@ -31,7 +31,7 @@ from scheduler.cli.app import (
 @timeout_option
 @click.option(
     "--seconds",
-    type=Seconds(0.5, 3600),
+    type=FiniteRange(0.5, 3600),
     default=6.0,
     show_default=True,
     help="How long jobs are produced (a replica is killed a third of the way in).",

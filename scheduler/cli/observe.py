@@ -11,7 +11,7 @@ import click
 from scheduler.cli import render
 from scheduler.cli.app import (
     EXIT_REFUSED,
-    Seconds,
+    FiniteRange,
     fail,
     job_argument,
     job_id_of,
@@ -321,10 +321,10 @@ def events(
 @namespace_option
 @click.option(
     "--interval",
-    type=Seconds(0.1, 3600),
+    type=FiniteRange(0.1, 3600),
     default=1.0,
     show_default=True,
-    help="Seconds between refreshes.",
+    help="FiniteRange between refreshes.",
 )
 @click.option(
     "--iterations",

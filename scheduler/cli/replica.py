@@ -21,7 +21,7 @@ from scheduler.cli.app import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    Seconds,
+    FiniteRange,
     fail,
     main,
     namespace_option,
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     "--lease",
     default=30.0,
     show_default=True,
-    type=Seconds(0.5, 86400.0),
+    type=FiniteRange(0.5, 86400.0),
     help="Claim lease in seconds; renewed every lease/3 while a job runs (shorter than "
     "0.5 s, a pause of the process or of Redis would lose it, and its job would run again).",
 )
@@ -84,14 +84,14 @@ if TYPE_CHECKING:
     "--resync",
     default=5.0,
     show_default=True,
-    type=Seconds(0.05, 3600.0),
+    type=FiniteRange(0.05, 3600.0),
     help="Safety re-claim period in seconds (jittered), besides wake-ups.",
 )
 @click.option(
     "--shutdown-timeout",
     default=30.0,
     show_default=True,
-    type=Seconds(0, 86400),
+    type=FiniteRange(0, 86400),
     help="On SIGTERM/SIGINT, how long running jobs may take to finish, in all; jobs "
     "still running then are handed back (their leases end: other replicas run them again).",
 )
@@ -127,7 +127,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--summary-every",
-    type=Seconds(min=0, max=86400),
+    type=FiniteRange(min=0, max=86400),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -136,7 +136,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--switch-interval",
-    type=Seconds(min=0.05, max=100.0),
+    type=FiniteRange(min=0.05, max=100.0),
     default=1.0,
     show_default=True,
     envvar="DUETIME_SWITCH_INTERVAL",

@@ -59,8 +59,8 @@ def _scan(redis: Any, match: str, *, first: bool = False) -> tuple[list[str], bo
         cursor, batch = redis.scan(cursor, match=match, count=1000)
         keys += batch
         if cursor == 0 or (first and keys):
-            return keys, cursor == 0 or bool(keys)
-    return keys, False
+            break
+    return keys, cursor == 0
 
 
 def hint(store: AnyStore, namespace: str) -> str:
