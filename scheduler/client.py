@@ -135,15 +135,16 @@ class Client:
         the job is asked to stop it (its ``current_invocation().cancelled()``; an async
         job's task is cancelled) at its next lease renewal, within a third of the lease
         (shared stores only)."""
-        jid = validation.job_id(job_id)
-        if interrupt and not isinstance(self.store, Interrupts):
+        jid, store = validation.job_id(job_id), self.store
+        if not interrupt:
+            return store.cancel(jid)
+        if not isinstance(store, Interrupts):
             raise TypeError(
                 "interrupt=True reaches other processes through a shared (Redis) store; "
                 "in process, use Scheduler.cancel(job_id, interrupt=True)"
             )
-        prevented = self.store.cancel(jid)
-        if interrupt:
-            self.store.interrupt(jid)  # type: ignore[attr-defined]
+        prevented = store.cancel(jid)
+        store.interrupt(jid)
         return prevented
 
     def pause(self, job_id: str) -> bool:

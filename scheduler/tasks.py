@@ -160,10 +160,10 @@ def _shape(fn: Callable[..., Any]) -> tuple[frozenset[str] | None, frozenset[str
     return (None if anything else takes), needs
 
 
-def _did_you_mean(signature: inspect.Signature | None, kwargs: dict[str, Any]) -> str:
+def _did_you_mean(signature: inspect.Signature, kwargs: dict[str, Any]) -> str:
     """A hint (\"; did you mean 'name' for 'nme'?\") for each argument name close to a
     parameter it does not name; "" if there is none."""
-    params = [] if signature is None else list(signature.parameters)
+    params = list(signature.parameters)
     hints = [
         f"{close[0]!r} for {given!r}"
         for given in kwargs

@@ -123,7 +123,7 @@ timeout_option = click.option(
     expose_value=False,
     is_eager=True,
     callback=_remember_timeout,
-    help="FiniteRange any one Redis call may take before the command gives up (exit 3).",
+    help="Seconds any one Redis call may take before the command gives up (exit 3).",
 )
 
 

@@ -324,7 +324,7 @@ def events(
     type=FiniteRange(0.1, 3600),
     default=1.0,
     show_default=True,
-    help="FiniteRange between refreshes.",
+    help="Seconds between refreshes.",
 )
 @click.option(
     "--iterations",

@@ -48,7 +48,7 @@ def instants(
 
 
 def duration(flag: str, text: str | None) -> float | None:
-    """FiniteRange of a duration option (None if not given); bad input: exit 2."""
+    """Seconds of a duration option (None if not given); bad input: exit 2."""
     if text is None:
         return None
     try:

@@ -109,3 +109,19 @@ def test_interrupt_through_a_store_that_cannot_carry_it_says_what_to_use():
         TypeError, match=r"in process, use Scheduler\.cancel\(job_id, interrupt=True\)"
     ):
         client.cancel("x", interrupt=True)
+
+
+def test_a_sharded_namespace_reads_the_requests_of_every_shard(redis_url, redis_ns):
+    from scheduler.stores.redis.sharded import open_store
+
+    store = open_store(redis_url, redis_ns, shards=4)
+    try:
+        ids = [f"j{i}" for i in range(12)]
+        asked = {j for j in ids if int(j[1:]) % 3 == 0}
+        for j in asked:
+            part = store.shard(j)
+            part.redis.hset(part.keys.job(j), "interrupt", "1")
+        assert len({store.shard(j).keys.shard for j in asked}) > 1  # spread over shards
+        assert store.interrupted(ids) == asked
+    finally:
+        store.close()

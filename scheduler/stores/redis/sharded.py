@@ -211,7 +211,9 @@ class ShardedStore(WakeSubscriptions):
         return self.shard(job_id).interrupt(job_id)
 
     def interrupted(self, job_ids: Collection[str]) -> set[str]:
-        return {j for j in job_ids if self.shard(j).interrupted([j])}
+        ids = list(job_ids)  # one round trip per shard, not per job
+        groups = self._groups(ids).items()
+        return set().union(*(self.shards[i].interrupted([ids[n] for n in g]) for i, g in groups))
 
     def pause(self, job_id: str) -> bool:
         return self.shard(job_id).pause(job_id)
