@@ -1,5 +1,6 @@
 """The console's actions: retry, delete (one, or several ticked), retry every failed job,
-pause, resume, trigger now and backfill a range; and the login form.
+pause, resume, trigger now, backfill a range, cancel, and stop (cancel, and ask the
+running invocations to stop); and the login form.
 
 Each is a POST (``/ns/<ns>/act/<action>`` from the pages, ``/api/ns/<ns>/act/<action>``
 for scripts with ``Authorization: Bearer <token>``), refused (403) unless auth.py names
@@ -28,7 +29,17 @@ if TYPE_CHECKING:
     from scheduler.web.console import Console
 
 log = logging.getLogger("duetime.web")
-ACTIONS = ("retry", "delete", "pause", "resume", "trigger", "backfill", "retry_failed")
+ACTIONS = (
+    "retry",
+    "delete",
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "cancel",
+    "stop",
+    "retry_failed",
+)
 
 
 def _one(client: Client, action: str, job_id: str, form: dict[str, list[str]]) -> str:
@@ -42,8 +53,26 @@ def _one(client: Client, action: str, job_id: str, form: dict[str, list[str]]) -
 
         start, end = (parse_instant(form.get(k, [""])[0].strip(), k) for k in ("start", "end"))
         return f"queued {client.backfill(job_id, start, end)} run(s)"
+    if action in ("cancel", "stop"):
+        return _cancel(client, job_id, interrupt=action == "stop")
     done = {"pause": client.pause, "resume": client.resume, "trigger": client.trigger}[action]
     return "done" if done(job_id) else "no effect (unknown, finished, or already so)"
+
+
+def _cancel(client: Client, job_id: str, *, interrupt: bool) -> str:
+    """Cancel ``job_id``; with ``interrupt``, also ask its running invocations to stop (at
+    their replicas' next lease renewal)."""
+    info = client.get(job_id)  # JobNotFoundError when unknown
+    prevented = client.cancel(job_id, interrupt=interrupt)
+    said = "cancelled" if prevented else "no run to come"
+    running = len(info.running)
+    if running and interrupt:
+        said += f"; asked {running} running invocation(s) to stop"
+    elif running:
+        said += f"; {running} running invocation(s) may finish (stop asks them to stop)"
+    elif not prevented:
+        said = f"no effect (the job is {info.state})"
+    return said
 
 
 def act(console: Console, ns: str, action: str, who: str, form: dict[str, list[str]]) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
-from scheduler import task
+from scheduler import current_invocation, task
 
 
 @task("tests.web.boom")
@@ -19,4 +17,4 @@ def ok(**kwargs: object) -> dict[str, int]:
 
 @task("tests.web.slow")
 def slow(seconds: float = 30.0, **kwargs: object) -> None:
-    time.sleep(seconds)
+    current_invocation().token.wait(seconds)  # ends early when stopped from the console

@@ -99,6 +99,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for n in range(3):
             argv = [sys.executable, "-m", "scheduler", "run", "--redis", url, "-n", NS]
             argv += ["--import", "tests.web.tasks", "--workers", "2", "--resync", "0.5"]
+            argv += ["--lease", "3"]  # a stop request arrives within a second
             with open(logs / f"r{n}.log", "wb") as out:
                 procs.append(subprocess.Popen(argv, env=env(), stdout=out, stderr=out))
         client = Client(url, namespace=NS)
@@ -244,9 +245,17 @@ def test_actions_show_their_effect(fleet, page):
     page.fill("#backfill input[name=end]", "2026-01-03T12:00:00Z")
     page.click("#backfill button")
     assert "nightly: queued 3 run(s)" in page.inner_text("#flash")
+    page.goto(f"{base}/ns/{NS}/running")
+    row = page.locator("#running-table tbody tr", has_text="slow-report")
+    row.locator(".act-stop button").click()
+    flash = page.inner_text("#flash")
+    assert "slow-report: no run to come; asked 1 running invocation(s) to stop" in flash
+    wait_until(lambda: not client.get("slow-report").running, 10)
+    assert client.get("slow-report").state == "cancelled"
     page.goto(f"{base}/ns/{NS}/events?kind=operator")
     text = page.inner_text("#events-table")
     assert "retry by ops-alice (session)" in text and "backfill by ops-alice" in text
+    assert "stop by ops-alice" in text
 
 
 def test_the_live_tail_updates(fleet, page):

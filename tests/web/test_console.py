@@ -257,3 +257,35 @@ def test_a_job_due_past_the_year_9999_is_shown_not_a_failure(console_factory, re
         out = CliRunner().invoke(main, args, env=env)
         assert out.exit_code == 0, (args, out.output)
         assert "outside the years 1-9999" in out.output, (args, out.output)
+
+
+def test_cancel_and_stop_a_job_running_on_a_replica(
+    console_factory, jobs, make_engine, clock, redis_url, redis_ns
+):
+    """The running page and the job page offer "cancel and stop" (cancel, and ask the
+    running invocations to stop: the replica's heartbeat reads it at its next renewal);
+    the job page offers "cancel" to a job with runs to come. Read-only: neither."""
+    from tests.integration.test_interrupt import LEASE, _running, _seen
+
+    client, job = _running(make_engine, clock, redis_url, redis_ns)
+    assert "act-stop" not in console_factory()[0].get(f"/ns/{redis_ns}/running").text
+    web, _ = console_factory(actions=True, token="tok")
+    web.post("/login", data={"token": "tok"})
+    page = web.get(f"/ns/{redis_ns}/running").text
+    assert page.count("act-stop") == 1 and f'name="job" value="{job}"' in page
+    detail = web.get(f"/ns/{redis_ns}/job/{job}").text
+    assert "act-stop" in detail and "act-cancel" not in detail  # a running one-off: no run to come
+    form = {"job": [job], "csrf": csrf_of(page), "next": f"/ns/{redis_ns}/running"}
+    r = web.post(f"/ns/{redis_ns}/act/stop", data=form)
+    assert f"{job}: no run to come; asked 1 running invocation(s) to stop" in r.text
+    assert not _seen["stopped"].is_set()
+    clock.advance(LEASE / 3 + 0.01)
+    assert _seen["stopped"].wait(10)
+    assert "act-cancel" in web.get(f"/ns/{redis_ns}/job/tick").text
+    r = web.post(f"/ns/{redis_ns}/act/cancel", data={**form, "job": ["tick", "nope"]})
+    assert "tick: cancelled; nope: refused: no job with id &#39;nope&#39;" in r.text
+    assert client.get("tick").state == "cancelled"
+    r = web.post(f"/ns/{redis_ns}/act/cancel", data={**form, "job": ["tick"]})
+    assert "tick: no effect (the job is cancelled)" in r.text
+    events = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()["events"]
+    assert [e["job_id"] for e in events] == ["tick", "tick", job]
