@@ -106,6 +106,9 @@ def wait_limit(value: object, name: str) -> float | None:
     return f
 
 
+DOT_SEGMENTS = (".", "..")  # a path segment browsers resolve: the console could not link it
+
+
 def job_id(value: object) -> str:
     """A job id: 1–200 printable characters (no control characters, no surrounding blanks)."""
     if not isinstance(value, str):
@@ -116,6 +119,8 @@ def job_id(value: object) -> str:
         raise ValueError(
             f"job id must be printable text without leading/trailing spaces: {value!r}"
         )
+    if value in DOT_SEGMENTS:
+        raise ValueError(f"job id cannot be {value!r}: a URL path would read it as a folder")
     return value
 
 

@@ -116,6 +116,7 @@ def web(
     from scheduler.web import Console, create_app
     from scheduler.web.auth import Auth
 
+    host = host.strip("[]")  # "[::1]", as a URL writes it, binds ::1
     stores = _open(redis_url, namespaces or ("default",))
     console = Console(
         stores=stores,
@@ -127,7 +128,7 @@ def web(
     sock = _listen(host, port)
     port = sock.getsockname()[1]
     click.echo(
-        f"duetime web: http://{host}:{port}/ over {console.url} "
+        f"duetime web: http://{f'[{host}]' if ':' in host else host}:{port}/ over {console.url} "
         f"({', '.join(stores)}; {'actions enabled' if actions else 'read-only'})",
         err=True,
     )

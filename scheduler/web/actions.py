@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlencode
 
 from scheduler.client import Client
+from scheduler.errors import JobNotFoundError
 from scheduler.stores.redis import redo
 from scheduler.web.auth import SESSION_COOKIE, SESSION_TTL
 
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from scheduler.web.console import Console
 
 log = logging.getLogger("duetime.web")
+MAX_FORM = 1 << 20  # bytes of an action's form (a page of 50 ticked ids is a few KB)
+MAX_LOGIN_FORM = 16 << 10
+CSRF_REFUSAL = "refused: the form's CSRF token is missing or stale; reload the page and retry"
 ACTIONS = (
     "retry",
     "delete",
@@ -47,7 +51,9 @@ def _one(client: Client, action: str, job_id: str, form: dict[str, list[str]]) -
     if action == "retry":
         return f"queued {client.retry(job_id)} run(s)"
     if action == "delete":
-        return "deleted" if client.delete(job_id) else "no such job"
+        if not client.delete(job_id):
+            raise JobNotFoundError(job_id)
+        return "deleted"
     if action == "backfill":
         from scheduler.timeinput import parse_instant
 
@@ -56,7 +62,10 @@ def _one(client: Client, action: str, job_id: str, form: dict[str, list[str]]) -
     if action in ("cancel", "stop"):
         return _cancel(client, job_id, interrupt=action == "stop")
     done = {"pause": client.pause, "resume": client.resume, "trigger": client.trigger}[action]
-    return "done" if done(job_id) else "no effect (unknown, finished, or already so)"
+    if done(job_id):
+        return "done"
+    state = client.get(job_id).state  # JobNotFoundError when unknown: refused, not recorded
+    return f"no effect (the job is {state})"
 
 
 def _cancel(client: Client, job_id: str, *, interrupt: bool) -> str:
@@ -75,40 +84,49 @@ def _cancel(client: Client, job_id: str, *, interrupt: bool) -> str:
     return said
 
 
-def act(console: Console, ns: str, action: str, who: str, form: dict[str, list[str]]) -> str:
-    """Do one action for ``who``; a one-line summary. Errors of one job are reported in
-    the summary, the others still run."""
+def act(
+    console: Console, ns: str, action: str, who: str, form: dict[str, list[str]]
+) -> tuple[str, bool]:
+    """Do one action for ``who``: a one-line summary, and whether it was refused for every
+    job it named. Errors of one job are reported in the summary, the others still run."""
     store = console.stores[ns]
     client = Client(store)
     if action == "retry_failed":
         done = client.retry_failed(form.get("task", [""])[0] or None)
         for job_id, n in done.items():
             redo.note(store, job_id, "retry (all failed)", who, f"queued {n} run(s)")
-        return f"retry all failed: {sum(done.values())} run(s) of {len(done)} job(s) queued"
+        return f"retry all failed: {sum(done.values())} run(s) of {len(done)} job(s) queued", False
     ids = [i for i in form.get("job", []) if i]
     if not ids:
         raise ValueError("no job selected: tick one or more jobs first")
-    results = []
+    results, refused = [], 0
     for job_id in ids:
         try:
             what = _one(client, action, job_id, form)
         except (ValueError, LookupError) as exc:  # JobNotFoundError is a LookupError
-            what = f"refused: {exc}"
+            what, refused = f"refused: {exc}", refused + 1
         else:
             redo.note(store, job_id, action, who, what)
         results.append(f"{job_id}: {what}")
     log.info("web: %s by %s in %s: %s", action, who, ns, "; ".join(results))
-    return f"{action} — " + "; ".join(results)
+    return f"{action} — " + "; ".join(results), refused == len(ids)
 
 
 def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
     from starlette.responses import JSONResponse, RedirectResponse
     from starlette.routing import Route
 
-    from scheduler.web.views import context, store_of
+    from scheduler.web.views import TooLarge, context, store_of
 
-    async def form_of(request: Request) -> dict[str, list[str]]:
-        body = (await request.body()).decode("utf-8", "replace")
+    async def form_of(request: Request, limit: int) -> dict[str, list[str]]:
+        """The form, read up to ``limit`` bytes (a ValueError past it: a 400 page)."""
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"the form is larger than {limit:,} bytes: nothing was done")
+            chunks.append(chunk)
+        body = b"".join(chunks).decode("utf-8", "replace")
         return parse_qs(body, keep_blank_values=True) if body else {}
 
     async def post(request: Request) -> Response:
@@ -119,19 +137,24 @@ def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
         api = request.url.path.startswith("/api/")
         headers = {k.lower(): v for k, v in request.headers.items()}
         cookies = dict(request.cookies)
-        form = await form_of(request)
         who, how = console.auth.actor(headers, cookies)
-        refused = _refusal(console, action, who, how, form, headers, cookies)
+        status, refused = _refusal(console, action, who, how)
+        form = {} if refused else await form_of(request, MAX_FORM)
+        csrf = form.get("csrf", [""])[0]
+        if not refused and how != "bearer" and not console.auth.csrf_ok(csrf, headers, cookies):
+            status, refused = 403, CSRF_REFUSAL
         if refused:
             if api:
-                return JSONResponse({"error": refused}, status_code=403)
+                return JSONResponse({"error": refused}, status_code=status)
             ctx = context(console, request, ns, "error")
             return templates.TemplateResponse(
-                request, "error.html", {**ctx, "status": 403, "message": refused}, 403
+                request, "error.html", {**ctx, "status": status, "message": refused}, status
             )
-        summary = await run_in_threadpool(act, console, ns, action, f"{who} ({how})", form)
+        summary, none_done = await run_in_threadpool(
+            act, console, ns, action, f"{who} ({how})", form
+        )
         if api:
-            return JSONResponse({"done": summary})
+            return JSONResponse({"done": summary}, status_code=422 if none_done else 200)
         back = form.get("next", [""])[0]
         back = back if back.startswith("/") and not back.startswith("//") else f"/ns/{ns}/"
         sep = "&" if "?" in back else "?"
@@ -144,7 +167,7 @@ def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
         return templates.TemplateResponse(request, "login.html", {**ctx, "failed": False})
 
     async def login(request: Request) -> Response:
-        form = await form_of(request)
+        form = await form_of(request, MAX_LOGIN_FORM)
         sid = console.auth.login(form.get("token", [""])[0])
         if sid is None:
             ns = next(iter(console.stores))
@@ -171,20 +194,11 @@ def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
     ]
 
 
-def _refusal(
-    console: Console,
-    action: str,
-    who: str | None,
-    how: str,
-    form: dict[str, list[str]],
-    headers: dict[str, str],
-    cookies: dict[str, str],
-) -> str:
-    """Why this POST is refused ("" when it may go on)."""
+def _refusal(console: Console, action: str, who: str | None, how: str) -> tuple[int, str]:
+    """(status, why this POST is refused), or (200, "") when it may go on: decided before
+    its body is read."""
     if action not in ACTIONS:
-        return f"unknown action {action!r} (one of {', '.join(ACTIONS)})"
+        return 404, f"unknown action {action!r} (one of {', '.join(ACTIONS)})"
     if who is None:
-        return f"refused: {how}"
-    if how != "bearer" and not console.auth.csrf_ok(form.get("csrf", [""])[0], headers, cookies):
-        return "refused: the form's CSRF token is missing or stale; reload the page and retry"
-    return ""
+        return 403, f"refused: {how}"
+    return 200, ""

@@ -11,6 +11,7 @@ Every page has a stable deep link and a JSON endpoint behind it: ``/ns/<ns>/<pag
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -82,6 +83,15 @@ CSP = (
 )
 
 
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+log = logging.getLogger("duetime.web")
+
+
 class Hardened:
     """Every answer says: no framing (an action button cannot be clicked through another
     site's page), scripts from this console only, no MIME sniffing, no referrer."""
@@ -90,19 +100,33 @@ class Hardened:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
         async def headers(message: Any) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = [
-                    *message["headers"],
-                    (b"content-security-policy", CSP.encode()),
-                    (b"x-frame-options", b"DENY"),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
-                ]
+                started = True
+                message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
-        await self.app(scope, receive, headers if scope["type"] == "http" else send)
+        try:
+            await self.app(scope, receive, headers)
+        except Exception:  # a bug: a one-line 500 with the same headers, the traceback logged
+            log.exception("web: %s %s failed", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            body = b"internal error: the console logged it (please report it)"
+            await headers(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
 
 
 def _pretty(value: Any) -> str:

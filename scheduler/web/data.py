@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any
 from scheduler.cli import render
 from scheduler.model import JobInfo
 from scheduler.stores.redis import listing, minutes, queries
-from scheduler.web import occurrences
+from scheduler.web import occurrences, redaction
+from scheduler.web.redaction import REDACTED
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.queries import AnyStore
 
-REDACTED = "(redacted)"
 CHART_MINUTES = 60  # the overview's charts: the last hour, a point per minute
 ARGS_CLIP = 80  # characters of arguments shown in a list row
+ARGS_TITLE_CLIP = 1000  # ... and in its tooltip (a page of 64 KB arguments was 10 MB)
 EVENT_SCAN = 2000  # stream entries a job's page reads for its events (?scan=all: every one)
 RECURRING_SCAN = 2000  # live jobs read at most per page of the recurring page
 
@@ -32,9 +33,8 @@ def job_row(info: JobInfo, redact: bool) -> dict[str, Any]:
     out["args"] = REDACTED if redact else out["args"]
     out["args_text"] = text
     out["args_short"] = render.clip(text, ARGS_CLIP)
-    if redact:  # a failed call's message and traceback may quote its arguments: kept
-        out["last_result"] = None if info.last_result is None else REDACTED
-    return out
+    out["args_title"] = render.clip(text, ARGS_TITLE_CLIP)
+    return redaction.job(out) if redact else out
 
 
 class Charts:
@@ -142,7 +142,7 @@ def job(
         "definition": _definition(spec),
         "upcoming": occurrences.as_json(occurrences.upcoming(spec, info.next_run, now)),
         "runs": queries.stored_runs(store, job_id) or queries.runs_of(recent, 20),
-        "events": [render.event_json(e.event, e.id) for e in reversed(recent)],
+        "events": _events(recent, redact),
         "scanned": scan,
     }
 
@@ -213,11 +213,14 @@ def recurring(store: AnyStore, redact: bool, cursor: str | None = None) -> dict[
     }
 
 
-def events(store: AnyStore, kinds: frozenset[str] | None, count: int = 100) -> dict[str, Any]:
+def events(
+    store: AnyStore, kinds: frozenset[str] | None, redact: bool, count: int = 100
+) -> dict[str, Any]:
     """The newest ``count`` events (of ``kinds`` only, if given), newest first."""
     recent = queries.recent_events(store, count, kinds=kinds)
-    return {
-        "now": time.time(),
-        "kinds": sorted(kinds or ()),
-        "events": [render.event_json(e.event, e.id) for e in reversed(recent)],
-    }
+    return {"now": time.time(), "kinds": sorted(kinds or ()), "events": _events(recent, redact)}
+
+
+def _events(recent: list[Any], redact: bool) -> list[dict[str, Any]]:
+    keep: Any = redaction.event if redact else (lambda e: e)
+    return [render.event_json(keep(e.event), e.id) for e in reversed(recent)]

@@ -25,6 +25,10 @@ class NotFound(Exception):
     """A namespace or job this console does not know: a 404 page that says which."""
 
 
+class TooLarge(ValueError):
+    """A POST's body past its limit: a 413 page."""
+
+
 def store_of(console: Console, request: Request) -> tuple[str, AnyStore]:
     ns = request.path_params["ns"]
     if ns not in console.stores:
@@ -54,7 +58,7 @@ def context(console: Console, request: Request, ns: str, page: str) -> dict[str,
         "csrf": console.auth.csrf(headers, cookies),
         "redact": console.redact,
         "flash": flash,
-        "path": request.url.path + (("?" + request.url.query) if request.url.query else ""),
+        "path": raw_path(request) + (("?" + request.url.query) if request.url.query else ""),
         "api_path": _api_path(request, ns, page),
     }
 
@@ -70,7 +74,16 @@ def _api_path(request: Request, ns: str, page: str) -> str:
     query = "&".join(
         f"{quote(k)}={quote(v)}" for k, v in request.query_params.multi_items() if k not in _UI
     )
-    return "/api" + request.url.path + ("?" + query if query else "")
+    return "/api" + raw_path(request) + ("?" + query if query else "")
+
+
+def raw_path(request: Request) -> str:
+    """The path as the browser sent it, still percent-encoded: ``request.url.path`` is
+    decoded, so a job id holding a literal ``%2F`` linked back to job ``a/b``."""
+    from urllib.parse import quote
+
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else quote(request.url.path)
 
 
 _UI = ("flash", "sig")  # query parameters of the page, not of its data
@@ -152,7 +165,7 @@ def _builders(console: Console) -> dict[str, Callable[[Request, str, AnyStore], 
 
     def events(request: Request, ns: str, store: AnyStore) -> dict[str, Any]:
         kinds = frozenset(k for k in request.query_params.getlist("kind") if k) or None
-        return data.events(store, kinds)
+        return data.events(store, kinds, redact)
 
     return {
         "overview": lambda r, ns, s: data.overview(ns, s, console.charts),
@@ -184,7 +197,7 @@ def handlers(console: Console, templates: Jinja2Templates) -> dict[Any, Any]:
         return answer(request, 404, str(exc))
 
     def bad(request: Request, exc: Exception) -> Response:
-        return answer(request, 400, str(exc))
+        return answer(request, 413 if isinstance(exc, TooLarge) else 400, str(exc))
 
     def unavailable(request: Request, exc: Exception) -> Response:
         return answer(request, 503, redis_message(console, exc))

@@ -90,6 +90,29 @@ def test_scheduled_pages_come_in_due_order_across_lanes(client):
         client.list_jobs("scheduled", cursor="nonsense!")
 
 
+@pytest.mark.parametrize(
+    ("state", "inner"),
+    [
+        ("all", [1e999, 0]),  # json.loads reads 1e999 as infinity
+        ("all", [99999999999999999999999, 0]),  # past a SCAN cursor: Redis said "invalid cursor"
+        ("paused", [0, -1]),
+        ("live", [1e999, None]),
+        ("live", [7, None]),
+        ("failed", [1e999, "x"]),
+        ("scheduled", [float("nan"), "x"]),
+        ("dead", ["-inf", "x"]),
+    ],
+)
+def test_a_crafted_cursor_is_refused_as_not_a_cursor(client, state, inner):
+    """A cursor is opaque text, but a console's URL carries it: one crafted with an
+    infinite or out-of-range number was an OverflowError (the console's 500) or a Redis
+    error (its 503, blaming Redis)."""
+    client.enqueue("t.a", delay=60, job_id="j0")
+    cursor = listing.encode_cursor(0, inner)
+    with pytest.raises(ValueError, match="not a cursor"):
+        client.list_jobs(state, cursor=cursor)
+
+
 def test_paused_cancelled_and_all(client):
     for n in range(3):
         client.enqueue("t.a", delay=60, job_id=f"j{n}")

@@ -73,7 +73,8 @@ def test_non_callable_jobs_are_type_errors(once, recurring, job):
 
 
 @pytest.mark.parametrize(
-    "job_id", ["", "x" * 201, "bad\nid", "tab\tid", " padded", "nul\0", 42, None, b"bytes"]
+    "job_id",
+    ["", "x" * 201, "bad\nid", "tab\tid", " padded", "nul\0", ".", "..", 42, None, b"bytes"],
 )
 def test_bad_job_ids_are_value_errors(recurring, job_id):
     with pytest.raises(ValueError, match="job id"):
@@ -419,3 +420,14 @@ def test_task_options_on_the_decorator_say_where_options_go(options):
         task(**options)
     with pytest.raises(TypeError, match=r"given when it is scheduled, e\.g\. enqueue\(fn, retry="):
         task("tests.validation.optioned", **options)
+
+
+@pytest.mark.parametrize("ns", [".", ".."])
+def test_dot_namespaces_are_refused(ns):
+    """The console's URLs carry the namespace as a path segment: a browser resolves "." and
+    ".." away (and "%2E%2E" too), so such a namespace could not be reached."""
+    from scheduler.stores.redis.keys import namespace
+
+    with pytest.raises(ValueError, match="read it as a folder"):
+        namespace(ns)
+    assert namespace("a..b") == "a..b" and namespace(".hidden") == ".hidden"

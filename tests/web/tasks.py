@@ -18,3 +18,8 @@ def ok(**kwargs: object) -> dict[str, int]:
 @task("tests.web.slow")
 def slow(seconds: float = 30.0, **kwargs: object) -> None:
     current_invocation().token.wait(seconds)  # ends early when stopped from the console
+
+
+@task("tests.web.leak")
+def leak(card: str = "", **kwargs: object) -> None:
+    raise RuntimeError(f"could not charge card {card}\nretry with {card}")

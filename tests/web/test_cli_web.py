@@ -4,6 +4,8 @@ table), and a real server answering over HTTP with the password masked."""
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -74,6 +76,28 @@ def test_serves_with_the_password_masked_and_refuses_a_taken_port(redis_server, 
         port = base.rsplit(":", 1)[1].strip("/")
         taken = subprocess.run([*argv[:-1], port], env=env, capture_output=True, text=True)
         assert taken.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_an_ipv6_loopback_is_bound_and_printed_as_a_url(redis_server, redis_ns):
+    """``--host ::1`` printed ``http://::1:PORT/`` (not a URL), and ``--host '[::1]'`` (as a
+    URL writes it) was "Name or service not known"."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    argv = [sys.executable, "-m", "scheduler", "web", "--redis", url, "-n", redis_ns]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [*argv, "--port", "0", "--host", "[::1]"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stderr.readline()
+        base = line.split()[2]
+        assert re.fullmatch(r"http://\[::1\]:\d+/", base), line
+        with urllib.request.urlopen(base, timeout=10) as reply:
+            assert reply.status == 200
     finally:
         proc.terminate()
         proc.wait(10)

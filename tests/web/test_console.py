@@ -105,6 +105,51 @@ def test_read_only_by_default_and_refusals(console_factory, jobs, redis_ns):
     assert jobs.get("tick").state == "scheduled"
 
 
+def test_a_refused_post_is_refused_before_its_body_is_read_and_a_form_is_bounded(
+    console_factory, jobs, redis_ns, monkeypatch
+):
+    """A POST nobody may make was read whole (150 MB: the console's memory went from 150 MB
+    to 588 MB) before the 403; a form past its limit is a 413 that does nothing."""
+    from scheduler.web import actions
+
+    monkeypatch.setattr(actions, "MAX_FORM", 1000)
+    body = "job=tick&" + "x" * 5000
+    ro, _ = console_factory()
+    assert ro.post(f"/api/ns/{redis_ns}/act/pause", content=body).status_code == 403
+    web, _ = console_factory(actions=True, token="tok")
+    bearer = {"Authorization": "Bearer tok", "Content-Type": "application/x-www-form-urlencoded"}
+    assert web.post(f"/api/ns/{redis_ns}/act/pause", content=body).status_code == 403
+    r = web.post(f"/api/ns/{redis_ns}/act/pause", content=body, headers=bearer)
+    assert r.status_code == 413 and "larger than 1,000 bytes" in r.json()["error"]
+    assert jobs.get("tick").state == "scheduled"
+    assert web.post("/login", content="token=" + "x" * 20_000).status_code == 413
+    r = web.post(f"/api/ns/{redis_ns}/act/pause", data={"job": "tick"}, headers=bearer)
+    assert r.status_code == 200 and jobs.get("tick").state == "paused"
+
+
+def test_api_actions_say_by_their_status_when_nothing_was_done(console_factory, jobs, redis_ns):
+    """An action refused for every job it names is a 422 (it was a 200 a script could tell
+    only by parsing the text), an unknown action a 404; nothing is recorded for a job
+    that does not exist."""
+    web, _ = console_factory(actions=True, token="tok")
+    bearer = {"Authorization": "Bearer tok"}
+    act = f"/api/ns/{redis_ns}/act"
+    r = web.post(f"{act}/resume", data={"job": "nope"}, headers=bearer)
+    assert r.status_code == 422 and "nope: refused: no job with id 'nope'" in r.json()["done"]
+    r = web.post(f"{act}/delete", data={"job": "nope"}, headers=bearer)
+    assert r.status_code == 422
+    r = web.post(f"{act}/resume", data={"job": ["nope", "tick"]}, headers=bearer)
+    assert r.status_code == 200 and "tick: no effect (the job is scheduled)" in r.json()["done"]
+    r = web.post(
+        f"{act}/backfill", data={"job": "nightly", "start": "x", "end": "y"}, headers=bearer
+    )
+    assert r.status_code == 422 and "refused" in r.json()["done"]
+    r = web.post(f"{act}/explode", data={"job": "tick"}, headers=bearer)
+    assert r.status_code == 404 and "unknown action 'explode'" in r.json()["error"]
+    events = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()["events"]
+    assert [e["job_id"] for e in events] == ["tick"]
+
+
 def test_token_login_csrf_and_the_event_naming_who(console_factory, jobs, redis_ns):
     web, _ = console_factory(actions=True, token="s3cret-token", label="alice")
     assert web.post(f"/ns/{redis_ns}/act/pause", data={"job": "tick"}).status_code == 403
@@ -180,6 +225,46 @@ def test_redacted_arguments(console_factory, jobs, redis_ns):
         html = web.get(f"/ns/{redis_ns}/{page}").text
         assert "onerror" not in html and "(redacted)" in html
     assert "onerror" not in web.get(f"/api/ns/{redis_ns}/jobs").text
+
+
+def test_redacted_arguments_stay_hidden_in_the_errors_that_quote_them(
+    console_factory, redis_url, redis_ns
+):
+    """A job's error message, its traceback's message lines and its failure events may quote
+    its arguments: --redact-args hides them and keeps the exception type and the frames."""
+    from scheduler import RetryPolicy
+    from scheduler.engine import Scheduler
+    from scheduler.stores.redis import RedisStore
+    from tests.faults.fleet import wait_until
+    from tests.web import tasks  # noqa: F401  (registers tests.web.leak)
+
+    secret = "4111-SECRET-1111"
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue(
+        "tests.web.leak",
+        kwargs={"card": secret},
+        job_id="charge",
+        retry=RetryPolicy(2, backoff=0.01),
+    )
+    with Scheduler(1, store=RedisStore(redis_url, redis_ns), owner="t") as engine:
+        wait_until(lambda: len(client.list_jobs("dead").jobs) == 1, 20)
+        engine.shutdown(wait=True)
+    web, _ = console_factory()
+    assert secret in web.get(f"/ns/{redis_ns}/failed").text  # shown without --redact-args
+    web, _ = console_factory(redact=True)
+    paths = ["jobs?state=all", "job/charge", "failed", "events", "events?kind=failed"]
+    for path in paths + [f"api/{p}" for p in paths]:
+        page = web.get(
+            f"/{path.replace('api/', 'api/ns/' + redis_ns + '/', 1)}"
+            if path.startswith("api/")
+            else f"/ns/{redis_ns}/{path}"
+        )
+        assert page.status_code == 200 and secret not in page.text, path
+    job = web.get(f"/api/ns/{redis_ns}/job/charge").json()["job"]
+    assert job["last_error"] == "RuntimeError: (redacted)"
+    assert 'in leak\n    raise RuntimeError(f"could not charge card {card}' in job["last_traceback"]
+    assert job["last_traceback"].endswith("RuntimeError: (redacted)\n(redacted)")
+    client.close()
 
 
 def test_charts_read_the_replicas_minutes(console_factory, jobs, redis_ns):
@@ -289,3 +374,58 @@ def test_cancel_and_stop_a_job_running_on_a_replica(
     assert "tick: no effect (the job is cancelled)" in r.text
     events = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()["events"]
     assert [e["job_id"] for e in events] == ["tick", "tick", job]
+
+
+def test_a_job_id_holding_a_percent_escape_links_back_to_itself(
+    console_factory, redis_url, redis_ns
+):
+    """The page's "back" target (after an action) and its JSON link were rebuilt from the
+    decoded path: job ``a%2Fb`` linked to job ``a/b`` (a 404, or another job)."""
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue("t.x", delay=600, job_id="a%2Fb")
+    client.enqueue("t.x", delay=600, job_id="a/b")
+    web, _ = console_factory(actions=True, token="tok")
+    web.post("/login", data={"token": "tok"})
+    page = web.get(f"/ns/{redis_ns}/job/a%252Fb").text
+    assert f'name="next" value="/ns/{redis_ns}/job/a%252Fb"' in page
+    assert f'href="/api/ns/{redis_ns}/job/a%252Fb"' in page
+    form = {"job": ["a%2Fb"], "csrf": csrf_of(page), "next": f"/ns/{redis_ns}/job/a%252Fb"}
+    r = web.post(f"/ns/{redis_ns}/act/pause", data=form, follow_redirects=False)
+    assert r.headers["location"].startswith(f"/ns/{redis_ns}/job/a%252Fb?flash=")
+    assert client.get("a%2Fb").state == "paused" and client.get("a/b").state == "scheduled"
+    client.close()
+
+
+def test_an_unexpected_error_is_a_one_line_500_with_the_same_headers(
+    console_factory, jobs, redis_ns, monkeypatch, caplog
+):
+    """Starlette's own 500 came from outside the hardening middleware: no CSP, no
+    X-Frame-Options. Now the console answers it, and logs the traceback."""
+    from scheduler.web import data
+
+    def broken(store):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(data, "running", broken)
+    web, _ = console_factory()
+    r = web.get(f"/ns/{redis_ns}/running")
+    assert r.status_code == 500 and r.text.startswith("internal error")
+    assert (
+        r.headers["x-frame-options"] == "DENY"
+        and "frame-ancestors" in r.headers["content-security-policy"]
+    )
+    assert "RuntimeError: a bug" in caplog.text
+
+
+def test_list_pages_clip_the_arguments_in_their_tooltips(console_factory, redis_url, redis_ns):
+    """The jobs and failed pages put every argument in a tooltip: 60 jobs of 60 KB made a
+    10.8 MB page."""
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue_many(
+        {"task": "t.x", "delay": 600, "kwargs": {"blob": "<&>" * 15_000}} for _ in range(20)
+    )
+    web, _ = console_factory()
+    page = web.get(f"/ns/{redis_ns}/jobs").text
+    assert page.count('class="args"') == 20 and len(page) < 250_000  # was ~4 MB
+    assert len(web.get(f"/api/ns/{redis_ns}/jobs").text) > 20 * 45_000  # JSON: whole
+    client.close()

@@ -16,6 +16,8 @@ _NS = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 def namespace(ns: str) -> str:
     if not isinstance(ns, str) or not _NS.match(ns):
         raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, got {ns!r}")
+    if ns in (".", ".."):  # the console's URLs: a browser reads it as a folder
+        raise ValueError(f"namespace cannot be {ns!r}: a URL path would read it as a folder")
     return ns
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +111,7 @@ def page(
             break
         try:
             infos, inner = yield from _round(parts[shard], state, inner, limit - len(out), seen)
-        except (TypeError, IndexError, KeyError):  # a cursor of the wrong shape
+        except (TypeError, IndexError, KeyError, OverflowError):  # a cursor of the wrong shape
             raise ValueError(f"not a cursor of duetime ls for --state {state}") from None
         for info in infos:
             seen.add(info.job_id)
@@ -137,6 +138,8 @@ def _round(
         infos = yield from _infos(k, [i for i in ids if i not in seen], state)
         return infos, inner
     phase, sub = (0, None) if inner is None else (int(inner[0]), inner[1])
+    if not 0 <= phase < len(LIVE):
+        raise TypeError("a cursor out of range")
     infos, sub = yield from _round(k, LIVE[phase], sub, count, seen)
     if sub is None:
         phase += 1
@@ -155,6 +158,8 @@ def _ids(k: Keys, state: str, inner: Any, count: int) -> Op[tuple[list[str], Any
     if state == "dead":
         return (yield from _zpage(k, [k.dead_jobs], inner, count, True))
     start, skip = (0, 0) if inner is None else (int(inner[0]), int(inner[1]))
+    if not (0 <= start < 2**64 and 0 <= skip < 2**31):  # a SCAN cursor, an offset in a batch
+        raise TypeError("a cursor out of range")
     if state == "running":
         nxt, entries = yield from one(i, "hscan", k.running, start, count=count)
         ids = [r.job_id for r in codec.running_entries(entries).values()]
@@ -175,6 +180,8 @@ def _zpage(
     """The next ``count`` members of sorted sets ``keys`` merged by (score, member), after
     ``inner`` ([score, member]; descending if ``reverse``), as job ids."""
     after = None if inner is None else (float(inner[0]), str(inner[1]))
+    if after is not None and not math.isfinite(after[0]):
+        raise TypeError("a cursor's score must be finite")
     got: list[tuple[float, str]] = []
     for key in keys:
         got += yield from _after(k.shard, key, after, count, reverse)
