@@ -120,7 +120,7 @@ class RecurringJobScheduler(_Facade):
         the previous one still runs is skipped and recorded (see ``engine.get``)."""
         validation.job_id(job_id)
         validation.callable_job(fn, "fn")
-        self.engine.every(fn, validation.interval(interval_seconds), job_id=job_id, lane=lane)
+        self.engine.every(fn, validation.recurrence(interval_seconds), job_id=job_id, lane=lane)
 
     def schedule_cron(
         self,

@@ -32,6 +32,9 @@ class Clock(Protocol):
         ...
 
 
+MAX_WAIT = 86_400.0  # seconds one wait may block before its caller looks again
+
+
 class MonotonicClock:
     """The default clock: ``time.monotonic`` for waits and due times."""
 
@@ -46,5 +49,5 @@ class MonotonicClock:
             cond.wait()
             return
         timeout = deadline - time.monotonic()
-        if timeout > 0:
-            cond.wait(timeout)
+        if timeout > 0:  # capped: a wait of ~300 years overflowed time_t in the dispatcher
+            cond.wait(min(timeout, MAX_WAIT))

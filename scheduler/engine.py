@@ -88,7 +88,8 @@ class Scheduler(Client):
             store.clock if isinstance(store, HasClock) else MonotonicClock()
         )
         super().__init__(store if store is not None else MemoryStore(self.clock))
-        self.owner = owner or uuid.uuid4().hex[:12]
+        self.owner = uuid.uuid4().hex[:12] if owner is None else validation.name(owner, "owner")
+        resync = validation.optional_positive(resync, "resync")  # 0 or nan spun the dispatcher
         if isinstance(self.store, ServerChecks):
             self.store.check_server()  # a shared store refuses a server that breaks them
         self._lease = self.store.default_lease if lease == "store" else lease
@@ -253,7 +254,7 @@ class Scheduler(Client):
         now, so the first run is one interval away.
         With an existing ``job_id`` this is an upsert: an equal definition is a no-op that
         keeps the anchor; a changed one replaces the job atomically."""
-        iv = validation.interval(interval, "interval")
+        iv = validation.recurrence(interval, "interval")
         a = None if anchor is None else epoch(anchor, "anchor")
         return self._add(fn, Every(iv, a), **options)
 

@@ -151,6 +151,12 @@ class RetryPolicy:
                 raise ValueError(f"RetryPolicy.{name} must be a finite number >= 0, got {v!r}")
         if self.jitter > 1:
             raise ValueError(f"RetryPolicy.jitter is a fraction in [0, 1], got {self.jitter!r}")
+        for name in ("backoff", "max_backoff"):  # as every other duration (validation.py)
+            if getattr(self, name) > 1e11:
+                raise ValueError(
+                    f"RetryPolicy.{name} must be at most 1e11 s (about 3,170 years), "
+                    f"got {getattr(self, name)!r}"
+                )
 
 
 DEFAULT_RETRY = RetryPolicy()

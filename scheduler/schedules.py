@@ -22,6 +22,7 @@ DENOMINATOR_MAX = 10**6  # per millisecond: the finest fraction an interval is r
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # a job's interval is read on each of its occurrences
 def exact_interval(seconds: float) -> Fraction:
     """The interval a float of seconds stands for, exactly: the fraction of a millisecond
     with denominator <= 10^6 that the float is the nearest double of (``1/3`` is 1000/3 ms,
@@ -55,7 +56,7 @@ def last_index_at_or_before(anchor: float, interval: float | Fraction, now: floa
     """The largest k with occurrence(k) <= now (-1 if the anchor is still ahead)."""
     if now < anchor:
         return -1
-    k = math.floor((now - anchor) / interval)
+    k = math.floor((now - anchor) / _step(interval))
     # float division may land one off either way; settle it with the exact comparison
     while occurrence(anchor, interval, k) > now:
         k -= 1
@@ -66,12 +67,19 @@ def last_index_at_or_before(anchor: float, interval: float | Fraction, now: floa
 
 def first_index_at_or_after(anchor: float, interval: float | Fraction, t: float) -> int:
     """The smallest k >= 0 with occurrence(k) >= t."""
-    k = max(0, math.ceil((t - anchor) / interval))
+    k = max(0, math.ceil((t - anchor) / _step(interval)))
     while k > 0 and occurrence(anchor, interval, k - 1) >= t:
         k -= 1
     while occurrence(anchor, interval, k) < t:
         k += 1
     return k
+
+
+def _step(interval: float | Fraction) -> float:
+    """The interval the grid steps by, as a float: a float interval's exact value (which
+    may be rounded up to the nanosecond: dividing by the raw float left k off by a step
+    per ~10^3 intervals of 1 microsecond, each walked back one at a time)."""
+    return float(exact_interval(interval)) if isinstance(interval, float) else float(interval)
 
 
 def grace_for(interval: float, grace: float | None) -> float:

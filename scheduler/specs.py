@@ -152,7 +152,7 @@ def schedule_of(
         return At(t)
     assert every is not None
     return Every(
-        validation.interval(every, "every"), None if anchor is None else epoch(anchor, "anchor")
+        validation.recurrence(every, "every"), None if anchor is None else epoch(anchor, "anchor")
     )
 
 

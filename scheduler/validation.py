@@ -61,12 +61,25 @@ def delay(value: object, name: str = "delay_seconds") -> float:
     return _at_most(f, name, value)
 
 
+MIN_RECURRENCE = 1e-6  # seconds: the shortest interval of an in-process recurring job
+
+
 def interval(value: object, name: str = "interval_seconds") -> float:
     """A recurrence interval: a finite number > 0, or a duration string."""
     f = _seconds(name, value)
     if f <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return _at_most(f, name, value)
+
+
+def recurrence(value: object, name: str = "interval_seconds") -> float:
+    """A recurring job's interval: as ``interval``, and at least ``MIN_RECURRENCE`` (a
+    nanosecond's interval spun the dispatcher under its lock; the shared store's own
+    floor is a millisecond)."""
+    f = interval(value, name)
+    if f < MIN_RECURRENCE:
+        raise ValueError(f"{name} must be at least 1e-06 s (a microsecond), got {value!r}")
+    return f
 
 
 def _at_most(f: float, name: str, value: object) -> float:
@@ -145,6 +158,8 @@ def runnable(fn: object, what: str) -> None:
     if type(fn) is types.FunctionType:  # a plain function is never awaitable: its flags say
         if fn.__code__.co_flags & inspect.CO_ASYNC_GENERATOR:
             _async_generator(what)
+        if fn.__code__.co_flags & inspect.CO_GENERATOR:
+            _generator(what)
         return
     if inspect.iscoroutine(fn) or inspect.isawaitable(fn):
         if inspect.iscoroutine(fn):
@@ -156,6 +171,17 @@ def runnable(fn: object, what: str) -> None:
         )
     if inspect.isasyncgenfunction(fn):
         _async_generator(what)
+    if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ yields
+    ):
+        _generator(what)
+
+
+def _generator(what: str) -> None:
+    raise TypeError(
+        f"{what} is a generator function: calling it runs none of its body (it returns a "
+        "generator): wrap it, e.g. def job(): for item in gen(): ..."
+    )
 
 
 def _async_generator(what: str) -> None:

@@ -33,6 +33,7 @@ import inspect
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,10 @@ class NotAwaitedError(TypeError):
     """A sync callable returned an awaitable: it was never run."""
 
 
+class NotIteratedError(TypeError):
+    """A sync callable returned a generator: its body was never run."""
+
+
 def is_async(fn: object) -> bool:
     """True for a coroutine function, a partial of one, or an object whose ``__call__``
     is one."""
@@ -69,12 +74,20 @@ def call(fn: Callable[[], Any]) -> Any:
     (``NotAwaitedError``): reporting it as a success would say it ran. (A coroutine
     function runs on its thread's loop instead: ``loops.loop.run_job``.)"""
     result = fn()
-    if result is not None and inspect.isawaitable(result):  # None: most jobs, cheaply
+    if result is None:  # most jobs, cheaply
+        return result
+    if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
             result.close()
         raise NotAwaitedError(
             "the job returned an awaitable instead of running: a sync callable (a lambda "
             "or a partial around a call?) returned it; schedule the async def itself"
+        )
+    if isinstance(result, types.GeneratorType):
+        result.close()
+        raise NotIteratedError(
+            "the job returned a generator instead of running: its body runs only when "
+            "iterated; schedule a function that iterates it"
         )
     return result
 

@@ -21,7 +21,13 @@ JOB_TEXT_KINDS = frozenset({"failed", "retried", "dead_lettered"})  # events quo
 
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]*)(?::|$)")
 _OWN = frozenset(  # duetime's own failures: their messages quote no argument
-    {"InvocationTimeout", "InvocationCancelled", "TaskNotRegisteredError", "NotAwaitedError"}
+    {
+        "InvocationTimeout",
+        "InvocationCancelled",
+        "TaskNotRegisteredError",
+        "NotAwaitedError",
+        "NotIteratedError",
+    }
 )
 _HEADERS = (
     "Traceback (most recent call last):",

@@ -127,6 +127,15 @@ async def coro_fn() -> int:
     return 1
 
 
+def gen_fn():
+    yield 1
+
+
+class YieldingCallable:
+    def __call__(self):
+        yield 1
+
+
 class AsyncCallable:
     async def __call__(self) -> int:
         return 7
@@ -141,6 +150,11 @@ def test_what_cannot_run_is_refused_when_scheduled_or_registered(make_engine):
         eng.after(agen, 0)
     with pytest.raises(TypeError, match="async generator"):
         task("tests.async.gen")(agen)
+    for sync_generator in (gen_fn, functools.partial(gen_fn), YieldingCallable()):
+        with pytest.raises(TypeError, match="generator function: calling it runs none"):
+            eng.after(sync_generator, 0)  # was "succeeded", its body never run
+    with pytest.raises(TypeError, match="generator function"):
+        task("tests.async.sync_gen")(gen_fn)
     assert eng.jobs() == []
 
 
@@ -152,6 +166,7 @@ def test_what_cannot_run_is_refused_when_scheduled_or_registered(make_engine):
         ("partial of an async def", lambda: functools.partial(coro_fn), ("succeeded", 1)),
         ("object with an async __call__", AsyncCallable, ("succeeded", 7)),
         ("lambda returning a coroutine", lambda: lambda: coro_fn(), ("failed", None)),
+        ("lambda returning a generator", lambda: lambda: gen_fn(), ("failed", None)),
     ],
 )
 def test_no_kind_of_callable_is_reported_as_succeeded_without_running(
@@ -163,7 +178,8 @@ def test_no_kind_of_callable_is_reported_as_succeeded_without_running(
     info = eng.get("j")
     assert (info.state, info.last_result) == outcome, (kind, info)
     if outcome[0] == "failed":
-        assert "returned an awaitable instead of running" in info.last_error
+        what = "a generator" if "generator" in kind else "an awaitable"
+        assert f"returned {what} instead of running" in info.last_error
 
 
 # ---- the other guarantees, for async jobs as for sync ones -----------------------------------
