@@ -271,12 +271,11 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
             f"Redis user {user!r} may not run {command!r} at {where} ({text}): grant it in the "
             "user's ACL (deploy/users.acl lists what each role needs)"
         )
-    if "unknown command 'SENTINEL'" in text:
-        return (
-            f"{where} names a Redis server, not a sentinel (it does not know SENTINEL): "
-            "use redis://host:port for that server, or give the sentinels' addresses "
-            "(port 26379 by default)"
-        )
+    handshake = server_checks.handshake_refused(exc, where)
+    if handshake is not None:  # a database past the server's, a server that is no sentinel
+        return str(handshake)
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return str(server_checks.unreachable(exc, where))
     if isinstance(exc, MasterNotFoundError):
         return urls.no_primary(text, where)
     if isinstance(exc, redis.ReadOnlyError) or text.upper().startswith("READONLY"):

@@ -157,7 +157,12 @@ def _unreachable_errors() -> tuple[type[Exception], ...]:
         import redis
     except ImportError:  # the "redis" extra is not installed: no store can be made
         return ()
-    return (redis.exceptions.OutOfMemoryError, redis.ConnectionError, redis.TimeoutError)
+    return (
+        redis.exceptions.OutOfMemoryError,
+        redis.ConnectionError,
+        redis.TimeoutError,
+        redis.exceptions.InvalidResponse,  # something that is not Redis answers there
+    )
 
 
 UNREACHABLE = _unreachable_errors()  # what ``unreachable`` turns into our errors
@@ -181,6 +186,10 @@ def unreachable(exc: Exception, url: str) -> Exception:
         from scheduler.stores.redis import urls
 
         return StoreUnavailableError(urls.no_primary(str(exc), url))
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return StoreUnavailableError(
+            f"what answers at {url} is not Redis ({exc}): is the host and port right?"
+        )
     return StoreUnavailableError(
         f"cannot reach Redis at {url}: {exc}; "
         + (tls_refused(str(exc)) or "is it running, and is the URL (DUETIME_REDIS_URL) right?")
@@ -219,4 +228,22 @@ def refused(exc: Exception, url: str) -> Exception:
         return StoreConfigError(str(exc).removeprefix("duetime "))
     if "duetime corrupt" in str(exc):
         return log_rate_limited(log, corrupt_error(str(exc), url))
-    return exc
+    return handshake_refused(exc, url) or exc
+
+
+def handshake_refused(exc: BaseException, url: str) -> Exception | None:
+    """A server's refusal of the connection's own set-up (not of a command) as the error
+    that says what is wrong with the URL; None for any other error."""
+    text = str(exc)
+    if text.startswith("DB index is out of range"):
+        return StoreConfigError(
+            f"Redis at {url} has no such database ({text}): the URL's /N must be below the "
+            "server's 'databases' setting (16 unless configured)"
+        )
+    if "unknown command 'SENTINEL'" in text:
+        return StoreConfigError(
+            f"{url} names a Redis server, not a sentinel (it does not know SENTINEL): "
+            "use redis://host:port for that server, or give the sentinels' addresses "
+            "(port 26379 by default)"
+        )
+    return None

@@ -218,8 +218,10 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         the namespace's epoch, whose disappearance later means Redis lost its data."""
         try:
             info = self._r.info()
-        except self._redis_mod.ConnectionError as exc:
-            raise StoreUnavailableError(f"cannot reach Redis at {self.url}: {exc}") from exc
+        except UNREACHABLE as exc:  # a timeout too: a server that never answers
+            raise unreachable(exc, self.url) from exc
+        except self._redis_mod.ResponseError as exc:
+            raise refused(exc, self.url) from exc
         warnings = check_info(info, self.url)
         if self._checked is not None:
             return self._checked

@@ -264,6 +264,7 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
                 f"{safe(url)!r}: use redis://, rediss:// (TLS), unix://, {CLUSTER_FORMAT} "
                 f"or {FORMAT}"
             )
+        _check_db(url, scheme)
         return redis.Redis.from_url(url, **kwargs)
     s = parse_sentinel(url)
     # One try per sentinel and discovery: the discovery as a whole is retried by the data
@@ -285,6 +286,19 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
     return manager.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         s.service, db=s.db, username=s.username, password=s.password, **kwargs
     )
+
+
+def _check_db(url: str, scheme: str) -> None:
+    """Refuse a database path that is not a number: redis-py took ``redis://host/abc`` as
+    database 0, so a typo wrote to another database than meant."""
+    if scheme not in ("redis", "rediss"):
+        return
+    path = url.partition("://")[2].partition("?")[0].partition("#")[0]
+    db = path.partition("/")[2]
+    if db not in ("", "/") and not db.rstrip("/").isdigit():
+        raise RedisURLError(
+            f"the database in {safe(url)!r} must be a number (redis://host:6379/0), got {db!r}"
+        )
 
 
 # redis-py lists each sentinel that failed as "<its client's repr> - <its error's repr>"
