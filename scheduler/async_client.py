@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ from scheduler.stores.base import Store
 if TYPE_CHECKING:
     from scheduler.stores.redis.async_store import AsyncStore
     from scheduler.stores.redis.listing import Page
+
+
+log = logging.getLogger("duetime.client")
 
 
 class AsyncClient:
@@ -67,7 +71,7 @@ class AsyncClient:
         """The store, on the event loop that owns its connections (the first it ran on)."""
         assert self.store is not None
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:
+        if loop is not self._loop and not isinstance(self.store, ClosedStore):  # closed: says so
             if self._loop is not None:
                 raise EventLoopMismatchError()
             self._loop = loop
@@ -302,8 +306,15 @@ class AsyncClient:
             await self._thread("close")  # (Client.close: idempotent)
             self.sync.store = ClosedStore("AsyncClient")
         elif self.store is not None and not isinstance(self.store, ClosedStore):
-            await self.store.close()
-            self.store = ClosedStore("AsyncClient")  # type: ignore[assignment]
+            store, self.store = self.store, ClosedStore("AsyncClient")  # type: ignore[assignment]
+            if self._loop is None or self._loop is asyncio.get_running_loop():
+                await store.close()
+            else:  # asyncio.run(client.close()) at exit, after the loop that used it ended
+                log.warning(
+                    "AsyncClient.close() ran on another event loop than the one that used "
+                    "it: that loop's connections cannot be closed from here (Python may warn "
+                    "of them as unclosed); close the client inside the loop that uses it"
+                )
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -5,8 +5,11 @@ event loop; it works as an async context manager."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
+import logging
 import time
+import warnings
 
 import pytest
 
@@ -315,6 +318,26 @@ def test_both_clients_detect_lost_enqueues(kind, shards, redis_url, redis_ns, re
         assert all(int(redis_client.get(k)) >= given[k] for k in seqs)  # raised back
         client.enqueue_many([{**j, "job_id": f"c{n}"} for n, j in enumerate(jobs)])  # type: ignore[attr-defined]
         assert len([e for e in client.events(500) if e.kind == "data_loss"]) == shards  # once
+
+
+def test_closing_from_another_loop_after_the_first_ended_closes_it(redis_url, redis_ns, caplog):
+    """``asyncio.run(client.close())`` at exit, after the loop that used the client ended:
+    it raised "Event loop is closed" and left the client open, so closing again failed
+    too."""
+    from scheduler import ClientClosedError
+
+    client = AsyncClient(redis_url, namespace=redis_ns)
+    jid = asyncio.run(client.enqueue("some.task", delay="1h"))
+    with caplog.at_level(logging.WARNING, "duetime.client"):
+        asyncio.run(client.close())
+    assert "close the client inside the loop that uses it" in caplog.text
+    asyncio.run(client.close())  # closing again is harmless
+    with pytest.raises(ClientClosedError):
+        asyncio.run(client.get(jid))
+    with warnings.catch_warnings():  # the first loop's connection, gone with that loop
+        warnings.simplefilter("ignore", ResourceWarning)
+        del client
+        gc.collect()
 
 
 def test_a_closed_client_refuses_instead_of_reconnecting(redis_url, redis_ns, recwarn):
