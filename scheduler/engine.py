@@ -100,6 +100,11 @@ class Scheduler(Client):
             k: validation.interval(v, f"timeout of lane {k!r}")
             for k, v in (lane_timeouts or {}).items()
         }
+        if set(timeouts) - set(sizes):  # a typo would leave the lane meant without one
+            raise ValueError(
+                f"lane_timeouts names lane(s) {sorted(set(timeouts) - set(sizes))} that this "
+                f"scheduler does not have; its lanes: {', '.join(sorted(sizes))}"
+            )
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)

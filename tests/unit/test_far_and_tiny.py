@@ -88,3 +88,10 @@ def test_a_bad_resync_is_refused_before_anything_starts(resync):
 def test_a_bad_owner_is_refused(owner):
     with pytest.raises(ValueError, match="owner"):
         Scheduler(1, owner=owner)
+
+
+def test_a_timeout_for_a_lane_that_does_not_exist_is_refused():
+    """``lane_timeouts={"slwo": 5}`` was taken: the lane meant ran without a timeout."""
+    with pytest.raises(ValueError, match=r"names lane\(s\) \['slwo'\].*its lanes: default, slow"):
+        Scheduler(1, lanes={"slow": 1}, lane_timeouts={"slwo": 5})
+    Scheduler(1, lanes={"slow": 1}, lane_timeouts={"slow": 5, "default": 1}).shutdown()
