@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler import validation
+from scheduler import timeinput, validation
 from scheduler.errors import ClientClosedError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
@@ -386,5 +386,8 @@ def backfill_window(start: dt.datetime | float, end: dt.datetime | float) -> tup
     """``backfill``'s window as epoch seconds; ValueError if it is empty."""
     a, b = epoch(start, "start"), epoch(end, "end")
     if b <= a:
-        raise ValueError(f"backfill window is empty: end ({b}) must be after start ({a})")
+        raise ValueError(
+            f"backfill window is empty: end ({timeinput.iso_utc(b)}) must be after start "
+            f"({timeinput.iso_utc(a)})"
+        )
     return a, b

@@ -234,6 +234,34 @@ class AddResult:
     due_in: float | None
 
 
+EVENT_KINDS = (  # every kind of event a store records (tests/unit/test_architecture.py)
+    "abandoned",
+    "backfilled",
+    "cancelled",
+    "claimed",
+    "data_loss",
+    "dead_lettered",
+    "deleted",
+    "failed",
+    "failover",
+    "lease_lost",
+    "operator",
+    "paused",
+    "purged",
+    "quarantined",
+    "released",
+    "requeued",
+    "restored",
+    "resumed",
+    "retried",
+    "retried_by_operator",
+    "scheduled",
+    "skipped",
+    "succeeded",
+    "triggered",
+)
+
+
 class Event(NamedTuple):
     """One state change, as kept in the store's bounded event log."""
 

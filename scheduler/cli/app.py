@@ -13,6 +13,7 @@ a traceback (``DUETIME_TRACEBACK=1`` shows it, for a bug report).
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -167,6 +168,9 @@ class DuetimeGroup(click.Group):
 @click.version_option(package_name="duetime")
 def main() -> None:
     """duetime: run each job at its time, once."""
+    for stream in (sys.stdout, sys.stderr):  # a job id a latin-1 terminal cannot show was
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":  # exit 2
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _user(ctx: click.Context) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import TYPE_CHECKING
 
 import click
@@ -21,6 +22,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
+from scheduler.model import EVENT_KINDS
 from scheduler.stores.redis import listing, minutes, namespaces, queries
 
 if TYPE_CHECKING:
@@ -81,8 +83,9 @@ def ls(
         for line in _jobs_table(jobs, now):
             click.echo(line)
     if page.cursor:
-        more = f" --task {task}" if task else ""
-        click.echo(f"more: duetime ls --state {state}{more} --cursor {page.cursor}")
+        more = f" -n {shlex.quote(namespace)}" + (f" --task {shlex.quote(task)}" if task else "")
+        more += f" --limit {limit}" if limit != 50 else ""
+        click.echo(f"more: duetime ls{more} --state {state} --cursor {page.cursor}")
 
 
 def _jobs_table(jobs: list[JobInfo], now: float) -> list[str]:
@@ -264,9 +267,10 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     "--kind",
     "kinds",
     multiple=True,
+    type=click.Choice(EVENT_KINDS),
     metavar="KIND",
     help="Only events of this kind (repeatable): claimed, succeeded, failed, retried, "
-    "dead_lettered, skipped, quarantined, lease_lost, ...",
+    "dead_lettered, skipped, quarantined, lease_lost, ... (a kind not listed is refused)",
 )
 @json_option
 def events(

@@ -22,6 +22,7 @@ from scheduler.cli.app import (
     with_wait_options,
 )
 from scheduler.model import Ambiguous, Cron, Missing
+from scheduler.stores.redis import namespaces
 from scheduler.validation import MAX_DEPTH
 
 
@@ -176,11 +177,16 @@ def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end
     job_id = job_id_of(job_id)
     a, b = when.instants(("--start", start), ("--end", end))
     assert a is not None and b is not None
+    if b <= a:
+        raise click.UsageError(f"--end ({end}) must be after --start ({start})")
     with open_namespace("backfill", redis_url, namespace) as store:
         try:
             queued = Client(store).backfill(job_id, a, b)
         except ValueError as exc:
             fail(str(exc), EXIT_REFUSED)
+        if not queued and store.get(job_id) is None:
+            hint = namespaces.hint(store, namespace)
+            fail(f"no job with id {job_id!r} in namespace {namespace!r}{hint}", EXIT_REFUSED)
     if not queued:
         click.echo(
             f"nothing to backfill: no occurrence of {job_id!r} in the window that never ran",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scheduler.model import EVENT_KINDS
 from scheduler.web import data
 
 if TYPE_CHECKING:
@@ -165,6 +166,11 @@ def _builders(console: Console) -> dict[str, Callable[[Request, str, AnyStore], 
 
     def events(request: Request, ns: str, store: AnyStore) -> dict[str, Any]:
         kinds = frozenset(k for k in request.query_params.getlist("kind") if k) or None
+        if kinds and not kinds <= set(EVENT_KINDS):
+            raise ValueError(
+                f"unknown event kind(s) {sorted(kinds - set(EVENT_KINDS))}: one of "
+                + ", ".join(EVENT_KINDS)
+            )
         return data.events(store, kinds, redact)
 
     return {

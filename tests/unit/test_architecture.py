@@ -275,6 +275,25 @@ def test_one_parser_per_entry_format():
         assert not re.search(r"""(\.get\(|\w\[)["'](kind|sched)["']""", text), ids(path)
 
 
+def test_every_event_kind_recorded_is_listed():
+    """``EVENT_KINDS`` (what ``duetime events --kind`` and the console's filter accept)
+    names every kind a script or a store records: a kind missing from it could not be
+    filtered on."""
+    from scheduler.model import EVENT_KINDS
+
+    lua_kinds = set()
+    for path in (ROOT / "lua").rglob("*.lua"):
+        lua_kinds |= set(re.findall(r"event\([^,()]+(?:\(\))?, '([a-z_]+)'", path.read_text()))
+    py_kinds = set()
+    for path in MODULES:
+        text = path.read_text()
+        py_kinds |= set(re.findall(r"_event_locked\(\s*[^,]+,\s*\"([a-z_]+)\"", text))
+        py_kinds |= set(re.findall(r"(?:_record|event_fields)\(\s*\"([a-z_]+)\"", text))
+        py_kinds |= set(re.findall(r"Event\(\s*now,\s*\"([a-z_]+)\"", text))
+    assert len(lua_kinds) >= 18 and len(py_kinds) >= 10  # the patterns still find them
+    assert lua_kinds | py_kinds <= set(EVENT_KINDS), (lua_kinds | py_kinds) - set(EVENT_KINDS)
+
+
 # ---- sizes -----------------------------------------------------------------------------------
 
 

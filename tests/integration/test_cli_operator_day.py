@@ -1,0 +1,69 @@
+"""An on-call operator's mistakes and odd terminals, each found by using the CLI as a
+stranger would: a "more:" line that, pasted, listed another namespace; an event kind
+typed wrong that matched nothing (and ``-f`` waited forever); a backfill of a job that
+does not exist said there was nothing to backfill; a terminal that cannot show a job id
+ended the command with exit 2."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scheduler import Client
+from scheduler.cli import main
+
+pytestmark = pytest.mark.redis
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*argv: str) -> object:
+    return CliRunner().invoke(main, list(argv))
+
+
+def test_the_more_line_of_ls_lists_the_same_namespace_when_pasted(redis_url, redis_ns):
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue_many({"task": "t.x", "delay": 600 + n} for n in range(5))
+    first = run("ls", "--redis", redis_url, "-n", redis_ns, "--limit", "2")
+    more = first.stdout.splitlines()[-1]
+    assert more.startswith(f"more: duetime ls -n {redis_ns} --limit 2 --state live --cursor ")
+    argv = shlex.split(more.removeprefix("more: duetime "))
+    second = run(*argv, "--redis", redis_url)
+    assert second.exit_code == 0 and len(second.stdout.splitlines()) == 4  # header, 2, more
+
+
+def test_an_event_kind_typed_wrong_is_refused(redis_url, redis_ns):
+    result = run("events", "--redis", redis_url, "-n", redis_ns, "--kind", "claimd")
+    assert result.exit_code == 2 and "'claimd' is not one of" in result.output
+    assert run("events", "--redis", redis_url, "-n", redis_ns, "--kind", "claimed").exit_code == 0
+
+
+def test_a_backfill_of_an_unknown_job_says_so(redis_url, redis_ns):
+    window = ("--start", "2026-01-01T00:00Z", "--end", "2026-01-02T00:00Z")
+    result = run("backfill", "nosuch", "--redis", redis_url, "-n", redis_ns, *window)
+    assert result.exit_code == 1 and f"no job with id 'nosuch' in namespace '{redis_ns}'" in (
+        result.output
+    )
+    reversed_window = ("--start", "2026-01-02T00:00Z", "--end", "2026-01-01T00:00Z")
+    result = run("backfill", "nosuch", "--redis", redis_url, "-n", redis_ns, *reversed_window)
+    assert result.exit_code == 2 and "must be after --start (2026-01-02T00:00Z)" in result.output
+
+
+def test_a_terminal_that_cannot_show_a_job_id_gets_it_escaped(redis_url, redis_ns):
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue("t.x", delay=600, job_id="café-☕")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "latin-1"}
+    for argv in (["ls"], ["show", "café-☕"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "scheduler", *argv, "--redis", redis_url, "-n", redis_ns],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "caf\xe9-\\u2615".encode("latin-1") in done.stdout
