@@ -96,15 +96,7 @@ class Scheduler(Client):
         if self._lease is not None:
             self._lease = validation.interval(self._lease, "lease")
         sizes = {"default": num_workers, **dict(lanes or {})}
-        timeouts = {
-            k: validation.interval(v, f"timeout of lane {k!r}")
-            for k, v in (lane_timeouts or {}).items()
-        }
-        if set(timeouts) - set(sizes):  # a typo would leave the lane meant without one
-            raise ValueError(
-                f"lane_timeouts names lane(s) {sorted(set(timeouts) - set(sizes))} that this "
-                f"scheduler does not have; its lanes: {', '.join(sorted(sizes))}"
-            )
+        timeouts = _lane_timeouts(lane_timeouts or {}, sizes)
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
@@ -477,3 +469,15 @@ class Scheduler(Client):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _lane_timeouts(given: Mapping[str, float | str], lanes: Mapping[str, int]) -> dict[str, float]:
+    """The lanes' timeouts, checked: each a duration, each of a lane the scheduler has (a
+    typo would leave the lane meant without one)."""
+    unknown = sorted(set(given) - set(lanes))
+    if unknown:
+        raise ValueError(
+            f"lane_timeouts names lane(s) {unknown} that this scheduler does not have; its "
+            f"lanes: {', '.join(sorted(lanes))}"
+        )
+    return {k: validation.interval(v, f"timeout of lane {k!r}") for k, v in given.items()}
