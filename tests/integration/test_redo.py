@@ -221,7 +221,10 @@ def test_cli_ls_state_json_and_paging(cli, client, rs):
     assert r.exit_code == 0 and r.output.splitlines()[1].split()[0] == "j2"
     assert "more:" not in r.output
     r = cli("ls", "--state", "scheduled", "--limit", "2")
-    assert r.output.splitlines()[-1].startswith("more: duetime ls --state scheduled --cursor ")
+    more = r.output.splitlines()[-1]
+    assert (
+        more.startswith("more: duetime ls -n ") and " --limit 2 --state scheduled --cursor " in more
+    )
     assert cli("ls", "--state", "sleeping").exit_code == 2
     assert cli("ls", "--cursor", "%%%").exit_code == 2
     assert "no failed jobs" in cli("ls", "--state", "failed").output

@@ -177,13 +177,13 @@ class AsyncStore:
         raise AssertionError("unreachable")
 
     async def _calls(self, request: Calls) -> list[Any]:
-        if len(request.calls) == 1:
+        if len(request.calls) == 1 and not request.lenient:
             name, args, kwargs = request.calls[0]
             return [await getattr(self._r, name)(*args, **kwargs)]
         async with self._r.pipeline(transaction=False) as p:
             for name, args, kwargs in request.calls:
                 getattr(p, name)(*args, **kwargs)
-            return list(await p.execute())
+            return list(await p.execute(raise_on_error=not request.lenient))
 
     async def _scan(self, s: Scan) -> tuple[int, list[str]]:
         if not urls.is_cluster_client(self._r):

@@ -252,38 +252,55 @@ def events(f: Mapping[str, str]) -> list[Event]:
     ready; a field that is missing reads as empty), or every change of one kind made by one
     batch script call (fields kind, detail, at, n, batch: one
     ``<sched>|<attempt>|<ready>|<job>`` line per change; attempt is empty for a change
-    of no invocation, as add.lua's ``scheduled``)."""
+    of no invocation, as add.lua's ``scheduled``). An entry (or a batch's line) that does
+    not parse (garbage written by hand) reads as one ``malformed`` event that quotes it:
+    it made ``duetime events``, ``show`` and ``stats`` fail for the whole namespace."""
     kind, detail = f.get("kind", "?"), f.get("detail", "")
-    at = int(f.get("at") or 0) / 1000
+    try:
+        at = int(f.get("at") or 0) / 1000
+    except ValueError:
+        return [_malformed(0.0, f.get("job", ""), f"an entry of kind {kind!r}", f)]
     lines = f.get("batch")
     if lines is None:
         sched, attempt, ready = f.get("sched", ""), f.get("attempt", ""), f.get("ready", "")
-        return [
-            Event(
-                at=at,
-                kind=kind,
-                job_id=f.get("job", ""),
-                scheduled=int(sched) / 1000 if sched else None,
-                attempt=int(attempt) if attempt else None,
-                detail=detail,
-                ready=int(ready) / 1000 if ready else None,
-            )
-        ]
+        try:
+            return [
+                Event(
+                    at=at,
+                    kind=kind,
+                    job_id=f.get("job", ""),
+                    scheduled=int(sched) / 1000 if sched else None,
+                    attempt=int(attempt) if attempt else None,
+                    detail=detail,
+                    ready=int(ready) / 1000 if ready else None,
+                )
+            ]
+        except ValueError:
+            return [_malformed(at, f.get("job", ""), f"an entry of kind {kind!r}", f)]
     out = []
     for line in lines.split("\n"):
-        sched, attempt, ready, job = line.split("|", 3)
-        out.append(
-            Event(
-                at,
-                kind,
-                job,
-                int(sched) / 1000,
-                int(attempt) if attempt else None,
-                detail,
-                int(ready) / 1000 if ready else None,
+        try:
+            sched, attempt, ready, job = line.split("|", 3)
+            out.append(
+                Event(
+                    at,
+                    kind,
+                    job,
+                    int(sched) / 1000,
+                    int(attempt) if attempt else None,
+                    detail,
+                    int(ready) / 1000 if ready else None,
+                )
             )
-        )
+        except ValueError:
+            out.append(_malformed(at, "", f"a line of a {kind!r} batch", line))
     return out
+
+
+def _malformed(at: float, job_id: str, what: str, raw: object) -> Event:
+    text = repr(raw)
+    shown = text if len(text) <= 200 else text[:200] + "..."
+    return Event(at, "malformed", job_id, detail=f"{what} that does not parse: {shown}")
 
 
 class RunningEntry(NamedTuple):

@@ -238,19 +238,21 @@ def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
         calls.append(("hgetall", (k.job(job_id),), {}))
         if state == "dead":
             calls.append(("lrange", (k.dead(job_id), 0, -1), {}))
-    replies = yield Calls(k.shard, tuple(calls))
+    replies = yield Calls(k.shard, tuple(calls), lenient=True)  # a bad key fails no listing
     wanted = set(ids)  # the RUNNING entries of these jobs only, each parsed once
-    parsed = codec.running_entries(replies[0])
-    running = {t: replies[0][t] for t, r in parsed.items() if r.job_id in wanted}
+    every = {} if isinstance(replies[0], Exception) else replies[0]
+    parsed = codec.running_entries(every)
+    running = {t: every[t] for t, r in parsed.items() if r.job_id in wanted}
     rest = replies[1:]
     step = 2 if state == "dead" else 1
     out = []
     for n, job_id in enumerate(ids):
         h = rest[n * step]
         dead = rest[n * step + 1] if state == "dead" else []
-        if not h or h.get("def") is None:
+        if not isinstance(h, Exception) and (not h or h.get("def") is None):
             continue
-        info = snapshots.job_info(job_id, h, [], dead, running)
+        info = snapshots.from_replies(job_id, h, [], dead, running)
+        assert info is not None
         keep = {"all": True, "dead": bool(info.dead_letters)}
         # a job whose hash does not parse is listed where its index put it, not hidden
         if keep.get(state, info.state in (state, "malformed")):

@@ -133,8 +133,9 @@ def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
             ("lrange", (keys.dead(job_id), 0, -1), {}),
             ("hgetall", (keys.running,), {}),
         ),
+        lenient=True,
     )
-    return snapshots.job_info(job_id, h, skips, dead, running) if h else None
+    return snapshots.from_replies(job_id, h, skips, dead, running)
 
 
 def jobs(keys: Keys) -> Op[list[JobInfo]]:

@@ -35,10 +35,13 @@ class Script:
 @dataclass(frozen=True)
 class Calls:
     """redis-py client methods (name, args, kwargs) sent in one pipeline to part
-    ``part`` (every key one slot); the reply is the list of their replies."""
+    ``part`` (every key one slot); the reply is the list of their replies. ``lenient``:
+    an error reply (a key of the wrong type: garbage) comes back as its exception, in
+    its place, instead of being raised (readouts: one bad key must not fail them all)."""
 
     part: int
     calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]
+    lenient: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,13 +136,13 @@ def _do(part: Part, request: Request) -> Any:
 
 def pipelined(r: Any, request: Calls) -> list[Any]:
     """The replies of ``request``'s calls on the sync client ``r``."""
-    if len(request.calls) == 1:
+    if len(request.calls) == 1 and not request.lenient:
         name, args, kwargs = request.calls[0]
         return [getattr(r, name)(*args, **kwargs)]
     with r.pipeline(transaction=False) as p:
         for name, args, kwargs in request.calls:
             getattr(p, name)(*args, **kwargs)
-        return list(p.execute())
+        return list(p.execute(raise_on_error=not request.lenient))
 
 
 def scan_step(r: Any, s: Scan) -> tuple[int, list[str]]:

@@ -5,7 +5,7 @@ failed listing (a job that does not parse reads as ``malformed``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scheduler import validation
 from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
@@ -23,24 +23,42 @@ def job_info(
     try:
         return _job_info(job_id, h, skips, dead, running)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
-        return JobInfo(
-            job_id=job_id,
-            schedule=f"(unreadable: {type(exc).__name__}: {str(exc)[:120]}; run duetime doctor)",
-            lane=str(h.get("lane", "default")),
-            state="malformed",
-            next_run=None,
-            runs=0,
-            failures=0,
-            attempts=0,
-            last_result=None,
-            last_error=None,
-            last_traceback=None,
-            running=(),
-            skipped=(),
-            dead_letters=(),
-            task="",
-            args="",
-        )
+        return malformed(job_id, f"{type(exc).__name__}: {str(exc)[:120]}", h.get("lane"))
+
+
+def from_replies(job_id: str, h: Any, skips: Any, dead: Any, running: Any) -> JobInfo | None:
+    """``job_info`` of a lenient read's replies (sansio.Calls): a reply that is an error
+    (a key of the wrong type) reads as empty, and a job key that is not a hash as a
+    ``malformed`` job; None if there is no such job."""
+    if isinstance(h, Exception):
+        return malformed(job_id, f"its key is not a hash ({str(h)[:80]})")
+    if not h:
+        return None
+    skips, dead = ([] if isinstance(x, Exception) else x for x in (skips, dead))
+    return job_info(job_id, h, skips, dead, {} if isinstance(running, Exception) else running)
+
+
+def malformed(job_id: str, why: str, lane: object = None) -> JobInfo:
+    """The snapshot of a job that cannot be read (its hash, or its key of the wrong type):
+    listed as ``malformed``, saying why and what to run."""
+    return JobInfo(
+        job_id=job_id,
+        schedule=f"(unreadable: {why}; run duetime doctor)",
+        lane=str(lane or "default"),
+        state="malformed",
+        next_run=None,
+        runs=0,
+        failures=0,
+        attempts=0,
+        last_result=None,
+        last_error=None,
+        last_traceback=None,
+        running=(),
+        skipped=(),
+        dead_letters=(),
+        task="",
+        args="",
+    )
 
 
 def _count(h: Mapping[str, str], name: str) -> int:
