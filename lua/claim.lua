@@ -64,7 +64,8 @@ if resent then return resent end   -- a resend: same reply, nothing claimed twic
 local epoch = redis.pcall('GET', P .. 'epoch')  -- the reply's; its type, checked here
 local corrupt = running_ok() or aside_ok() or seq_ok() or
   (type(epoch) == 'table' and expect(P .. 'epoch', 'string')) or
-  events_ok('claimed', 'quarantined', 'skipped', 'lease_lost', 'abandoned', 'dead_lettered')
+  events_ok('claimed', 'quarantined', 'skipped', 'lease_lost', 'abandoned', 'dead_lettered',
+    'requeued')
 for _, lc in ipairs(caps) do corrupt = corrupt or lane_ok(lc[1]) end
 local fence, bad_fence = expect_int(P .. 'fence')
 corrupt = corrupt or bad_fence

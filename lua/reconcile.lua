@@ -23,6 +23,7 @@
 
 --@include core
 --@include repair
+--@include stray
 
 local count, dry, given = int(ARGV[3]), ARGV[4], ARGV[5]
 if not count or count < 1 or count > 1000 or (dry ~= '1' and dry ~= '0') then

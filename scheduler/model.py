@@ -332,7 +332,7 @@ class Finding:
 
     job_id: str
     problem: str  # e.g. "orphan: no due entry, nothing running"
-    action: str  # requeued | abandoned | recounted | reported | none (dry run)
+    action: str  # requeued abandoned recounted rescored reported, moved aside, none (dry run)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 -- paused job's is stashed in its hash; a retry or a one-off becomes a claim; a series
 -- occurrence follows the misfire policy (include/fixed_rate.lua, include/calendar.lua),
 -- then the overlap policy if an invocation of the job runs.
--- Provides: stash, overlap, series_due, admit
+-- Provides: stash, overlap, series_due, early, admit
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
 
@@ -54,6 +54,17 @@ local function series_due(b, job, lane, f)
   return run
 end
 
+-- A due occurrence whose job's pending time (`next`) is still ahead: its entry was scored
+-- early (garbage written by hand). Scored at that time again, and true: never run early.
+local function early(b, lane, x, f)
+  local due = tonumber(f.next)
+  if x.m.kind ~= 's' or not due or due <= b.now then return false end
+  redis.call('ZADD', P .. 'due:' .. lane, due, x.member)
+  event(b.now, 'requeued', x.m.job, due, nil,
+    'claim: its due entry was scored ' .. fmt(x.score) .. ', before its next run')
+  return true
+end
+
 -- Decide about inspected due member `x` of `lane` for claim batch `b`; true if it became
 -- a claim.
 local function admit(b, lane, x)
@@ -73,6 +84,7 @@ local function admit(b, lane, x)
     stash(b.now, jk, m.kind, f.next, x.member, f.stash)
     return false
   end
+  if early(b, lane, x, f) then return false end
   local since = tonumber(f.ready or '') or 0
   b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then

@@ -1,6 +1,6 @@
 -- include/repair.lua: the reconciler's check of one job: what a crash or a past bug may
 -- have left behind, re-checked and repaired inside the calling script.
--- Provides: running_jobs, stray_entries, REPAIR_FIELDS, recount, requeue_orphan, repair_job
+-- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, rescore, repair_job
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
 --   done:<state>, paused, runs:<job_id>
@@ -17,7 +17,9 @@
 -- set right (a parked occurrence is then released). A job whose data does not parse is
 -- moved aside (include/aside.lua, found by "reconcile"), as a claim would when it comes
 -- due: an orphan that does not parse would never come due. So is a RUNNING entry that
--- does not parse and holds no lease (stray_entries): no reaper would ever meet it.
+-- does not parse and holds no lease (include/stray.lua): no reaper would ever meet it.
+-- A due entry scored elsewhere than the job's pending time (garbage: a score of 1e300 never
+-- comes due, one in the past ran the job early) is scored at that time again.
 
 --@include job
 --@include events
@@ -38,30 +40,8 @@ local function running_jobs()
   return n
 end
 
--- RUNNING entries that do not parse and hold no lease (no reaper would ever meet them):
--- each reported as a finding named by its quarantine entry id, and moved aside unless `dry`.
--- One with a lease is left to the claim's reaper, which moves it aside when it expires.
--- Every entry is parsed (one HGETALL): ~3x running_jobs' cost (reconcile.lua: doctor only).
-local function stray_entries(now, dry)
-  local found, all = {}, redis.call('HGETALL', P .. 'running')
-  for i = 1, #all, 2 do
-    local token, data = all[i], all[i + 1]
-    if parse_running(data) == false and not redis.call('ZSCORE', P .. 'lease', token) then
-      local id, what = token_entry(token), 'malformed RUNNING entry without a lease'
-      if not dry then
-        redis.call('HDEL', P .. 'running', token)
-        move_aside(now, 'reconcile', {id = id, job = '', reason = what, member = '', lane = '',
-          type = '', running = data, token = token})
-      end
-      found[#found + 1] = {id, what .. ' (token ' .. printable(token) .. ')',
-        dry and 'none (dry run)' or 'moved aside'}
-    end
-  end
-  return found
-end
-
 local REPAIR_FIELDS = {'gen', 'state', 'cancelled', 'paused', 'kind', 'lane', 'e', 'next',
-  'running', 'retries', 'queued', 'delivery'}
+  'running', 'retries', 'queued', 'delivery', 'replan'}
 
 local function recount(now, job, jk, running, count, dry)
   local what = 'running count ' .. fmt(running) .. ' with ' .. fmt(count) .. ' running'
@@ -91,6 +71,17 @@ local function requeue_orphan(now, job, jk, f, running, due, dry)
   return {'orphan: no due entry, nothing running', 'requeued'}
 end
 
+-- The due entry `member` of `job`, scored `score` instead of its pending time `due`:
+-- score it at `due` again (the claim would have run it early, or never).
+local function rescore(now, job, f, member, score, due, dry)
+  local what = 'due entry scored ' .. score .. ', not at its next run ' .. fmt(due)
+  if dry then return {what, 'none (dry run)'} end
+  redis.call('ZADD', P .. 'due:' .. f.lane, 'XX', due, member)
+  wake_if_head(f.lane, member, due)
+  event(now, 'requeued', job, due, nil, 'reconciler: ' .. what)
+  return {what, 'rescored'}
+end
+
 -- Check job `job` (its RUNNING entries counted in `counts`); repair unless `dry`.
 -- Returns nil (healthy or left alone) or {what, did}.
 local function repair_job(now, job, counts, dry)
@@ -110,9 +101,12 @@ local function repair_job(now, job, counts, dry)
   local count = counts[job] or 0
   local member = series_member(job, f.e)
   local queued = f.queued and f.queued ~= ''
-  if not (member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member))
-      and retries <= 0 and count == 0 and not queued then
+  local score = member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member)
+  if not score and retries <= 0 and count == 0 and not queued then
     return requeue_orphan(now, job, jk, f, running, due, dry)
+  end
+  if score and tonumber(score) ~= due and f.replan ~= '1' then  -- replan: re-announced
+    return rescore(now, job, f, member, score, due, dry)
   end
   if running > count then return recount(now, job, jk, running, count, dry) end
   return nil
