@@ -41,7 +41,7 @@ local function running_jobs()
 end
 
 local REPAIR_FIELDS = {'gen', 'state', 'cancelled', 'paused', 'kind', 'lane', 'e', 'next',
-  'running', 'retries', 'queued', 'delivery', 'replan'}
+  'running', 'retries', 'queued', 'delivery', 'replan', 'def', 'anchor', 'interval', 'grace'}
 
 local function recount(now, job, jk, running, count, dry)
   local what = 'running count ' .. fmt(running) .. ' with ' .. fmt(count) .. ' running'

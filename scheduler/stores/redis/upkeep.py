@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
 from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.sansio import Calls, Op, Script, one, run_on
+from scheduler.stores.redis.sansio import Calls, Op, Scan, Script, one, run_on
 
 PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
 DOCTOR_KEYS = 1000  # per call of a full scan
@@ -122,7 +122,36 @@ def reconcile_op(keys: Keys, dry_run: bool = False) -> Op[Reconciled]:
         findings += _reconciled(reply, False).findings
         cursor = reply["cursor"]
         if cursor == "0":
+            findings += yield from undecodable_op(keys, {f.job_id for f in findings})
             return Reconciled(scanned, tuple(findings), leases, True)
+
+
+def undecodable_op(keys: Keys, known: set[str]) -> Op[list[Finding]]:
+    """The jobs whose definition Lua accepts (UTF-8 text) but Python cannot read (not JSON,
+    not an object, arguments that are not an object): reported, not moved (no script may
+    move a job it has not claimed without a token); the claim moves each aside when it
+    comes due. ``known``: jobs already found (by reconcile.lua)."""
+    from scheduler.stores.redis import codec
+
+    found, cursor = [], 0
+    while True:
+        cursor, names = yield Scan(keys.shard, cursor, keys.job("*"), DOCTOR_KEYS, keys.lanes)
+        ids = [n[len(keys.job("")) :] for n in names]
+        ids = [i for i in ids if i not in known]
+        calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = tuple(
+            ("hget", (keys.job(i), "def"), {}) for i in ids
+        )
+        texts = (yield Calls(keys.shard, calls, lenient=True)) if calls else []
+        for job_id, text in zip(ids, texts, strict=True):
+            if not isinstance(text, str):
+                continue  # gone, or not a hash (reconcile.lua's to report)
+            try:
+                codec.decode(text, job_id)
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+                why = f"definition does not parse ({type(exc).__name__}: {str(exc)[:120]})"
+                found.append(Finding(job_id, why, "reported: moved aside when it comes due"))
+        if int(cursor) == 0:
+            return found
 
 
 def _reconciled(reply: dict[str, Any], complete: bool) -> Reconciled:
