@@ -2,8 +2,8 @@
 -- restore.lua: put back a job that was moved aside (the quarantine), after the operator
 -- fixed its data: its key is renamed back from `quarantined:<entry>`, its due entry (if
 -- one was moved aside with it) is queued again, and the reconciler's check then runs on
--- it at once. If the data still does not parse, the next claim moves it aside again,
--- with the reason. Recorded as a `restored` event.
+-- it at once: if its hash still does not parse, that check moves it aside again, with
+-- the reason (and the reply says so). Recorded as a `restored` event.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake,
@@ -13,7 +13,8 @@
 -- ARGV[3] entry id (the job id for a job moved aside)
 -- Returns: "restored", "missing" (no such entry), "exists" (a job with that id exists
 --          again: delete it or purge the entry), "no-job" (an entry that holds no job:
---          a due member or a RUNNING entry that did not parse; purge it)
+--          a due member or a RUNNING entry that did not parse; purge it), "still-bad
+--          <why>" (moved aside again at once)
 
 --@include core
 --@include repair
@@ -42,5 +43,6 @@ if type(member) == 'string' and member ~= '' and type(lane) == 'string' and lane
   wake_if_head(lane, member, score)
 end
 event(now, 'restored', job, nil, nil, 'from the quarantine')
-if redis.call('TYPE', jkey(job)).ok == 'hash' then repair_job(now, job, running_jobs(), false) end
+local r = redis.call('TYPE', jkey(job)).ok == 'hash' and repair_job(now, job, running_jobs(), false)
+if r and r[2] == 'moved aside' then return 'still-bad ' .. r[1] end
 return 'restored'

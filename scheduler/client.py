@@ -248,10 +248,10 @@ class Client:
         return self._upkeep().quarantined()
 
     def restore(self, entry_id: str) -> str:
-        """Put a quarantined job back after its data was fixed (if it still does not
-        parse, the next claim moves it aside again). Returns ``restored``, ``missing``,
-        ``exists`` (a job with that id exists again) or ``no-job`` (an entry without a
-        job: purge it)."""
+        """Put a quarantined job back after its data was fixed. Returns ``restored``,
+        ``missing``, ``exists`` (a job with that id exists again), ``no-job`` (an entry
+        without a job: purge it) or ``still-bad <why>`` (its data still does not parse:
+        it stays in the quarantine)."""
         return self._upkeep().restore(validation.job_id(entry_id))
 
     def purge_quarantined(self, entry_id: str = "*") -> int:

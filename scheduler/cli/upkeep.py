@@ -147,8 +147,8 @@ def quarantine_show(redis_url: str | None, namespace: str, job_id: str, as_json:
 @job_argument
 def quarantine_restore(redis_url: str | None, namespace: str, job_id: str) -> None:
     """Put the job of entry ID back, after fixing its data (`redis-cli` on the key
-    `quarantine show` names). If it still does not parse, the next claim moves it aside
-    again. Exit 1 if there is no such entry, or a job with that id exists again."""
+    `quarantine show` names). Exit 1 if there is no such entry, a job with that id exists
+    again, or its data still does not parse (it stays in the quarantine)."""
     with open_namespace("quarantine restore", redis_url, namespace) as store:
         outcome = store.restore(job_id)
     why = {
@@ -156,6 +156,13 @@ def quarantine_restore(redis_url: str | None, namespace: str, job_id: str) -> No
         "exists": f"a job {job_id!r} exists again: delete it or purge the entry",
         "no-job": f"entry {job_id!r} holds no job (a due entry that did not parse): purge it",
     }
+    if outcome.startswith("still-bad "):
+        fail(
+            f"job {job_id!r} still does not parse: {outcome.removeprefix('still-bad ')}; it "
+            "stays in the quarantine: fix its data (quarantine show names the key) and "
+            "restore it again",
+            EXIT_REFUSED,
+        )
     if outcome != "restored":
         fail(why.get(outcome, outcome), EXIT_REFUSED)
     click.echo(f"restored job {job_id!r}")

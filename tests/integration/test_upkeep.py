@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from scheduler.cli import main
 from scheduler.client import Client
 from scheduler.model import After, Cron, Delivery, Every, Misfire, Overlap
 from scheduler.stores.redis import RedisStore
@@ -231,6 +233,29 @@ def test_a_quarantined_job_is_listed_restored_after_a_fix_and_runs(store):
     assert client.quarantined() == [] and claim_ids(store) == ["bad"]
     assert [e.kind for e in store.events(5)][-2] == "restored"
     assert client.restore("bad") == "missing"
+
+
+def test_restoring_data_that_still_does_not_parse_says_so_and_keeps_the_entry(
+    store, redis_url, redis_ns
+):
+    """``quarantine restore`` said "restored job" (exit 0) for data still bad, which the
+    restore's own check (or the next claim) moved aside again at once."""
+    store.add(spec("bad", After(0)))
+    store.redis.hset(store.keys.job("bad"), "next", "soon")
+    store.redis.rename(store.keys.job("bad"), store.keys.quarantined_data("bad"))
+    plant(store, "bad", "bad")
+    client = Client(store)
+    outcome = client.restore("bad")
+    assert outcome.startswith("still-bad malformed job data: field next is not an integer")
+    assert [q.entry_id for q in client.quarantined()] == ["bad"]
+    store.redis.hset(store.keys.quarantined_data("bad"), mapping={"next": "1", "def": "{x"})
+    outcome = client.restore("bad")  # a definition Python cannot read: found before
+    assert outcome.startswith("still-bad definition does not parse (JSONDecodeError")
+    assert [q.entry_id for q in client.quarantined()] == ["bad"]
+    result = CliRunner().invoke(
+        main, ["quarantine", "restore", "bad", "--redis", redis_url, "-n", redis_ns]
+    )
+    assert result.exit_code == 1 and "job 'bad' still does not parse" in result.output
 
 
 def test_restore_refuses_when_the_job_exists_again_and_purge_drops_the_entry(store):

@@ -236,6 +236,16 @@ def restore(store: UpkeepStore, entry: str) -> str:
 
 
 def restore_op(keys: Keys, entry: str) -> Op[str]:
+    """``restore`` as an operation. A definition Python cannot read is found first (no
+    script reads JSON): ``still-bad <why>``, and the entry stays."""
+    from scheduler.stores.redis import codec
+
+    (text,) = yield Calls(keys.shard, (("hget", (keys.quarantined_data(entry), "def"), {}),), True)
+    if isinstance(text, str):
+        try:
+            codec.decode(text, entry)
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+            return f"still-bad definition does not parse ({type(exc).__name__}: {exc})"[:300]
     return str((yield Script(keys.shard, "restore", (entry,))))
 
 
