@@ -36,10 +36,10 @@ from scheduler.model import (
 from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
 from scheduler.stores.memory.records import JobRecord, Pending, Running, defers
-from scheduler.stores.memory.views import MemoryViews
+from scheduler.stores.memory.steering import MemorySteering
 
 
-class MemoryStore(MemoryViews):
+class MemoryStore(MemorySteering):
     """Thread-safe in-process store. Several engines may share one instance.
 
     It records successes in batches too (``complete_many``, the ``BatchAcks`` protocol:
@@ -101,82 +101,6 @@ class MemoryStore(MemoryViews):
             due_in = first.due - now
         self._wake(due_in)
         return AddResult(outcome, due_in)
-
-    def cancel(self, job_id: str) -> bool:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None or job.cancelled:
-                return False
-            prevented = bool(job.pending or job.paused or job.queued)
-            self._drop_pending_locked(job)
-            job.cancelled = True
-            self._event_locked(self.clock.now(), "cancelled", job_id)
-            if not self._running_per_job.get(job_id):
-                self._retire_locked(job)
-            return prevented
-
-    def pause(self, job_id: str) -> bool:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None or job.cancelled or job.paused is not None:
-                return False
-            stash = list(job.pending.values()) + ([job.queued] if job.queued else [])
-            self._drop_pending_locked(job)
-            job.paused = stash
-            self._event_locked(self.clock.now(), "paused", job_id)
-            return True
-
-    def resume(self, job_id: str) -> bool:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None or job.paused is None:
-                return False
-            now = self.clock.now()
-            stash, job.paused = job.paused, None
-            for p in stash:
-                self._push_locked(job, p)
-            self._event_locked(now, "resumed", job_id)
-            due_in = job.due_in(now)
-        self._wake(due_in)
-        return True
-
-    def trigger(self, job_id: str) -> bool:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None or job.cancelled:
-                return False
-            now = self.clock.now()
-            pending = Pending(now, 1, now)
-            if job.paused is not None:
-                job.paused.append(pending)
-            else:
-                self._push_locked(job, pending)
-            self._event_locked(now, "triggered", job_id, now, 1)
-        self._wake(0.0)
-        return True
-
-    def backfill(self, job_id: str, start: float, end: float) -> int:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is None or job.cancelled:
-                return 0
-            now, wall = self.clock.now(), self.clock.wall()
-            pending = min(
-                (p.scheduled for p in job.pending.values() if p.k is not None), default=now
-            )
-            runs = [
-                t
-                for t in series.occurrences_between(job, start, end, now, wall)
-                if t < pending and job.never_ran(t)
-            ]
-            for t in runs:
-                self._push_locked(job, Pending(t, 1, now))
-                self._event_locked(now, "backfilled", job_id, t, 1)
-            if runs:
-                job.backfilled = (job.backfilled or set()) | set(runs)
-        if runs:
-            self._wake(0.0)
-        return len(runs)
 
     # ---- the dispatcher's side ---------------------------------------------------------
 
@@ -442,25 +366,6 @@ class MemoryStore(MemoryViews):
         job = self._jobs.get(e.job_id)
         return job is not None and job.generation == e.generation and e.seq in job.pending
 
-    def _push_locked(self, job: JobRecord, p: Pending) -> float:
-        now = self.clock.now()
-        p.ready = max(p.due, now)  # a time already past is claimable from now on
-        seq = next(self._seq)
-        job.pending[seq] = p
-        heap = self._heaps.get(job.spec.lane)
-        if heap is None:
-            heap = self._heaps[job.spec.lane] = DueHeap()
-        heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
-        return max(0.0, p.due - now)
-
-    def _drop_pending_locked(self, job: JobRecord) -> None:
-        heap = self._heaps.get(job.spec.lane)
-        if heap is not None:
-            heap.mark_stale(len(job.pending))
-        job.pending.clear()
-        job.paused = None
-        job.queued = None
-
     def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
         _, entry = earliest(self._heaps, lanes, self._is_live)
         nxt = None if entry is None else entry.due
@@ -480,20 +385,3 @@ class MemoryStore(MemoryViews):
             None,
             f"{skip.count} occurrence(s): {skip.reason}",
         )
-
-    def _event_locked(
-        self,
-        now: float,
-        kind: str,
-        job_id: str,
-        scheduled: float | None = None,
-        attempt: int | None = None,
-        detail: str = "",
-    ) -> None:
-        self._events.append((now, kind, job_id, scheduled, attempt, detail, None))
-
-    def _retire_locked(self, job: JobRecord) -> None:
-        del self._jobs[job.spec.job_id]
-        self._history[job.spec.job_id] = job
-        while len(self._history) > self._history_limit:
-            self._history.popitem(last=False)
