@@ -1,7 +1,9 @@
 #!lua
 -- trigger.lua: run a live job once now, outside its schedule (recorded as "triggered").
--- The extra invocation's scheduled time is now; it does not move the job's schedule and
--- is not subject to its misfire policy.
+-- A recurring job gets an extra invocation, scheduled now; its schedule does not move and
+-- the misfire policy does not apply. A one-off job's pending run is brought forward to
+-- now (it runs once, never twice); one that is paused, running or waiting for a retry
+-- has no run to bring forward.
 -- Decide, then write: the job's key type and fields are checked first; a job whose data
 -- does not parse is moved aside (the quarantine, include/aside.lua), and a corrupt
 -- namespace key stops the call before any write.
@@ -11,8 +13,9 @@
 --   quarantined:<entry>, layout
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
--- Returns: 1 if a run was added, 0 if the job is unknown, finished or cancelled (or was
---          moved aside: it did not parse); or an error reply "ERR duetime corrupt ..."
+-- Returns: 1 if a run was added (or brought forward), 0 if the job is unknown, finished or
+--          cancelled (or was moved aside: it did not parse), or a one-off with no run to
+--          bring forward; or an error reply "ERR duetime corrupt ..."
 
 --@include core
 --@include events
@@ -25,7 +28,8 @@ if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local corrupt = aside_ok() or seq_ok() or events_ok('triggered', 'quarantined')
 if corrupt then return corrupt end
 local now = now_ms()
-local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'lane', 'retries'})
+local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'lane', 'retries', 'kind',
+  'e', 'paused'})
 if why then
   move_aside(now, 'trigger', {id = job, job = job, reason = why, type = t})
   return 0
@@ -33,6 +37,15 @@ end
 if not f or f.cancelled == '1' or (f.state and f.state ~= '') then return 0 end
 corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
+if f.kind ~= 'every' and f.kind ~= 'cron' then  -- a one-off: brought forward, never doubled
+  local member = f.paused ~= '1' and series_member(job, f.e)
+  if not (member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member)) then return 0 end
+  redis.call('ZADD', P .. 'due:' .. f.lane, 'XX', now, member)
+  redis.call('HSET', jkey(job), 'next', fmt(now))
+  wake_if_head(f.lane, member, now)
+  event(now, 'triggered', job, now, 1, 'brought forward')
+  return 1
+end
 push_retry(job, f.lane, f.gen, now, 1, 0, now)
 event(now, 'triggered', job, now, 1, '')
 return 1

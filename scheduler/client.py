@@ -157,8 +157,10 @@ class Client:
         return self.store.resume(validation.job_id(job_id))
 
     def trigger(self, job_id: str) -> bool:
-        """Run the job once now, outside its schedule (its schedule is unchanged; the run
-        is recorded as "triggered"). False if the job is unknown, finished or cancelled."""
+        """Run the job once now, outside its schedule (recorded as "triggered"). A recurring
+        job gets an extra run and its schedule is unchanged; a one-off job's pending run is
+        brought forward to now (it still runs once). False if the job is unknown, finished
+        or cancelled, or a one-off that is paused, running or waiting for a retry."""
         return self.store.trigger(validation.job_id(job_id))
 
     def backfill(self, job_id: str, start: dt.datetime | float, end: dt.datetime | float) -> int:

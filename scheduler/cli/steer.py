@@ -100,7 +100,9 @@ def cancel(redis_url: str | None, namespace: str, job_id: str, interrupt: bool) 
 def trigger(redis_url: str | None, namespace: str, job_id: str) -> None:
     """Run job ID once now, outside its schedule (recorded as "triggered").
 
-    The schedule is unchanged. Exit 1 if the job is unknown, finished or cancelled."""
+    A recurring job's schedule is unchanged; a one-off's run is brought forward (it runs
+    once). Exit 1 if the job is unknown, finished or cancelled, or a one-off that is
+    paused, running or waiting for a retry."""
     _steer("trigger", redis_url, namespace, job_id)
 
 

@@ -527,6 +527,32 @@ def test_trigger_runs_a_live_job_now_without_moving_its_schedule(store, clock):
     assert store.trigger("r") is False
 
 
+def test_trigger_brings_a_one_off_forward_it_never_runs_twice(store, clock):
+    """A one-off triggered ran now and again at its time ("once" broken); now its pending
+    run is brought forward. Paused, running or waiting for a retry: nothing to bring
+    forward."""
+    store.add(spec("once", After(3600)))
+    clock.advance(3)
+    assert store.trigger("once") is True
+    (c,) = claim(store).claims
+    assert (c.job_id, c.scheduled, c.attempt) == ("once", START + 3, 1)
+    assert store.trigger("once") is False  # running: its one run is under way
+    store.complete(c, None)
+    clock.advance(3600)
+    assert claim(store).claims == [] and store.get("once").state == "succeeded"
+    assert store.trigger("once") is False  # finished
+    store.add(spec("paused", After(3600)))
+    assert store.pause("paused") and store.trigger("paused") is False
+    assert store.resume("paused") and store.trigger("paused") is True
+    store.add(spec("twice", After(3600)))
+    assert store.trigger("twice") and store.trigger("twice")  # brought forward twice: one run
+    assert sorted(c.job_id for c in claim(store).claims) == ["paused", "twice"]
+    clock.advance(3600)
+    assert claim(store).claims == []
+    details = [e.detail for e in store.events() if e.kind == "triggered"]
+    assert details == ["brought forward"] * 4
+
+
 def test_enqueue_many_stores_all_or_refuses_before_writing(store, clock):
     from scheduler import Client
 

@@ -66,11 +66,18 @@ class MemorySteering(MemoryViews):
                 return False
             now = self.clock.now()
             pending = Pending(now, 1, now)
-            if job.paused is not None:
+            if not job.spec.recurring:  # a one-off's run is brought forward, never doubled
+                if job.paused is not None or not any(p.attempt == 1 for p in job.pending.values()):
+                    return False  # paused, running, or a retry waits: no run to bring forward
+                self._drop_pending_locked(job)
+                self._push_locked(job, pending)
+                self._event_locked(now, "triggered", job_id, now, 1, "brought forward")
+            elif job.paused is not None:
                 job.paused.append(pending)
+                self._event_locked(now, "triggered", job_id, now, 1)
             else:
                 self._push_locked(job, pending)
-            self._event_locked(now, "triggered", job_id, now, 1)
+                self._event_locked(now, "triggered", job_id, now, 1)
         self._wake(0.0)
         return True
 
