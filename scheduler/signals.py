@@ -225,11 +225,16 @@ def summary_line(s: dict[str, Any]) -> str:
     line = f"summary of the last {s['seconds']:.0f}s: " + ", ".join(parts)
     if s["claims"]:
         line += (
-            f"; lag p50 {s['lag_p50_ms']:g} ms, p99 {s['lag_p99_ms']:g} ms over "
+            f"; lag p50 {_shown(s['lag_p50_ms'])}, p99 {_shown(s['lag_p99_ms'])} over "
             f"{s['claims']:,} claims"
         )
     else:
         line += "; no claims"
     if s["wait_p50_ms"] is not None:
-        line += f"; queue wait p50 {s['wait_p50_ms']:g} ms, p99 {s['wait_p99_ms']:g} ms"
+        line += f"; queue wait p50 {_shown(s['wait_p50_ms'])}, p99 {_shown(s['wait_p99_ms'])}"
     return line
+
+
+def _shown(ms: float) -> str:
+    """``8.4 ms``; past a second in seconds (a lag of 1,056,940 ms was ``1.05694e+06 ms``)."""
+    return f"{ms:g} ms" if ms < 1000 else f"{ms / 1000:,.1f} s"

@@ -92,6 +92,11 @@ def lookup(name: str) -> Callable[..., Any]:
     return fn
 
 
+def names() -> list[str]:
+    """The names of every registered task, sorted."""
+    return sorted(_tasks)
+
+
 def registered(name: str) -> Callable[..., Any] | None:
     """The function registered as ``name`` in this process, or None."""
     return _tasks.get(name)

@@ -70,6 +70,7 @@ def retry(
             if done.refused:
                 why = redo.RETRY_REFUSALS[done.refused]
                 _emit(as_json, data, f"cannot retry job {job_id!r}: {why}", EXIT_REFUSED)
+            _unserved(store, namespace)
             _emit(as_json, data, f"retried job {job_id!r}: {done.queued} invocation(s) due now")
             return
         if dry_run:
@@ -80,6 +81,8 @@ def retry(
             )
             return
         results = redo.retry_failed(store, task)
+        if any(r.queued for r in results):
+            _unserved(store, namespace)
     jobs = [{"job_id": r.job_id, "queued": r.queued, "refused": r.refused} for r in results]
     queued = sum(r.queued for r in results)
     lines = [f"retried {sum(1 for r in results if r.queued)} job(s), {queued} invocation(s)"]
@@ -87,6 +90,13 @@ def retry(
     _emit(
         as_json, {"dry_run": False, "jobs": jobs}, "\n".join(lines), 0 if queued else EXIT_REFUSED
     )
+
+
+def _unserved(store: Any, namespace: str) -> None:
+    """Say on stderr when no replica is alive to run what was just queued."""
+    note = namespaces.unserved_note(store, namespace)
+    if note:
+        click.echo(note, err=True)
 
 
 @main.command()

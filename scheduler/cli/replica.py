@@ -323,6 +323,14 @@ def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
             if os.environ.get("DUETIME_TRACEBACK"):
                 traceback.print_exception(exc)
             fail(_raised(module, exc), EXIT_USAGE)
+    from scheduler import tasks
+
+    if not [name for name in tasks.names() if not name.startswith("duetime.")]:
+        logging.getLogger("duetime").warning(
+            "no task is registered (%s): every job claimed will fail as an unknown task; "
+            "give --import MODULE for each module that defines your @task functions",
+            "no --import given" if not modules else "the modules imported define none",
+        )
 
 
 def _is_or_contains(module: str, missing: str) -> bool:

@@ -6,6 +6,7 @@ ended the command with exit 2."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import subprocess
@@ -67,3 +68,42 @@ def test_a_terminal_that_cannot_show_a_job_id_gets_it_escaped(redis_url, redis_n
         )
         assert done.returncode == 0, done.stderr
         assert "caf\xe9-\\u2615".encode("latin-1") in done.stdout
+
+
+def test_a_replica_with_no_task_registered_says_so(monkeypatch, caplog):
+    """``duetime run`` without --import started silently; every job then failed as an
+    unknown task, and kept retrying."""
+    from scheduler import tasks
+    from scheduler.cli.replica import import_tasks
+
+    monkeypatch.setattr(tasks, "_tasks", {"duetime.demo.work": print})
+    with caplog.at_level(logging.WARNING, logger="duetime"):
+        import_tasks((), ())
+        import_tasks(("json",), ())
+    assert [r.getMessage().split(": every")[0] for r in caplog.records] == [
+        "no task is registered (no --import given)",
+        "no task is registered (the modules imported define none)",
+    ]
+    caplog.clear()
+    monkeypatch.setattr(tasks, "_tasks", {"shop.send": print})
+    with caplog.at_level(logging.WARNING, logger="duetime"):
+        import_tasks((), ())
+    assert caplog.records == []
+
+
+def test_a_retry_into_a_namespace_no_replica_serves_says_so(redis_url, redis_ns):
+    """``duetime enqueue`` notes when no replica is alive to run the job; ``retry`` said
+    nothing, and the retried work waited unseen."""
+    from scheduler import RetryPolicy, Scheduler
+    from scheduler.stores.redis import RedisStore
+    from tests.faults.fleet import wait_until
+    from tests.web import tasks  # noqa: F401  (registers tests.web.boom)
+
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue("tests.web.boom", job_id="bad", retry=RetryPolicy(1))
+        with Scheduler(1, store=RedisStore(redis_url, redis_ns), owner="gone") as engine:
+            wait_until(lambda: len(client.list_jobs("dead").jobs) == 1, 20)
+            engine.shutdown(wait=True)
+    result = CliRunner().invoke(main, ["retry", "bad", "--redis", redis_url, "-n", redis_ns])
+    assert result.exit_code == 0 and "retried job 'bad'" in result.stdout
+    assert f"note: no replica is alive in namespace {redis_ns!r}" in result.stderr

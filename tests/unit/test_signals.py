@@ -89,6 +89,8 @@ def test_the_summary_line_text_and_json(clock, caplog):
     assert summary_line(signals.take()) == "summary of the last 0s: 0 succeeded, 0 failed, " + (
         "0 retried; no claims"
     )
+    signals.claimed("default", 1056.94)  # a lag past a second reads in seconds
+    assert "lag p50 1,056.9 s, p99 1,056.9 s over 1 claims" in summary_line(signals.take())
 
 
 def test_percentiles_and_a_bounded_sample():
