@@ -64,6 +64,7 @@ def create_app(console: Console) -> Starlette:
     env.filters["q"] = lambda s: quote(str(s), safe="")
     env.filters["tojson_pretty"] = _pretty
     routes = views.routes(console, templates) + actions.routes(console, templates)
+    routes += views.api_fallback()
     routes.append(Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"))
     middleware = [Middleware(Hardened)]
     if console.allowed_hosts:  # a page bound to 127.0.0.1 is not one DNS rebinding away

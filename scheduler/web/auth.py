@@ -92,6 +92,11 @@ class Auth:
                 return found[0], "session"
         if not self.token and not self.proxy_header:
             return None, "no token is configured: give --token-file or $DUETIME_WEB_TOKEN"
+        if not self.token:  # proxy-only: there is no token to sign in with
+            return None, (
+                f"your proxy did not name a user (no {self.proxy_header} header): reach the "
+                "console through the authenticating proxy"
+            )
         return None, "not logged in: sign in with the console's token"
 
     def csrf(self, headers: dict[str, str], cookies: dict[str, str]) -> str:

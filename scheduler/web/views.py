@@ -137,6 +137,16 @@ def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
     return out
 
 
+def api_fallback() -> list[BaseRoute]:
+    """Last of all routes: an unknown /api/ path answers JSON, as every endpoint does."""
+    from starlette.routing import Route
+
+    def unknown(request: Request) -> Response:
+        raise NotFound(f"no such endpoint: {request.url.path} (a page's JSON is /api + its path)")
+
+    return [Route("/api/{rest:path}", unknown, methods=["GET", "POST"])]
+
+
 def _builders(console: Console) -> dict[str, Callable[[Request, str, AnyStore], dict[str, Any]]]:
     redact = console.redact
 

@@ -183,7 +183,10 @@ def test_bearer_token_for_scripts_and_trusted_proxy(console_factory, jobs, redis
     page = proxied.get(f"/ns/{redis_ns}/job/tick", headers=headers).text
     form = {"job": "tick", "csrf": csrf_of(page)}
     assert proxied.post(f"/ns/{redis_ns}/act/pause", data=form, headers=headers).status_code == 200
-    assert proxied.post(f"/ns/{redis_ns}/act/resume", data=form).status_code == 403  # no header
+    no_header = proxied.post(f"/ns/{redis_ns}/act/resume", data=form)
+    assert no_header.status_code == 403 and "did not name a user (no x-forwarded-user" in (
+        no_header.text.lower()  # not "sign in with the console's token": there is none
+    )
     detail = proxied.get(f"/api/ns/{redis_ns}/events", params={"kind": "operator"}).json()
     assert "pause by bob (proxy)" in detail["events"][0]["detail"]
 
@@ -429,3 +432,11 @@ def test_list_pages_clip_the_arguments_in_their_tooltips(console_factory, redis_
     assert page.count('class="args"') == 20 and len(page) < 250_000  # was ~4 MB
     assert len(web.get(f"/api/ns/{redis_ns}/jobs").text) > 20 * 45_000  # JSON: whole
     client.close()
+
+
+def test_an_unknown_api_path_answers_json(console_factory, jobs, redis_ns):
+    web, _ = console_factory()
+    for path in ("/api/nope", f"/api/ns/{redis_ns}/nope", f"/api/ns/{redis_ns}/jobs/extra"):
+        r = web.get(path)
+        assert r.status_code == 404 and r.json()["error"].startswith("no such endpoint"), path
+    assert web.get("/nope").status_code == 404  # pages: Starlette's own
