@@ -48,21 +48,21 @@ _UNITS: dict[str, Fraction] = {
     "us": Fraction(1, 1_000_000),
     "µs": Fraction(1, 1_000_000),
 }
-_PLAIN = re.compile(rf"{_NUMBER}")
+_PLAIN = re.compile(rf"{_NUMBER}", re.ASCII)  # ASCII: "٣" is not a duration
 _UNIT = "|".join(sorted(_UNITS, key=len, reverse=True))  # longest first: ms before m
-_PART = re.compile(rf"\s*({_NUMBER})\s*({_UNIT})")
+_PART = re.compile(rf"\s*({_NUMBER})\s*({_UNIT})", re.ASCII)
 _ISO_NUMBER = r"(\d+(?:[.,]\d+)?)"
 _ISO_DURATION = re.compile(
     rf"P(?:{_ISO_NUMBER}Y)?(?:{_ISO_NUMBER}M)?(?:{_ISO_NUMBER}W)?(?:{_ISO_NUMBER}D)?"
     rf"(?:T(?:{_ISO_NUMBER}H)?(?:{_ISO_NUMBER}M)?(?:{_ISO_NUMBER}S)?)?",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 _ISO_FACTORS = (None, None, _UNITS["w"], _UNITS["d"], _UNITS["h"], _UNITS["m"], _UNITS["s"])
 
-_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})|(\d{4})(\d{2})(\d{2})(?=[Tt])")
-_TIME_EXT = re.compile(r"(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?")
-_TIME_BASIC = re.compile(r"(\d{2})(?:(\d{2})(?:(\d{2})(?:[.,](\d+))?)?)?")
-_ZONE = re.compile(r"[Zz]|([+-])(\d{2})(?::?(\d{2}))?")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})|(\d{4})(\d{2})(\d{2})(?=[Tt])", re.ASCII)
+_TIME_EXT = re.compile(r"(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?", re.ASCII)
+_TIME_BASIC = re.compile(r"(\d{2})(?:(\d{2})(?:(\d{2})(?:[.,](\d+))?)?)?", re.ASCII)
+_ZONE = re.compile(r"[Zz]|([+-])(\d{2})(?::?(\d{2}))?", re.ASCII)
 
 
 def _fraction(text: str) -> Fraction:

@@ -87,6 +87,9 @@ def test_durations(text, seconds):
         ("P1DT", "not an ISO 8601 duration"),
         ("P1M", "months or years"),
         ("P1Y", "months or years"),
+        ("\u0663", "not a duration"),  # an Arabic-Indic 3: Python's int() reads it; we do not
+        ("\u0663s", "not a duration"),
+        ("PT\u0663S", "not an ISO 8601 duration"),
     ],
 )
 def test_what_is_not_a_duration(text, message):
