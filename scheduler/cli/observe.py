@@ -163,6 +163,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     for inv in info.running:
         click.echo(
             f"  scheduled {render.local(inv.scheduled)}  attempt {inv.attempt}  fence {inv.fence}"
+            + _lease(inv.lease_until, now)
         )
     click.echo(f"skipped      {'(recent first)' if info.skipped else 'none'}")
     for s in info.skipped:
@@ -179,6 +180,18 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     click.echo(f"events       {f'(last {len(recent)})' if recent else 'none'}")
     for entry in recent:
         click.echo("  " + render.event_line(entry))
+
+
+def _lease(until: float | None, now: float) -> str:
+    """A running invocation's lease, as ``show`` and ``top`` print it."""
+    if until is None:
+        return "  no lease"
+    if until >= now:
+        return f"  lease {render.span(until - now)} left"
+    return (
+        f"  lease expired {render.span(now - until)} ago (its replica stopped or stalled: "
+        "the next claim of any replica runs it again)"
+    )
 
 
 def _durations(runs: list[queries.Run]) -> str:
@@ -379,12 +392,13 @@ def _top_screen(store: AnyStore, namespace: str) -> str:
             str(r.fence),
             r.owner,
             render.span(max(0.0, now - r.scheduled)),
+            _lease(r.lease_until, now).split(" (")[0].strip().removeprefix("lease "),
         ]
         for r in queries.running(store)
     ]
     out += (
         render.table(
-            ["RUNNING JOB", "SCHEDULED", "ATTEMPT", "FENCE", "REPLICA", "FOR"],
+            ["RUNNING JOB", "SCHEDULED", "ATTEMPT", "FENCE", "REPLICA", "FOR", "LEASE"],
             rows,
             right=frozenset({2, 3, 5}),
         )

@@ -107,3 +107,27 @@ def test_a_retry_into_a_namespace_no_replica_serves_says_so(redis_url, redis_ns)
     result = CliRunner().invoke(main, ["retry", "bad", "--redis", redis_url, "-n", redis_ns])
     assert result.exit_code == 0 and "retried job 'bad'" in result.stdout
     assert f"note: no replica is alive in namespace {redis_ns!r}" in result.stderr
+
+
+def test_show_and_top_say_when_a_running_invocation_s_lease_expired(redis_url, redis_ns):
+    """A job handed back at a replica's shutdown (or whose replica died) showed as running,
+    "for 8m20s", with no replica alive and nothing to say it waits for the next claim."""
+    import time
+
+    from scheduler.cli.observe import _top_screen
+    from scheduler.stores.redis import RedisStore
+
+    store = RedisStore(redis_url, redis_ns)
+    with Client(store) as client:
+        client.enqueue("t.x", job_id="held")
+        store.claim_due({"default": 1}, 30, "alive")
+        client.enqueue("t.x", job_id="dropped")
+        store.claim_due({"default": 1}, 0.001, "gone")
+        time.sleep(0.01)  # past the 1 ms lease (no signal: time itself)
+        held = run("show", "held", "--redis", redis_url, "-n", redis_ns).stdout
+        dropped = run("show", "dropped", "--redis", redis_url, "-n", redis_ns).stdout
+        print(held)
+        assert "s left" in held and "expired" not in held
+        assert "lease expired" in dropped and "the next claim of any replica runs it" in dropped
+        screen = _top_screen(store, redis_ns)
+        assert "LEASE" in screen and "expired" in screen.split("dropped", 1)[1].splitlines()[0]

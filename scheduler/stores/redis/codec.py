@@ -334,6 +334,11 @@ def running_entries(entries: Mapping[str, str]) -> dict[str, RunningEntry]:
     return out
 
 
+def tokens_of(entries: Mapping[str, str], job_id: str) -> list[str]:
+    """The tokens of ``job_id``'s entries in the RUNNING hash ``entries``."""
+    return [t for t, r in running_entries(entries).items() if r.job_id == job_id]
+
+
 def skip_entry(data: str) -> Skip:
     """Parse one entry of a job's skip list (``skips:<job>``: ``first|last|count|reason``,
     ms)."""

@@ -135,7 +135,17 @@ def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
         ),
         lenient=True,
     )
-    return snapshots.from_replies(job_id, h, skips, dead, running)
+    tokens = [] if isinstance(running, Exception) else codec.tokens_of(running, job_id)
+    leases: dict[str, float] = {}
+    if tokens:  # its invocations' leases: when each ends unless renewed
+        calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = tuple(
+            ("zscore", (keys.lease, t), {}) for t in tokens
+        )
+        scores = yield Calls(keys.shard, calls, lenient=True)
+        leases = {
+            t: ms / 1000 for t, ms in zip(tokens, scores, strict=True) if isinstance(ms, float)
+        }
+    return snapshots.from_replies(job_id, h, skips, dead, running, leases)
 
 
 def jobs(keys: Keys) -> Op[list[JobInfo]]:

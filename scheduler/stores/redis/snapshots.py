@@ -15,18 +15,31 @@ T = TypeVar("T")
 
 
 def job_info(
-    job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
+    job_id: str,
+    h: dict[str, str],
+    skips: list[str],
+    dead: list[str],
+    running: dict[str, str],
+    leases: Mapping[str, float] | None = None,
 ) -> JobInfo:
-    """A job hash (with its skip and dead-letter lists and the running hash) as a JobInfo.
-    A definition that cannot be read still gives a snapshot (it was quarantined); fields
-    that do not parse (garbage) give one that says so instead of failing the listing."""
+    """A job hash (with its skip and dead-letter lists, the running hash and, if read,
+    the leases of its invocations by token) as a JobInfo. A definition that cannot be
+    read still gives a snapshot (it was quarantined); fields that do not parse (garbage)
+    give one that says so instead of failing the listing."""
     try:
-        return _job_info(job_id, h, skips, dead, running)
+        return _job_info(job_id, h, skips, dead, running, leases)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         return malformed(job_id, f"{type(exc).__name__}: {str(exc)[:120]}", h.get("lane"))
 
 
-def from_replies(job_id: str, h: Any, skips: Any, dead: Any, running: Any) -> JobInfo | None:
+def from_replies(
+    job_id: str,
+    h: Any,
+    skips: Any,
+    dead: Any,
+    running: Any,
+    leases: Mapping[str, float] | None = None,
+) -> JobInfo | None:
     """``job_info`` of a lenient read's replies (sansio.Calls): a reply that is an error
     (a key of the wrong type) reads as empty, and a job key that is not a hash as a
     ``malformed`` job; None if there is no such job."""
@@ -35,7 +48,8 @@ def from_replies(job_id: str, h: Any, skips: Any, dead: Any, running: Any) -> Jo
     if not h:
         return None
     skips, dead = ([] if isinstance(x, Exception) else x for x in (skips, dead))
-    return job_info(job_id, h, skips, dead, {} if isinstance(running, Exception) else running)
+    every = {} if isinstance(running, Exception) else running
+    return job_info(job_id, h, skips, dead, every, leases)
 
 
 def malformed(job_id: str, why: str, lane: object = None) -> JobInfo:
@@ -69,16 +83,22 @@ def _count(h: Mapping[str, str], name: str) -> int:
 
 
 def _job_info(
-    job_id: str, h: dict[str, str], skips: list[str], dead: list[str], running: dict[str, str]
+    job_id: str,
+    h: dict[str, str],
+    skips: list[str],
+    dead: list[str],
+    running: dict[str, str],
+    leases: Mapping[str, float] | None,
 ) -> JobInfo:
     try:
         spec: JobSpec | None = decode(h["def"], job_id)
     except (ValueError, KeyError, TypeError):
         spec = None  # quarantined: still inspectable
     invs = []
-    for r in running_entries(running).values():
+    for token, r in running_entries(running).items():
         if r.job_id == job_id:
-            invs.append(InvocationInfo(job_id, r.scheduled, r.attempt, r.fence, None))
+            lease = (leases or {}).get(token)
+            invs.append(InvocationInfo(job_id, r.scheduled, r.attempt, r.fence, lease))
     if h.get("cancelled") == "1":
         state = "cancelled"
     elif h.get("state"):
