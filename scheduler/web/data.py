@@ -7,6 +7,7 @@ stream entry is read here.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from scheduler.cli import render
@@ -223,4 +224,8 @@ def events(
 
 def _events(recent: list[Any], redact: bool) -> list[dict[str, Any]]:
     keep: Any = redaction.event if redact else (lambda e: e)
-    return [render.event_json(keep(e.event), e.id) for e in reversed(recent)]
+    rows, seen = [], Counter[str]()
+    for e in reversed(recent):  # the changes of one batch entry share its stream id
+        n, seen[e.id] = seen[e.id], seen[e.id] + 1
+        rows.append(render.event_json(keep(e.event), e.id if not n else f"{e.id}.{n}"))
+    return rows

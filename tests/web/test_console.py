@@ -10,7 +10,7 @@ import time
 import pytest
 
 from scheduler import Client
-from scheduler.stores.redis import minutes
+from scheduler.stores.redis import RedisStore, minutes
 
 pytestmark = pytest.mark.redis
 
@@ -440,3 +440,20 @@ def test_an_unknown_api_path_answers_json(console_factory, jobs, redis_ns):
         r = web.get(path)
         assert r.status_code == 404 and r.json()["error"].startswith("no such endpoint"), path
     assert web.get("/nope").status_code == 404  # pages: Starlette's own
+
+
+def test_each_event_has_an_id_of_its_own(console_factory, redis_url, redis_ns):
+    """The changes of one batch entry (a claim of several jobs) shared its stream id: the
+    live tail, which skips the ids it has shown, could hide some of them."""
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue_many({"task": "t.x", "job_id": f"b{n}", "delay": 0} for n in range(5))
+    store = RedisStore(redis_url, redis_ns)
+    assert len(store.claim_due({"default": 5}, 30, "o").claims) == 5  # one batch entry
+    web, _ = console_factory()
+    events = web.get(f"/api/ns/{redis_ns}/events", params={"kind": "claimed"}).json()["events"]
+    ids = [e["id"] for e in events]
+    assert len(ids) == 5 and len(set(ids)) == 5
+    page = web.get(f"/ns/{redis_ns}/events").text
+    assert len(set(re.findall(r'data-id="([^"]+)"', page))) == page.count("data-id=")
+    store.close()
+    client.close()
