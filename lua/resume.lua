@@ -29,12 +29,12 @@ local corrupt = aside_ok() or seq_ok() or events_ok('resumed', 'quarantined')
 if corrupt then return corrupt end
 local jk, now = jkey(job), now_ms()
 local f, why, t = read_job(job, {'gen', 'paused', 'stash', 'lane', 'running', 'queued',
-  'cancelled', 'kind', 'e', 'retries'})
+  'cancelled', 'kind', 'e', 'retries', 'state'})
 if why then
   move_aside(now, 'resume', {id = job, job = job, reason = why, type = t})
   return 0
 end
-if not f or f.paused ~= '1' then return 0 end
+if not f or f.paused ~= '1' or (f.state and f.state ~= '') then return 0 end  -- ended
 corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
 redis.call('HDEL', jk, 'paused', 'stash')

@@ -23,6 +23,7 @@ end
 local function retire(job, outcome)
   local jk = jkey(job)
   redis.call('HSET', jk, 'state', outcome)
+  redis.call('HDEL', jk, 'paused', 'stash')  -- paused while its last run ran: it ended
   redis.call('PEXPIRE', jk, RETENTION)
   redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION)
   redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION)

@@ -553,6 +553,27 @@ def test_trigger_brings_a_one_off_forward_it_never_runs_twice(store, clock):
     assert details == ["brought forward"] * 4
 
 
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_a_one_off_paused_while_it_runs_ends_with_its_run(store, clock, outcome):
+    """Found by a stranger's fleet audit: a one-off paused while its only run was under
+    way never retired (it stayed "paused" after it succeeded), and over Redis a resume
+    let the reconciler queue it again: it ran twice, attempt 1 both times."""
+    store.add(spec("once", After(0)))
+    (c,) = claim(store).claims
+    assert store.pause("once")
+    if outcome == "succeeded":
+        store.complete(c, "done")
+    else:
+        store.fail(c, "RuntimeError: boom", None)
+    info = store.get("once")
+    assert info.state == outcome and info.runs + info.failures == 1, info
+    assert store.resume("once") is False  # nothing to resume: it ended
+    if hasattr(store, "reconcile"):
+        assert store.reconcile().findings == ()  # nothing to requeue
+    clock.advance(60)
+    assert claim(store).claims == []
+
+
 def test_enqueue_many_stores_all_or_refuses_before_writing(store, clock):
     from scheduler import Client
 

@@ -301,8 +301,10 @@ class MemoryStore(MemorySteering):
             return None
         self._running_per_job.pop(job.spec.job_id, None)
         if not job.pending and job.queued is None and not job.cancelled:
-            if job.paused is None and not job.spec.recurring:  # a one-off that ended
-                job.outcome = how
+            # a one-off that ended, paused or not (paused while it ran: its stash is empty,
+            # and a resume had nothing to run: it stayed live, never retired)
+            if not job.paused and not job.spec.recurring:
+                job.outcome, job.paused = how, None
                 self._retire_locked(job)
             return None
         # an occurrence deferred while this run was claimed (due now): claim it now
@@ -313,8 +315,8 @@ class MemoryStore(MemorySteering):
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)
-        elif not job.spec.recurring and not job.pending and job.paused is None:
-            job.outcome = how
+        elif not job.spec.recurring and not job.pending and not job.paused:
+            job.outcome, job.paused = how, None
             self._retire_locked(job)
         return woke
 
