@@ -47,8 +47,10 @@ def _steer(
                 f"; {running} running invocation(s) asked to stop (at their replica's next "
                 "lease renewal, within a third of the lease)"
             )
-        elif running:
+        elif running and verb == "cancel":
             extra += f"; {running} running invocation(s) may finish (--interrupt stops them)"
+        elif running and verb == "pause":
+            extra += f"; {running} running invocation(s) may finish"
         past = {
             "cancel": "cancelled",
             "pause": "paused",

@@ -131,3 +131,23 @@ def test_show_and_top_say_when_a_running_invocation_s_lease_expired(redis_url, r
         assert "lease expired" in dropped and "the next claim of any replica runs it" in dropped
         screen = _top_screen(store, redis_ns)
         assert "LEASE" in screen and "expired" in screen.split("dropped", 1)[1].splitlines()[0]
+
+
+def test_trigger_says_nothing_of_interrupting_the_run_it_started(redis_url, redis_ns):
+    """``duetime trigger`` of an idle recurring job said "1 running invocation(s) may
+    finish (--interrupt stops them)": the run it had just started, and an option trigger
+    does not have."""
+    from scheduler.stores.redis import RedisStore
+
+    store = RedisStore(redis_url, redis_ns)
+    with Client(store) as client:
+        client.enqueue("t.x", every=3600, job_id="r")
+        store.claim_due({"default": 1}, 30, "o")  # none due: the trigger's run is claimed below
+        result = run("trigger", "r", "--redis", redis_url, "-n", redis_ns)
+        assert result.exit_code == 0 and result.stdout.startswith("triggered a run of job 'r'")
+        store.claim_due({"default": 1}, 30, "o")
+        result = run("trigger", "r", "--redis", redis_url, "-n", redis_ns)
+        assert result.exit_code == 0 and "--interrupt" not in result.output
+        result = run("pause", "r", "--redis", redis_url, "-n", redis_ns)
+        assert "1 running invocation(s) may finish" in result.stdout
+        assert "--interrupt" not in result.output
