@@ -60,16 +60,25 @@ def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
         report = demo_shared.run(url, seconds=seconds, echo=click.echo)
     click.echo(
         f"\n{report.invocations} invocations, {report.executions} executions, "
-        f"{report.completed} completed; replica {report.killed_pid} was killed."
+        f"{report.completed} completed; replica {report.killed_pid} was killed while it ran "
+        f"{len(report.in_flight)}."
     )
     for e in report.reruns:
         click.echo(
             f"  {e['inv']}: re-run by {e['pid']} with attempt {e['attempt']} "
             f"(fence {e['fence']}) after the killed owner's lease expired"
         )
+    for what, items in (
+        ("lost (enqueued, never ran)", report.lost),
+        ("run twice without a takeover", report.doubled),
+        ("repeated, not as a takeover", [e["inv"] for e in report.bad_reruns]),
+    ):
+        if items:
+            click.echo(f"  {what}: {', '.join(items)}")
     click.echo(
-        "OK: every invocation completed exactly once; the only repeats are takeovers "
-        "of work the killed replica had started."
+        "OK: nothing lost, nothing doubled: each invocation ran to its end, and ran again "
+        "only as a takeover (attempt 2, higher fence) of work the killed replica had in "
+        "flight, each piece of which was taken over."
         if report.ok
         else "FAILED: see above"
     )

@@ -2,9 +2,10 @@
 
 Starts a Redis (embedded unless a URL is given), three replica processes and a producer
 (this process); enqueues one-off and recurring jobs; kills one replica with SIGKILL while
-it runs jobs; prints a live table; and ends with the proof: every invocation completed
-exactly once, and the killed replica's in-flight invocations were taken over by the others
-(attempt 2, higher fence) after its lease expired.
+it runs jobs (one the witness log shows running a job at that moment); prints a live
+table; and ends with the proof: every one-off enqueued ran, every invocation ran to its
+end, none ran twice except the killed replica's, and each invocation it had in flight was
+taken over by the others (attempt 2, higher fence) after its lease expired.
 
 Each execution is recorded by the demo task itself, in a list the scheduler does not
 manage (``duetime:{ns}:demo:log``), so the proof does not trust the scheduler's own books.
@@ -67,14 +68,22 @@ class Report:
     reruns: list[dict[str, Any]] = field(default_factory=list)
     per_pid: Counter[int] = field(default_factory=Counter)
     killed_pid: int | None = None
+    in_flight: list[str] = field(default_factory=list)  # the killed replica's, at its death
+    lost: list[str] = field(default_factory=list)  # one-offs enqueued that never ran
+    doubled: list[str] = field(default_factory=list)  # ran twice, not a takeover
+    bad_reruns: list[dict[str, Any]] = field(default_factory=list)  # repeats of no takeover
 
     @property
     def ok(self) -> bool:
-        """Every invocation completed once; every extra execution is a takeover (attempt
-        2+) of an invocation the killed replica had started."""
-        taken_over = all(r["attempt"] >= 2 for r in self.reruns)
-        proved = self.invocations > 0 and self.killed_pid is not None  # else nothing shown
-        return proved and self.completed == self.invocations and taken_over
+        """Nothing lost: every one-off enqueued ran, and every invocation ran to its end;
+        nothing doubled: an invocation ran again only when the killed replica had started
+        it, and then as a takeover (attempt 2+, a higher fence); and the kill showed one:
+        the killed replica had work in flight, and each piece was run again by another."""
+        proved = self.invocations > 0 and self.killed_pid is not None and bool(self.in_flight)
+        taken = {r["inv"] for r in self.reruns if r["pid"] != self.killed_pid}
+        every_taken_over = all(inv in taken for inv in self.in_flight)
+        clean = not (self.lost or self.doubled or self.bad_reruns)
+        return proved and clean and self.completed == self.invocations and every_taken_over
 
 
 def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) -> Report:
@@ -103,8 +112,9 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
         _wait(lambda: len(queries.replicas(store)) == 3, 20)
         echo(f"3 replicas up (pids {', '.join(str(p.pid) for p in procs)}), namespace {ns}")
         with Client(url, namespace=ns) as client:
-            for i in range(24):
-                client.enqueue("duetime.demo.work", delay=0.2 + i * seconds / 48)
+            expected = [
+                client.enqueue("duetime.demo.work", delay=0.2 + i * seconds / 48) for i in range(24)
+            ]
             for name in ("every-700ms", "every-1s"):
                 client.enqueue(
                     "duetime.demo.work",
@@ -116,18 +126,23 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
             while time.monotonic() - t0 < seconds:
                 log = _log(r, ns)
                 if not killed and time.monotonic() - t0 > seconds / 3:
-                    busy = Counter(e["pid"] for e in log)
-                    victim = next((p for p in procs if busy.get(p.pid)), procs[0])
-                    victim.send_signal(signal.SIGKILL)
-                    victim.wait()
-                    report.killed_pid, killed = victim.pid, True
-                    echo(f"-- killed replica {victim.pid} with SIGKILL while it ran jobs --")
+                    victim = _busy(r, ns, log, procs)
+                    if victim is not None:  # else look again: a replica that runs a job now
+                        victim.send_signal(signal.SIGKILL)
+                        victim.wait()
+                        report.killed_pid, killed = victim.pid, True
+                        report.in_flight = _in_flight(r, ns, victim.pid)
+                        echo(
+                            f"-- killed replica {victim.pid} with SIGKILL while it ran "
+                            f"{len(report.in_flight)} job(s) --"
+                        )
+                        continue
                 _table(echo, log, procs, report.killed_pid, time.monotonic() - t0)
-                time.sleep(0.5)
+                time.sleep(0.5 if killed else 0.05)
             for name in ("every-700ms", "every-1s"):
                 client.cancel(name)
         _wait(lambda: _settled(store), 10)
-        _tally(report, r, ns)
+        _tally(report, r, ns, expected)
         return report
     finally:
         for p in procs:
@@ -166,18 +181,45 @@ def _replica_command(url: str, ns: str) -> list[str]:
     ]
 
 
-def _tally(report: Report, r: Any, ns: str) -> None:
-    """Fill ``report`` from the witness log: executions, reruns, completions."""
+def _busy(
+    r: Any, ns: str, log: list[dict[str, Any]], procs: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes] | None:
+    """A live replica that is running a demo job now (per the witness log), or None."""
+    done = r.hgetall(Keys(ns).app("demo:done"))
+    running = {e["pid"] for e in log if not int(done.get(e["inv"], 0))}
+    return next((p for p in procs if p.pid in running and p.poll() is None), None)
+
+
+def _in_flight(r: Any, ns: str, pid: int) -> list[str]:
+    """The invocations replica ``pid`` had started and not finished when it died."""
+    done = r.hgetall(Keys(ns).app("demo:done"))
+    return sorted({e["inv"] for e in _log(r, ns) if e["pid"] == pid and not done.get(e["inv"])})
+
+
+def _tally(report: Report, r: Any, ns: str, expected: list[str]) -> None:
+    """Fill ``report`` from the witness log: executions, reruns, completions, and what
+    was lost, doubled or repeated without a takeover."""
     log = _log(r, ns)
     done = r.hgetall(Keys(ns).app("demo:done"))
-    first_seen: set[str] = set()
+    first: dict[str, dict[str, Any]] = {}
     for e in log:
-        if e["inv"] in first_seen:
-            report.reruns.append(e)
-        first_seen.add(e["inv"])
-    report.invocations = len(first_seen)
+        if e["inv"] not in first:
+            first[e["inv"]] = e
+            continue
+        report.reruns.append(e)
+        was = first[e["inv"]]
+        if was["pid"] != report.killed_pid or e["attempt"] < 2 or e["fence"] <= was["fence"]:
+            report.bad_reruns.append(e)
+    report.invocations = len(first)
     report.executions = len(log)
-    report.completed = sum(1 for inv in first_seen if int(done.get(inv, 0)) >= 1)
+    report.completed = sum(1 for inv in first if int(done.get(inv, 0)) >= 1)
+    report.doubled = sorted(
+        inv
+        for inv, e in first.items()
+        if int(done.get(inv, 0)) > 1 and e["pid"] != report.killed_pid
+    )
+    ran = {e["job"] for e in log}
+    report.lost = [job for job in expected if job not in ran]
     report.per_pid = Counter(e["pid"] for e in log)
 
 

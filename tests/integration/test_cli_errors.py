@@ -341,7 +341,13 @@ def test_the_demo_does_not_call_a_run_that_proved_nothing_ok():
 
     assert not Report().ok  # nothing ran, nobody was killed
     assert not Report(invocations=3, executions=3, completed=3).ok  # nobody was killed
-    assert Report(invocations=3, executions=3, completed=3, killed_pid=42).ok
+    run = dict(invocations=3, executions=4, completed=3, killed_pid=42)
+    assert not Report(**run).ok  # killed with nothing in flight: no takeover shown
+    takeover = {"inv": "a@1", "pid": 7, "attempt": 2, "fence": 9}
+    assert Report(**run, in_flight=["a@1"], reruns=[takeover]).ok
+    assert not Report(**run, in_flight=["a@1", "b@1"], reruns=[takeover]).ok  # b not taken
+    for bad in ({"lost": ["j3"]}, {"doubled": ["c@1"]}, {"bad_reruns": [takeover]}):
+        assert not Report(**run, in_flight=["a@1"], reruns=[takeover], **bad).ok, bad
 
 
 def test_kwargs_nested_too_deeply_are_a_usage_error(redis_server):

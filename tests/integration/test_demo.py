@@ -17,6 +17,8 @@ def test_demo_proves_once_and_takeover(redis_url, redis_client):
     assert set(redis_client.scan_iter(match=b"duetime:{demo-*")) == before
     assert report.killed_pid is not None and report.per_pid[report.killed_pid] > 0
     assert report.ok, report
+    assert report.in_flight and not (report.lost or report.doubled or report.bad_reruns)
+    assert {r["inv"] for r in report.reruns} >= set(report.in_flight)  # each taken over
     assert report.completed == report.invocations >= 24
     assert report.executions == report.invocations + len(report.reruns)
     assert all(r["pid"] != report.killed_pid for r in report.reruns)  # taken over by others
