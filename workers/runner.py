@@ -108,7 +108,7 @@ class Runner:
         )
         # with batched acks, successes are reported to the metrics per flush (``recorded``);
         # appended and popped by any thread without a lock (deque operations are atomic)
-        self._successes: deque[Run] = deque()
+        self._successes: deque[tuple[str, Run]] = deque()  # (claim token, run)
         self._is_async = AsyncFlags()
         self._owner = owner
         self._active_lock = threading.Lock()
@@ -256,8 +256,10 @@ class Runner:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
-            if self._counts:
-                self._succeeded(Run(claim.lane, task_label(claim), ran.took, ran.waited))
+            if self._counts and self._acks is not None:  # reported once recorded (recorded())
+                self._successes.append(
+                    (claim.token, Run(claim.lane, task_label(claim), ran.took, ran.waited))
+                )
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "job %s invocation %s attempt %d succeeded",
@@ -269,17 +271,14 @@ class Runner:
             if self._acks is not None:
                 self._acks.add(claim, result)
                 return True
-            self._commit(claim, lambda: self._store.complete(claim, result))
+            committed = self._commit(claim, lambda: self._store.complete(claim, result))
+            if self._counts and committed is Commit.OK:  # a refused one is a lost lease
+                self._metrics.succeeded_many(
+                    (Run(claim.lane, task_label(claim), ran.took, ran.waited),)
+                )
         else:
             self._record_failure(claim, error, ran)
         return False
-
-    def _succeeded(self, run: Run) -> None:
-        """Report a success: at once without batched acks, else with the next flush."""
-        if self._acks is None:
-            self._metrics.succeeded_many((run,))
-        else:  # appended before its ack is queued, so the flush of that ack reports it
-            self._successes.append(run)
 
     def recorded(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
         """A flush of batched acks ended (``Acks(on_recorded=...)``): the heartbeat stops
@@ -287,15 +286,8 @@ class Runner:
         the metrics in one call."""
         if self._heartbeat is not None:
             self._heartbeat.settled_many(claims, results)
-        runs = []
-        pop = self._successes.popleft
-        try:
-            for _ in range(len(self._successes)):
-                runs.append(pop())
-        except IndexError:  # another flush took the rest meanwhile
-            pass
-        if runs:
-            self._metrics.succeeded_many(runs)
+        if self._successes:
+            self._report_successes(claims, results)
         if self._lags:
             lags = []
             pop_lag = self._lags.popleft
@@ -306,6 +298,28 @@ class Runner:
                 pass
             if lags:
                 self._metrics.loop_lag_many(lags)
+
+    def _report_successes(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
+        """Report to the metrics the successes this flush recorded: a success the store
+        refused (its lease was lost: the heartbeat reports that) or whose write was given
+        up is not one. Successes of other flushes go back to the deque (each is appended
+        before its ack is queued, so its own flush finds it)."""
+        outcomes: Sequence[Commit | None] = results if results is not None else [None] * len(claims)
+        mine = dict(zip((c.token for c in claims), outcomes, strict=True))
+        runs, others = [], []
+        pop = self._successes.popleft
+        try:
+            for _ in range(len(self._successes)):
+                token, run = pop()
+                if token not in mine:
+                    others.append((token, run))
+                elif mine[token] is Commit.OK:
+                    runs.append(run)
+        except IndexError:  # another flush took the rest meanwhile
+            pass
+        self._successes.extend(others)
+        if runs:
+            self._metrics.succeeded_many(runs)
 
     def hand_back(self) -> int:
         """End the leases of the jobs still running (``Heartbeat.hand_back``); 0 without
@@ -394,15 +408,15 @@ class Runner:
             return True
         return hb.renew_one(work.claim)
 
-    def _commit(self, claim: Claim, write: Callable[[], Commit]) -> None:
-        """Record the outcome (retried a few times; see workers.commits)."""
+    def _commit(self, claim: Claim, write: Callable[[], Commit]) -> Commit | None:
+        """Record the outcome (retried a few times; see workers.commits); the store's
+        answer, None if the write was given up."""
         result = commits.record(claim.invocation_id, write)
         if self._heartbeat is not None:
             self._heartbeat.settled(claim, result)  # a refusal is a lost lease: reported once
-        if result is None:
-            return
-        if result is not Commit.OK:
+        if result is not None and result is not Commit.OK:
             commits.refused(claim, result)
+        return result
 
 
 def _why_cancelled(reason: str, timeout: float | None) -> BaseException:

@@ -146,6 +146,31 @@ def test_every_success_reaches_the_metrics_in_batches(make_engine, clock):
     assert all(r.lane == "default" and r.task == "callable" for r in runs)
 
 
+def test_a_success_the_store_refused_is_not_counted_as_one(make_engine, clock):
+    """Found by a stranger's Redis stall: a success whose commit was refused (its lease was
+    lost meanwhile: "stale commit rejected") was counted as succeeded, and again when the
+    invocation ran a second time (6 successes for 3 jobs)."""
+    from scheduler.model import Commit
+    from scheduler.stores.memory import MemoryStore
+
+    class Refusing(MemoryStore):
+        def complete_many(self, done):
+            answers = super().complete_many(done)
+            return [
+                Commit.LEASE_LOST if claim.job_id.startswith("stale") else answer
+                for (claim, _), answer in zip(done, answers, strict=True)
+            ]
+
+    metrics = Successes()
+    eng = make_engine(2, metrics=metrics, store=Refusing(clock))
+    for n in range(6):
+        eng.after(lambda: None, 1, job_id=f"stale-{n}" if n % 2 else f"fine-{n}")
+    clock.advance(1)
+    assert eng.wait_idle()
+    runs = [run for batch in metrics.batches for run in batch]
+    assert len(runs) == 3, runs
+
+
 def test_the_default_batch_hook_calls_the_per_job_hooks():
     seen: list[tuple] = []
 
