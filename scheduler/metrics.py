@@ -16,7 +16,9 @@ alarms, ...).
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -248,19 +250,47 @@ class PrometheusMetrics(Metrics):
 
 class _NamespaceCollector:
     """Reads namespace-wide figures from the store at scrape time (when the source
-    returns them: on the metrics leader only). A store that cannot be read leaves them
-    out of this scrape; the replica's own series are still served."""
+    returns them: on the metrics leader only). A store that cannot be read, or not within
+    ``deadline`` seconds, leaves them out of this scrape; the replica's own series are
+    still served (a Redis that hung made a scrape take 15 s, past Prometheus's 10 s
+    scrape timeout: the whole scrape was lost). A read still under way when the next
+    scrape comes is not started again."""
+
+    deadline = 2.0
 
     def __init__(self, namespace: str, source: Callable[[], NamespaceFigures | None]) -> None:
         self._namespace = namespace
         self._source = source
+        self._pending: concurrent.futures.Future[NamespaceFigures | None] | None = None
+
+    def _read(self) -> NamespaceFigures | None:
+        if self._pending is None or self._pending.done():
+            future: concurrent.futures.Future[NamespaceFigures | None] = concurrent.futures.Future()
+
+            def read() -> None:  # a daemon thread: a hung read never holds the exit
+                try:
+                    future.set_result(self._source())
+                except Exception as exc:  # noqa: BLE001 - raised again by result()
+                    future.set_exception(exc)
+
+            self._pending = future
+            threading.Thread(target=read, name="duetime-metrics-read", daemon=True).start()
+        try:
+            return self._pending.result(timeout=self.deadline)
+        except concurrent.futures.TimeoutError:
+            log.warning(
+                "reading the namespace's figures for /metrics took over %gs: left out of "
+                "this scrape",
+                self.deadline,
+            )
+            return None
 
     def collect(self) -> Iterable[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         ns = self._namespace
         try:
-            data = self._source()
+            data = self._read()
         except Exception as exc:  # Redis down or refusing: no namespace figures this time
             log.warning("reading the namespace's figures for /metrics failed: %s", exc)
             data = None
@@ -297,6 +327,9 @@ class _NamespaceCollector:
             "State changes recorded by the store",
             labels=["namespace", "kind"],
         )
-        for kind, n in data.get("events", {}).items():
+        counts = data.get("events", {})
+        if counts or "events" in data:  # a data loss is exported from 0, so that increase()
+            counts = {"data_loss": 0, **counts}  # sees its first alarm (a new series did not)
+        for kind, n in counts.items():
             events.add_metric([ns, kind], n)
         yield events

@@ -40,6 +40,15 @@ def test_the_fastapi_recipe_enqueues_through_its_lifespan_client(redis_url, redi
         r = http.post("/reports/7", params={"delay": "90s"})
         assert r.status_code == 200, r.text
         job_id = r.json()["job_id"]
+        for bad in ("-5", "banana"):  # were a 500 with a traceback
+            r = http.post("/reports/8", params={"delay": bad})
+            assert r.status_code == 422 and "delay" in r.json()["detail"], r.text
+    from scheduler import tasks
+
+    if str(RECIPES.parent) not in sys.path:
+        sys.path.insert(0, str(RECIPES.parent))
+    myapp = importlib.import_module("myapp.tasks")  # what the replicas --import
+    assert tasks.registered("myapp.report") is myapp.report  # the task it enqueues exists
     with Client(RedisStore(redis_url, redis_ns)) as c:
         info = c.get(job_id)
     assert (info.task, info.args, info.state) == ("myapp.report", '{"customer_id":7}', "scheduled")
@@ -100,6 +109,8 @@ def test_the_django_recipe_enqueues_from_views_and_its_command_runs_them(
     welcome = r.json()["job_id"]
 
     async def digest() -> str:
+        bad = await DjangoAsyncClient().get("/digest/9", {"delay": "xx"})  # was a 500
+        assert bad.status_code == 400 and "not a duration" in bad.json()["error"]
         resp = await DjangoAsyncClient().get("/digest/8", {"delay": "0.2"})
         assert resp.status_code == 200, resp.content
         return str(resp.json()["job_id"])

@@ -58,6 +58,9 @@ def test_claims_lag_and_outcomes(make_engine, clock):
     assert value(metrics, "duetime_queue_depth", lane="default") == 7
     assert value(metrics, "duetime_replicas_alive") == 3
     assert value(metrics, "duetime_events_total", kind="skipped") == 2
+    # exported from 0: DuetimeDataLoss's increase() sees the first alarm (a series that
+    # appears at 1 has no increase)
+    assert value(metrics, "duetime_events_total", kind="data_loss") == 0
     assert value(metrics, "duetime_quarantined") == 4
     assert value(metrics, "duetime_metrics_leader") == 1
     assert value(metrics, "duetime_run_duration_seconds_count", task="callable", outcome="failed")
@@ -187,3 +190,32 @@ def test_the_example_alert_rules_are_valid_and_name_real_metrics():
     if shutil.which("promtool"):
         out = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True)
         assert out.returncode == 0, out.stderr
+
+
+def test_a_namespace_read_that_hangs_leaves_the_scrape_on_time(monkeypatch):
+    """A Redis that hung made /metrics take 15 s (two reads in a row, each waiting out
+    the socket timeout), past Prometheus's 10 s scrape timeout: the whole scrape, the
+    replica's own series with it, was lost."""
+    import threading
+    import time
+
+    from scheduler.metrics import _NamespaceCollector
+
+    monkeypatch.setattr(_NamespaceCollector, "deadline", 0.2)
+    release, calls = threading.Event(), []
+
+    def hung() -> dict:
+        calls.append(1)
+        release.wait(10)
+        return {"replicas": 3}
+
+    metrics = PrometheusMetrics(namespace="prod", namespace_source=hung)
+    started = time.monotonic()
+    assert value(metrics, "duetime_metrics_leader") == 0  # left out of this scrape
+    assert value(metrics, "duetime_metrics_leader") == 0  # the read still hangs: not again
+    assert time.monotonic() - started < 2 and len(calls) == 1
+    release.set()
+    deadline = time.monotonic() + 5
+    while value(metrics, "duetime_replicas_alive") != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert value(metrics, "duetime_replicas_alive") == 3  # read again once the store answers

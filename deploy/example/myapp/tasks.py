@@ -22,3 +22,11 @@ def hello(name: str = "world") -> str:
         inv.fence,
     )
     return f"hello, {name}"
+
+
+@task("myapp.report")
+async def report(customer_id: int) -> dict[str, int]:
+    """The FastAPI recipe's job (deploy/example/recipes/fastapi_app.py): an ``async def``
+    task runs on its replica's event loop."""
+    log.info("report for customer %d (job %s)", customer_id, current_invocation().job_id)
+    return {"customer_id": customer_id}

@@ -13,7 +13,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 
 from scheduler import AsyncClient
 
@@ -32,7 +32,13 @@ app = FastAPI(lifespan=lifespan)
 
 @app.post("/reports/{customer_id}")
 async def schedule_report(customer_id: int, request: Request, delay: str = "1h") -> dict[str, str]:
-    """Run ``myapp.report`` for the customer after ``delay`` (a duration: 90s, 1h30m)."""
+    """Run ``myapp.report`` (deploy/example/myapp/tasks.py) for the customer after
+    ``delay`` (a duration: 90s, 1h30m); a delay that is not one is the client's error."""
     client: AsyncClient = request.app.state.duetime
-    job_id = await client.enqueue("myapp.report", delay=delay, kwargs={"customer_id": customer_id})
+    try:
+        job_id = await client.enqueue(
+            "myapp.report", delay=delay, kwargs={"customer_id": customer_id}
+        )
+    except (ValueError, TypeError) as exc:  # bad input: nothing was stored
+        raise HTTPException(status_code=422, detail=str(exc)) from None
     return {"job_id": job_id}

@@ -28,7 +28,10 @@ def welcome(request: HttpRequest, user_id: int) -> JsonResponse:
 async def digest(request: HttpRequest, user_id: int) -> JsonResponse:
     cfg = settings.DUETIME
     async with AsyncClient(cfg["REDIS_URL"], namespace=cfg["NAMESPACE"]) as c:
-        job_id = await c.enqueue(
-            "site.digest", kwargs={"user_id": user_id}, delay=request.GET.get("delay", 0)
-        )
+        try:
+            job_id = await c.enqueue(
+                "site.digest", kwargs={"user_id": user_id}, delay=request.GET.get("delay", 0)
+            )
+        except (ValueError, TypeError) as exc:  # a delay that is not one: nothing stored
+            return JsonResponse({"error": str(exc)}, status=400)
     return JsonResponse({"job_id": job_id})
