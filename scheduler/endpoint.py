@@ -45,6 +45,12 @@ class Endpoint:
     def port(self) -> int:
         return int(self._server.server_address[1])
 
+    @property
+    def url(self) -> str:
+        """``http://host:port`` as bound (the port chosen when 0 was asked; IPv6 in [])."""
+        host = str(self._server.server_address[0])
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
     def start(self) -> Endpoint:
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="duetime-endpoint", daemon=True

@@ -208,11 +208,12 @@ def run(
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
         logging.getLogger("duetime").info(
-            "replica %s running namespace %r at %s with lanes %s",
+            "replica %s running namespace %r at %s with lanes %s%s",
             owner,
             namespace,
             store.url,
             served,
+            "" if endpoint is None else f"; /metrics, /healthz, /readyz on {endpoint.url}",
         )
         while not requests.stop.wait(summary_every or None):
             signals.log_summary()

@@ -270,6 +270,8 @@ def test_default_log_level_endpoint_and_metrics_leader(private_redis, tmp_path):
         for r in replicas:
             r.kill()
     logs = [r.log.read_text() for r in replicas]
+    for r, log in zip(replicas, logs, strict=True):  # the start line says where it serves
+        assert f"/metrics, /healthz, /readyz on http://127.0.0.1:{r.port}" in log, log
     succeeded = 0
     for log in logs:
         assert " started" not in log and " succeeded\n" not in log, log  # no line per job
