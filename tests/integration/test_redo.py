@@ -233,7 +233,11 @@ def test_cli_ls_state_json_and_paging(cli, client, rs):
 def test_cli_retry_delete_and_their_refusals(cli, client, rs):
     client.enqueue("t.fails", job_id="f1")
     fail_now(rs, "f1")
-    r = cli("retry", "--failed", "--dry-run", "--json")
+    client.enqueue("t.fails", job_id="c1")  # cancelled while it ran, then failed: its dead
+    (c,) = [c for c in rs.claim_due(CAPS, 10.0, "o1").claims if c.job_id == "c1"]
+    client.cancel("c1")
+    assert rs.fail(c, "stopped", None) is Commit.OK  # letter stays; retry refuses it
+    r = cli("retry", "--failed", "--dry-run", "--json")  # listed c1 too, which retry refused
     assert r.exit_code == 0 and json.loads(r.output) == {"dry_run": True, "jobs": ["f1"]}
     r = cli("retry", "f1", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["queued"] == 1

@@ -57,6 +57,9 @@ def queued(done: Retried) -> int:
     return done.queued
 
 
+ENDED_FOR_GOOD = ("cancelled", "succeeded")  # retry.lua refuses these ("not_failed")
+
+
 def retryable(store: AnyStore, task: str | None = None) -> list[str]:
     """Every job with dead letters (failed one-offs among them), optionally of ``task``."""
     return run(store, retryable_op(_layout(store), task))
@@ -67,7 +70,8 @@ def retryable_op(layout: Layout, task: str | None = None) -> Op[list[str]]:
     cursor: str | None = None
     while True:
         page = yield from listing.page(layout.parts, "dead", task=task, limit=500, cursor=cursor)
-        out += [i.job_id for i in page.jobs if not i.running]
+        # what retry.lua would take: not running, nor cancelled or succeeded since
+        out += [i.job_id for i in page.jobs if not i.running and i.state not in ENDED_FOR_GOOD]
         cursor = page.cursor
         if cursor is None:
             return list(dict.fromkeys(out))
