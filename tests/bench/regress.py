@@ -170,8 +170,8 @@ def rule(scenario: str, metric: str) -> tuple[str, float | None]:
     return METRIC_RULES.get(metric, CPU)
 
 
-def summary(r: Runner) -> str:
-    lines = ["| scenario | figure | before (d064214) | after | after/before | rule | verdict |"]
+def summary(r: Runner, before: str) -> str:
+    lines = [f"| scenario | figure | before ({before}) | after | after/before | rule | verdict |"]
     lines.append("|---|---|---:|---:|---:|---|---|")
     keys = dict.fromkeys((s, m) for s, m, _ in r.figs)
     for s, m in keys:
@@ -234,7 +234,7 @@ def main() -> None:
                 scale(r, trees[side], side)
         if "backlog" in a.only and i < a.backlog_runs:
             probe(r, ordered, "recurring", pending=20_000 if a.quick else 1_000_000)
-    table = summary(r)
+    table = summary(r, a.before)
     r.log(f"\n# summary ({time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.2f})\n")
     r.out.write(table + "\n")
     print(table)
