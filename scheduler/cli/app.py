@@ -270,9 +270,12 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
         )
     refused = _REFUSED.search(text)
     if isinstance(exc, redis.exceptions.NoPermissionError) or refused or "NOPERM" in text.upper():
-        command = (refused.group("cmd") if refused and refused.group("cmd") else None) or "?"
+        command = refused.group("cmd") if refused and refused.group("cmd") else None
+        what = f"run {command!r}" if command else "do this"
+        if "access" in text.lower() and ("key" in text.lower() or "channel" in text.lower()):
+            what = "read or write this namespace's keys"  # a key pattern the user lacks
         return (
-            f"Redis user {user!r} may not run {command!r} at {where} ({text}): grant it in the "
+            f"Redis user {user!r} may not {what} at {where} ({text}): grant it in the "
             "user's ACL (deploy/users.acl lists what each role needs)"
         )
     handshake = server_checks.handshake_refused(exc, where)

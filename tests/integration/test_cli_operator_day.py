@@ -151,3 +151,19 @@ def test_trigger_says_nothing_of_interrupting_the_run_it_started(redis_url, redi
         result = run("pause", "r", "--redis", redis_url, "-n", redis_ns)
         assert "1 running invocation(s) may finish" in result.stdout
         assert "--interrupt" not in result.output
+
+
+def test_a_user_refused_the_namespace_s_keys_is_told_so(redis_url, redis_ns, redis_client):
+    """A key pattern the ACL user lacks read "may not run '?'"."""
+    user = f"u-{redis_ns}"
+    redis_client.execute_command(
+        "ACL", "SETUSER", user, "on", ">pw", "~other:*", "+@all", "-@dangerous", "+info"
+    )
+    try:
+        url = redis_url.replace("redis://", f"redis://{user}:pw@")
+        result = run("ls", "--redis", url, "-n", redis_ns)
+        assert result.exit_code == 3, result.output
+        assert f"Redis user '{user}' may not read or write this namespace's keys" in (result.output)
+        assert "'?'" not in result.output
+    finally:
+        redis_client.execute_command("ACL", "DELUSER", user)
