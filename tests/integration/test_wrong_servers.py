@@ -106,3 +106,17 @@ def test_a_database_that_is_not_a_number_is_refused(redis_url, redis_ns):
         Client(redis_url.rsplit("/", 1)[0] + "/abc", namespace=redis_ns).enqueue("t.x")
     for fine in ("", "/", "/3"):
         Client(redis_url.rsplit("/", 1)[0] + fine, namespace=redis_ns).close()
+
+
+def test_a_wrong_password_is_named_as_such_by_the_library(redis_url, redis_ns, redis_client):
+    """The library said "cannot reach Redis ...; is it running?" for a wrong password
+    (redis-py's AuthenticationError is a ConnectionError); the CLI named it already."""
+    user = f"w-{redis_ns}"
+    redis_client.execute_command("ACL", "SETUSER", user, "on", ">right", "~*", "+@all")
+    try:
+        url = redis_url.replace("redis://", f"redis://{user}:wrong@")
+        with pytest.raises(StoreUnavailableError, match="refused the credentials") as caught:
+            Client(url, namespace=redis_ns).enqueue("t.x", delay=60)
+        assert "wrong" not in str(caught.value)  # the password stays masked
+    finally:
+        redis_client.execute_command("ACL", "DELUSER", user)

@@ -186,6 +186,11 @@ def unreachable(exc: Exception, url: str) -> Exception:
         from scheduler.stores.redis import urls
 
         return StoreUnavailableError(urls.no_primary(str(exc), url))
+    if isinstance(exc, redis.exceptions.AuthenticationError):  # a ConnectionError subclass
+        return StoreUnavailableError(
+            f"Redis at {url} refused the credentials ({exc}): check the user:password of "
+            "the URL (redis://USER:PASSWORD@host:port)"
+        )
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return StoreUnavailableError(
             f"what answers at {url} is not Redis ({exc}): is the host and port right?"
