@@ -71,12 +71,16 @@ class Endpoint:
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 endpoint._get(self)
 
+            def do_HEAD(self) -> None:  # noqa: N802 - a probe that asks for the status only
+                endpoint._get(self, head=True)
+
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 log.debug("%s " + format, self.address_string(), *args)
 
         return Handler
 
-    def _get(self, req: BaseHTTPRequestHandler) -> None:
+    def _get(self, req: BaseHTTPRequestHandler, head: bool = False) -> None:
+        req.head_only = head  # type: ignore[attr-defined]  # read by _reply
         path = req.path.split("?", 1)[0]
         if path == "/healthz":
             self._reply(req, 200, b"ok\n")
@@ -109,4 +113,5 @@ class Endpoint:
         req.send_header("Content-Type", content_type)
         req.send_header("Content-Length", str(len(data)))
         req.end_headers()
-        req.wfile.write(data)
+        if not getattr(req, "head_only", False):
+            req.wfile.write(data)

@@ -146,6 +146,14 @@ def test_the_endpoint_serves_metrics_and_health():
         status, text = get(base + "/metrics")
         assert status == 200 and "duetime_lease_losses_total" in text
         assert get(base + "/nope")[0] == 404
+        for path, status in (("/healthz", 200), ("/readyz", 200), ("/nope", 404)):
+            head = urllib.request.Request(base + path, method="HEAD")  # a probe's HEAD: was 501
+            try:
+                with urllib.request.urlopen(head, timeout=5) as reply:
+                    assert (reply.status, reply.read()) == (status, b"")
+            except urllib.error.HTTPError as refused:
+                assert refused.code == status == 404
+        assert endpoint.url == base
     finally:
         endpoint.close()
 
