@@ -427,7 +427,7 @@ def _serve(
         fail(f"--metrics-port: {exc}", EXIT_USAGE)
     signals.inner = metrics
     try:
-        return metrics.serve(port, host, ready=signals.ready)
+        return metrics.serve(port, host.strip("[]"), ready=signals.ready)  # [::1] as URLs write it
     except OSError as exc:  # the port is taken, or the address is not this host's
         fail(
             f"cannot serve metrics on {host}:{port} ({exc.strerror or exc}): choose another "
