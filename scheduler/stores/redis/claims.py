@@ -128,7 +128,7 @@ def build(
         token = f"{owner}:{fence}"
         try:
             spec = spec_of(job, text)
-        except (ValueError, KeyError, TypeError) as exc:  # malformed data in Redis
+        except codec.UNREADABLE as exc:  # malformed data in Redis
             bad.append((job, token, exc))
             continue
         lane = spec.lane

@@ -124,6 +124,9 @@ def encode_slow(spec: JobSpec) -> str:
     return _CANONICAL.encode(d)
 
 
+UNREADABLE = (ValueError, KeyError, TypeError)  # what decode raises for data that does not parse
+
+
 def decode(text: str, job_id: str) -> JobSpec:
     """A stored definition as a ``JobSpec``. Raises ValueError, KeyError or TypeError for
     data that does not parse, including arguments that are not a JSON object (so a

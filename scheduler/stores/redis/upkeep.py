@@ -147,7 +147,7 @@ def undecodable_op(keys: Keys, known: set[str]) -> Op[list[Finding]]:
                 continue  # gone, or not a hash (reconcile.lua's to report)
             try:
                 codec.decode(text, job_id)
-            except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+            except codec.UNREADABLE as exc:
                 why = f"definition does not parse ({type(exc).__name__}: {str(exc)[:120]})"
                 found.append(Finding(job_id, why, "reported: moved aside when it comes due"))
         if int(cursor) == 0:
@@ -244,7 +244,7 @@ def restore_op(keys: Keys, entry: str) -> Op[str]:
     if isinstance(text, str):
         try:
             codec.decode(text, entry)
-        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+        except codec.UNREADABLE as exc:
             return f"still-bad definition does not parse ({type(exc).__name__}: {exc})"[:300]
     return str((yield Script(keys.shard, "restore", (entry,))))
 
