@@ -106,9 +106,10 @@ class Runner:
         self._lag_hooked = (
             kind.loop_lag is not Metrics.loop_lag or kind.loop_lag_many is not Metrics.loop_lag_many
         )
-        # with batched acks, successes are reported to the metrics per flush (``recorded``);
-        # appended and popped by any thread without a lock (deque operations are atomic)
-        self._successes: deque[tuple[str, Run]] = deque()  # (claim token, run)
+        # with batched acks, successes are reported to the metrics by the flush that recorded
+        # them (``recorded``); set and popped by any thread without a lock (single dict
+        # operations are atomic)
+        self._successes: dict[str, Run] = {}  # claim token -> its run, until its ack flushes
         self._is_async = AsyncFlags()
         self._owner = owner
         self._active_lock = threading.Lock()
@@ -118,8 +119,8 @@ class Runner:
         # (single dict operations), which only waiters (``wait_job``) take
         self._active: dict[CancelToken, str] = {}
         self.loop_lags: deque[float] = deque(maxlen=LOOP_LAGS)  # async jobs' loop lag, recent
-        # (lane, loop lag) of async successes, reported to the metrics per flush, as
-        # ``_successes`` (a failure's is reported at once)
+        # (lane, loop lag) of async successes, reported to the metrics per flush (a
+        # failure's is reported at once)
         self._lags: deque[tuple[str, float]] = deque()
 
     # ---- running jobs, by job id (cancel with wait, cooperative cancel) -----------------
@@ -257,8 +258,8 @@ class Runner:
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
             if self._counts and self._acks is not None:  # reported once recorded (recorded())
-                self._successes.append(
-                    (claim.token, Run(claim.lane, task_label(claim), ran.took, ran.waited))
+                self._successes[claim.token] = Run(
+                    claim.lane, task_label(claim), ran.took, ran.waited
                 )
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
@@ -302,22 +303,18 @@ class Runner:
     def _report_successes(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
         """Report to the metrics the successes this flush recorded: a success the store
         refused (its lease was lost: the heartbeat reports that) or whose write was given
-        up is not one. Successes of other flushes go back to the deque (each is appended
-        before its ack is queued, so its own flush finds it)."""
-        outcomes: Sequence[Commit | None] = results if results is not None else [None] * len(claims)
-        mine = dict(zip((c.token for c in claims), outcomes, strict=True))
-        runs, others = [], []
-        pop = self._successes.popleft
-        try:
-            for _ in range(len(self._successes)):
-                token, run = pop()
-                if token not in mine:
-                    others.append((token, run))
-                elif mine[token] is Commit.OK:
-                    runs.append(run)
-        except IndexError:  # another flush took the rest meanwhile
-            pass
-        self._successes.extend(others)
+        up is not one. Each flush takes its own claims' runs (single dict operations, safe
+        beside a concurrent flush without a lock)."""
+        take = self._successes.pop
+        if results is None:
+            for claim in claims:
+                take(claim.token, None)
+            return
+        runs = []
+        for claim, result in zip(claims, results, strict=True):
+            run = take(claim.token, None)
+            if run is not None and result is Commit.OK:
+                runs.append(run)
         if runs:
             self._metrics.succeeded_many(runs)
 
