@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import pathlib
 import sys
 import types
@@ -17,7 +18,8 @@ from scheduler import Client, RedisStore, Scheduler, SchedulerClosedError
 
 pytestmark = pytest.mark.redis
 
-RECIPES = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "example" / "recipes"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RECIPES = ROOT / "deploy" / "example" / "recipes"
 
 
 def load(name: str) -> types.ModuleType:
@@ -43,12 +45,16 @@ def test_the_fastapi_recipe_enqueues_through_its_lifespan_client(redis_url, redi
         for bad in ("-5", "banana"):  # were a 500 with a traceback
             r = http.post("/reports/8", params={"delay": bad})
             assert r.status_code == 422 and "delay" in r.json()["detail"], r.text
-    from scheduler import tasks
+    import subprocess
 
-    if str(RECIPES.parent) not in sys.path:
-        sys.path.insert(0, str(RECIPES.parent))
-    myapp = importlib.import_module("myapp.tasks")  # what the replicas --import
-    assert tasks.registered("myapp.report") is myapp.report  # the task it enqueues exists
+    check = (
+        "import myapp.tasks; from scheduler import tasks; print(tasks.registered('myapp.report'))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(RECIPES.parent)])}
+    done = subprocess.run(  # what the replicas --import, in a process of its own
+        [sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and "function report" in done.stdout, done.stderr
     with Client(RedisStore(redis_url, redis_ns)) as c:
         info = c.get(job_id)
     assert (info.task, info.args, info.state) == ("myapp.report", '{"customer_id":7}', "scheduled")
