@@ -39,8 +39,9 @@ from scheduler.cli.app import (
 @click.option("--in-process", is_flag=True, help="The in-process engine only (no Redis).")
 def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
     """Show duetime in one command: a Redis (embedded unless --redis), three replica
-    processes and a producer; one replica is killed with SIGKILL mid-run; the table shows
-    every invocation ran once and the killed replica's work was taken over.
+    processes and a producer; one replica is killed with SIGKILL while it runs jobs; the
+    proof: nothing lost, nothing run twice except the killed replica's in-flight work,
+    which the others took over. Exit 1 if the proof fails.
 
     Without a Redis server on this machine it falls back to --in-process."""
     from scheduler.embedded import find_server
