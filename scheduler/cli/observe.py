@@ -350,14 +350,30 @@ def events(
     help="Stop after N refreshes (default: until Ctrl-C).",
 )
 def top(redis_url: str | None, namespace: str, interval: float, iterations: int | None) -> None:
-    """A live view: replicas, queue depth and lag, and the invocations running now."""
+    """A live view: replicas, queue depth and lag, and the invocations running now.
+
+    Live (no --iterations), a Redis that stops answering is shown on the screen and asked
+    again each interval until Ctrl-C; with --iterations, it ends the command (exit 3)."""
     import time
 
+    import redis
+
+    lost = (ConnectionError, TimeoutError, redis.ConnectionError, redis.TimeoutError)
     with open_namespace("top", redis_url, namespace) as store:
-        n = 0
+        n, down_since = 0, None
         try:
             while iterations is None or n < iterations:
-                screen = _top_screen(store, namespace)
+                try:
+                    screen, down_since = _top_screen(store, namespace), None
+                except lost as exc:  # a stall or a restart: a live view waits it out
+                    if iterations is not None:
+                        raise
+                    down_since = down_since or time.time()
+                    screen = (
+                        f"duetime top — namespace {namespace} at {store.url}\n\nRedis does not "
+                        f"answer since {render.local(down_since)}: {exc}\nasking again every "
+                        f"{interval:g}s (Ctrl-C to stop)"
+                    )
                 if iterations is None:
                     click.clear()
                 click.echo(screen)

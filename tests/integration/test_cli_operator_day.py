@@ -167,3 +167,35 @@ def test_a_user_refused_the_namespace_s_keys_is_told_so(redis_url, redis_ns, red
         assert "'?'" not in result.output
     finally:
         redis_client.execute_command("ACL", "DELUSER", user)
+
+
+def test_top_waits_out_a_redis_that_stops_answering(redis_url, redis_ns, monkeypatch):
+    """``duetime top`` ended with exit 3 at a single ~1 s stall of Redis; a live view now
+    says so on its screen and asks again each interval (with --iterations it still ends)."""
+    import time
+
+    from scheduler.cli import observe
+
+    real, answers = observe._top_screen, iter([False, False, True])
+
+    def flaky(store, namespace):
+        if not next(answers):
+            raise ConnectionError("Error 111 connecting: Connection refused.")
+        return real(store, namespace)
+
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise KeyboardInterrupt  # Ctrl-C
+
+    monkeypatch.setattr(observe, "_top_screen", flaky)
+    monkeypatch.setattr(time, "sleep", sleep)
+    result = run("top", "--redis", redis_url, "-n", redis_ns)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Redis does not answer since") == 2
+    assert "replicas 0   running 0" in result.output.split("does not answer")[-1]  # back
+    answers = iter([False])
+    result = run("top", "--redis", redis_url, "-n", redis_ns, "--iterations", "1")
+    assert result.exit_code == 3 and "Connection refused" in result.output
