@@ -143,7 +143,8 @@ def purge(
             _emit(
                 as_json,
                 {**data, "deleted": 0, "dry_run": True},
-                f"would delete {keys} key(s) of namespace {namespace!r}",
+                f"would delete {keys} key(s) of namespace {namespace!r}"
+                + ("" if keys else namespaces.others(store, namespace)),  # a typo, most likely
             )
             return
         if not keys:  # a mistyped namespace, most likely: say what is here

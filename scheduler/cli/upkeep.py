@@ -185,7 +185,12 @@ def quarantine_purge(
     with open_namespace("quarantine purge", redis_url, namespace) as store:
         dropped = store.purge_quarantined(upkeep.ALL if every else str(job_id))
     if not dropped:
-        fail(f"no entry {job_id!r} in the quarantine of {namespace!r}", EXIT_REFUSED)
+        fail(
+            f"nothing to purge: the quarantine of {namespace!r} is empty"
+            if every
+            else f"no entry {job_id!r} in the quarantine of {namespace!r}",
+            EXIT_REFUSED,
+        )
     click.echo(f"purged {dropped} entr{'y' if dropped == 1 else 'ies'}")
 
 

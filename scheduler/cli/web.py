@@ -44,7 +44,8 @@ def _token(token_file: str | None) -> str | None:
 @click.option(
     "--actions",
     is_flag=True,
-    help="Enable retry, delete, pause, resume, trigger and backfill (needs a token or "
+    help="Enable retry, delete, pause, resume, trigger, backfill, cancel and stop (needs a "
+    "token or "
     "--trusted-proxy-header). Without it the console is read-only.",
 )
 @click.option(

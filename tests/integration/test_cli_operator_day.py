@@ -199,3 +199,17 @@ def test_top_waits_out_a_redis_that_stops_answering(redis_url, redis_ns, monkeyp
     answers = iter([False])
     result = run("top", "--redis", redis_url, "-n", redis_ns, "--iterations", "1")
     assert result.exit_code == 3 and "Connection refused" in result.output
+
+
+def test_empty_quarantine_and_empty_namespace_purges_say_so(redis_url, redis_ns):
+    """``quarantine purge --all --yes`` of an empty quarantine said "no entry None";
+    ``purge NS --dry-run`` of an empty namespace said "would delete 0 key(s)" with none of
+    the hints the real purge gives."""
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue("t.x", delay=600)
+    result = run("quarantine", "purge", "--all", "--yes", "--redis", redis_url, "-n", redis_ns)
+    assert result.exit_code == 1 and "None" not in result.output
+    assert f"the quarantine of {redis_ns!r} is empty" in result.output
+    typo = redis_ns[:-1]
+    result = run("purge", typo, "--dry-run", "--redis", redis_url)
+    assert result.exit_code == 0 and f"did you mean {redis_ns!r}?" in result.output
