@@ -69,6 +69,35 @@ def test_the_shard_count_of_a_namespace_never_changes(redis_url, redis_ns, clock
             s.close()
 
 
+def test_a_producer_without_the_shard_count_is_refused_before_it_writes(
+    redis_url, redis_ns, clock, redis_client
+):
+    """A stranger's fleet: ``duetime enqueue`` (and ``Client.enqueue``) without --shards
+    into a namespace of 4 shards wrote the job into shard 0, where `show` and `cancel`
+    (which look where its id hashes) did not find it, and an upsert with --shards 4 made a
+    second copy of it that ran too."""
+    from click.testing import CliRunner
+
+    from scheduler import Client
+    from scheduler.cli import main
+
+    four = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
+    four.add(spec("a", After(60)))
+    keys_before = set(redis_client.scan_iter(match=f"duetime:{{{redis_ns}*"))
+    with (
+        pytest.raises(ShardCountError, match="has 4 shard"),
+        Client(redis_url, namespace=redis_ns) as c,
+    ):
+        c.enqueue("t.x", delay=60, job_id="q5")
+    with pytest.raises(ShardCountError, match="has 4 shard"):
+        RedisStore(redis_url, redis_ns).add_many([spec("q6", After(60))])
+    argv = ["enqueue", "t.x", "--in", "1h", "--id", "q7", "--redis", redis_url, "-n", redis_ns]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 1 and "has 4 shard(s)" in result.output, result.output
+    assert set(redis_client.scan_iter(match=f"duetime:{{{redis_ns}*")) == keys_before  # nothing
+    four.close()
+
+
 def test_an_unsharded_namespace_with_data_counts_as_one_shard(redis_url, redis_ns, clock):
     one = RedisStore(redis_url, redis_ns, clock=clock)
     four = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)

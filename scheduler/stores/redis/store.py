@@ -119,6 +119,7 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         self._offset_ms = 0.0  # Redis time minus local monotonic time, in ms
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
+        self._counted = False  # the namespace's shard count checked before a first add
         self.data_loss_alarms = 0
         self._upkeep_at = 0.0  # monotonic time of the next reconciler pass (upkeep.py)
         # claim request ids: this store's random prefix and a count (claim.lua keeps the
@@ -211,11 +212,10 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
     # ---- server checks -----------------------------------------------------------------
 
     def check_server(self) -> list[str]:
-        """Check the server before running on it: Redis >= 7.0 and
-        ``maxmemory-policy noeviction`` (raises ``StoreConfigError`` with the fix
-        otherwise); returns warnings (AOF off). Refuses a namespace whose own keys are of
-        the wrong type (``StoreCorruptError`` naming the key and what to do). Also records
-        the namespace's epoch, whose disappearance later means Redis lost its data."""
+        """Check the server before running on it: Redis >= 7.0 and ``maxmemory-policy
+        noeviction`` (else ``StoreConfigError`` with the fix); returns warnings (AOF off).
+        Refuses a namespace whose own keys are of the wrong type (``StoreCorruptError``
+        naming the key and what to do). Records the namespace's epoch (data-loss alarm)."""
         try:
             info = self._r.info()
         except UNREACHABLE as exc:  # a timeout too: a server that never answers
@@ -290,13 +290,14 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         return codec.add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
-        """``add`` for many jobs in one round trip (a pipeline of add.lua calls of up to
-        ``adds.ADD_BATCH`` jobs each). Every job is checked before anything is sent; each
-        add is atomic on its own, the batch is not (a job refused by Redis raises, after
-        the others were stored)."""
+        """``add`` for many jobs in one round trip (add.lua calls of ``adds.ADD_BATCH`` jobs
+        each, all checked first); each add is atomic, the batch is not (one refused raises)."""
         return adds.add_many(self, [self._add_args(spec) for spec in specs])
 
     def _add_args(self, spec: JobSpec) -> list[Any]:
+        if not self._counted:  # a sharded namespace (another count) would not find the job
+            with self.reachable():
+                self._counted = shards.check_count(self._r, self.keys, self.url)
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
 
     def redis_now_ms(self) -> int:
