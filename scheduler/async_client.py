@@ -55,7 +55,7 @@ class AsyncClient:
         self._loop: asyncio.AbstractEventLoop | None = None  # set by the first native call
         if isinstance(redis_url, str):
             from scheduler.stores.redis.async_store import AsyncStore
-            from scheduler.stores.redis.sharded import shard_count_for
+            from scheduler.stores.redis.shards import shard_count_for
 
             self.store = AsyncStore(
                 redis_url,

@@ -57,6 +57,7 @@ from scheduler.model import (
 from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import ops, upkeep, urls
 from scheduler.stores.redis import shards as sharding
+from scheduler.stores.redis.shards import shard_count_for
 from scheduler.stores.redis.store import MAX_BATCH, RedisStore
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
@@ -486,15 +487,3 @@ def open_store(
     if n == 1:
         return RedisStore(redis_url, namespace, **kwargs)
     return ShardedStore(redis_url, namespace, shards=n, **kwargs)
-
-
-def shard_count_for(redis_url: str | Any, shards: int | None) -> int:
-    """The shard count: ``shards``, else the URL's ``shards=N``, else 1 (both given must
-    agree)."""
-    n = shards
-    if isinstance(redis_url, str):
-        _, from_url = urls.split_shards(redis_url)
-        if n is not None and from_url is not None and n != from_url:
-            raise ValueError(f"two shard counts: shards={n} and the URL's shards={from_url}")
-        n = n if n is not None else from_url
-    return sharding.shard_count(1 if n is None else n)

@@ -18,7 +18,7 @@ from typing import Any
 from scheduler.errors import DuetimeError
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Op, call, one, pipelined
-from scheduler.stores.redis.urls import MAX_SHARDS
+from scheduler.stores.redis.urls import MAX_SHARDS, split_shards
 
 __all__ = ["MAX_SHARDS", "ShardCountError", "shard_of", "shard_count", "check_count"]
 
@@ -76,3 +76,15 @@ def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
             f"{int(recorded)}), or another namespace"
         )
     return True
+
+
+def shard_count_for(redis_url: str | Any, shards: int | None) -> int:
+    """The shard count: ``shards``, else the URL's ``shards=N``, else 1 (both given must
+    agree)."""
+    n = shards
+    if isinstance(redis_url, str):
+        _, from_url = split_shards(redis_url)
+        if n is not None and from_url is not None and n != from_url:
+            raise ValueError(f"two shard counts: shards={n} and the URL's shards={from_url}")
+        n = n if n is not None else from_url
+    return shard_count(1 if n is None else n)
