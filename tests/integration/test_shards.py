@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.sharded import ShardedStore, open_store
+from scheduler.stores.redis.sharded import SHARD_RETRY, ShardedStore, open_store
 from scheduler.stores.redis.shards import ShardCountError
 from tests.helpers import spec
 
@@ -205,11 +205,42 @@ def test_a_failing_shard_does_not_lose_the_claims_made_in_others(redis_url, redi
 
         broken.claim_due = down  # type: ignore[method-assign]
         first = store.claim_due(ALL, 30, "o")
-        assert first.claims and first.next_due_in == 0  # try the broken shard again now
+        assert first.claims and first.next_due_in == SHARD_RETRY  # the broken one, later
         assert {store.shards.index(store.shard(c.job_id)) for c in first.claims} <= {0, 1, 3}
         broken.claim_due = real  # type: ignore[method-assign]
+        clock.advance(SHARD_RETRY)
         rest = store.claim_due(ALL, 30, "o").claims
         assert sorted(c.job_id for c in first.claims + rest) == sorted(f"j{i}" for i in range(20))
+    finally:
+        store.close()
+
+
+def test_a_shard_whose_node_is_down_stops_no_other_shard(redis_url, redis_ns, clock, caplog):
+    """A stranger's cluster: with one master down, claims stopped in every shard, those on
+    healthy nodes too (nothing ran for 60 s). The down shard was first in every round (its
+    estimate was never moved on), and its failure failed the round: the dispatcher backed
+    off before asking the others. Now it is set aside for SHARD_RETRY s; the round fails
+    only when no shard answers."""
+    store = ShardedStore(redis_url, redis_ns, shards=4, clock=clock)
+    try:
+        broken = store.shards[1]
+
+        def down(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:16483")
+
+        broken.claim_due = down  # type: ignore[method-assign]
+        claimed: list[str] = []
+        for n in range(6):  # a job comes due in some shard each round; the broken one waits
+            store.add(spec(f"r{n}", After(0)))
+            claimed += [c.job_id for c in store.claim_due(ALL, 30, "o").claims]
+            clock.advance(SHARD_RETRY)  # the broken shard is asked again every round
+        on_broken = {f"r{n}" for n in range(6) if store.shard(f"r{n}") is broken}
+        assert sorted(claimed) == sorted({f"r{n}" for n in range(6)} - on_broken)
+        assert caplog.text.count("claiming from shard 1 failed") == 1  # logged once
+        for s in store.shards:
+            s.claim_due = down  # type: ignore[method-assign]
+        with pytest.raises(ConnectionError):  # no shard answers: the round fails
+            store.claim_due(ALL, 30, "o")
     finally:
         store.close()
 

@@ -23,8 +23,8 @@ estimate does not cover, or in a resync sweep (every ``resync`` s, jittered, and
 the subscriber (re)connects: pub/sub drops messages while disconnected). Without a live
 subscription nothing is skipped. So an idle replica makes N claim calls per resync period
 instead of 1 (the cost of N), and a wake-up costs one call, not N: no thundering herd.
-A shard that fails (a node down) ends the round: claims already made in other shards are
-returned (never stranded under this owner's lease), and the shard is tried again next.
+A shard that fails (a node down) is set aside for ``SHARD_RETRY`` s and the others go on
+(their claims are returned, never stranded); the round fails only if no shard answered.
 
 Ordering: invocations are claimed in (due, submission) order within a shard; across
 shards only by due time as far as the estimates go (FIFO of equal due times holds per
@@ -62,6 +62,9 @@ from scheduler.stores.redis.store import MAX_BATCH, RedisStore
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 log = logging.getLogger("duetime.redis")
+
+
+SHARD_RETRY = 1.0  # seconds before a shard whose claim failed is asked again
 
 
 class ShardedStore(WakeSubscriptions):
@@ -119,6 +122,7 @@ class ShardedStore(WakeSubscriptions):
         self._sweep: set[int] = set(range(self.n))  # shards to visit whatever their estimate
         self._sweep_at = 0.0
         self._woken = [0] * self.n  # wake-ups seen per shard (races with claims)
+        self._failing: set[int] = set()  # shards whose last claim failed (logged once)
         self._offset_ms = 0.0  # Redis time minus local time, last measured
         self._start = 0
         self._trusted = False  # the wake subscriber is connected
@@ -177,8 +181,7 @@ class ShardedStore(WakeSubscriptions):
         return result
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
-        """``RedisStore.add_many`` per shard (one pipeline per shard holding some of the
-        jobs); results in the order of ``specs``."""
+        """``RedisStore.add_many`` per shard holding some jobs; results in ``specs``' order."""
         self._count(record=True)
         groups: dict[int, list[int]] = defaultdict(list)
         for n, spec in enumerate(specs):
@@ -242,9 +245,8 @@ class ShardedStore(WakeSubscriptions):
         lease: float | None,
         owner: str,
     ) -> AckedClaim:
-        """``AcksWithClaims`` (base.py): the successes of each shard that the claim visits
-        ride with its claim there (one round trip per shard, as before); the others are not
-        sent (``None``: the caller's flush records them, one call per shard)."""
+        """``AcksWithClaims`` (base.py): each shard's successes ride with its claim there; a
+        shard not visited gets none (``None``: the caller's flush records them)."""
         groups = self._groups([c.job_id for c, _ in done])
         acks: list[Commit | None] = [None] * len(done)
 
@@ -292,6 +294,8 @@ class ShardedStore(WakeSubscriptions):
             )
         claims: list[Claim] = []
         store_now: float | None = None
+        failed: list[Exception] = []
+        reached = False  # a shard answered: a failed one is tried again later, not raised
         for i in order:
             wanted = frozenset(lane for lane, n in left.items() if n > 0)
             if not wanted:
@@ -309,19 +313,11 @@ class ShardedStore(WakeSubscriptions):
             asked = dict(left)
             try:
                 batch = send(i, asked)
-            except Exception:
-                if not claims:
-                    raise  # nothing claimed yet: the dispatcher backs off and retries
-                log.warning(
-                    "claiming from shard %d failed; returning the %d claim(s) made "
-                    "in other shards, it is tried again next round",
-                    i,
-                    len(claims),
-                    exc_info=True,
-                )
-                with self._lock:
-                    self._due[i] = now
-                break  # claims already made must reach the dispatcher
+            except Exception as exc:  # its node down: the other shards' work goes on
+                failed.append(exc)
+                self._set_aside(i, wanted, now, exc)
+                continue
+            reached = True
             got = Counter(c.lane for c in batch.claims)
             for lane, k in got.items():
                 left[lane] = left.get(lane, 0) - k
@@ -337,11 +333,27 @@ class ShardedStore(WakeSubscriptions):
                 self._covered[i] = wanted
                 self._hot[i] = (self._hot[i] - wanted) | full
                 self._sweep.discard(i)
+                self._failing.discard(i)  # it answers again
             claims.extend(batch.claims)
             store_now = batch.now if batch.now is not None else store_now
+        if failed and not reached:
+            raise failed[0]  # no shard answered: the dispatcher backs off and retries
         claims.sort(key=lambda c: c.scheduled)  # stable: FIFO within a shard holds
         # since: the shards' estimates are on this store's clock, read before the first shard
         return ClaimBatch(claims, self._next_due_in(left, now), store_now, now)
+
+    def _set_aside(self, i: int, wanted: frozenset[str], now: float, exc: Exception) -> None:
+        """Shard ``i`` failed to claim: asked again in ``SHARD_RETRY`` s, logged once until it
+        answers (first in every round, it stopped the claims of every shard)."""
+        with self._lock:
+            self._due[i] = now + SHARD_RETRY
+            self._covered[i] = self._covered[i] | wanted
+            self._hot[i] = self._hot[i] - wanted
+            self._sweep.discard(i)
+            first = i not in self._failing
+            self._failing.add(i)
+        if first:
+            log.warning("claiming from shard %d failed (%s); the other shards go on", i, exc)
 
     def _next_due_in(self, left: Mapping[str, int], now: float) -> float | None:
         """When to claim again: the earliest shard estimate (0 for shards still to visit
@@ -436,9 +448,8 @@ class ShardedStore(WakeSubscriptions):
             self._trusted = False
 
     def _woke(self, i: int, due_ms: int) -> None:
-        """A wake-up of shard i: its estimate moves earlier, and the engines are told.
-        (Redis time is converted with the shard's clock offset, or, for a shard not
-        claimed from yet, the offset any shard's last claim measured.)"""
+        """A wake-up of shard i: its estimate moves earlier, and the engines are told (Redis
+        time converted with the shard's clock offset, or any shard's if it has none yet)."""
         shard = self.shards[i]
         shard.adopt_offset(self._offset_ms)
         due_in = shard.due_in(due_ms)
