@@ -72,8 +72,9 @@ def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
         raise ShardCountError(
             f"namespace {keys.prefix!r} at {where} has {int(recorded)} shard(s), but this "
             f"store was given {shards}: a namespace's shard count never changes (jobs are "
-            f"placed by a hash of their id). Use shards={int(recorded)} (--shards "
-            f"{int(recorded)}), or another namespace"
+            f"placed by a hash of their id). Give {int(recorded)}: ?shards={int(recorded)} in "
+            f"the URL, DUETIME_SHARDS={int(recorded)}, or --shards {int(recorded)} where a "
+            "command takes it; or use another namespace"
         )
     return True
 
