@@ -222,4 +222,9 @@ def epoch(when: dt.datetime | float, name: str) -> float:
                 "ambiguous); use datetime.now(timezone.utc) or zoneinfo"
             )
         return when.timestamp()
+    if isinstance(when, str):  # a time as text: the CLI reads it, the API takes datetimes
+        raise TypeError(
+            f"{name} must be an aware datetime or epoch seconds, got a string ({when!r}); "
+            "parse it first, e.g. datetime.fromisoformat(...)"
+        )
     return validation.timestamp(when, name)

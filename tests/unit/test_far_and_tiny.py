@@ -95,3 +95,10 @@ def test_a_timeout_for_a_lane_that_does_not_exist_is_refused():
     with pytest.raises(ValueError, match=r"names lane\(s\) \['slwo'\].*its lanes: default, slow"):
         Scheduler(1, lanes={"slow": 1}, lane_timeouts={"slwo": 5})
     Scheduler(1, lanes={"slow": 1}, lane_timeouts={"slow": 5, "default": 1}).shutdown()
+
+
+def test_a_time_given_as_text_says_what_the_api_takes():
+    """``Scheduler.at(fn, "2030-01-01T00:00Z")`` said "must be a number of seconds", as if
+    an aware datetime were not taken."""
+    with Scheduler(1) as engine, pytest.raises(TypeError, match="aware datetime or epoch"):
+        engine.at(lambda: None, "2030-01-01T00:00Z")
