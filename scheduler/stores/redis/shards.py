@@ -18,6 +18,7 @@ from typing import Any
 from scheduler.errors import DuetimeError
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Op, call, one, pipelined
+from scheduler.stores.redis.server_checks import handshake_refused
 from scheduler.stores.redis.urls import MAX_SHARDS, split_shards
 
 __all__ = ["MAX_SHARDS", "ShardCountError", "shard_of", "shard_count", "check_count"]
@@ -52,6 +53,11 @@ def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> 
             request = op.send(pipelined(client, request))  # type: ignore[arg-type]
     except StopIteration as stop:
         return bool(stop.value)
+    except Exception as exc:  # a connection's set-up refused (a database the server lacks)
+        told = handshake_refused(exc, where)
+        if told is None:
+            raise
+        raise told from exc
 
 
 def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
