@@ -257,10 +257,11 @@ class Runner:
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
         if error is None:
-            if self._counts and self._acks is not None:  # reported once recorded (recorded())
-                self._successes[claim.token] = Run(
-                    claim.lane, task_label(claim), ran.took, ran.waited
-                )
+            # reported to the metrics once the store recorded it (a refused one is a lost
+            # lease): by this commit, or by the flush of its batched ack (``recorded``)
+            run = Run(claim.lane, task_label(claim), ran.took, ran.waited) if self._counts else None
+            if run is not None and self._acks is not None:
+                self._successes[claim.token] = run
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "job %s invocation %s attempt %d succeeded",
@@ -273,10 +274,8 @@ class Runner:
                 self._acks.add(claim, result)
                 return True
             committed = self._commit(claim, lambda: self._store.complete(claim, result))
-            if self._counts and committed is Commit.OK:  # a refused one is a lost lease
-                self._metrics.succeeded_many(
-                    (Run(claim.lane, task_label(claim), ran.took, ran.waited),)
-                )
+            if run is not None and committed is Commit.OK:
+                self._metrics.succeeded_many((run,))
         else:
             self._record_failure(claim, error, ran)
         return False
