@@ -327,9 +327,9 @@ class _NamespaceCollector:
             "State changes recorded by the store",
             labels=["namespace", "kind"],
         )
-        counts = data.get("events", {})
-        if counts or "events" in data:  # a data loss is exported from 0, so that increase()
-            counts = {"data_loss": 0, **counts}  # sees its first alarm (a new series did not)
-        for kind, n in counts.items():
+        counts = data.get("events")
+        if counts is not None:  # a data loss is exported from 0, so that increase() sees its
+            counts = {"data_loss": 0, **counts}  # first alarm (a new series did not)
+        for kind, n in (counts or {}).items():
             events.add_metric([ns, kind], n)
         yield events
