@@ -38,16 +38,15 @@ from scheduler.stores.redis import (
 )
 from scheduler.stores.redis import claims as claimcodec
 from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.checks import CheckMethods
 from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.replication import ReplicationWatch, Waiter, event_fields
+from scheduler.stores.redis.replication import ReplicationWatch, Waiter
 from scheduler.stores.redis.server_checks import (
     UNREACHABLE,
     StoreConfigError,
     StoreCorruptError,
     StoreFullError,
     StoreUnavailableError,
-    check_info,
-    check_keys,
     refused,
     unreachable,
 )
@@ -73,7 +72,7 @@ def _ms(seconds: float) -> str:
     return str(round(seconds * 1000))
 
 
-class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
+class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
     ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
@@ -208,71 +207,6 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
         claims.py)."""
         return self._definitions.spec(job_id, text)
-
-    # ---- server checks -----------------------------------------------------------------
-
-    def check_server(self) -> list[str]:
-        """Check the server before running on it: Redis >= 7.0 and ``maxmemory-policy
-        noeviction`` (else ``StoreConfigError`` with the fix); returns warnings (AOF off).
-        Refuses a namespace whose own keys are of the wrong type (``StoreCorruptError``
-        naming the key and what to do). Records the namespace's epoch (data-loss alarm)."""
-        try:
-            info = self._r.info()
-        except UNREACHABLE as exc:  # a timeout too: a server that never answers
-            raise unreachable(exc, self.url) from exc
-        except self._redis_mod.ResponseError as exc:
-            raise refused(exc, self.url) from exc
-        warnings = check_info(info, self.url)
-        if self._checked is not None:
-            return self._checked
-        shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
-        self.check_keys()
-        self.adopt_epoch()
-        for w in warnings:
-            log.warning(w)
-        self._checked = warnings
-        self._upkeep()  # a replica starts with a reconciler pass
-        return warnings
-
-    def check_keys(self) -> None:
-        """Raise ``StoreCorruptError`` if a namespace-wide key (due sets, lease, running,
-        events, stats, counters, ...) holds the wrong type: such a key cannot be moved
-        aside like one job, and every script would refuse to run on it."""
-        with self.reachable():
-            check_keys(self._r, self.keys, self.url)
-
-    def _watch_epoch(self, epoch: str) -> None:
-        """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
-        if self._epoch is None:
-            if epoch:
-                self._epoch = epoch
-            return
-        if epoch == self._epoch:
-            return
-        log.error(
-            "Redis at %s lost duetime's data for namespace %r (epoch %s -> %s): "
-            "jobs enqueued or claimed before may be gone; check persistence (AOF) "
-            "and failovers",
-            self.url,
-            self.namespace,
-            self._epoch,
-            epoch or "missing",
-        )
-        self._record("data_loss", f"epoch {self._epoch} -> {epoch or 'missing'}")
-        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
-        self._epoch = self._r.get(self.keys.epoch)
-
-    def _record(self, kind: str, detail: str, job: str = "") -> None:
-        """Write a namespace event (``data_loss``, ``failover``; an operator's action, of
-        ``job``: redo.note) and count it in stats."""
-        if kind == "data_loss":
-            self.data_loss_alarms += 1
-        with self._r.pipeline(transaction=False) as p:
-            p.xadd(
-                self.keys.events, event_fields(kind, detail, job), maxlen=10_000, approximate=True
-            )
-            p.hincrby(self.keys.stats, kind, 1)
-            p.execute()
 
     # ---- producers -------------------------------------------------------------------------
 
@@ -469,12 +403,6 @@ class RedisStore(WakeSubscriptions, upkeep.UpkeepMethods):
         Redis times with ``offset_ms`` (Redis minus local ms) measured by another."""
         if not self._offset_ms and not self._fixed_clock:
             self._offset_ms = offset_ms
-
-    def adopt_epoch(self) -> None:
-        """Create the namespace's epoch if it has none, and remember it: from now on a
-        changed or vanished epoch raises the data-loss alarm."""
-        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
-        self._epoch = self._r.get(self.keys.epoch)
 
     def due_in(self, due_ms: int) -> float:
         """Seconds from now until Redis time ``due_ms`` (0 if past)."""
