@@ -11,7 +11,8 @@ import pytest
 
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.sharded import SHARD_RETRY, ShardedStore, open_store
+from scheduler.stores.redis.shard_rounds import SHARD_RETRY
+from scheduler.stores.redis.sharded import ShardedStore, open_store
 from scheduler.stores.redis.shards import ShardCountError
 from tests.helpers import spec
 

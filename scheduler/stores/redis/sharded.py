@@ -25,6 +25,7 @@ subscription nothing is skipped. So an idle replica makes N claim calls per resy
 instead of 1 (the cost of N), and a wake-up costs one call, not N: no thundering herd.
 A shard that fails (a node down) is set aside for ``SHARD_RETRY`` s and the others go on
 (their claims are returned, never stranded); the round fails only if no shard answered.
+The estimates live in shard_rounds.py.
 
 Ordering: invocations are claimed in (due, submission) order within a shard; across
 shards only by due time as far as the estimates go (FIFO of equal due times holds per
@@ -33,8 +34,6 @@ shard only).
 
 from __future__ import annotations
 
-import logging
-import math
 import random
 import threading
 from collections import Counter, defaultdict
@@ -57,14 +56,10 @@ from scheduler.model import (
 from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import ops, upkeep, urls
 from scheduler.stores.redis import shards as sharding
+from scheduler.stores.redis.shard_rounds import Estimates
 from scheduler.stores.redis.shards import shard_count_for
 from scheduler.stores.redis.store import MAX_BATCH, RedisStore
 from scheduler.stores.redis.wakeups import WakeSubscriptions
-
-log = logging.getLogger("duetime.redis")
-
-
-SHARD_RETRY = 1.0  # seconds before a shard whose claim failed is asked again
 
 
 class ShardedStore(WakeSubscriptions):
@@ -113,19 +108,9 @@ class ShardedStore(WakeSubscriptions):
             s.url = self.url
         self.default_lease = self.shards[0].default_lease
         self.keys = self.shards[0].keys
-        self._rng = rng or random.Random()
         self._counted = False  # the namespace's shard count was checked
-        self._lock = threading.Lock()
-        self._due = [0.0] * self.n  # clock time a shard may next have work
-        self._covered: list[frozenset[str]] = [frozenset()] * self.n  # lanes _due covers
-        self._hot: list[set[str]] = [set() for _ in range(self.n)]  # lanes it filled
-        self._sweep: set[int] = set(range(self.n))  # shards to visit whatever their estimate
-        self._sweep_at = 0.0
-        self._woken = [0] * self.n  # wake-ups seen per shard (races with claims)
-        self._failing: set[int] = set()  # shards whose last claim failed (logged once)
+        self._estimates = Estimates(self.n, self.clock, resync, rng or random.Random())
         self._offset_ms = 0.0  # Redis time minus local time, last measured
-        self._start = 0
-        self._trusted = False  # the wake subscriber is connected
         self._init_subscriptions()
         self._channel_shard = {s.keys.wake: i for i, s in enumerate(self.shards)}
 
@@ -197,8 +182,7 @@ class ShardedStore(WakeSubscriptions):
 
     def _learn(self, i: int, due_in: float | None) -> None:
         if due_in is not None:
-            with self._lock:
-                self._due[i] = min(self._due[i], self.clock.now() + due_in)
+            self._estimates.learn([i], self.clock.now() + due_in)
 
     def queue_depths(self) -> dict[str, tuple[int, int]]:
         """Per lane, over every shard: pending invocations and how many are due now."""
@@ -281,94 +265,39 @@ class ShardedStore(WakeSubscriptions):
         self._count(record=True)
         left = {lane: max(0, int(n)) for lane, n in capacity.items()}
         now = self.clock.now()
-        with self._lock:
-            if not self._trusted:
-                self._sweep = set(range(self.n))
-            elif now >= self._sweep_at:
-                self._sweep = set(range(self.n))
-                self._sweep_at = now + self.resync * (0.5 + self._rng.random())
-            start, self._start = self._start, (self._start + 1) % self.n
-            # earliest estimate first (oldest work first); ties in rotating order
-            order = sorted(
-                range(self.n), key=lambda i: (min(self._due[i], now), (i - start) % self.n)
-            )
+        estimates = self._estimates
         claims: list[Claim] = []
         store_now: float | None = None
         failed: list[Exception] = []
         reached = False  # a shard answered: a failed one is tried again later, not raised
-        for i in order:
+        for i in estimates.order(now):
             wanted = frozenset(lane for lane, n in left.items() if n > 0)
             if not wanted:
                 break
-            with self._lock:
-                due = (
-                    i in self._sweep
-                    or self._due[i] <= now
-                    or bool(wanted - self._covered[i])
-                    or bool(wanted & self._hot[i])
-                )
-                woken = self._woken[i]
-            if not due:
+            woken = estimates.visit(i, wanted, now)
+            if woken is None:
                 continue
             asked = dict(left)
             try:
                 batch = send(i, asked)
             except Exception as exc:  # its node down: the other shards' work goes on
                 failed.append(exc)
-                self._set_aside(i, wanted, now, exc)
+                estimates.set_aside(i, wanted, now, exc)
                 continue
             reached = True
             got = Counter(c.lane for c in batch.claims)
             for lane, k in got.items():
                 left[lane] = left.get(lane, 0) - k
             full = {lane for lane in wanted if got[lane] >= min(asked[lane], MAX_BATCH)}
-            with self._lock:
-                t = self.clock.now()
-                self._offset_ms = self.shards[i].offset_ms
-                nxt = math.inf if batch.next_due_in is None else t + batch.next_due_in
-                if full and batch.now is not None:  # more may wait, due since the last one
-                    last = max(c.scheduled for c in batch.claims if c.lane in full)
-                    nxt = min(nxt, t + last - batch.now)
-                self._due[i] = t if self._woken[i] != woken else nxt  # woken meanwhile
-                self._covered[i] = wanted
-                self._hot[i] = (self._hot[i] - wanted) | full
-                self._sweep.discard(i)
-                self._failing.discard(i)  # it answers again
+            self._offset_ms = self.shards[i].offset_ms
+            estimates.answered(i, batch, wanted, full, woken)
             claims.extend(batch.claims)
             store_now = batch.now if batch.now is not None else store_now
         if failed and not reached:
             raise failed[0]  # no shard answered: the dispatcher backs off and retries
         claims.sort(key=lambda c: c.scheduled)  # stable: FIFO within a shard holds
         # since: the shards' estimates are on this store's clock, read before the first shard
-        return ClaimBatch(claims, self._next_due_in(left, now), store_now, now)
-
-    def _set_aside(self, i: int, wanted: frozenset[str], now: float, exc: Exception) -> None:
-        """Shard ``i`` failed to claim: asked again in ``SHARD_RETRY`` s, logged once until it
-        answers (first in every round, it stopped the claims of every shard)."""
-        with self._lock:
-            self._due[i] = now + SHARD_RETRY
-            self._covered[i] = self._covered[i] | wanted
-            self._hot[i] = self._hot[i] - wanted
-            self._sweep.discard(i)
-            first = i not in self._failing
-            self._failing.add(i)
-        if first:
-            log.warning("claiming from shard %d failed (%s); the other shards go on", i, exc)
-
-    def _next_due_in(self, left: Mapping[str, int], now: float) -> float | None:
-        """When to claim again: the earliest shard estimate (0 for shards still to visit
-        for a lane with capacity left); with no capacity left, only future estimates (a
-        freed worker pokes the dispatcher), so a full replica never spins."""
-        lanes = {lane for lane, n in left.items() if n > 0}
-        with self._lock:
-            times = [self._sweep_at] if self._trusted else []
-            for i in range(self.n):
-                if lanes and (i in self._sweep or lanes & self._hot[i] or lanes - self._covered[i]):
-                    times.append(now)
-                elif lanes or self._due[i] > now:
-                    times.append(self._due[i])
-        first = min(times, default=math.inf)
-        return None if first == math.inf else max(0.0, first - now)
+        return ClaimBatch(claims, estimates.next_due_in(left, now), store_now, now)
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         groups = self._groups([c.job_id for c in claims])
@@ -444,8 +373,7 @@ class ShardedStore(WakeSubscriptions):
 
     def _stop_subscriber(self, thread: threading.Thread) -> None:
         super()._stop_subscriber(thread)
-        with self._lock:
-            self._trusted = False
+        self._estimates.trust(False)
 
     def _woke(self, i: int, due_ms: int) -> None:
         """A wake-up of shard i: its estimate moves earlier, and the engines are told (Redis
@@ -453,9 +381,7 @@ class ShardedStore(WakeSubscriptions):
         shard = self.shards[i]
         shard.adopt_offset(self._offset_ms)
         due_in = shard.due_in(due_ms)
-        with self._lock:
-            self._due[i] = min(self._due[i], self.clock.now() + due_in)
-            self._woken[i] += 1
+        self._estimates.learn([i], self.clock.now() + due_in, woken=True)
         self._notify(due_in)
 
     # one connection subscribed to every shard's wake channel (wakeups.py); after each
@@ -470,13 +396,10 @@ class ShardedStore(WakeSubscriptions):
             self._woke(i, due_ms)
 
     def _on_subscribed(self) -> None:
-        with self._lock:
-            self._trusted = True
-            self._sweep = set(range(self.n))  # we may have missed wake-ups
+        self._estimates.trust(True)  # a sweep follows: we may have missed wake-ups
 
     def _on_lost(self) -> None:
-        with self._lock:
-            self._trusted = False
+        self._estimates.trust(False)
 
     def retire(self, owner: str) -> None:
         """Replica ``owner`` stopped: its live key goes from every shard it claimed in."""
