@@ -104,3 +104,53 @@ def test_adds_raise_seq_high_and_a_seq_below_it_is_a_lost_write():
     assert records and records[0][0] == "data_loss" and "seq counter was 2" in records[0][1]
     watch.after_add(6, [["created", 9]])  # nothing to check
     assert watch.seq_high == 6
+
+
+class Pipeline:
+    """Stands in for a pipeline of EXISTS calls on the server ``keys`` describes."""
+
+    def __init__(self, keys: set[str]) -> None:
+        self.keys, self.asked = keys, []
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def exists(self, key: str) -> None:
+        self.asked.append(key)
+
+    def execute(self) -> list[int]:
+        return [int(k in self.keys) for k in self.asked]
+
+
+def test_a_producer_looks_up_its_recent_adds_on_a_new_primary(monkeypatch):
+    """A split brain: the old primary acknowledged an enqueue alone; the seq watermark
+    misses it when other writers advanced the new primary's counter first. The producer's
+    inventory of its recent adds finds it by id once its pool moves."""
+    pool, on_new = Pool(), {"p:job:a", "p:job:b"}
+    client = Client(pool)
+    client.pipeline = lambda transaction=True: Pipeline(on_new)  # type: ignore[attr-defined]
+    records: list[tuple[str, str]] = []
+    watch = ReplicationWatch(client, "u", "p:", lambda k, d: records.append((k, d)))
+    pool.master_address = ("10.0.0.1", 6379)
+    watch.after_add(0, [["created", 0, 0, 1], ["created", 0, 1, 2]], ["a", "b"])
+    watch.after_add(2, [["created", 0, 2, 3]], ["lost"])  # the old primary's, alone
+    assert records == []
+    pool.master_address = ("10.0.0.2", 6379)  # moved; others advanced seq past 3 meanwhile
+    watch.after_add(3, [["created", 0, 7, 8]], ["c"])
+    assert watch.lost_writes == 1
+    ((kind, detail),) = records
+    assert kind == "data_loss" and "1 of the 3 enqueue(s)" in detail and detail.endswith("lost")
+    records.clear()
+    watch.after_add(8, [["created", 0, 8, 9]], ["d"])  # same primary: nothing looked up
+    assert records == [] and watch.lost_writes == 1
+    # entries older than RECENT_S are not looked up; a plain URL keeps no inventory
+    monkeypatch.setattr(replication, "RECENT_S", -1.0)
+    pool.master_address = ("10.0.0.3", 6379)
+    watch.after_add(9, [["created", 0, 9, 10]], ["e"])
+    assert records == []
+    plain = ReplicationWatch(Client(object()), "u", "p:", lambda k, d: records.append((k, d)))
+    plain.after_add(0, [["created", 0, 0, 1]], ["x"])
+    assert plain.recent.note(None, ["y"]) is None and not plain.recent._ids

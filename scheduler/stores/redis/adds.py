@@ -85,7 +85,11 @@ def add_many(store: Any, args: Sequence[list[Any]]) -> list[AddResult]:
         store.waiter.check(replies.pop(), len(args))
     items = per_job(len(args), replies)
     with store.reachable():
-        store.replication.after_add(high, [x for x in items if not isinstance(x, Exception)])
+        store.replication.after_add(
+            high,
+            [x for x in items if not isinstance(x, Exception)],
+            [a[0] for a, x in zip(args, items, strict=True) if not isinstance(x, Exception)],
+        )
     bad = first_error(items)
     if bad is not None:
         raise store_error(bad, store.url) from bad

@@ -14,7 +14,13 @@ stronger, SPEC §8); it offers two things:
   client's pool saw another primary address), recorded as a ``failover`` event, and (b) a
   fence counter lower than a fence this store was already handed: claims acknowledged
   before were lost; recorded as a ``data_loss`` event, and the counter is raised back so
-  later claims get fences above every one handed out to this store.
+  later claims get fences above every one handed out to this store; likewise (c) a seq
+  counter lower than one an add of this store returned: enqueues were lost. Counters are
+  watermarks: another writer that advances one first hides the gap. So (d) a producer on a
+  Sentinel URL also keeps an inventory of the adds acknowledged in its last ``RECENT_S``
+  seconds (``RecentAdds``) and, when its pool moves to a new primary, looks each job up
+  there: one missing is an enqueue the old primary acknowledged alone (a split brain),
+  reported by id.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +44,9 @@ local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return c
 """
+
+RECENT_S = 30.0  # seconds of acknowledged adds a Sentinel producer checks after a failover
+RECENT_MAX = 20_000  # at most this many (~2 MB of job ids)
 
 Record = Callable[[str, str], None]
 
@@ -144,6 +154,34 @@ class Waiter:
         )
 
 
+class RecentAdds:
+    """A Sentinel producer's inventory: the job ids of the adds acknowledged in the last
+    ``RECENT_S`` seconds (at most ``RECENT_MAX``), and the primary that took them."""
+
+    def __init__(self) -> None:
+        self._ids: deque[tuple[float, str]] = deque(maxlen=RECENT_MAX)
+        self._primary: tuple[str, int] | None = None
+        self._lock = threading.Lock()
+
+    def note(
+        self, primary: tuple[str, int] | None, job_ids: Sequence[str]
+    ) -> tuple[tuple[str, int], list[str]] | None:
+        """Adds ``job_ids`` were acknowledged by ``primary`` (None: not a Sentinel client,
+        nothing kept). If that is a new primary: the old one and the ids it acknowledged in
+        the last ``RECENT_S`` s, to look up on the new one."""
+        if primary is None:
+            return None
+        now = time.monotonic()
+        moved = None
+        with self._lock:
+            if self._primary is not None and primary != self._primary:
+                moved = (self._primary, [j for t, j in self._ids if now - t <= RECENT_S])
+                self._ids.clear()
+            self._primary = primary
+            self._ids.extend((now, j) for j in job_ids)
+        return moved
+
+
 class ReplicationWatch:
     """Detects a new primary, lost claims and lost enqueues (see the module docstring).
 
@@ -166,6 +204,7 @@ class ReplicationWatch:
         self.failovers = 0
         self.lost_claims = 0
         self.lost_writes = 0
+        self.recent = RecentAdds()
 
     def after_claim(
         self, high: int, fence_before: int | None, fences: Sequence[int], reported: bool = False
@@ -193,10 +232,14 @@ class ReplicationWatch:
             f"; counter raised from {old}; the affected invocations run again"
         )
 
-    def after_add(self, high: int, replies: Sequence[Sequence[Any]]) -> None:
-        """Called after adds with ``seq_high`` as it was when they were sent and their
-        replies ``[outcome, due_in, seq_before, seq_after]`` (older servers' scripts
-        return two items: nothing to check)."""
+    def after_add(
+        self, high: int, replies: Sequence[Sequence[Any]], job_ids: Sequence[str] = ()
+    ) -> None:
+        """Called after adds of ``job_ids`` with ``seq_high`` as it was when they were sent
+        and their replies ``[outcome, due_in, seq_before, seq_after]`` (older servers'
+        scripts return two items: no seq to check)."""
+        moved = self.recent.note(urls.primary_address(self._r), job_ids)
+        found = self._look_up(*moved) if moved else 0
         seen = seq_seen(replies)
         if seen is None:
             return
@@ -206,10 +249,38 @@ class ReplicationWatch:
                 self.seq_high = after
         if before >= high:
             return
+        old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
+        if found:  # reported by id already
+            return
         with self._lock:
             self.lost_writes += high - before
-        old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
         self._alarm(lost_writes_detail(before, high, old))
+
+    def _look_up(self, old: tuple[str, int], job_ids: list[str]) -> int:
+        """After this producer moved from primary ``old``: look up on the new one the jobs
+        ``old`` acknowledged lately; report those missing (``data_loss``); how many."""
+        if not job_ids:
+            return 0
+        try:
+            with self._r.pipeline(transaction=False) as p:
+                for job_id in job_ids:
+                    p.exists(f"{self._prefix}job:{job_id}")
+                found = p.execute()
+        except Exception as exc:  # noqa: BLE001 - the add itself succeeded
+            log.warning("could not look up the enqueues acknowledged before a failover (%s)", exc)
+            return 0
+        missing = [j for j, n in zip(job_ids, found, strict=True) if not n]
+        if missing:
+            with self._lock:
+                self.lost_writes += len(missing)
+            self._alarm(
+                f"{len(missing)} of the {len(job_ids)} enqueue(s) acknowledged by "
+                f"{old[0]}:{old[1]} in the {RECENT_S:.0f} s before this producer moved to the "
+                f"new primary are missing there (lost, unless deleted since): "
+                + ", ".join(missing[:5])
+                + (", ..." if len(missing) > 5 else "")
+            )
+        return len(missing)
 
     def _alarm(self, detail: str) -> None:
         log_data_loss(self._url, detail)

@@ -218,7 +218,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         high = self.replication.seq_high
         reply = self.call_script("add", *self._add_args(spec))
         try:
-            self.replication.after_add(high, [reply])
+            self.replication.after_add(high, [reply], [spec.job_id])
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
         return codec.add_result(reply)
