@@ -378,12 +378,15 @@ class Scheduler(Client):
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    async def serve(self, *, shutdown_timeout: float | None = 30.0) -> None:
+    async def serve(self, *, shutdown_timeout: float | None = 30.0, exiting: bool = False) -> None:
         """Run this engine inside an asyncio program until the task awaiting this is
         cancelled; cancellation is SPEC §4.8's shutdown (stop claiming, hand unstarted
         claims back, let running jobs finish up to ``shutdown_timeout``), done off the
         event loop, after which the ``CancelledError`` propagates. The engine's workers
-        are threads: the loop is never blocked by jobs.
+        are threads: the loop is never blocked by jobs. ``exiting``: the program ends
+        when this returns, so the leases of jobs still running at the timeout end now
+        and other replicas run them again at once (``shutdown(exiting=True)``, as
+        ``duetime run`` does), not a lease later.
 
             task = asyncio.create_task(Scheduler(4, store=store).serve())
             ...
@@ -395,7 +398,9 @@ class Scheduler(Client):
             await asyncio.Event().wait()  # until cancelled
         finally:
             await asyncio.shield(
-                asyncio.to_thread(self.shutdown, wait=True, timeout=shutdown_timeout)
+                asyncio.to_thread(
+                    self.shutdown, wait=True, timeout=shutdown_timeout, exiting=exiting
+                )
             )
 
     def shutdown(

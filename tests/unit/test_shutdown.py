@@ -76,3 +76,30 @@ def test_a_bad_shutdown_timeout_is_refused_and_stops_nothing(make_engine, timeou
     assert not eng.closed
     eng.shutdown(timeout=math.inf)  # inf: no limit, as None
     assert eng.closed
+
+
+def test_serve_cancelled_while_exiting_hands_the_running_leases_back(make_engine, clock, store):
+    """``Scheduler.serve(exiting=True)``: an asyncio program that ends after the task is
+    cancelled hands back the leases of jobs still running, as ``duetime run`` does."""
+    import asyncio
+
+    eng, release = _running(make_engine, store, 2)
+
+    async def main() -> None:
+        serving = asyncio.create_task(eng.serve(shutdown_timeout=0.05, exiting=True))
+        await asyncio.sleep(0)  # serve is waiting for its cancellation
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+
+    try:
+        asyncio.run(main())
+        clock.advance(0.01)
+        store.add(JobSpec("probe", TaskRef("tests.noop"), After(60)))
+        batch = store.claim_due({"default": 4}, LEASE, "other")
+        assert sorted((c.job_id, c.attempt) for c in batch.claims) == [
+            ("held-0", 2),
+            ("held-1", 2),
+        ]
+    finally:
+        release.set()

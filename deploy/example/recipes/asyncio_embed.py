@@ -25,7 +25,7 @@ async def main(seconds: float = 1.0) -> None:
     namespace = os.environ.get("DUETIME_NAMESPACE", "recipes")
     store = RedisStore(url, namespace)
     engine = Scheduler(2, store=store)
-    serving = asyncio.create_task(engine.serve(shutdown_timeout=10))
+    serving = asyncio.create_task(engine.serve(shutdown_timeout=10, exiting=True))
     engine.after("recipes.fetch", 0.1, job_id="fetch-1", kwargs={"url": "https://example.org"})
     await asyncio.sleep(seconds)
     serving.cancel()  # stop claiming; running jobs finish; then the task ends
