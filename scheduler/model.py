@@ -244,6 +244,7 @@ EVENT_KINDS = (  # every kind of event a store records (tests/unit/test_architec
     "deleted",
     "failed",
     "failover",
+    "interrupted",
     "lease_lost",
     "operator",
     "paused",

@@ -14,7 +14,7 @@
 local RUNS_KEPT = 20
 
 -- Invocation `r` (its RUNNING entry) of `job` (checked fields `f`) ended at `now` as
--- `outcome` (succeeded, failed, retried, lease_lost).
+-- `outcome` (succeeded, failed, retried, interrupted, lease_lost).
 local function record_run(now, job, f, r, outcome)
   if not f or (f.kind ~= 'every' and f.kind ~= 'cron') then return end
   local fence, at = string.match(f.started or '', '^(%d+)@(%d+)$')

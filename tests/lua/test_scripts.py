@@ -192,6 +192,8 @@ BAD_INPUT = {
     "fail-empty-job": ("fail", ["", "{tok}", "e", ""]),
     "fail-empty-token": ("fail", ["run", "", "e", ""]),
     "fail-retry-not-a-number": ("fail", ["run", "{tok}", "e", "later"]),
+    "fail-interrupted-not-1": ("fail", ["run", "{tok}", "e", "", "", "yes"]),
+    "fail-interrupted-with-a-retry": ("fail", ["run", "{tok}", "e", "1000", "", "1"]),
     "release-empty-job": ("release", ["", "{tok}"]),
     "release-empty-token": ("release", ["run", ""]),
     "cancel-empty-id": ("cancel", [""]),
@@ -577,6 +579,44 @@ def test_cancel_prevents_a_pending_retry(rs, clock, redis_client):
     assert due(redis_client, rs) == []  # the stale retry entry was dropped
     clock.advance(100)
     assert claim(rs) == []
+
+
+def test_an_interrupted_invocation_writes_no_failure_and_no_dead_letter(rs, clock, redis_client):
+    """fail.lua with ARGV[8] "1" (an operator's interrupt, after cancel.lua): the RUNNING
+    entry and lease go, one ``interrupted`` event and its counter, no failure counted, no
+    dead letter (nor a dead-jobs entry), the last error untouched; a recurring job's run
+    list says interrupted, and the jobs retire as cancelled. A call without ARGV[8] (an
+    older replica's) still records a failure."""
+    rs.add(spec("a", After(0), retry=RetryPolicy(max_attempts=3)))
+    rs.add(every("r", 1))
+    clock.advance(1)
+    by_id = {c.job_id: c for c in claim(rs)}
+    raw(rs, "cancel", "a")
+    raw(rs, "cancel", "r")
+    for j in "ar":
+        assert raw(rs, "fail", j, by_id[j].token, "stopped", "", "", "1") == "ok"
+    assert redis_client.hlen(rs.keys.running) == 0 and redis_client.zcard(rs.keys.lease) == 0
+    for j in "ar":
+        h = job(redis_client, rs, j)
+        assert h["state"] == "cancelled" and h["last_token"] == by_id[j].token, h
+        assert "failures" not in h and "last_error" not in h and "last_tb" not in h, h
+        assert not redis_client.exists(rs.keys.dead(j))
+    assert redis_client.zcard(rs.keys.dead_jobs) == 0
+    assert [(e["kind"], e["job"], e["detail"]) for e in events(redis_client, rs)][-2:] == [
+        ("interrupted", "a", "stopped"),
+        ("interrupted", "r", "stopped"),
+    ]
+    assert not {"failed", "dead_lettered", "retried"} & set(kinds(redis_client, rs))
+    assert redis_client.hget(rs.keys.stats, "interrupted") == b"2"
+    (run,) = redis_client.lrange(rs.keys.runs("r"), 0, -1)
+    assert run.decode().endswith("|interrupted")
+    clock.advance(60)
+    assert claim(rs) == []
+    rs.add(spec("b", After(0)))
+    (c,) = claim(rs)
+    raw(rs, "cancel", "b")
+    assert raw(rs, "fail", "b", c.token, "stopped", "", "") == "ok"  # seven ARGV: a failure
+    assert job(redis_client, rs, "b")["failures"] == "1" and redis_client.exists(rs.keys.dead("b"))
 
 
 # ---- malformed data -----------------------------------------------------------------------
