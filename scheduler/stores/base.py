@@ -110,6 +110,13 @@ class Store(Protocol):
         ``TRACEBACK_MAX`` bytes)."""
         ...
 
+    def end_interrupted(self, claim: Claim, detail: str) -> Commit:
+        """Record that an operator's interrupt (``cancel(interrupt=True)``, which cancelled
+        the job first) ended the invocation: not a failure, so no retry, no dead letter,
+        the last error and failure count untouched; an ``interrupted`` event with
+        ``detail``, and the job settles as cancelled. Token-checked."""
+        ...
+
     def release(self, claim: Claim) -> Commit:
         """Return a claimed but unstarted invocation at once (same attempt). Token-checked."""
         ...

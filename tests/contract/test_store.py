@@ -141,6 +141,53 @@ def test_cancel_of_recurring_job_while_running_stops_the_series(store, clock):
     assert store.get("r").state == "cancelled"
 
 
+def test_an_invocation_an_operator_interrupted_ends_without_a_failure(store, clock):
+    """``end_interrupted``: ``cancel(interrupt=True)`` cancelled the job, then its running
+    invocation stopped. No retry (though its policy allows one), no dead letter, no
+    failure counted, no success; one ``interrupted`` event; the job reads as cancelled.
+    Token-checked, and a resend answers OK and records nothing twice."""
+    store.add(spec("a", After(1), retry=RetryPolicy(max_attempts=3)))
+    store.add(every("r", 1))
+    clock.advance(1)
+    by_id = {c.job_id: c for c in claim(store, lease=10).claims}
+    a, r = by_id["a"], by_id["r"]
+    assert store.cancel("a") is False and store.cancel("r") is True
+    forged = a._replace(token=a.token + "x")
+    assert store.end_interrupted(forged, "x") is Commit.LEASE_LOST
+    assert store.end_interrupted(a, "interrupted by cancel(interrupt=True)") is Commit.OK
+    assert store.end_interrupted(a, "again") is Commit.OK  # a resend
+    assert store.end_interrupted(r, "stopped") is Commit.OK
+    clock.advance(60)
+    assert claim(store, lease=10).claims == []  # nothing retried, nothing left to run
+    for job in "ar":
+        info = store.get(job)
+        assert (info.state, info.runs, info.failures) == ("cancelled", 0, 0), info
+        assert info.last_error is None and info.last_result is None, info
+        assert info.dead_letters == () and info.running == (), info
+    events = store.events(100)
+    assert not {"failed", "dead_lettered", "retried", "succeeded"} & {e.kind for e in events}
+    assert [
+        (e.job_id, e.scheduled, e.attempt, e.detail) for e in events if e.kind == "interrupted"
+    ] == [
+        ("a", a.scheduled, 1, "interrupted by cancel(interrupt=True)"),
+        ("r", r.scheduled, 1, "stopped"),
+    ]
+
+
+def test_an_interrupted_invocation_keeps_the_last_error_of_an_earlier_failure(store, clock):
+    store.add(every("r", 1))
+    clock.advance(1)
+    (c,) = claim(store).claims
+    assert store.fail(c, "ValueError: boom", None) is Commit.OK
+    clock.advance(1)
+    (c,) = claim(store).claims
+    store.cancel("r")
+    assert store.end_interrupted(c, "stopped") is Commit.OK
+    info = store.get("r")
+    assert (info.state, info.failures, info.last_error) == ("cancelled", 1, "ValueError: boom")
+    assert len(info.dead_letters) == 1  # the failure's, not the interrupt's
+
+
 # ---- recurring ------------------------------------------------------------------------
 
 

@@ -230,6 +230,9 @@ class MemoryStore(MemorySteering):
         tb = traceback.encode()[-TRACEBACK_MAX:].decode(errors="ignore")
         return self._finish(claim, "failed", error=error, retry_in=retry_in, traceback=tb)
 
+    def end_interrupted(self, claim: Claim, detail: str) -> Commit:
+        return self._finish(claim, "interrupted", error=detail)
+
     def release(self, claim: Claim) -> Commit:
         return self._finish(claim, "released")
 
@@ -273,6 +276,9 @@ class MemoryStore(MemorySteering):
             if job is not None:
                 job.runs += 1
                 job.last_result, job.last_error = result, None
+        elif how == "interrupted":  # an operator's stop, not a failure (base.py)
+            self._event_locked(now, "interrupted", r.job_id, r.scheduled, r.attempt, error)
+            how = "cancelled"  # how its job settles
         elif retry_in is not None and same:
             assert job is not None
             job.last_error, job.last_traceback = error, traceback

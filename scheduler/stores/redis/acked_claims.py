@@ -59,6 +59,8 @@ class Riding(Protocol):
         self, capacity: Mapping[str, int], lease: float | None, owner: str
     ) -> ClaimRequest: ...
 
+    def call_script(self, name: str, *args: Any) -> Any: ...
+
     def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]: ...
 
     def claimed(self, text: str, request: ClaimRequest) -> ClaimBatch: ...
@@ -69,6 +71,14 @@ def ack_args(done: Sequence[tuple[Claim, Any]]) -> list[str]:
     return [
         x for claim, result in done for x in (claim.job_id, claim.token, codec.result_json(result))
     ]
+
+
+def complete_many(store: Riding, done: Sequence[tuple[Claim, Any]], max_acks: int) -> list[Commit]:
+    """``RedisStore.complete_many``: one complete_many.lua call per ``max_acks`` items."""
+    out: list[Commit] = []
+    for i in range(0, len(done), max_acks):
+        out += commits(store.call_script("complete_many", *ack_args(done[i : i + max_acks])))
+    return out
 
 
 CODES = {c.value: c for c in Commit}  # a dict lookup: ~10x cheaper than Commit(code)

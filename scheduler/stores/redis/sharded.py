@@ -7,8 +7,8 @@ slot and runs unchanged, on whichever cluster node holds that slot. A job lives 
 shard, over one shared client, does the work; this class routes and merges:
 
 * by job id: add, cancel, pause, resume, trigger, backfill, get, and every token-checked
-  write of a claim (complete, complete_many, fail, release, renew); successes sent with
-  a claim (``complete_and_claim``) ride with it to their own shard only;
+  write of a claim (complete, complete_many, fail, end_interrupted, release, renew);
+  successes sent with a claim (``complete_and_claim``) ride with it to their own shard;
 * merged: jobs (by next run), events (by time), ``data_loss_alarms``;
 * ``next_id`` (``JobScheduler`` int ids): shard 0's counter.
 
@@ -168,14 +168,11 @@ class ShardedStore(WakeSubscriptions):
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``RedisStore.add_many`` per shard holding some jobs; results in ``specs``' order."""
         self._count(record=True)
-        groups: dict[int, list[int]] = defaultdict(list)
-        for n, spec in enumerate(specs):
-            groups[sharding.shard_of(spec.job_id, self.n)].append(n)
+        groups = self._groups([spec.job_id for spec in specs])
         out: list[AddResult | None] = [None] * len(specs)
         for i, members in groups.items():
-            for n, result in zip(
-                members, self.shards[i].add_many([specs[n] for n in members]), strict=True
-            ):
+            results = self.shards[i].add_many([specs[n] for n in members])
+            for n, result in zip(members, results, strict=True):
                 out[n] = result
                 self._learn(i, result.due_in)
         return [r for r in out if r is not None]
@@ -303,9 +300,8 @@ class ShardedStore(WakeSubscriptions):
         groups = self._groups([c.job_id for c in claims])
         out: list[Commit] = [Commit.LEASE_LOST] * len(claims)
         for i, members in groups.items():
-            for n, code in zip(
-                members, self.shards[i].renew([claims[n] for n in members], lease), strict=True
-            ):
+            codes = self.shards[i].renew([claims[n] for n in members], lease)
+            for n, code in zip(members, codes, strict=True):
                 out[n] = code
         return out
 
@@ -325,6 +321,9 @@ class ShardedStore(WakeSubscriptions):
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
         return self.shard(claim.job_id).fail(claim, error, retry_in, traceback)
+
+    def end_interrupted(self, claim: Claim, detail: str) -> Commit:
+        return self.shard(claim.job_id).end_interrupted(claim, detail)
 
     def release(self, claim: Claim) -> Commit:
         return self.shard(claim.job_id).release(claim)

@@ -362,18 +362,18 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         )
 
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
-        """``complete`` for a batch of (claim, result) in one script call (batched acks):
-        each item is token-checked on its own and gets its own outcome, in order."""
-        out: list[Commit] = []
-        for i in range(0, len(done), MAX_ACKS):
-            args = acked_claims.ack_args(done[i : i + MAX_ACKS])
-            out += acked_claims.commits(self.call_script("complete_many", *args))
-        return out
+        """``complete`` for a batch of (claim, result), ``MAX_ACKS`` per script call (batched
+        acks): each item is token-checked on its own and gets its own outcome, in order."""
+        return acked_claims.complete_many(self, done, MAX_ACKS)
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
         tb = traceback.encode()[-TRACEBACK_MAX:].decode(errors="ignore")
         retry = "" if retry_in is None else _ms(retry_in)
         return Commit(self.call_script("fail", claim.job_id, claim.token, error[:4000], retry, tb))
+
+    def end_interrupted(self, claim: Claim, detail: str) -> Commit:
+        job, token = claim.job_id, claim.token  # fail.lua's ARGV[8] "1": interrupted
+        return Commit(self.call_script("fail", job, token, detail[:4000], "", "", "1"))
 
     def release(self, claim: Claim) -> Commit:
         return Commit(self.call_script("release", claim.job_id, claim.token))
