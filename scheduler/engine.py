@@ -36,6 +36,7 @@ from scheduler.stores.base import (
 )
 from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
+from workers.context import INTERRUPTED
 from workers.coroutines import close_loop
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
@@ -309,7 +310,7 @@ class Scheduler(Client):
             self.store.release(work.claim)
             prevented = True
         if interrupt:
-            self._runner.cancel_running(job_id, "cancelled")
+            self._runner.cancel_running(job_id, INTERRUPTED)
             if isinstance(self.store, Interrupts):  # and on the other replicas
                 self.store.interrupt(job_id)
         if wait:

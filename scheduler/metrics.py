@@ -81,12 +81,13 @@ class Metrics:
             self.claimed(lane, lag)
 
     def finished(self, lane: str, outcome: str) -> None:
-        """outcome: succeeded | failed | retried | timeout | lease_lost | unknown_task."""
+        """outcome: succeeded | failed | retried | timeout | interrupted | lease_lost |
+        unknown_task."""
 
     def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
         """An invocation's call took ``seconds`` after waiting ``waited`` seconds for its
         worker since the claim. ``task``: the registered task name, or ``callable`` (an
-        in-process callable); outcome: succeeded | failed | retried | timeout."""
+        in-process callable); outcome: succeeded | failed | retried | timeout | interrupted."""
 
     def succeeded_many(self, runs: Sequence[Run]) -> None:
         """``finished(lane, "succeeded")`` and ``ran(lane, task, "succeeded", seconds,

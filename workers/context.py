@@ -7,6 +7,11 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+# The reason of a token cancelled by an operator's interrupt (``cancel(interrupt=True)``,
+# here or, through the store, on another replica): the runner records such an end as
+# interrupted, not as a failure.
+INTERRUPTED = "cancelled"
+
 
 class CancelToken:
     """Cooperative cancellation: set once, with a reason; jobs poll ``cancelled()``.

@@ -26,7 +26,7 @@ from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit
 from scheduler.stores.base import Interrupts, Store
 from workers import failpoints
-from workers.context import CancelToken
+from workers.context import INTERRUPTED, CancelToken
 from workers.timers import Offloaded, Timers
 
 log = logging.getLogger("duetime.workers")
@@ -196,7 +196,7 @@ class Heartbeat:
         for claim, token in running:
             if claim.job_id in asked:
                 log.info("job %s invocation %s: interrupted", claim.job_id, claim.invocation_id)
-                token.cancel("cancelled")
+                token.cancel(INTERRUPTED)
 
     def _lost(self, lost: list[tuple[Claim, CancelToken]], why: list[Commit], when: str) -> None:
         if not lost:

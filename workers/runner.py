@@ -21,7 +21,7 @@ from scheduler.stores.base import Store
 from workers import commits, coroutines, failpoints, failures
 from workers.acks import Acks
 from workers.calls import AsyncFlags
-from workers.context import CancelToken, InvocationContext, _current
+from workers.context import INTERRUPTED, CancelToken, InvocationContext, _current
 from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -210,7 +210,7 @@ class Runner:
             lag = loop.lag  # how long its code kept its loop from running callbacks
             self.loop_lags.append(lag)
             if token.reason is not None and not isinstance(error, Exception):
-                error = _why_cancelled(token.reason, timeout)  # its CancelledError, or swallowed
+                error = _why_cancelled(token.reason, timeout, error)  # CancelledError, swallowed
             if self._lag_hooked:  # the metrics record loop lags
                 if error is None and self._acks is not None:
                     self._lags.append((claim.lane, lag))  # reported with its ack's flush
@@ -276,6 +276,8 @@ class Runner:
             committed = self._commit(claim, lambda: self._store.complete(claim, result))
             if run is not None and committed is Commit.OK:
                 self._metrics.succeeded_many((run,))
+        elif isinstance(error, InvocationCancelled) and token.reason == INTERRUPTED:
+            self._record_interrupt(claim, str(error), ran)
         else:
             self._record_failure(claim, error, ran)
         return False
@@ -380,6 +382,22 @@ class Runner:
         self._commit(claim, lambda: self._store.fail(claim, reason, retry_in, tb))
         self._retrying(retry_in)
 
+    def _record_interrupt(self, claim: Claim, detail: str, ran: Ran) -> None:
+        """An operator's interrupt (``cancel(interrupt=True)``) ended the job: its job is
+        cancelled already, so the invocation ends without a retry or a dead letter; not a
+        failure (INFO), recorded as interrupted."""
+        log.info(
+            "job %s invocation %s attempt %d interrupted: %s",
+            claim.job_id,
+            claim.invocation_id,
+            claim.attempt,
+            detail,
+            extra=self._fields(claim, "interrupted"),
+        )
+        self._metrics.finished(claim.lane, "interrupted")
+        self._metrics.ran(claim.lane, task_label(claim), "interrupted", ran.took, ran.waited)
+        self._commit(claim, lambda: self._store.end_interrupted(claim, detail))
+
     def _retrying(self, retry_in: float | None) -> None:
         if retry_in is not None and self._on_retry is not None:
             self._on_retry(retry_in)
@@ -415,8 +433,14 @@ class Runner:
         return result
 
 
-def _why_cancelled(reason: str, timeout: float | None) -> BaseException:
-    """What an async job cancelled by its token ended as (never a success)."""
+def _why_cancelled(
+    reason: str, timeout: float | None, error: BaseException | None
+) -> BaseException:
+    """What an async job cancelled by its token ended as (never a success): ``error`` is
+    its ``CancelledError``, or None if it swallowed it and returned."""
     if reason == "timeout":
         return InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
+    if reason == INTERRUPTED:
+        swallowed = "; it returned after its CancelledError: not a success" if error is None else ""
+        return InvocationCancelled(f"interrupted by cancel(interrupt=True){swallowed}")
     return InvocationCancelled(f"the async job was cancelled ({reason})")

@@ -359,16 +359,22 @@ def test_a_timeout_cancels_the_coroutine_and_is_recorded_as_a_timeout(board, swa
     assert info.runs == 0 and info.last_result is None, info
 
 
-def test_cancel_with_interrupt_reaches_the_coroutine_never_a_success(board):
+@pytest.mark.parametrize("swallow", [False, True])
+def test_cancel_with_interrupt_ends_the_coroutine_as_interrupted_never_a_success(board, swallow):
     eng, kw = start(board)
-    eng.after(T + "hold", 0, kwargs={**kw, "label": "p", "swallow": True}, job_id="p")
+    kwargs = {**kw, "label": "p", "swallow": swallow}
+    eng.after(T + "hold", 0, kwargs=kwargs, job_id="p", retry=RetryPolicy(max_attempts=3))
     assert board.flag("p.started").wait(WAIT)
     eng.cancel("p", interrupt=True, wait=True, timeout=WAIT)
-    assert board.flag("p.cancelled").is_set()  # it saw CancelledError, and swallowed it
+    assert board.flag("p.cancelled").is_set()  # it saw CancelledError (and maybe swallowed it)
     assert eng.wait_idle()  # the outcome is recorded once the worker is idle again
     info = eng.get("p")
-    assert info.runs == 0 and info.failures == 1, info  # never counted as a success
-    assert "the async job was cancelled" in (info.last_error or ""), info
+    assert (info.state, info.runs, info.failures) == ("cancelled", 0, 0), info  # no success
+    assert info.last_result is None and info.last_error is None and info.dead_letters == ()
+    kinds = [e.kind for e in eng.events(100) if e.job_id == "p"]
+    assert "interrupted" in kinds, kinds
+    assert not {"succeeded", "failed", "retried", "dead_lettered"} & set(kinds), kinds
+    assert board.labels() == ["p"]  # not run again
 
 
 @pytest.mark.parametrize("via", ["thread", "client"])

@@ -9,6 +9,7 @@ test advances the clock past a third of the lease); the job waits on its token."
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 
 import pytest
@@ -31,6 +32,19 @@ def wait_for_stop() -> str:
     stopped = current_invocation().token.wait(WAIT)
     _seen["stopped" if stopped else "ran out"].set()
     return "stopped" if stopped else "ran out"
+
+
+@task("tests.interrupt.await_stop")
+async def await_stop(swallow: bool = False) -> str:
+    _seen["started"].set()
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        _seen["stopped"].set()
+        if not swallow:
+            raise
+        return "swallowed it"
+    return "ran out"
 
 
 def _running(make_engine, clock, redis_url, redis_ns):
@@ -125,3 +139,86 @@ def test_a_sharded_namespace_reads_the_requests_of_every_shard(redis_url, redis_
         assert store.interrupted(ids) == asked
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+def test_an_async_job_interrupted_on_another_replica_ends_as_interrupted_not_failed(
+    make_engine, clock, redis_url, redis_ns, swallow, caplog
+):
+    """An operator's stop is not a failure to triage: no dead letter, no failure counted,
+    logged at INFO; nor a success, even if the job swallows its CancelledError. The
+    invocation's end is an ``interrupted`` event, and ``show`` and ``ls`` read the job as
+    cancelled, its last run as interrupted."""
+    caplog.set_level(logging.INFO, logger="duetime.workers")
+    _seen.update(started=threading.Event(), stopped=threading.Event())
+    store = RedisStore(redis_url, redis_ns, clock=clock)
+    replica = make_engine(num_workers=1, store=store, lease=LEASE)
+    client = Client(RedisStore(redis_url, redis_ns, clock=clock))
+    kwargs = {"swallow": swallow}
+    job = client.enqueue("tests.interrupt.await_stop", delay=0, kwargs=kwargs)
+    clock.advance(0.01)
+    assert _seen["started"].wait(WAIT)
+    assert client.cancel(job, interrupt=True) is False
+    clock.advance(LEASE / 3 + 0.01)  # the replica's heartbeat reads the request
+    assert _seen["stopped"].wait(WAIT)
+    assert replica.wait_idle()
+    ended = [r for r in caplog.records if r.name == "duetime.workers" and job in r.getMessage()]
+    assert [r.levelname for r in ended if "interrupted:" in r.getMessage()] == ["INFO"]
+    assert not [r for r in ended if r.levelno >= logging.WARNING], ended
+    info = client.get(job)
+    assert (info.state, info.runs, info.failures) == ("cancelled", 0, 0), info
+    assert info.dead_letters == () and info.last_error is None and info.last_result is None
+    mine = [e for e in client.events(100) if e.job_id == job]
+    assert [e.kind for e in mine if e.kind in {"interrupted", "failed", "dead_lettered",
+            "succeeded", "retried"}] == ["interrupted"]  # fmt: skip
+    assert "interrupted by cancel(interrupt=True)" in mine[-1].detail
+    cli = ["--redis", redis_url, "-n", redis_ns]
+    shown = CliRunner().invoke(main, ["show", job, *cli])
+    assert shown.exit_code == 0, shown.output
+    assert "state        cancelled" in shown.stdout and "failures     0" in shown.stdout
+    assert "s interrupted (newest first)" in shown.stdout and "dead letters none" in shown.stdout
+    dead = CliRunner().invoke(main, ["ls", "--state", "dead", *cli])
+    assert job not in dead.stdout, dead.output
+    cancelled = CliRunner().invoke(main, ["ls", "--state", "cancelled", *cli])
+    assert job in cancelled.stdout, cancelled.output
+
+
+def test_a_timeout_of_an_async_job_still_fails_and_is_dead_lettered(
+    make_engine, clock, redis_url, redis_ns
+):
+    _seen.update(started=threading.Event(), stopped=threading.Event())
+    store = RedisStore(redis_url, redis_ns, clock=clock)
+    replica = make_engine(num_workers=1, store=store, lease=LEASE)
+    client = Client(RedisStore(redis_url, redis_ns, clock=clock))
+    job = client.enqueue("tests.interrupt.await_stop", delay=0, timeout=1)
+    clock.advance(0.01)
+    assert _seen["started"].wait(WAIT)
+    clock.advance(1)
+    assert _seen["stopped"].wait(WAIT)
+    assert replica.wait_idle()
+    info = client.get(job)
+    assert (info.state, info.failures) == ("failed", 1), info
+    assert "timeout" in (info.last_error or "") and len(info.dead_letters) == 1
+    assert "interrupted" not in {e.kind for e in client.events(100)}
+
+
+def test_a_sharded_namespace_records_an_interrupt_in_the_jobs_shard(
+    make_engine, clock, redis_url, redis_ns
+):
+    from scheduler.stores.redis.sharded import open_store
+
+    _seen.update(started=threading.Event(), stopped=threading.Event())
+    replica = make_engine(
+        num_workers=1, store=open_store(redis_url, redis_ns, shards=3, clock=clock), lease=LEASE
+    )
+    client = Client(open_store(redis_url, redis_ns, shards=3, clock=clock))
+    job = client.enqueue("tests.interrupt.await_stop", delay=0)
+    clock.advance(0.01)
+    assert _seen["started"].wait(WAIT)
+    client.cancel(job, interrupt=True)
+    clock.advance(LEASE / 3 + 0.01)
+    assert _seen["stopped"].wait(WAIT)
+    assert replica.wait_idle()
+    info = client.get(job)
+    assert (info.state, info.failures, info.dead_letters) == ("cancelled", 0, ()), info
+    assert "interrupted" in {e.kind for e in client.events(100) if e.job_id == job}

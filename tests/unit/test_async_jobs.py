@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import threading
 
 import pytest
 
 from scheduler import current_invocation, task
-from scheduler.model import After, JobSpec, TaskRef
+from scheduler.model import After, JobSpec, RetryPolicy, TaskRef
 from tests.helpers import WAIT
 
 ran: list[str] = []
@@ -98,7 +99,14 @@ def test_a_timeout_cancels_the_coroutine_and_is_recorded_as_a_timeout(make_engin
     assert info.state == "failed" and "timeout" in info.last_error, info
 
 
-def test_cancel_with_interrupt_reaches_the_coroutine_never_a_success(make_engine):
+@pytest.mark.parametrize("swallow", [False, True])
+def test_cancel_with_interrupt_ends_the_coroutine_as_interrupted_never_a_success(
+    make_engine, swallow, caplog
+):
+    """An operator's stop is no failure: no dead letter, no failure counted, no retry
+    (though its policy allows one), logged at INFO; nor a success, even if the job
+    swallows its CancelledError. Its end is an ``interrupted`` event."""
+    caplog.set_level(logging.INFO, logger="duetime.workers")
     eng = make_engine()
     started = threading.Event()
 
@@ -107,16 +115,71 @@ def test_cancel_with_interrupt_reaches_the_coroutine_never_a_success(make_engine
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
+            if not swallow:
+                raise
             return "swallowed it"
         return "never"
 
-    eng.after(polite, 0, job_id="p")
+    eng.after(polite, 0, job_id="p", retry=RetryPolicy(max_attempts=3, backoff=0))
     assert started.wait(WAIT)
     eng.cancel("p", interrupt=True, wait=True, timeout=WAIT)
     assert eng.wait_idle()  # the outcome is recorded once the worker is idle again
     info = eng.get("p")
-    assert info.runs == 0 and info.failures == 1, info  # never counted as a success
-    assert "the async job was cancelled" in (info.last_error or ""), info
+    assert (info.state, info.runs, info.failures) == ("cancelled", 0, 0), info
+    assert info.last_result is None and info.last_error is None and info.dead_letters == ()
+    ends = [e for e in eng.events(100) if e.kind in ("succeeded", "failed", "interrupted")]
+    assert [(e.kind, e.job_id, e.attempt) for e in ends] == [("interrupted", "p", 1)]
+    assert ends[0].detail.startswith("interrupted by cancel(interrupt=True)")
+    assert ("returned after its CancelledError" in ends[0].detail) is swallow
+    assert not {"retried", "dead_lettered"} & {e.kind for e in eng.events(100)}
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if "job p " in r.getMessage()]
+    assert [lvl for lvl, msg in logged if "interrupted:" in msg] == ["INFO"], logged
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], logged
+
+
+def test_an_error_raised_while_stopping_is_still_a_failure(make_engine):
+    """Only the interrupt's own cancellation is an interrupted end: a job that raises
+    something else on its way out failed, as any error raised is recorded."""
+    eng = make_engine()
+    started = threading.Event()
+
+    async def clumsy() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise ValueError("cleanup broke") from None
+
+    eng.after(clumsy, 0, job_id="c")
+    assert started.wait(WAIT)
+    eng.cancel("c", interrupt=True, wait=True, timeout=WAIT)
+    assert eng.wait_idle()
+    info = eng.get("c")
+    assert (info.state, info.failures) == ("cancelled", 1), info
+    assert "ValueError: cleanup broke" in (info.last_error or "") and len(info.dead_letters) == 1
+
+
+def test_a_sync_job_that_returns_when_interrupted_is_a_success(make_engine):
+    eng = make_engine()
+    started = threading.Event()
+
+    def polite() -> str:
+        started.set()
+        current_invocation().token.wait(WAIT)
+        return "stopped"
+
+    eng.after(polite, 0, job_id="s")
+    assert started.wait(WAIT)
+    eng.cancel("s", interrupt=True, wait=True, timeout=WAIT)
+    assert eng.wait_idle()
+    info = eng.get("s")
+    assert (info.state, info.runs, info.failures, info.last_result) == (
+        "cancelled",
+        1,
+        0,
+        "stopped",
+    )
+    assert "interrupted" not in {e.kind for e in eng.events(100)}
 
 
 async def agen():

@@ -293,11 +293,11 @@ class Run(TypedDict):
     scheduled: float | None
     attempt: int | None
     started: float | None  # the claim, epoch seconds (None: not known)
-    outcome: str  # succeeded, failed (for good), retried or lease_lost
+    outcome: str  # succeeded, failed (for good), retried, interrupted or lease_lost
     duration: float | None  # seconds from the claim to the outcome (None: not known)
 
 
-RUN_ENDS = frozenset({"succeeded", "failed", "retried"})
+RUN_ENDS = frozenset({"succeeded", "failed", "retried", "interrupted"})
 
 
 def recent_runs(store: AnyStore, job_id: str, count: int = 10) -> list[Run]:
