@@ -147,13 +147,13 @@ def memory_pressure(tmp: pathlib.Path, n: int = 60) -> Outcome:
     with Harness(tmp, replicas=2, lease=2.0, resync=0.5, server_args=["--maxmemory", "4mb"]) as h:
         _up(h)
         h.enqueue_many(n, seconds=0.05, spread=2.0)
-        big = {"seconds": 0.0, "pad": "x" * 60_000}
+        big = {"pad": "x" * 60_000}
         refused: Exception | None = None
         padding: list[str] = []
         for _ in range(400):
             before = len(h.raw.keys(h.keys.job("*")))
             try:
-                padding.append(h.client.enqueue("witness.work", kwargs=big, delay=3600))
+                padding.append(h.client.enqueue("witness.padded", kwargs=big, delay=3600))
             except (DuetimeError, ValueError, redis.RedisError) as exc:
                 refused = exc
                 break

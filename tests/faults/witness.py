@@ -100,6 +100,13 @@ def work(seconds: float = 0.0) -> None:
     r.hincrby(f"{key}:done", inv.invocation_id, 1)
 
 
+@task("witness.padded")
+def padded(pad: str = "") -> None:
+    """A job whose only purpose is its size (F10 fills Redis with them, due in an hour);
+    run, it records its start like every witness task."""
+    _record()
+
+
 class Witness:
     """The test side: reads what the tasks recorded under ``key``."""
 
