@@ -313,6 +313,11 @@ def events(
         top = queries.last_event_id(store) if follow else "+"
         wanted = frozenset(kinds) or None
         recent = queries.recent_events(store, count, job, until=top, kinds=wanted)
+        if not recent and not follow and count:  # say so: a mistyped -n printed nothing
+            of = f" of job {job!r}" if job else ""
+            kind = f" of kind {', '.join(sorted(wanted))}" if wanted else ""
+            note = namespaces.hint(store, namespace)
+            click.echo(f"no events{of}{kind} in namespace {namespace!r}{note}", err=True)
         if as_json and not follow:
             data = [render.event_json(e.event, e.id) for e in recent]
             click.echo(json.dumps(data, indent=2))

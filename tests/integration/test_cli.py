@@ -273,6 +273,18 @@ def test_events_last_n_oldest_first_and_by_job(cli, client):
     assert len(json.loads(cli("events", "--json").stdout)) == min(20, len(everything))
 
 
+def test_events_that_find_nothing_say_so_and_name_the_namespaces_here(cli, client, ns):
+    """A mistyped namespace (``-n`` is --namespace, not a count) printed nothing, exit 0."""
+    typo = ns[:-1]
+    r = cli("events", "-n", typo)
+    assert r.exit_code == 0 and r.stdout == ""
+    assert f"no events in namespace {typo!r}" in r.stderr and f"did you mean {ns!r}" in r.stderr
+    r = cli("events", "--job", "nope", "--json")
+    assert json.loads(r.stdout) == [] and "no events of job 'nope' in namespace" in r.stderr
+    assert "no events of kind quarantined" in cli("events", "--kind", "quarantined").stderr
+    assert cli("events", "--count", "0").stderr == ""  # none asked, none said
+
+
 def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
     ns = redis_ns
     store = RedisStore(redis_server.url, ns)
