@@ -298,7 +298,12 @@ class InvocationInfo:
 
 @dataclass(frozen=True)
 class JobInfo:
-    """A snapshot of one job for inspection."""
+    """A snapshot of one job for inspection.
+
+    ``next_run`` is on the store's clock: epoch seconds in a shared (Redis) store; in
+    process, the engine's clock, ``time.monotonic()`` seconds unless a clock was given.
+    In process, ``next_run - engine.clock.now()`` is how far away it is, and
+    ``time.time() + next_run - time.monotonic()`` its wall time."""
 
     job_id: str
     schedule: str

@@ -221,3 +221,22 @@ def test_stats_need_no_optional_dependency():
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+
+
+def test_in_process_next_run_is_on_the_engines_monotonic_clock_as_documented():
+    """JobInfo's docstring: in process, ``next_run`` is ``time.monotonic()`` seconds."""
+    import time
+
+    from scheduler import Scheduler
+    from scheduler.model import JobInfo
+
+    assert "time.monotonic()" in (JobInfo.__doc__ or "")
+    with Scheduler(1) as engine:
+        before = time.monotonic()
+        engine.after(lambda: None, 3600, job_id="far")
+        info = engine.get("far")
+        assert info is not None and info.next_run is not None
+        assert before + 3600 <= info.next_run <= time.monotonic() + 3600
+        assert abs(info.next_run - engine.clock.now() - 3600) < 60
+        wall = time.time() + info.next_run - time.monotonic()
+        assert abs(wall - (time.time() + 3600)) < 60
