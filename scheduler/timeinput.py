@@ -33,8 +33,8 @@ PAST_LIMIT = 24 * 3600.0
 
 DURATION_EXAMPLES = "90s, 1h30m, 500ms, 2d, PT1H30M, or a number of seconds"
 INSTANT_EXAMPLES = (
-    "2025-03-01T14:30 (local time), 2025-03-01T13:30Z, 2025-03-01T14:30+01:00, "
-    "2025-03-01, or epoch seconds"
+    "2030-03-01T14:30 (local time), 2030-03-01T13:30Z, 2030-03-01T14:30+01:00, "
+    "2030-03-01, or epoch seconds"
 )
 
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"

@@ -20,7 +20,7 @@ from scheduler.cli.app import fail
 EXIT_USAGE = 2
 INSTANT = "TIME"
 DURATION = "DURATION"
-INSTANT_HELP = "ISO 8601 (2025-03-01T14:30 is local time; add Z or +01:00) or epoch seconds"
+INSTANT_HELP = "ISO 8601 (2030-03-01T14:30 is local time; add Z or +01:00) or epoch seconds"
 DURATION_HELP = "90s, 1h30m, 500ms, 2d, PT1H30M, or seconds"
 
 
