@@ -134,3 +134,13 @@ def test_dead_sentinels_fail_at_once_in_one_line_without_client_reprs(aio):
     text = str(caught.value)
     assert "no sentinel of redis+sentinel://127.0.0.1:1,127.0.0.1:2/orders" in text, text
     assert "'orders'" in text and "ConnectionError" in text and "<redis." not in text, text
+
+
+def test_no_primary_reads_as_a_failover_in_progress_first_then_what_to_check():
+    """During a failover the sentinels know no primary for a few seconds: the line must
+    not read as a configuration error only (an operator watching a failover saw that)."""
+    text = "No master found for 'mymaster' : {Sentinel<...>: ConnectionError('refused')}"
+    line = urls.no_primary(text, "redis+sentinel://h:26379/mymaster")
+    assert line.startswith("no sentinel of redis+sentinel://h:26379/mymaster knows a primary")
+    assert "'mymaster' just now" in line and "during a failover" in line
+    assert "if it lasts, check that the sentinels run" in line and "Sentinel<" not in line

@@ -313,7 +313,9 @@ def no_primary(text: str, where: str) -> str:
     errors = _SENTINEL_ERROR.findall(text)
     why = f" (sentinel errors: {'; '.join(errors)})" if errors else ""
     return (
-        f"no sentinel of {where} knows a primary for {name}{why}: check that the sentinels "
+        f"no sentinel of {where} knows a primary for {name} just now{why}: during a "
+        "failover this lasts a few seconds, while the sentinels promote a replica (replicas "
+        "retry on their own; run a command again); if it lasts, check that the sentinels "
         "run, the service name (sentinel monitor <name>) and, if they need one, "
         "?sentinel_password="
     )
