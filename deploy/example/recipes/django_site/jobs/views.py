@@ -21,6 +21,9 @@ def client() -> Client:
 
 
 def welcome(request: HttpRequest, user_id: int) -> JsonResponse:
+    # The job id makes repeated requests one job while it waits or runs. Once it has run,
+    # the same id enqueues a new job (a finished job is kept a day for inspection, not as
+    # a guard), so "once per user, ever" belongs to the site's own data (a sent_at field).
     job_id = client().enqueue("site.welcome", kwargs={"user_id": user_id}, job_id=f"w{user_id}")
     return JsonResponse({"job_id": job_id})
 
