@@ -2,22 +2,27 @@
 stranger would: a "more:" line that, pasted, listed another namespace; an event kind
 typed wrong that matched nothing (and ``-f`` waited forever); a backfill of a job that
 does not exist said there was nothing to backfill; a terminal that cannot show a job id
-ended the command with exit 2."""
+ended the command with exit 2; a one-off waiting for its retry was listed with no next
+run."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from scheduler import Client
-from scheduler.cli import main
+from scheduler import Client, RetryPolicy, Scheduler, task
+from scheduler.cli import main, render
+from scheduler.stores.redis import RedisStore
+from tests.helpers import WAIT
 
 pytestmark = pytest.mark.redis
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +30,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(*argv: str) -> object:
     return CliRunner().invoke(main, list(argv))
+
+
+@task("tests.operator_day.fails")
+def fails() -> None:
+    raise RuntimeError("not yet")
+
+
+def test_ls_shows_when_the_retry_of_a_one_off_is_due(redis_url, redis_ns):
+    store = RedisStore(redis_url, redis_ns)
+    engine = Scheduler(1, store=store)
+    retry = RetryPolicy(max_attempts=3, backoff=600, max_backoff=600, jitter=0)
+    job = engine.after("tests.operator_day.fails", 0, retry=retry)
+    with Client(redis_url, namespace=redis_ns) as client:
+        deadline = time.monotonic() + WAIT
+        while client.get(job).last_error is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        engine.shutdown(wait=True, timeout=5)
+        store.close()
+        assert client.get(job).state == "scheduled"  # waiting for its retry: no occurrence
+        [info] = client.list_jobs().jobs
+    assert info.next_run is not None and 590 < info.next_run - time.time() <= 600
+    listed = run("ls", "--redis", redis_url, "-n", redis_ns)
+    [row] = [r for r in listed.stdout.splitlines() if r.startswith(job)]
+    assert render.local(info.next_run) in row and re.search(r"\(in (9|10)m\d\ds\)", row), row
 
 
 def test_the_more_line_of_ls_lists_the_same_namespace_when_pasted(redis_url, redis_ns):

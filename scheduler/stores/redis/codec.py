@@ -378,6 +378,12 @@ def member_job(member: str) -> str:
     return member
 
 
+def is_retry(member: str) -> bool:
+    """Whether a due member is a retry's (``<seq>|r|...``: it holds its due time in its
+    score only; the job hash counts pending retries, ``retries``)."""
+    return member.split("|", 2)[1:2] == ["r"]
+
+
 def owner_of(token: str) -> str:
     """The replica id inside a claim token (``<owner>:<n>``)."""
     return token.rsplit(":", 1)[0]

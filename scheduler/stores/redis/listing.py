@@ -22,6 +22,7 @@ short (or empty) with a cursor to go on.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -134,8 +135,9 @@ def _round(
     in ``seen``), and where the next read starts (None: the shard is done). ``live``
     reads running, then paused, then scheduled jobs (each a state of its own)."""
     if state != "live":
-        ids, inner = yield from _ids(k, state, inner, count)
-        infos = yield from _infos(k, [i for i in ids if i not in seen], state)
+        retries: dict[str, float] = {}  # job id -> when its earliest retry read is due
+        ids, inner = yield from _ids(k, state, inner, count, retries)
+        infos = yield from _infos(k, [i for i in ids if i not in seen], state, retries)
         return infos, inner
     phase, sub = (0, None) if inner is None else (int(inner[0]), inner[1])
     if not 0 <= phase < len(LIVE):
@@ -146,13 +148,17 @@ def _round(
     return infos, (None if phase >= len(LIVE) else [phase, sub])
 
 
-def _ids(k: Keys, state: str, inner: Any, count: int) -> Op[tuple[list[str], Any]]:
+def _ids(
+    k: Keys, state: str, inner: Any, count: int, retries: dict[str, float]
+) -> Op[tuple[list[str], Any]]:
     """Up to about ``count`` job ids of ``state`` in one shard after ``inner``, and where
-    the next read starts (None: the shard is done)."""
+    the next read starts (None: the shard is done). ``retries`` is given the due time (ms)
+    of each retry entry read (the job hash holds only how many are pending)."""
     i = k.shard
     if state == "scheduled":
         lanes = sorted(str(lane) for lane in (yield from one(i, "smembers", k.lanes)))
-        return (yield from _zpage(k, [k.due(lane) for lane in lanes], inner, count, False))
+        dues = [k.due(lane) for lane in lanes]
+        return (yield from _zpage(k, dues, inner, count, False, retries))
     if state in FINISHED:
         return (yield from _zpage(k, [k.done(state)], inner, count, True))
     if state == "dead":
@@ -175,10 +181,16 @@ def _ids(k: Keys, state: str, inner: Any, count: int) -> Op[tuple[list[str], Any
 
 
 def _zpage(
-    k: Keys, keys: list[str], inner: Any, count: int, reverse: bool
+    k: Keys,
+    keys: list[str],
+    inner: Any,
+    count: int,
+    reverse: bool,
+    retries: dict[str, float] | None = None,
 ) -> Op[tuple[list[str], Any]]:
     """The next ``count`` members of sorted sets ``keys`` merged by (score, member), after
-    ``inner`` ([score, member]; descending if ``reverse``), as job ids."""
+    ``inner`` ([score, member]; descending if ``reverse``), as job ids; the score of each
+    job's first retry member (``<seq>|r|...``) into ``retries`` if given."""
     after = None if inner is None else (float(inner[0]), str(inner[1]))
     if after is not None and not math.isfinite(after[0]):
         raise TypeError("a cursor's score must be finite")
@@ -187,6 +199,9 @@ def _zpage(
         got += yield from _after(k.shard, key, after, count, reverse)
     got.sort(reverse=reverse)
     page = got[:count]
+    for score, member in page:
+        if retries is not None and codec.is_retry(member):
+            retries.setdefault(codec.member_job(member), score)
     if len(page) < count:  # every set was read to its end
         return [codec.member_job(m) for _, m in page], None
     return [codec.member_job(m) for _, m in page], list(page[-1])
@@ -228,8 +243,12 @@ def _score(score: float) -> str:
     return str(int(score)) if score == int(score) else repr(score)
 
 
-def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
-    """The jobs ``ids`` (each once, in order) that are still in ``state``."""
+def _infos(
+    k: Keys, ids: list[str], state: str, retries: dict[str, float] | None = None
+) -> Op[list[JobInfo]]:
+    """The jobs ``ids`` (each once, in order) that are still in ``state``; a scheduled
+    one's next run is its earliest retry's due time (ms in ``retries``) if that is sooner
+    (a one-off waiting for its retry has no next occurrence: it read "-")."""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return []
@@ -253,6 +272,10 @@ def _infos(k: Keys, ids: list[str], state: str) -> Op[list[JobInfo]]:
             continue
         info = snapshots.from_replies(job_id, h, [], dead, running)
         assert info is not None
+        retry = (retries or {}).get(job_id)
+        if retry is not None and info.state == "scheduled":
+            soonest = min(retry / 1000, math.inf if info.next_run is None else info.next_run)
+            info = dataclasses.replace(info, next_run=soonest)
         keep = {"all": True, "dead": bool(info.dead_letters)}
         # a job whose hash does not parse is listed where its index put it, not hidden
         if keep.get(state, info.state in (state, "malformed")):
