@@ -224,8 +224,11 @@ def span(seconds: float) -> str:
     return f"{d:.0f} d {rest // 3600:.0f} h"
 
 
-def describe(epoch: float, now: float) -> str:
-    """What an instant was understood as: UTC, local time, and how far away."""
+def describe(epoch: float, now: float, *, due: bool = True) -> str:
+    """What an instant was understood as: UTC, local time, and how far away. A past one
+    that is a due time (``--at``) is "due now"; ``due=False`` for an instant that is not
+    (a backfill window's bound, a grid's anchor)."""
     delta = epoch - now
-    rel = f"in {span(delta)}" if delta >= 0 else f"{span(delta)} ago: due now"
+    rel = f"in {span(delta)}" if delta >= 0 else f"{span(delta)} ago"
+    rel += ": due now" if delta < 0 and due else ""
     return f"{iso_utc(epoch)} = {local(epoch)} local ({rel})"

@@ -130,7 +130,7 @@ def enqueue(
     }
     spread = when.duration("--jitter", jitter) or 0.0
     (times["at"],) = when.instants(("--at", at), allow_past=allow_past)
-    (times["anchor"],) = when.instants(("--anchor", anchor))
+    (times["anchor"],) = when.instants(("--anchor", anchor), due=False)
     try:
         cron = (
             None
@@ -170,12 +170,14 @@ def enqueue(
 def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end: str) -> None:
     """Run the occurrences of recurring job ID in [START, END) that never ran.
 
-    Those before the job existed and those it skipped (misfire, overlap) run once each;
-    those that ran, or that an earlier backfill queued, do not. Exit 1 if none qualify."""
+    Those before the job existed and those it skipped (misfire, overlap) run once each,
+    due now; those that ran, or that an earlier backfill queued, do not, nor those from
+    the job's next occurrence on (the series runs them). Exit 1 if none qualify."""
     from scheduler.client import Client
+    from scheduler.timeinput import iso_utc
 
     job_id = job_id_of(job_id)
-    a, b = when.instants(("--start", start), ("--end", end))
+    a, b = when.instants(("--start", start), ("--end", end), due=False)
     assert a is not None and b is not None
     if b <= a:
         raise click.UsageError(f"--end ({end}) must be after --start ({start})")
@@ -184,7 +186,8 @@ def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end
             queued = Client(store).backfill(job_id, a, b)
         except ValueError as exc:
             fail(str(exc), EXIT_REFUSED)
-        if not queued and store.get(job_id) is None:
+        info = store.get(job_id)
+        if not queued and info is None:
             hint = namespaces.hint(store, namespace)
             fail(f"no job with id {job_id!r} in namespace {namespace!r}{hint}", EXIT_REFUSED)
     if not queued:
@@ -193,4 +196,10 @@ def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end
             err=True,
         )
         raise SystemExit(EXIT_REFUSED)
-    click.echo(f"queued {queued} run(s) of job {job_id!r}")
+    window = f"[{iso_utc(a)}, {iso_utc(b)})"
+    line = f"queued {queued} run(s) of job {job_id!r}, due now: its occurrences in {window}"
+    line += " that never ran"
+    pending = info.next_run if info is not None else None
+    if pending is not None and pending < b:  # the series' own: not queued, run at their times
+        line += f"; from its next occurrence ({iso_utc(pending)}) on, they run on schedule"
+    click.echo(line)

@@ -25,12 +25,16 @@ DURATION_HELP = "90s, 1h30m, 500ms, 2d, PT1H30M, or seconds"
 
 
 def instants(
-    *given: tuple[str, str | None], allow_past: bool = True, now: float | None = None
+    *given: tuple[str, str | None],
+    allow_past: bool = True,
+    now: float | None = None,
+    due: bool = True,
 ) -> list[float | None]:
     """Epoch seconds of each ``(flag, text)`` instant option (None where not given): all
     are parsed first (bad input: one line, exit 2), then each is echoed on stderr as it
     was understood. With ``allow_past=False`` one more than 24 h in the past is refused
-    (``--allow-past``)."""
+    (``--allow-past``). ``due=False``: the instants are not due times (a past one is not
+    echoed as "due now")."""
     now = time.time() if now is None else now
     out: list[float | None] = []
     try:
@@ -43,7 +47,7 @@ def instants(
         fail(str(exc), EXIT_USAGE)
     for (flag, text), epoch in zip(given, out, strict=True):
         if epoch is not None:
-            click.echo(f"{flag} {text} read as {timeinput.describe(epoch, now)}", err=True)
+            click.echo(f"{flag} {text} read as {timeinput.describe(epoch, now, due=due)}", err=True)
     return out
 
 

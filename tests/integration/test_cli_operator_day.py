@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from scheduler import Client, RetryPolicy, Scheduler, task
 from scheduler.cli import main, render
 from scheduler.stores.redis import RedisStore
+from scheduler.timeinput import iso_utc
 from tests.helpers import WAIT
 
 pytestmark = pytest.mark.redis
@@ -82,6 +83,33 @@ def test_a_backfill_of_an_unknown_job_says_so(redis_url, redis_ns):
     reversed_window = ("--start", "2026-01-02T00:00Z", "--end", "2026-01-01T00:00Z")
     result = run("backfill", "nosuch", "--redis", redis_url, "-n", redis_ns, *reversed_window)
     assert result.exit_code == 2 and "must be after --start (2026-01-02T00:00Z)" in result.output
+
+
+def test_a_backfill_says_its_window_and_that_the_runs_are_due_now(redis_url, redis_ns):
+    hour = 3600
+    top = int(time.time()) // hour * hour  # the hourly grid's last point
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue("t.x", every=hour, anchor=top - 100 * hour, job_id="hourly")
+        pending = client.get("hourly").next_run
+    assert pending is not None and pending > top
+    args = ("backfill", "hourly", "--redis", redis_url, "-n", redis_ns)
+    past = run(*args, "--start", str(top - 5 * hour), "--end", str(top - hour))
+    assert past.exit_code == 0, past.output
+    assert "due now" not in past.stderr  # a bound of the window is not a due time
+    assert re.search(r"--start \S+ read as .*\(5 h \d+ min ago\)$", past.stderr, re.M)
+    window = f"[{iso_utc(top - 5 * hour)}, {iso_utc(top - hour)})"
+    assert past.stdout == (
+        f"queued 4 run(s) of job 'hourly', due now: its occurrences in {window} that never ran\n"
+    )
+    into_future = run(*args, "--start", str(top - hour), "--end", str(pending + 2 * hour))
+    assert into_future.exit_code == 0, into_future.output
+    assert "due now" not in into_future.stderr
+    before = round((pending - (top - hour)) / hour)  # top - 1 h, top: none from pending on
+    queued = f"queued {before} run(s) of job 'hourly', due now:"
+    assert into_future.stdout.startswith(queued)
+    assert f"; from its next occurrence ({iso_utc(pending)}) on, they run on schedule" in (
+        into_future.stdout
+    )
 
 
 def test_a_terminal_that_cannot_show_a_job_id_gets_it_escaped(redis_url, redis_ns):

@@ -194,6 +194,8 @@ def test_describe_says_utc_local_and_how_far(zone):
         "2025-03-01T15:30:00Z = 2025-03-01 16:30:00 CET local (in 2 h 0 min)"
     )
     assert describe(now - 90, now).endswith("(1 min ago: due now)")
+    assert describe(now - 90, now, due=False).endswith("(1 min ago)")  # a window's bound
+    assert describe(now + 90, now, due=False).endswith("(in 1 min)")
     assert iso_utc(now + 0.25) == "2025-03-01T13:30:00.250Z"
 
 
