@@ -97,6 +97,11 @@ class Auth:
                 f"your proxy did not name a user (no {self.proxy_header} header): reach the "
                 "console through the authenticating proxy"
             )
+        if bearer.lower().startswith("bearer "):  # said without the token given
+            return None, (
+                "wrong token: the Authorization: Bearer token is not the console's "
+                "(--token-file or $DUETIME_WEB_TOKEN)"
+            )
         return None, "not logged in: sign in with the console's token"
 
     def csrf(self, headers: dict[str, str], cookies: dict[str, str]) -> str:

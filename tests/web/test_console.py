@@ -174,8 +174,12 @@ def test_token_login_csrf_and_the_event_naming_who(console_factory, jobs, redis_
 def test_bearer_token_for_scripts_and_trusted_proxy(console_factory, jobs, redis_ns):
     web, _ = console_factory(actions=True, token="tok", label="ci")
     api = f"/api/ns/{redis_ns}/act/trigger"
-    refused = web.post(api, data={"job": "tick"}, headers={"Authorization": "Bearer no"})
+    wrong = {"Authorization": "Bearer guess-1234"}
+    refused = web.post(api, data={"job": "tick"}, headers=wrong)
     assert refused.status_code == 403
+    error = refused.json()["error"]  # said as such, not as "not logged in"
+    assert error.startswith("refused: wrong token: the Authorization: Bearer token is not")
+    assert "guess-1234" not in refused.text and "tok" not in error.replace("token", "")
     r = web.post(api, data={"job": "tick"}, headers={"Authorization": "Bearer tok"})
     assert r.status_code == 200 and "tick: done" in r.json()["done"]
     proxied, _ = console_factory(actions=True, proxy_header="X-Forwarded-User")
