@@ -14,6 +14,7 @@ from scheduler.testing import FakeClock
 from tests.cluster_fixtures import shared_redis_cluster  # noqa: F401  (session: one cluster)
 from tests.fakeredis_fixtures import fakeredis_client, skip_unsupported
 from tests.redis_fixtures import *  # noqa: F403  (redis_server, redis_url, redis_ns, ...)
+from tests.sentinel_fixtures import lone_sentinel  # noqa: F401  (a module's: a sentinel's port)
 
 START = 1_000.0
 

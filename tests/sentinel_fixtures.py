@@ -31,7 +31,7 @@ SERVICE = "duetime"
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 5000
 
-__all__ = ["SentinelCluster", "sentinel_cluster", "shared_sentinel_cluster"]
+__all__ = ["SentinelCluster", "lone_sentinel", "sentinel_cluster", "shared_sentinel_cluster"]
 
 
 class Sentinel:
@@ -269,3 +269,41 @@ def sentinel_cluster() -> Iterator[SentinelCluster]:
 def shared_sentinel_cluster() -> Iterator[SentinelCluster]:
     """One primary + replica + three sentinels for a whole module (never failed over)."""
     yield from _cluster()
+
+
+@pytest.fixture(scope="module")
+def lone_sentinel() -> Iterator[str]:
+    """``redis://`` URL of one ``redis-server --sentinel`` that monitors nothing: a
+    sentinel's port given where a Redis server's belongs (it answers PING, not GET)."""
+    if find_server() is None:
+        unavailable("no redis-server found for the Sentinel tests")
+    root = tempfile.mkdtemp(prefix="duetime-lone-sentinel-")
+    sentinel = Sentinel(root, 0)
+    with open(sentinel.conf, "w") as fh:  # sentinel rewrites its config: a file of its own
+        fh.write(f"port {sentinel.port}\nbind {HOST}\ndir {sentinel.dir}\ndaemonize no\n")
+    sentinel.proc = subprocess.Popen(
+        [find_server() or "redis-server", sentinel.conf, "--sentinel"],
+        cwd=sentinel.dir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        import redis
+
+        probe = redis.Redis(HOST, sentinel.port, socket_timeout=1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                probe.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        probe.close()
+        yield f"redis://{HOST}:{sentinel.port}/0"
+    finally:
+        sentinel.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -279,7 +279,7 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
             "user's ACL (deploy/users.acl lists what each role needs)"
         )
     handshake = server_checks.handshake_refused(exc, where)
-    if handshake is not None:  # a database past the server's, a server that is no sentinel
+    if handshake is not None:  # a database the server lacks; a sentinel for a server, or back
         return str(handshake)
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return str(server_checks.unreachable(exc, where))

@@ -387,8 +387,13 @@ def _open_checked(url: str, namespace: str, **options: Any) -> Any:
         store = open_store(url, namespace, **options)
     except ValueError as exc:  # a malformed URL or namespace
         raise click.UsageError(str(exc)) from None
+    from scheduler.stores.redis.server_checks import WrongServerError
+
     try:
         store.check_server()  # refuses eviction and old servers; warns if AOF is off
+    except WrongServerError as exc:  # not the kind of server the URL says (a sentinel)
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_UNREACHABLE) from None
     except (StoreConfigError, ShardCountError) as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None

@@ -234,6 +234,8 @@ def test_run_with_its_metrics_port_in_use_is_one_line(redis_server, redis_ns):
 WRONG_KIND = {  # a URL of one kind given a server of another: what the one line must say
     "no-password": "requires a password",
     "not-a-sentinel": "not a sentinel",
+    "a-sentinel": "names a Redis Sentinel, not a Redis server (it does not know GET): use a "
+    "redis+sentinel://",
     "no-sentinel": "no sentinel of",
     "not-a-cluster": "is not a cluster",
     "tls-to-plain": "does that port serve TLS",
@@ -256,15 +258,19 @@ def password_url() -> Iterator[str]:
 
 @pytest.mark.parametrize("mistake", list(WRONG_KIND))
 @pytest.mark.parametrize("command", ["enqueue", "ls", "stats", "run"])
-def test_a_url_of_the_wrong_kind_says_what_to_change(command, mistake, password_url, redis_server):
+def test_a_url_of_the_wrong_kind_says_what_to_change(
+    command, mistake, password_url, redis_server, lone_sentinel
+):
     """A stranger's likely mistakes: no password for a server that needs one, a Sentinel
-    URL that names a plain server or nothing that answers, a Cluster URL for a single
-    server. One line that names the mistake, exit 3, never "failed unexpectedly" (redis-py's
+    URL that names a plain server or nothing that answers, a sentinel's port in a redis://
+    URL (redis-py's "unknown command 'GET'"), a Cluster URL for a single server. One line
+    that names the mistake, exit 3, never "failed unexpectedly" (redis-py's
     RedisClusterException is not a RedisError) nor redis-py's client reprs."""
     host = redis_server.url.split("://", 1)[1].rsplit("/", 1)[0]
     url = {
         "no-password": password_url,
         "not-a-sentinel": f"redis+sentinel://{host}/mymaster",
+        "a-sentinel": lone_sentinel,
         "no-sentinel": "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster",
         "not-a-cluster": f"redis+cluster://{host}",
         "tls-to-plain": f"rediss://{host}/0",

@@ -1,5 +1,6 @@
 """A URL that reaches the wrong thing: a database the server does not have, a plain Redis
-named as a sentinel, something that is not Redis at all, a server that never answers.
+named as a sentinel, a sentinel named as a plain Redis, something that is not Redis at
+all, a server that never answers.
 The library raised redis-py's own exceptions there (``ResponseError: DB index is out of
 range``, ``InvalidResponse: Protocol error, got "H"``, ``TimeoutError`` from
 ``Scheduler``'s server check), where every other connection failure is one of duetime's
@@ -56,18 +57,22 @@ def silent() -> Iterator[str]:
     server.close()
 
 
-def cases(redis_url: str, not_redis: str) -> list[tuple[str, type[Exception], str]]:
+def cases(
+    redis_url: str, not_redis: str, lone_sentinel: str
+) -> list[tuple[str, type[Exception], str]]:
     base = redis_url.rsplit("/", 1)[0]
     sentinel = base.replace("redis://", "redis+sentinel://") + "/mymaster"
     return [
         (f"{base}/99", StoreConfigError, "has no such database"),
         (sentinel, StoreConfigError, "names a Redis server, not a sentinel"),
+        (lone_sentinel, StoreConfigError, "names a Redis Sentinel, not a Redis server"),
+        (f"{lone_sentinel[:-2]}/3", StoreConfigError, "does not know SELECT"),
         (not_redis, StoreUnavailableError, "is not Redis"),
     ]
 
 
-def test_the_library_says_what_is_wrong_with_the_url(redis_url, redis_ns, not_redis):
-    for url, error, said in cases(redis_url, not_redis):
+def test_the_library_says_what_is_wrong_with_the_url(redis_url, redis_ns, not_redis, lone_sentinel):
+    for url, error, said in cases(redis_url, not_redis, lone_sentinel):
         with pytest.raises(error, match=said), Client(url, namespace=redis_ns) as client:
             client.enqueue("t.x", delay=60)
         with pytest.raises(error, match=said):
@@ -81,8 +86,8 @@ def test_the_library_says_what_is_wrong_with_the_url(redis_url, redis_ns, not_re
             asyncio.run(enqueue())
 
 
-def test_the_cli_says_it_in_one_line(redis_url, redis_ns, not_redis):
-    for url, _, said in cases(redis_url, not_redis):
+def test_the_cli_says_it_in_one_line(redis_url, redis_ns, not_redis, lone_sentinel):
+    for url, _, said in cases(redis_url, not_redis, lone_sentinel):
         result = CliRunner().invoke(main, ["stats", "--redis", url, "-n", redis_ns])
         assert result.exit_code == 3 and said in result.output, result.output
         assert "answered with an error" not in result.output

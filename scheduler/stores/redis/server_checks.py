@@ -45,6 +45,12 @@ def check_info(info: Mapping[str, Any], url: str) -> list[str]:
     return []
 
 
+class WrongServerError(StoreConfigError):
+    """The URL reaches a server of another kind than it says: a database the server lacks,
+    a plain server named as a sentinel, a sentinel named as a server (``handshake_refused``;
+    the CLI's exit 3, as for a server it cannot reach)."""
+
+
 class StoreCorruptError(StoreConfigError):
     """A namespace-wide key (a due set, ``lease``, ``running``, ``events``, ``stats``, a
     counter, ...) holds the wrong type or a counter that is not an integer. Such a key
@@ -241,14 +247,30 @@ def handshake_refused(exc: BaseException, url: str) -> Exception | None:
     that says what is wrong with the URL; None for any other error."""
     text = str(exc)
     if text.startswith("DB index is out of range"):
-        return StoreConfigError(
+        return WrongServerError(
             f"Redis at {url} has no such database ({text}): the URL's /N must be below the "
             "server's 'databases' setting (16 unless configured)"
         )
     if "unknown command 'SENTINEL'" in text:
-        return StoreConfigError(
+        return WrongServerError(
             f"{url} names a Redis server, not a sentinel (it does not know SENTINEL): "
             "use redis://host:port for that server, or give the sentinels' addresses "
             "(port 26379 by default)"
         )
+    told = _UNKNOWN_TO_SENTINEL.search(text)
+    if told:
+        return WrongServerError(
+            f"{url} names a Redis Sentinel, not a Redis server (it does not know "
+            f"{told.group(1).upper()}): use a redis+sentinel://HOST:PORT/SERVICE URL, "
+            "which asks the sentinels for the service's primary"
+        )
     return None
+
+
+# Data commands every Redis server knows (never renamed in practice) that a sentinel,
+# which answers PING and INFO, refuses: told for the one a command or a handshake met
+_UNKNOWN_TO_SENTINEL = re.compile(
+    r"unknown command '(get|select|time|type|exists|hgetall|hmget|smembers|zrange|"
+    r"zscore|lrange|xrevrange|scan|evalsha|script)'",
+    re.IGNORECASE,
+)
