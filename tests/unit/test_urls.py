@@ -76,10 +76,27 @@ def test_errors_never_show_passwords():
             "redis+sentinel://u:pw@a:1,b:2/m?sentinel_password=x",
             "redis+sentinel://u:***@a:1,b:2/m?sentinel_password=***",
         ),
+        ("unix:///run/redis.sock", "unix:///run/redis.sock"),  # not unix:/run/redis.sock
+        ("unix:///run/redis.sock?db=2&password=pw", "unix:///run/redis.sock?db=2&password=***"),
+        ("unix://:pw@/run/redis.sock", "unix://:***@/run/redis.sock"),
+        ("unix://u:pw@/run/redis.sock?db=1", "unix://u:***@/run/redis.sock?db=1"),
     ],
 )
 def test_safe_hides_passwords(url, shown):
     assert urls.safe(url) == shown
+
+
+def test_a_unix_socket_url_is_shown_as_given_in_a_message(tmp_path):
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+
+    url = f"unix://{tmp_path}/none.sock?db=1&password=s3cret"  # tmp_path is absolute
+    result = CliRunner().invoke(main, ["stats", "--redis", url, "--timeout", "1"])
+    assert result.exit_code == 3, result.output
+    shown = f"unix://{tmp_path}/none.sock?db=1&password=***"
+    assert f"error: cannot reach Redis at {shown}: " in result.stderr, result.stderr
+    assert "s3cret" not in result.stderr
 
 
 def test_unknown_schemes_are_refused_with_the_choices():

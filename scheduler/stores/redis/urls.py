@@ -364,4 +364,7 @@ def safe(url: Any) -> str:
             f"{k}=***" if k.endswith("password") else f"{k}={v}"
             for k, _, v in (item.partition("=") for item in query.split("&"))
         )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    shown = urlunsplit(parts._replace(netloc=netloc, query=query))
+    if not netloc and url[len(parts.scheme) :].startswith("://"):  # urlunsplit: unix:/path
+        shown = shown.replace(":", "://", 1)  # unix:///path, as given
+    return shown
