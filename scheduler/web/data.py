@@ -44,8 +44,14 @@ class Charts:
 
     def __init__(self) -> None:
         self._done: dict[tuple[str, int], minutes.Minute] = {}
+        self._eras: dict[str, str] = {}  # the namespace's epoch the cached minutes are of
 
     def series(self, ns: str, store: AnyStore, now: float) -> list[minutes.Minute]:
+        era = minutes.era(store)
+        if self._eras.get(ns, era) != era:  # Redis lost the data the cache was read from
+            for key in [k for k in self._done if k[0] == ns]:
+                del self._done[key]
+        self._eras[ns] = era
         last = int(now // 60)
         first = last - CHART_MINUTES + 1
         missing = [m for m in range(first, last - 1) if (ns, m) not in self._done]

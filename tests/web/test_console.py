@@ -291,6 +291,28 @@ def test_charts_read_the_replicas_minutes(console_factory, jobs, redis_ns):
     assert "9.9" in html and 'id="chart-lag"' in html
 
 
+def test_charts_forget_their_cached_minutes_when_redis_lost_the_data(
+    console_factory, jobs, redis_ns
+):
+    """A finished minute is cached; after Redis lost the namespace's data (its epoch went),
+    the cache is dropped, not drawn on for the next hour."""
+    web, console = console_factory()
+    store = console.stores[redis_ns]
+    store.adopt_epoch()
+    now = int(time.time())
+    info = {"version": "9.9", "host": "h", "pid": 1, "started": now, "heartbeat": now, "workers": 4}
+    minutes.record(store, "r1", now // 60 - 5, {"succeeded": 7}, {}, info)
+
+    def succeeded() -> int:
+        data = web.get(f"/api/ns/{redis_ns}/overview").json()
+        return sum(m["succeeded"] for m in data["minutes"])
+
+    assert succeeded() == 7  # read, and cached (a finished minute)
+    for key in store.redis.scan_iter(match=store.keys.prefix + "*"):  # Redis lost it all
+        store.redis.delete(key)
+    assert succeeded() == 0
+
+
 def test_unknown_namespace_and_job_are_404(console_factory, redis_ns):
     web, _ = console_factory()
     r = web.get("/ns/other/jobs")

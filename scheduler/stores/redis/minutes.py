@@ -114,6 +114,13 @@ def forget(store: AnyStore | RedisStore, owner: str) -> None:
     part.redis.hdel(part.keys.replicas, owner)
 
 
+def era(store: AnyStore) -> str:
+    """Shard 0's epoch ("" if missing: Redis lost the namespace's data): minutes read in
+    one era say nothing of another, so the console's chart cache keeps one era's."""
+    shard = _shard0(store)
+    return str(shard.redis.get(shard.keys.epoch) or "")
+
+
 def minutes(store: AnyStore, first: int, last: int) -> list[Minute]:
     """The namespace's figures of minutes ``first``..``last`` (inclusive), one per minute,
     oldest first (a minute nobody wrote has zero counts and no lag)."""
