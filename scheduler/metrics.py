@@ -148,8 +148,8 @@ class PrometheusMetrics(Metrics):
             import prometheus_client as prom
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError(
-                "metrics need prometheus-client: pip install 'prometheus-client>=0.20' (the "
-                "metrics extra; once published: 'duetime[metrics]')"
+                "metrics need prometheus-client: pip install 'prometheus-client>=0.20' "
+                "(duetime's metrics extra)"
             ) from exc
         self._prom = prom
         self.namespace = namespace

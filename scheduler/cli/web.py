@@ -98,13 +98,13 @@ def web(
     unreachable or refuses."""
     try:
         import jinja2  # noqa: F401
+        import redis  # noqa: F401
         import starlette  # noqa: F401
         import uvicorn
     except ImportError as exc:
         fail(
             f"web: the web extra is missing ({exc.name}): pip install 'starlette>=0.37' "
-            "'uvicorn>=0.30' 'jinja2>=3.1' (the web extra: pip install -e '.[web]' from a "
-            "checkout; 'duetime[web]' once published)",
+            "'uvicorn>=0.30' 'jinja2>=3.1' 'redis[hiredis]>=5.0.2' (duetime's web extra)",
             EXIT_USAGE,
         )
     if not redis_url:

@@ -147,7 +147,7 @@ def test_every_command_fails_with_one_line_and_its_exit_code(
     if failure == "wrongpass":
         assert "refused the credentials" in line, line
     if failure == "no-extra":
-        assert "pip install 'redis[hiredis]>=5'" in line, line
+        assert "pip install 'redis[hiredis]>=5.0.2'" in line, line
 
 
 def test_run_imports_from_the_working_directory_and_from_path(tmp_path, redis_server, monkeypatch):

@@ -33,3 +33,34 @@ def test_demo_command_in_process_fallback():
     out = CliRunner().invoke(main, ["demo", "--in-process", "--seconds", "0.6"])
     assert out.exit_code == 0, out.output
     assert "cancelled job" in out.output and "each at or after its due time" in out.output
+
+
+def test_demo_without_the_redis_client_falls_back_before_starting_a_server(monkeypatch):
+    """With redis-server on PATH but no redis-py (no extras installed), the demo started
+    a server, then failed: "the Redis client is not installed" (exit 2)."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from scheduler import embedded
+    from scheduler.cli import main
+
+    started: list[object] = []
+    monkeypatch.setattr(embedded.EmbeddedRedis, "start", lambda self: started.append(self))
+    monkeypatch.setitem(sys.modules, "redis", None)  # import redis: ImportError
+    monkeypatch.delenv("DUETIME_REDIS_URL", raising=False)
+    out = CliRunner().invoke(main, ["demo", "--seconds", "0.6"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("the Redis client is not installed (pip install 'redis[hiredis]")
+    assert "showing the in-process engine instead" in out.output and not started
+
+
+def test_demo_names_the_redis_it_was_given(redis_url, monkeypatch):
+    """--redis defaults to $DUETIME_REDIS_URL: the demo says which server it writes to."""
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+
+    monkeypatch.setenv("DUETIME_REDIS_URL", redis_url)
+    out = CliRunner().invoke(main, ["demo", "--seconds", "1"])
+    assert out.output.startswith(f"using the Redis at {redis_url} (--redis or DUETIME_REDIS_URL)")

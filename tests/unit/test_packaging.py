@@ -145,3 +145,22 @@ def test_an_extra_that_talks_to_redis_brings_the_client(extra):
     with open(ROOT / "pyproject.toml", "rb") as f:
         extras = tomllib.load(f)["project"]["optional-dependencies"]
     assert any(req.replace(" ", "").startswith("redis[hiredis]") for req in extras[extra])
+
+
+def test_a_projects_own_workers_package_is_named_not_a_deep_import_error(tmp_path):
+    """duetime's import names are scheduler and workers: a project's ``workers/`` found
+    first on sys.path hid duetime's, and ``from scheduler import JobScheduler`` failed with
+    "No module named 'workers.acks'". Now one line names both."""
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "__init__.py").write_text("send_email = None\n")
+    code = "from scheduler import JobScheduler"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 1
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: duetime's package 'workers'")
+    assert f"is hidden by {tmp_path / 'workers'}" in last and "rename yours" in last
+    ok = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True)
+    assert ok.returncode == 0, ok.stderr

@@ -51,8 +51,7 @@ def test_a_missing_extra_is_one_line_saying_what_to_install(redis_url):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [
         "error: web: the web extra is missing (uvicorn): pip install 'starlette>=0.37' "
-        "'uvicorn>=0.30' 'jinja2>=3.1' (the web extra: pip install -e '.[web]' from a "
-        "checkout; 'duetime[web]' once published)"
+        "'uvicorn>=0.30' 'jinja2>=3.1' 'redis[hiredis]>=5.0.2' (duetime's web extra)"
     ]
 
 
