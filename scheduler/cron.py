@@ -18,7 +18,8 @@ Guarantees:
 
 Not supported (``validate`` says so): 7 fields (a year column), croniter's hashed/random
 ``H``/``R`` fields (a random field would differ between replicas: use ``jitter``), and an
-equal range such as ``5-5`` (croniter reads it as the whole field, ``*``). Day-of-month and
+range whose ends are one value, such as ``5-5``, ``05-5`` or ``jan-1`` (croniter reads
+it as the whole field, ``*``). Day-of-month and
 day-of-week are OR-ed when both are restricted (croniter's default, as in Vixie cron).
 """
 
@@ -42,7 +43,22 @@ __all__ = ["validate", "next_after", "occurrences"]
 
 _ONE_S = dt.timedelta(seconds=1)
 _HASHED = re.compile(r"^[hr](\(|/|$)", re.IGNORECASE)
-_EQUAL_RANGE = re.compile(r"^(\w+)-\1(/|$)", re.IGNORECASE)
+_RANGE_PART = re.compile(r"^(\w+)-(\w+)(/\d+)?$")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_NAMES = {**{m: i + 1 for i, m in enumerate(_MONTHS)}, **{d: i for i, d in enumerate(_DAYS)}}
+
+
+def _one_value_range(part: str) -> bool:
+    """True for a range whose two ends are one value however written (``5-5``, ``05-5``,
+    ``jan-1``, ``sun-0``): croniter reads each as the whole field, ``*``."""
+    m = _RANGE_PART.match(part.lower())
+    if not m:
+        return False
+    ends = [_NAMES.get(end, int(end) if end.isdigit() else None) for end in m.group(1, 2)]
+    return ends[0] is not None and ends[0] == ends[1]
+
+
 _FORMS = (
     "5 fields 'minute hour day-of-month month day-of-week' (e.g. '30 2 * * *'), or 6 "
     "with seconds first (e.g. '*/10 * * * * *' = every 10 s), or an alias like '@daily'"
@@ -374,11 +390,11 @@ def validate(c: Cron) -> Cron:
                     "are not supported (replicas would disagree); write the "
                     "value and use jitter= to spread runs"
                 )
-            if any(_EQUAL_RANGE.match(part) for part in f.split(",")):
+            if any(_one_value_range(part) for part in f.split(",")):
                 raise ValueError(
-                    f"cron expression {expr!r}: croniter reads an equal range "
-                    f"like '5-5' as the whole field ('*'); write the single "
-                    "value (e.g. '5') or '*'"
+                    f"cron expression {expr!r}: croniter reads a range whose ends are "
+                    "one value (like '5-5', '05-5', 'jan-1', 'sun-0') as the whole field "
+                    "('*'); write the single value (e.g. '5') or '*'"
                 )
     try:
         it = _Naive(_prototype(expr), _VALIDATE_FROM)

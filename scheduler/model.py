@@ -248,6 +248,7 @@ EVENT_KINDS = (  # every kind of event a store records (tests/unit/test_architec
     "lease_lost",
     "operator",
     "paused",
+    "plan_failed",
     "purged",
     "quarantined",
     "released",

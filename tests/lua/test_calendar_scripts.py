@@ -96,3 +96,37 @@ def test_backfill_refuses_a_stale_generation_and_writes_nothing(rs, redis_client
     # 1010); 1010 is the pending one: the series runs it
     assert raw(rs, "backfill", "e", gen, "900000", "910000", "1000000", "1010000") == 3
     assert raw(rs, "backfill", "e", gen, "900000", "910000") == 0  # queued once only
+
+
+def test_a_replica_without_the_jobs_zone_says_so_once_a_minute_and_records_it(
+    rs, redis_client, clock, caplog, monkeypatch
+):
+    """tzdata differs between hosts: a replica that lacks the job's zone logged a 45-line
+    traceback every second and `show` gave no reason. Now: one line a minute, no
+    traceback, and a plan_failed event on the job."""
+    import logging
+    from zoneinfo import ZoneInfoNotFoundError
+
+    from scheduler import cron
+    from scheduler.stores.redis import calendar_plans
+
+    rs.add(spec("z", Cron("*/10 * * * * *", tz="Europe/Berlin")))
+    real = cron._zone
+
+    def lacks_berlin(tz: str):
+        if tz == "Europe/Berlin":
+            raise ZoneInfoNotFoundError("No time zone found with key Europe/Berlin")
+        return real(tz)
+
+    cron._zone.cache_clear()
+    monkeypatch.setattr(cron, "_zone", lacks_berlin)
+    monkeypatch.setattr(calendar_plans, "_said", {})
+    with caplog.at_level(logging.ERROR, "duetime.redis"):
+        for _ in range(3):
+            clock.advance(10)
+            rs.claim_due({"default": 1}, None, "o")
+    said = [r for r in caplog.records if "cannot plan its calendar series" in r.getMessage()]
+    assert len(said) == 1 and not said[0].exc_info
+    assert "install or update tzdata here" in said[0].getMessage()
+    events = [e for e in rs.events(50) if e.kind == "plan_failed"]
+    assert len(events) == 1 and events[0].job_id == "z" and "Europe/Berlin" in events[0].detail

@@ -36,8 +36,14 @@ def z(s: str) -> float:
         (Cron("@reboot"), "invalid cron expression"),
         (Cron("H * * * *"), "hashed/random fields"),
         (Cron("0 R(1-5) * * *"), "hashed/random fields"),
-        (Cron("0 5-5 * * *"), "equal range like '5-5' as the whole field"),
-        (Cron("0 0 * jan-jan *"), "equal range"),
+        (Cron("0 5-5 * * *"), "range whose ends are one value .* as the whole field"),
+        (Cron("0 0 * jan-jan *"), "range whose ends are one value"),
+        # the same value spelt twice ways: croniter read each as '*' (hourly became minutely)
+        (Cron("05-5 * * * *"), "range whose ends are one value"),
+        (Cron("0 9 * * sun-0"), "range whose ends are one value"),
+        (Cron("0 9 * jan-1 *"), "range whose ends are one value"),
+        (Cron("0 9 * * 1-mon"), "range whose ends are one value"),
+        (Cron("5 05-5/2 * * * *"), "range whose ends are one value"),
         (Cron("0 0 30 2 *"), "'0 0 30 2 \\*' never fires"),
         (Cron("0 0 31 4,6,9,11 *"), "never fires"),
         (Cron("* * * * *", tz="Mars/Olympus_Mons"), "unknown IANA time zone 'Mars/Olympus_Mons'"),
@@ -55,6 +61,13 @@ def z(s: str) -> float:
 def test_validate_says_what_to_fix(c, message):
     with pytest.raises(ValueError, match=message):
         cron.validate(c)
+
+
+@pytest.mark.parametrize(
+    "expr", ["0 9 * * 0-7", "0 9 * * sun-7", "0 9 1-31 * *", "0 9 * * mon-fri"]
+)
+def test_ranges_of_several_values_are_kept(expr):
+    cron.validate(Cron(expr))
 
 
 def test_validate_normalises():

@@ -8,6 +8,7 @@ protocol). Everything here is idempotent: replicas racing on one series write it
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -20,6 +21,8 @@ from scheduler.stores.redis.keys import Keys
 log = logging.getLogger("duetime.redis")
 
 FIELDS = ("def", "gen", "e", "next", "after", "replan")
+SAY_EVERY = 60.0  # seconds between two reports that one job's series cannot be planned
+_said: dict[str, float] = {}  # job -> monotonic time of its last report (this process)
 
 
 def _ms(seconds: float) -> int:
@@ -81,6 +84,8 @@ class PlanStore(Protocol):
 
     def call_script(self, name: str, *args: Any) -> Any: ...
 
+    def _record(self, kind: str, detail: str, job: str = "") -> None: ...
+
 
 def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> None:
     """Compute and write the plans claim.lua asked for. Never raises: a job that cannot
@@ -100,8 +105,36 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> None:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
             if args is not None:
                 store.call_script("plan", *args)
-        except Exception:  # noqa: BLE001 - one bad series must not stop the dispatcher
-            log.exception("job %s: could not plan its calendar series; will retry", job)
+        except Exception as exc:  # noqa: BLE001 - one bad series must not stop the dispatcher
+            _cannot_plan(store, job, exc)
+
+
+def _cannot_plan(store: PlanStore, job: str, exc: Exception) -> None:
+    """Say, at most once a minute per job, that its series cannot be planned here: one log
+    line (a traceback only for what is not a bad zone or expression) and a
+    ``plan_failed`` event on the job, which ``duetime show`` lists (its state still reads
+    scheduled, its next run in the past). claim.lua asks again at the next claim."""
+    now = time.monotonic()
+    if now - _said.get(job, -SAY_EVERY) < SAY_EVERY:
+        return
+    if len(_said) > 10_000:
+        _said.clear()
+    _said[job] = now
+    known = isinstance(exc, (ValueError, LookupError))  # ZoneInfoNotFoundError is a KeyError
+    why = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, LookupError) and "zone" in why.lower():
+        why += " (this host's time-zone data lacks it: install or update tzdata here)"
+    log.error(
+        "job %s: cannot plan its calendar series on this replica (%s); it waits, and is "
+        "asked again at each claim",
+        job,
+        why,
+        exc_info=not known,
+    )
+    try:
+        store._record("plan_failed", f"cannot plan its calendar series here: {why}", job)
+    except Exception:  # noqa: BLE001 - the log line said it
+        pass
 
 
 BACKFILL_FIELDS = ("def", "gen", "anchor", "interval")
