@@ -335,6 +335,18 @@ def fail(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+BAD_INPUT_CLIP = 1000  # characters of a refusal shown (it may quote a 1 MB expression)
+
+
+def bad_input(exc: Exception) -> NoReturn:
+    """End the command for input it refused (a ValueError or TypeError of the library):
+    one line, ``error: <what to fix>``, exit 2, as every bad option is reported."""
+    text = " ".join(str(exc).split())
+    if len(text) > BAD_INPUT_CLIP:
+        text = text[: BAD_INPUT_CLIP - 30] + f"... ({len(text):,} characters)"
+    fail(text, EXIT_USAGE)
+
+
 @contextmanager
 def redis_url_or_embedded(url: str | None, data_dir: str | None = None) -> Iterator[str]:
     """The given URL, or an embedded server started for the duration (AOF on)."""
@@ -417,7 +429,7 @@ def open_namespace(command: str, redis_url: str | None, namespace: str) -> Itera
     try:
         store = connect(redis_url, namespace)
     except ValueError as exc:  # a malformed URL, namespace or shard count
-        raise click.UsageError(str(exc)) from None
+        bad_input(exc)
     try:
         check_count(store.redis, store.parts[0].keys, store.url, record=False)
         yield store
@@ -434,4 +446,4 @@ def job_id_of(job_id: str) -> str:
     try:
         return validation.job_id(job_id)
     except (ValueError, TypeError) as exc:
-        raise click.UsageError(str(exc)) from None
+        bad_input(exc)

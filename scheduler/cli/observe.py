@@ -13,6 +13,7 @@ from scheduler.cli import render
 from scheduler.cli.app import (
     EXIT_REFUSED,
     FiniteRange,
+    bad_input,
     fail,
     job_argument,
     job_id_of,
@@ -66,7 +67,7 @@ def ls(
         try:
             page = listing.list_jobs(store, state, task=task, limit=limit, cursor=cursor)
         except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
+            bad_input(exc)
         now = queries.redis_now(store)
     jobs = page.jobs
     if state in ("scheduled", "live"):

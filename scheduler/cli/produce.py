@@ -10,6 +10,7 @@ import click
 from scheduler.cli import when
 from scheduler.cli.app import (
     EXIT_REFUSED,
+    bad_input,
     connect,
     fail,
     job_argument,
@@ -153,7 +154,7 @@ def enqueue(
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
     except (ValueError, TypeError) as exc:
-        raise click.UsageError(str(exc)) from None
+        bad_input(exc)
     click.echo(json.dumps({"job_id": jid}) if as_json else jid)
     if note:
         click.echo(note, err=True)

@@ -22,6 +22,7 @@ from scheduler.cli.app import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     FiniteRange,
+    bad_input,
     fail,
     main,
     namespace_option,
@@ -386,7 +387,7 @@ def _open_checked(url: str, namespace: str, **options: Any) -> Any:
     try:
         store = open_store(url, namespace, **options)
     except ValueError as exc:  # a malformed URL or namespace
-        raise click.UsageError(str(exc)) from None
+        bad_input(exc)
     from scheduler.stores.redis.server_checks import WrongServerError
 
     try:

@@ -11,7 +11,7 @@ import click
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
 
-from scheduler.cli.app import EXIT_REFUSED, EXIT_USAGE, connect, fail, main, with_url
+from scheduler.cli.app import EXIT_REFUSED, EXIT_USAGE, bad_input, connect, fail, main, with_url
 
 
 def _token(token_file: str | None) -> str | None:
@@ -183,7 +183,7 @@ def _open(redis_url: str, namespaces: tuple[str, ...]) -> dict[str, AnyStore]:
         try:
             store = connect(redis_url, ns)
         except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
+            bad_input(exc)
         store.redis.ping()
         try:
             check_count(store.redis, store.parts[0].keys, store.url, record=False)

@@ -386,3 +386,26 @@ def test_no_float_option_of_any_command_takes_nan_or_infinity(value):
         with pytest.raises(click.BadParameter):
             param.type.convert(value, param, None)
             pytest.fail(f"{where} took {value}")
+
+
+@pytest.mark.parametrize(
+    "args, start",
+    [
+        (["enqueue", "t", "--cron", "61 * * * *"], "error: invalid cron expression '61 * * * *'"),
+        (["enqueue", "t", "--cron", "* * * * *", "--tz", "Mars/Base"], "error: unknown IANA"),
+        (["ls", "--cursor", "garbage"], "error: "),
+    ],
+)
+def test_input_the_library_refuses_is_one_line_and_exit_2(args, start, redis_server):
+    """facades.md: bad input on the command line is one line on stderr, exit 2 (a cron or
+    zone refusal came as click's 4-line usage block)."""
+    result = CliRunner().invoke(main, [*args, "--redis", redis_server.url])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(start) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_huge_refused_input_is_clipped_in_its_error(redis_server):
+    expr = "0 0 " + ",".join(["1"] * 200_000) + " * 9"
+    result = CliRunner().invoke(main, ["enqueue", "t", "--cron", expr, "--redis", redis_server.url])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert len(result.stderr) < 1200 and "characters)" in result.stderr
