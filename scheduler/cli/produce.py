@@ -66,16 +66,16 @@ from scheduler.validation import MAX_DEPTH
 @click.option(
     "--ambiguous",
     type=click.Choice(["first", "last", "both"]),
-    default="first",
+    default=None,
     help="--cron: a local time that occurs twice (clocks go back) runs once at "
-    "its first or last instant, or at both.",
+    "its first or last instant, or at both.  [default: first]",
 )
 @click.option(
     "--missing",
     type=click.Choice(["shift", "skip"]),
-    default="shift",
+    default=None,
     help="--cron: a local time that does not exist (clocks go forward) runs at "
-    "the end of the gap, or not at all.",
+    "the end of the gap, or not at all.  [default: shift]",
 )
 @click.option(
     "--jitter",
@@ -99,8 +99,8 @@ def enqueue(
     anchor: str | None,
     cron_expr: str | None,
     tz: str | None,
-    ambiguous: str,
-    missing: str,
+    ambiguous: str | None,
+    missing: str | None,
     jitter: str | None,
     job_id: str | None,
     as_json: bool,
@@ -123,8 +123,8 @@ def enqueue(
         raise click.BadParameter(
             f"--kwargs is nested too deeply (more than {MAX_DEPTH} levels of lists and objects)"
         ) from None
-    if cron_expr is None and (tz or jitter):
-        raise click.UsageError("--tz and --jitter apply to --cron only")
+    if cron_expr is None and (tz or jitter or ambiguous or missing):
+        raise click.UsageError("--tz, --jitter, --ambiguous and --missing apply to --cron only")
     times: dict[str, Any] = {
         "delay": when.duration("--in", delay),
         "every": when.duration("--every", every),
@@ -136,7 +136,13 @@ def enqueue(
         cron = (
             None
             if cron_expr is None
-            else Cron(cron_expr, tz or "UTC", Ambiguous(ambiguous), Missing(missing), spread)
+            else Cron(
+                cron_expr,
+                tz or "UTC",
+                Ambiguous(ambiguous or "first"),
+                Missing(missing or "shift"),
+                spread,
+            )
         )
         store = connect(
             redis_url,

@@ -409,3 +409,13 @@ def test_a_huge_refused_input_is_clipped_in_its_error(redis_server):
     result = CliRunner().invoke(main, ["enqueue", "t", "--cron", expr, "--redis", redis_server.url])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert len(result.stderr) < 1200 and "characters)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "extra", [["--ambiguous", "both"], ["--missing", "skip"], ["--tz", "UTC"], ["--jitter", "5s"]]
+)
+def test_calendar_options_without_cron_are_refused_not_ignored(extra, redis_server):
+    """--ambiguous both --every 60 exited 0, the option silently ignored."""
+    args = ["enqueue", "t", "--every", "60", *extra, "--redis", redis_server.url]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "apply to --cron only" in result.output, result.output
