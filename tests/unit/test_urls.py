@@ -161,3 +161,12 @@ def test_no_primary_reads_as_a_failover_in_progress_first_then_what_to_check():
     assert line.startswith("no sentinel of redis+sentinel://h:26379/mymaster knows a primary")
     assert "'mymaster' just now" in line and "during a failover" in line
     assert "if it lasts, check that the sentinels run" in line and "Sentinel<" not in line
+
+
+def test_a_url_redis_py_cannot_read_names_the_url_and_the_form():
+    """redis-py said only "Port could not be cast to integer value as 'notaport'"."""
+    with pytest.raises(RedisURLError) as err:
+        urls.connect("redis://:secret@127.0.0.1:notaport/0")
+    text = str(err.value)
+    assert text.startswith("bad Redis URL 'redis://:***@127.0.0.1:notaport/0': ")
+    assert "secret" not in text and "Port could not be cast" in text and "expected redis://" in text

@@ -265,7 +265,13 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
                 f"or {FORMAT}"
             )
         _check_db(url, scheme)
-        return redis.Redis.from_url(url, **kwargs)
+        try:
+            return redis.Redis.from_url(url, **kwargs)
+        except ValueError as exc:  # redis-py's own words lack the URL: "Port could not be..."
+            raise RedisURLError(
+                f"bad Redis URL {safe(url)!r}: {exc}; expected redis://[user:password@]"
+                "host[:port][/db]"
+            ) from None
     s = parse_sentinel(url)
     # One try per sentinel and discovery: the discovery as a whole is retried by the data
     # connection's own policy (``kwargs``). redis-py's default, 3 retries with backoff
