@@ -38,6 +38,14 @@ def _running(make_engine, store, n: int) -> tuple[object, threading.Event]:
     return eng, release
 
 
+def _taken_over_at_once(clock, store) -> None:
+    """Both held jobs' leases were handed back: another owner claims them again now."""
+    clock.advance(0.01)  # past the handed-back leases (1 ms), far before 30 s
+    store.add(JobSpec("probe", TaskRef("tests.noop"), After(60)))  # a namespace in use
+    batch = store.claim_due({"default": 4}, LEASE, "other")
+    assert sorted((c.job_id, c.attempt) for c in batch.claims) == [("held-0", 2), ("held-1", 2)]
+
+
 def test_a_shutdown_that_times_out_while_exiting_hands_the_running_leases_back(
     make_engine, clock, store, caplog
 ):
@@ -45,13 +53,7 @@ def test_a_shutdown_that_times_out_while_exiting_hands_the_running_leases_back(
     try:
         eng.shutdown(wait=True, timeout=0.05, exiting=True)
         assert "2 job(s) still running after 0.05s; 2 lease(s) handed back" in caplog.text
-        clock.advance(0.01)  # past the handed-back leases (1 ms), far before 30 s
-        store.add(JobSpec("probe", TaskRef("tests.noop"), After(60)))  # a namespace in use
-        batch = store.claim_due({"default": 4}, LEASE, "other")
-        assert sorted((c.job_id, c.attempt) for c in batch.claims) == [
-            ("held-0", 2),
-            ("held-1", 2),
-        ]
+        _taken_over_at_once(clock, store)
     finally:
         release.set()
 
@@ -94,12 +96,6 @@ def test_serve_cancelled_while_exiting_hands_the_running_leases_back(make_engine
 
     try:
         asyncio.run(main())
-        clock.advance(0.01)
-        store.add(JobSpec("probe", TaskRef("tests.noop"), After(60)))
-        batch = store.claim_due({"default": 4}, LEASE, "other")
-        assert sorted((c.job_id, c.attempt) for c in batch.claims) == [
-            ("held-0", 2),
-            ("held-1", 2),
-        ]
+        _taken_over_at_once(clock, store)
     finally:
         release.set()
