@@ -8,7 +8,10 @@
 -- fetched due member is inspected (parsed, its job's key type and fields checked) before
 -- the first write that concerns it, and no member leaves its due set before its fate is
 -- decided; one whose data does not parse is moved aside on its own (the quarantine,
--- include/aside.lua) and the rest are claimed normally. A namespace key of the wrong type
+-- include/aside.lua) and the rest are claimed normally. Task-aware: the claimant names the
+-- tasks it has registered and never claims an invocation of another task; such a member is
+-- left for a live replica that serves its task, or waits until one claims
+-- (include/serve.lua). A namespace key of the wrong type
 -- stops the call before any write ("ERR duetime corrupt <key> is a <type>, expected
 -- <type>").
 --
@@ -16,12 +19,14 @@
 -- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
 --   claimed:<owner>, replica:<owner>, epoch, layout,
---   dead-jobs, done:<state>, paused, runs:<job_id>
+--   dead-jobs, done:<state>, paused, runs:<job_id>, tasks, parked, parked:<task>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
--- ARGV[6..] lane, capacity pairs (capacity 0..1000)
+-- ARGV[6] the tasks the owner serves: "*" (every task) or "\n<task>\n<task>...\n" (names
+--         as definitions spell them, JSON-escaped without quotes; "\n": none)
+-- ARGV[7..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
 --          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready> <job bytes>
@@ -29,7 +34,9 @@
 --          parsed by scheduler/stores/redis/claims.py, claim_reply). The token of a claim is
 --          "<owner>:<fence>"; "now us" is the microseconds past "now" (so that "next" - "now" can be
 --          read without the up to 1 ms that "now"'s rounding down adds); "next" (-1 = nothing) covers lanes with capacity left and the
---          next lease expiry; "lease until" is -1 with no lease; "epoch" is the namespace's
+--          next lease expiry (in a lane where members of tasks the owner lacks were passed
+--          over: its first member due after now, and at most 1 s ahead when
+--          not every due member could be looked at); "lease until" is -1 with no lease; "epoch" is the namespace's
 --          epoch key ("" if missing: Redis lost its data); "fence" is the fence counter
 --          before this call (below a fence already handed out: claims lost); the plans are
 --          calendar jobs that need the caller to compute occurrences; "ready" is when the
@@ -40,16 +47,21 @@
 --@include resend
 --@include reap
 --@include inspect
+--@include ask
 
-local owner, req, lease = ARGV[3], ARGV[4], ARGV[5]
+local owner, req, lease, served = ARGV[3], ARGV[4], ARGV[5], ARGV[6] or ''
 if owner == '' or not string.match(req, '^[%w%-]+$') then
   return redis.error_reply('ERR duetime bad-input owner')
+end
+if served ~= '*' and (#served > SERVES_MAX or not string.find(served, '^\n') or
+    not string.find(served, '\n$')) then
+  return redis.error_reply('ERR duetime bad-input tasks')
 end
 if lease ~= '' and not (int(lease) and int(lease) > 0) then
   return redis.error_reply('ERR duetime bad-input lease')
 end
 local caps = {}
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local n = int(ARGV[i + 1])
   if not n or n < 0 or n > 1000 or ARGV[i] == '' then  -- one call stays short
     return redis.error_reply('ERR duetime bad-input capacity')
@@ -62,7 +74,7 @@ if resent then return resent end   -- a resend: same reply, nothing claimed twic
 
 -- the namespace keys this call may touch, once, before its first write
 local epoch = redis.pcall('GET', P .. 'epoch')  -- the reply's; its type, checked here
-local corrupt = running_ok() or aside_ok() or seq_ok() or
+local corrupt = running_ok() or aside_ok() or seq_ok() or serves_ok() or
   (type(epoch) == 'table' and expect(P .. 'epoch', 'string')) or
   events_ok('claimed', 'quarantined', 'skipped', 'lease_lost', 'abandoned', 'dead_lettered',
     'requeued')
@@ -75,36 +87,30 @@ local now, now_us = now_ms_us()
 lease = int(lease)
 local fence_before = tonumber(fence or '0')
 
--- When to ask again: the earliest head of `lanes` (those with capacity left) or lease
--- expiry; -1 for none.
-local function next_due(lanes)
-  local nxt = -1
-  for _, lane in ipairs(lanes) do
-    local head = redis.call('ZRANGE', P .. 'due:' .. lane, 0, 0, 'WITHSCORES')
-    if head[2] and (nxt < 0 or tonumber(head[2]) < nxt) then nxt = tonumber(head[2]) end
-  end
-  local lh = redis.call('ZRANGE', P .. 'lease', 0, 0, 'WITHSCORES')
-  if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
-  return nxt
-end
-
 -- 1. expired leases: attempt+1 (at-least-once), abandoned (at-most-once) or dead letter
 corrupt = reap(now)
 if corrupt then return corrupt end  -- a due set a retry would go to: nothing written yet
 
--- 2. claim, lane by lane; the batch's fences, RUNNING entries and leases are written once
+-- 2. jobs that waited for a replica serving their task, of lanes this call claims: due again
+local lanes = {}
+for _, lc in ipairs(caps) do lanes[lc[1]] = true end
+if served ~= '\n' then unpark(served, lanes, 1000) end
+
+-- 3. claim, lane by lane; the batch's fences, RUNNING entries and leases are written once
 local b = new_batch(owner, now, lease, fence_before)
+b.serves, b.passed = served, {}
 local left = {}
 for _, lc in ipairs(caps) do
   if claim_lane(b, lc[1], lc[2]) > 0 then left[#left + 1] = lc[1] end
 end
 write_claims(b)
 
--- 3. when to ask again; this replica is alive
-local nxt = next_due(left)
+-- 4. when to ask again; this replica is alive, and serves these tasks
+local nxt = next_due(now, left, b.passed)
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
+register_serves(owner, served)
 
--- 4. the reply, kept as the resend record (include/resend.lua); the claims' records are
+-- 5. the reply, kept as the resend record (include/resend.lua); the claims' records are
 -- joined once, with the header first and the plans last
 local parts, epoch_text = b.claims, epoch or ''
 table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d\n', req, now, nxt, fence_before,

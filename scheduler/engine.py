@@ -32,6 +32,7 @@ from scheduler.stores.base import (
     Resyncing,
     Retiring,
     ServerChecks,
+    ServesTasks,
     Store,
 )
 from scheduler.stores.memory import MemoryStore
@@ -93,6 +94,8 @@ class Scheduler(Client):
         resync = validation.optional_positive(resync, "resync")  # 0 or nan spun the dispatcher
         if isinstance(self.store, ServerChecks):
             self.store.check_server()  # a shared store refuses a server that breaks them
+        if isinstance(self.store, ServesTasks):
+            self.store.serve(tasks.served)  # never claim a job whose task is not registered here
         self._lease = self.store.default_lease if lease == "store" else lease
         if self._lease is not None:
             self._lease = validation.interval(self._lease, "lease")

@@ -97,6 +97,19 @@ def names() -> list[str]:
     return sorted(_tasks)
 
 
+_served: tuple[int, list[str]] = (0, [])
+
+
+def served() -> tuple[int, list[str]]:
+    """(a number that grows with every registration, the registered names, sorted): what
+    a replica serves, read on every claim (cheap: the names are sorted once per change)."""
+    global _served
+    if _served[0] != _generation:
+        with _lock:
+            _served = (_generation, sorted(_tasks))
+    return _served
+
+
 def registered(name: str) -> Callable[..., Any] | None:
     """The function registered as ``name`` in this process, or None."""
     return _tasks.get(name)

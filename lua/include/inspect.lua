@@ -4,9 +4,10 @@
 -- the due set and each admitted (include/admit.lua): claimed, dropped, stashed, or moved
 -- aside on its own when its data does not parse. A second member of a job already in the
 -- round waits for the next round (the first one's writes change what it would read).
--- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, claim_lane
+-- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, foreign, claim_lane
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
---   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
+--   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake, tasks, parked,
+--   parked:<task>, replica:<owner>
 
 --@include core
 --@include due
@@ -14,6 +15,8 @@
 --@include check
 --@include aside
 --@include admit
+--@include serve
+--@include park
 
 -- The fields admission may parse: of every job (CLAIM_FIELDS); then only of a recurring
 -- job (SERIES_FIELDS) or of a paused one-off (PAUSED_FIELDS: its stash). Each is read once
@@ -55,28 +58,55 @@ local function inspect(member, score)
     bad = why and {id = m.job, job = m.job, reason = why, type = t} or nil}
 end
 
--- Claim up to `cap` due members of `lane` into batch `b`; returns the capacity left.
+-- The task of inspected member `x` when admission would make it a claim but the claimant
+-- lacks that task (include/serve.lua); nil when admission decides it as before.
+local function foreign(b, x)
+  local f, m = x.f, x.m
+  if b.serves == '*' or x.bad or not f or f.cancelled == '1' or f.paused == '1' then return nil end
+  if (m.kind == 's' and f.e ~= m.seq) or (m.kind == 'r' and f.gen ~= m.gen) then return nil end
+  local tok = f.def and task_of(f.def)
+  if tok and not serves(b.serves, tok) then return tok end
+  return nil
+end
+
+-- Claim up to `cap` due members of `lane` into batch `b`; returns the capacity left. A
+-- member whose task the claimant lacks is passed over while a live replica serves it, else
+-- it waits (include/serve.lua); b.passed[lane] records that members were passed over:
+-- 'all' (every due member was looked at) or 'more' (the budget ran out first).
 local function claim_lane(b, lane, cap)
   local key = P .. 'due:' .. lane
   local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
+  local passed = 0                     -- due members left for replicas that serve their task
   while cap > 0 and budget > 0 do
     -- at most min(cap, budget) members: each is decided in this round, or left untouched
-    local due = redis.call('ZRANGEBYSCORE', key, '-inf', b.now, 'WITHSCORES', 'LIMIT', 0,
+    local due = redis.call('ZRANGEBYSCORE', key, '-inf', b.now, 'WITHSCORES', 'LIMIT', passed,
       math.min(cap, budget))
     if #due == 0 then break end
-    local looks, members, jobs = {}, {}, {}
+    local looks, members, jobs, parks = {}, {}, {}, {}
     for i = 1, #due, 2 do
       local x = inspect(due[i], tonumber(due[i + 1]))
       local job = x.m and x.m.job
       if job and jobs[job] then break end
       if job then jobs[job] = true end
-      looks[#looks + 1], members[#members + 1] = x, due[i]
+      local tok = foreign(b, x)
+      if not tok then
+        looks[#looks + 1], members[#members + 1] = x, due[i]
+      elseif not served_elsewhere(b.owner, tok) and parked_ok(tok) then
+        parks[#parks + 1], members[#members + 1] = {tok, x}, due[i]
+      else
+        passed, budget = passed + 1, budget - 1
+      end
     end
-    redis.call('ZREM', key, unpack(members))
+    if #members > 0 then redis.call('ZREM', key, unpack(members)) end
+    for _, p in ipairs(parks) do
+      budget = budget - 1
+      park(p[1], p[2].member, p[2].score)
+    end
     for _, x in ipairs(looks) do
       budget = budget - 1
       if admit(b, lane, x) then cap = cap - 1 end
     end
   end
+  if passed > 0 then b.passed[lane] = (cap > 0 and budget <= 0) and 'more' or 'all' end
   return cap
 end

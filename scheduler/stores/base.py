@@ -19,7 +19,8 @@ claim whole batches, ``Scheduler(lookahead=...)``; ``claim_due`` may then be ask
 than it hands out in one call, the Redis store's cap is 100 per lane, and answers
 ``next_due_in == 0`` when a lane filled a whole batch and has room for more),
 ``AcksWithClaims`` (a batch of successes sent with a claim, in one round trip), ``BulkAdd``,
-``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable``, ``Upkeep`` and ``QueueDepths``.
+``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable``, ``ServesTasks``, ``Upkeep`` and
+``QueueDepths``.
 """
 
 from __future__ import annotations
@@ -248,6 +249,18 @@ class Retiring(Protocol):
 
     def retire(self, owner: str) -> None:
         """``owner`` stopped claiming for good: drop it from the live replicas now."""
+        ...
+
+
+@runtime_checkable
+class ServesTasks(Protocol):
+    """A store shared by processes with different code (Redis): a replica claims only
+    invocations of the tasks it has registered; the others wait for a replica that has
+    theirs (docs/guarantees.md, "Which replica runs a job")."""
+
+    def serve(self, tasks: Callable[[], tuple[int, Sequence[str]]] | None) -> None:
+        """Claim only invocations of the tasks ``tasks()`` names (a version that changes
+        when the names do, and the names), read at every claim; None: every task."""
         ...
 
 

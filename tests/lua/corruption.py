@@ -271,10 +271,11 @@ class Diff:
 
 
 # (done:<state>, dead-jobs and paused are listing indexes: derived, re-checked on every read;
-# runs:<job> a recurring job's run history, derived, written with pcall)
+# runs:<job> a recurring job's run history, derived, written with pcall; tasks the claimants'
+# registry of the tasks they serve)
 BOOKKEEPING = re.compile(
     r"^(fence|seq|gen|lanes|layout|epoch|ids|claimed:.*|replica:.*|done:.*|dead-jobs|paused"
-    r"|runs:.*)$"
+    r"|runs:.*|tasks)$"
 )
 
 

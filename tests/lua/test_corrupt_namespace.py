@@ -40,11 +40,13 @@ WANT = {
     "gen": "string",
     "epoch": "string",
     "layout": "string",
+    "tasks": "hash",
+    "parked": "set",
 }
 _COMMIT = ["lease", "running", "events", "stats", "quarantined", "seq", "layout", "due:default"]
 TOUCHES = {  # the namespace keys each script checks (with the job's lane: default)
     "claim": ["due:default", "lease", "running", "events", "stats", "quarantined", "seq"]
-    + ["fence", "epoch", "layout"],
+    + ["fence", "epoch", "layout", "tasks", "parked"],
     "complete": _COMMIT,
     "complete_many": _COMMIT,
     "fail": _COMMIT,
@@ -86,7 +88,7 @@ def args_of(rs: RedisStore, script: str, held: dict[str, str]) -> list[str]:
     job, token = held["job"], held["token"]
     gen = rs.redis.hget(rs.keys.job("tick"), "gen")
     return {
-        "claim": ["o2", "req1", "30000", "default", "10"],
+        "claim": ["o2", "req1", "30000", "*", "default", "10"],
         "complete": [job, token, "null"],
         "complete_many": [job, token, "null"],
         "fail": [job, token, "boom", ""],

@@ -37,7 +37,7 @@ class ClaimRequest(NamedTuple):
     """One claim.lua call: its arguments after the prefix and time, and what reading its
     reply needs."""
 
-    argv: list[str]  # owner, request id, lease ms, lane/capacity pairs
+    argv: list[str]  # owner, request id, lease ms, tasks served, lane/capacity pairs
     capacity: dict[str, int]
     owner: str
     sent: float  # monotonic time, just before sending (the clock offset of the reply)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps does to a str
@@ -382,6 +382,35 @@ def is_retry(member: str) -> bool:
     """Whether a due member is a retry's (``<seq>|r|...``: it holds its due time in its
     score only; the job hash counts pending retries, ``retries``)."""
     return member.split("|", 2)[1:2] == ["r"]
+
+
+def task_token(name: str) -> str:
+    """A task name as job definitions spell it: JSON-escaped, without its quotes (how
+    claim.lua names tasks, lua/include/serve.lua)."""
+    return _quote(name)[1:-1]
+
+
+def served_text(names: Sequence[str] | None) -> str:
+    """claim.lua's list of the tasks a replica serves: ``"*"`` (None: every task), else
+    ``"\n<task>\n...\n"`` (``"\n"``: none)."""
+    return "*" if names is None else "\n" + "".join(task_token(n) + "\n" for n in names)
+
+
+def served_names(text: str) -> list[str] | None:
+    """``served_text`` read back (the ``tasks`` hash): the names, None for every task;
+    a token that does not read back is shown as stored."""
+    if text == "*":
+        return None
+    return [token_name(t) for t in text.split("\n") if t]
+
+
+def token_name(token: str) -> str:
+    """``task_token`` read back."""
+    try:
+        name = json.loads('"' + token + '"')
+    except ValueError:
+        return token
+    return name if isinstance(name, str) else token
 
 
 def owner_of(token: str) -> str:

@@ -58,6 +58,8 @@ class Keys:
         self.paused = p + "paused"  # set: jobs paused (ls --state paused; may hold stale ids)
         self.dead_jobs = p + "dead-jobs"  # zset: job -> its last dead letter (ms), a day
         self.replicas = p + "replicas"  # hash: replica -> JSON (version, heartbeat), shard 0
+        self.tasks = p + "tasks"  # hash: replica -> the tasks it serves (claim.lua's ARGV[6])
+        self.parked = p + "parked"  # set: tasks whose jobs wait for a replica serving them
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
@@ -91,6 +93,10 @@ class Keys:
 
     def minute(self, minute: int) -> str:
         return f"{self.prefix}minute:{minute}"  # hash, TTL a day: replica figures of a minute
+
+    def parked_jobs(self, task: str) -> str:
+        """``task`` as definitions spell it (``codec.task_token``)."""
+        return f"{self.prefix}parked:{task}"  # zset: due members waiting for the task
 
     def replica(self, owner: str) -> str:
         return f"{self.prefix}replica:{owner}"  # string with TTL: a live replica

@@ -42,6 +42,7 @@ def retire(store: RedisStore, owner: str) -> None:
     with store.reachable():
         r = store.redis
         r.delete(store.keys.replica(owner))
+        r.hdel(store.keys.tasks, owner)  # it serves no task any more (claim.lua's registry)
         if store.keys.shard == 0 and _text(r.get(store.keys.metrics_leader)) == owner:
             r.delete(store.keys.metrics_leader)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypedDict
 
 from scheduler import timeinput
@@ -61,6 +61,9 @@ class Stats(TypedDict):
     replicas_alive: int
     data_loss_alarms: int  # times a replica found the namespace's data gone
     lag_ms: dict[str, float]  # dispatch lag of recent claims: p50, p90, p99, max, samples
+    # task -> invocations waiting because no live replica serves the task (parked:<task>)
+    waiting: dict[str, int]
+    serves: dict[str, list[str] | None]  # live replica -> the tasks it serves (None: every)
 
 
 # ---- the queue and the fleet ------------------------------------------------------------
@@ -189,6 +192,24 @@ def replicas(store: RedisStore) -> list[Replica]:
     return out
 
 
+def waiting(store: RedisStore) -> dict[str, int]:
+    """Invocations that wait for a replica serving their task, per task (lua/include/park.lua:
+    the ``parked:<task>`` sets), without the empty ones."""
+    tokens = sorted(str(t) for t in store.redis.smembers(store.keys.parked))
+    with store.redis.pipeline(transaction=False) as p:
+        for token in tokens:
+            p.zcard(store.keys.parked_jobs(token))
+        counts = p.execute()
+    return {codec.token_name(t): int(n) for t, n in zip(tokens, counts, strict=True) if int(n)}
+
+
+def serves(store: RedisStore, alive: Collection[str]) -> dict[str, list[str] | None]:
+    """The tasks each replica of ``alive`` serves, as its claims registered them (the
+    ``tasks`` hash; None: every task). A replica missing there has not claimed yet."""
+    raw: Mapping[str, str] = store.redis.hgetall(store.keys.tasks)
+    return {o: codec.served_names(t) for o, t in sorted(raw.items()) if o in alive}
+
+
 def stats(store: AnyStore) -> Stats:
     """Everything ``duetime stats`` shows, as plain JSON values (summed over shards)."""
     shards = parts(store)
@@ -210,6 +231,8 @@ def stats(store: AnyStore) -> Stats:
         "replicas_alive": len(alive),
         "data_loss_alarms": counts.get("data_loss", 0),
         "lag_ms": claim_lag(store),
+        "waiting": waiting(store),
+        "serves": serves(store, {r["id"] for r in alive}),
     }
 
 
@@ -248,6 +271,8 @@ def merge_stats(each: list[Stats]) -> Stats:
         "replicas_alive": len(seen),
         "data_loss_alarms": counts.get("data_loss", 0),
         "lag_ms": lag,
+        "waiting": add([st["waiting"] for st in each]),
+        "serves": {o: t for st in each for o, t in st["serves"].items()},
     }
 
 

@@ -115,6 +115,8 @@ def check_keys(client: Any, keys: Keys, url: str) -> None:
         keys.epoch: "string",
         keys.layout: "string",
         keys.shards: "string",
+        keys.tasks: "hash",
+        keys.parked: "set",
     }
     counters = [keys.fence, keys.seq, keys.gen, keys.ids]
     for key in counters:

@@ -214,6 +214,11 @@ class ShardedStore(WakeSubscriptions):
 
     # ---- claiming -----------------------------------------------------------------------
 
+    def serve(self, tasks: Callable[[], tuple[int, Sequence[str]]] | None) -> None:
+        """``ServesTasks`` (base.py), on every shard."""
+        for s in self.shards:
+            s.serve(tasks)
+
     def claim_due(self, capacity: Mapping[str, int], lease: float | None, owner: str) -> ClaimBatch:
         """Claim from the shards that may have due work, in rotating order, until the
         capacity is used (see the module docstring)."""

@@ -17,7 +17,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from scheduler import validation
@@ -126,6 +126,8 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         # Not a uuid4 per claim: os.urandom lets go of the GIL, and a dispatcher that
         # waits to get it back while workers run holds up its claim round.
         self._request_ids = map(f"{uuid.uuid4().hex[:16]}-{{}}".format, itertools.count())
+        self._serves: Callable[[], tuple[int, Sequence[str]]] | None = None
+        self._served: tuple[int | None, str] = (None, "*")  # (version, claim.lua's ARGV[6])
         self._init_subscriptions()
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
@@ -297,6 +299,21 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         (``AcksWithClaims``, base.py; acked_claims.py)."""
         return acked_claims.complete_and_claim(self, done, capacity, lease, owner, MAX_ACKS)
 
+    def serve(self, tasks: Callable[[], tuple[int, Sequence[str]]] | None) -> None:
+        """Claim only invocations of the tasks ``tasks()`` names (a version that changes
+        when the names do, and the names; ``scheduler.tasks.served``), read at every claim;
+        None: every task (``ServesTasks``, base.py)."""
+        self._serves = tasks
+        self._served = (None, "*")
+
+    def _served_arg(self) -> str:
+        if self._serves is None:
+            return "*"
+        version, names = self._serves()
+        if version != self._served[0]:
+            self._served = (version, codec.served_text(names))
+        return self._served[1]
+
     def claim_request(
         self, capacity: Mapping[str, int], lease: float | None, owner: str
     ) -> acked_claims.ClaimRequest:
@@ -305,7 +322,8 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
-        argv = [owner, next(self._request_ids), "" if lease is None else _ms(lease), *pairs]
+        lease_ms = "" if lease is None else _ms(lease)
+        argv = [owner, next(self._request_ids), lease_ms, self._served_arg(), *pairs]
         return acked_claims.ClaimRequest(
             argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high
         )
