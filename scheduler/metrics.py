@@ -316,6 +316,14 @@ class _NamespaceCollector:
         for lane, n in data.get("queue_depth", {}).items():
             depth.add_metric([ns, lane], n)
         yield depth
+        waiting = GaugeMetricFamily(
+            "duetime_waiting_for_task",
+            "Due invocations that wait because no live replica serves their task",
+            labels=["namespace", "task"],
+        )
+        for task, n in data.get("waiting", {}).items():
+            waiting.add_metric([ns, task], n)
+        yield waiting
         yield gauge("duetime_running", "Invocations running in the namespace", "running")
         yield gauge("duetime_replicas_alive", "Replicas with a live heartbeat key", "replicas")
         yield gauge(

@@ -199,6 +199,17 @@ def iso_utc(epoch: float) -> str:
     return when.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
 
+def iso_ms(t: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 in UTC with milliseconds (``None`` stays ``None``), as
+    the readouts' JSON shows instants."""
+    if t is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
+    except OUT_OF_RANGE:
+        return beyond(t)
+
+
 def local(epoch: float) -> str:
     """``2025-03-01 14:30:00 CET``: the instant in the local zone, for people."""
     try:

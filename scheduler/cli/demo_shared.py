@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.stores.redis import queries, upkeep
+from scheduler.stores.redis import fleet, queries, upkeep
 from scheduler.stores.redis.keys import Keys
 from scheduler.tasks import task
 
@@ -109,7 +109,7 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
     ]
     report = Report()
     try:
-        _wait(lambda: len(queries.replicas(store)) == 3, 20)
+        _wait(lambda: len(fleet.replicas(store)) == 3, 20)
         echo(f"3 replicas up (pids {', '.join(str(p.pid) for p in procs)}), namespace {ns}")
         with Client(url, namespace=ns) as client:
             expected = [

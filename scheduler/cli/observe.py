@@ -24,7 +24,7 @@ from scheduler.cli.app import (
     with_url,
 )
 from scheduler.model import EVENT_KINDS
-from scheduler.stores.redis import listing, minutes, namespaces, queries
+from scheduler.stores.redis import fleet, listing, minutes, namespaces, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
@@ -69,27 +69,36 @@ def ls(
         except ValueError as exc:
             bad_input(exc)
         now = queries.redis_now(store)
+        serving = fleet.serving(store)
     jobs = page.jobs
     if state in ("scheduled", "live"):
         jobs = sorted(jobs, key=lambda i: (i.next_run is None, i.next_run or 0.0, i.job_id))
+    waiting = {i.job_id: _waiting(i, serving) for i in jobs}
     if as_json:
-        out = {"state": state, "jobs": [render.job_json(i) for i in jobs], "cursor": page.cursor}
-        click.echo(json.dumps(out, indent=2))
+        rows = [{**render.job_json(i), "waiting": waiting[i.job_id]} for i in jobs]
+        click.echo(json.dumps({"state": state, "jobs": rows, "cursor": page.cursor}, indent=2))
         return
     if not jobs:
         click.echo(
             f"no {state} jobs in namespace {namespace!r}" + (" on this page" if page.cursor else "")
         )
     else:
-        for line in _jobs_table(jobs, now):
+        for line in _jobs_table(jobs, now, waiting):
             click.echo(line)
+        for why in sorted({w for w in waiting.values() if w}):
+            click.echo(f"waiting: {why}")
     if page.cursor:
         more = f" -n {shlex.quote(namespace)}" + (f" --task {shlex.quote(task)}" if task else "")
         more += f" --limit {limit}" if limit != 50 else ""
         click.echo(f"more: duetime ls{more} --state {state} --cursor {page.cursor}")
 
 
-def _jobs_table(jobs: list[JobInfo], now: float) -> list[str]:
+def _waiting(info: JobInfo, serving: fleet.Serving) -> str | None:
+    """Why a scheduled job is not claimed when due (its task has no live replica), or None."""
+    return serving.why_waiting(info.task) if info.state == "scheduled" else None
+
+
+def _jobs_table(jobs: list[JobInfo], now: float, waiting: dict[str, str | None]) -> list[str]:
     rows = [
         [
             i.job_id,
@@ -97,7 +106,7 @@ def _jobs_table(jobs: list[JobInfo], now: float) -> list[str]:
             render.clip(i.args, 30),
             i.schedule,
             i.lane,
-            i.state,
+            "waiting" if waiting.get(i.job_id) else i.state,
             render.when(i.next_run, now),
             str(i.runs),
             str(i.failures),
@@ -134,9 +143,10 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         recent = queries.recent_events(store, 20, job_id)
         runs = queries.recent_runs(store, job_id)
         now = queries.redis_now(store)
+        waiting = _waiting(info, fleet.serving(store))
     if as_json:
         events = [render.event_json(e.event, e.id) for e in recent]
-        out = {**render.job_json(info), "recent_runs": runs, "events": events}
+        out = {**render.job_json(info), "waiting": waiting, "recent_runs": runs, "events": events}
         click.echo(json.dumps(out, indent=2))
         return
     result = "-" if info.last_result is None else json.dumps(info.last_result)
@@ -146,7 +156,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("arguments", render.clip(info.args, 200) or "-"),
         ("schedule", info.schedule),
         ("lane", info.lane),
-        ("state", info.state),
+        ("state", info.state if waiting is None else f"waiting: {waiting}"),
         ("next run", render.when(info.next_run, now)),
         ("runs", info.runs),
         ("failures", info.failures),
@@ -234,6 +244,11 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
             f"warning     lane {lane!r} has {st['queue_depths'][lane]} queued and no live replica "
             f"serves it: start one with --lane {lane}=N"
         )
+    for task, n in st["waiting"].items():
+        click.echo(
+            f"waiting     {n} job(s): no live replica serves task {task!r}: start one that "
+            "imports it (--import)"
+        )
     click.echo(f"running     {st['running']}")
     lag = st["lag_ms"]
     click.echo(
@@ -252,6 +267,9 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
         for r in st["replicas"]
     )
     click.echo(f"replicas    {st['replicas_alive']} alive{': ' + alive if alive else ''}")
+    for owner, tasks in st["serves"].items():
+        served = "every task" if tasks is None else ", ".join(tasks) or "no task"
+        click.echo(f"  {owner} serves {render.clip(served, 200)}")
     click.echo(f"data loss   {st['data_loss_alarms']} alarm(s)")
     click.echo(f"counters    {'none' if not st['counters'] else ''}".rstrip())
     counts = [[kind, str(n)] for kind, n in st["counters"].items()]

@@ -22,7 +22,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import namespaces, queries, redo
+from scheduler.stores.redis import fleet, namespaces, queries, redo
 
 
 def _emit(as_json: bool, data: dict[str, Any], line: str, code: int = 0) -> None:
@@ -136,7 +136,7 @@ def purge(
     Asks for confirmation unless --yes. Refused (exit 1) while replicas are alive unless
     --force (stop them first: a live replica writes again). --dry-run counts the keys."""
     with open_namespace("purge", redis_url, namespace) as store:
-        alive = [r["id"] for part in queries.parts(store) for r in queries.replicas(part)]
+        alive = [r["id"] for part in queries.parts(store) for r in fleet.replicas(part)]
         keys = redo.namespace_keys(store)
         data: dict[str, Any] = {"namespace": namespace, "keys": keys, "replicas_alive": alive}
         if dry_run:

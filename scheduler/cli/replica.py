@@ -413,7 +413,7 @@ def _serve(
     if port is None:
         return None
     from scheduler.metrics import PrometheusMetrics
-    from scheduler.stores.redis import presence, queries
+    from scheduler.stores.redis import fleet, presence, queries
 
     def figures() -> dict[str, Any] | None:
         if not presence.lead_metrics(queries.parts(store)[0], owner):
@@ -422,9 +422,10 @@ def _serve(
         return {
             "queue_depth": queries.queue_depths(store),
             "running": queries.running_count(store),
-            "replicas": len(queries.replicas(store)),
+            "replicas": len(fleet.replicas(store)),
             "events": queries.counters(store),
             "quarantined": queries.quarantined_count(store),
+            "waiting": fleet.waiting_all(store),
         }
 
     try:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.cli import render
 from scheduler.model import JobInfo
-from scheduler.stores.redis import listing, minutes, queries
+from scheduler.stores.redis import fleet, listing, minutes, queries
 from scheduler.web import occurrences, redaction
 from scheduler.web.redaction import REDACTED
 
@@ -26,10 +26,13 @@ EVENT_SCAN = 2000  # stream entries a job's page reads for its events (?scan=all
 RECURRING_SCAN = 2000  # live jobs read at most per page of the recurring page
 
 
-def job_row(info: JobInfo, redact: bool) -> dict[str, Any]:
+def job_row(info: JobInfo, redact: bool, serving: fleet.Serving | None = None) -> dict[str, Any]:
     """A job as a list row (and a detail page's head): ``render.job_json`` with the
-    arguments as JSON text, clipped for lists (``args_short``), or redacted."""
+    arguments as JSON text, clipped for lists (``args_short``), or redacted; ``waiting``:
+    why a scheduled job is not claimed (no live replica of ``serving`` serves its task)."""
     out = render.job_json(info)
+    scheduled = serving is not None and info.state == "scheduled"
+    out["waiting"] = serving.why_waiting(info.task) if serving and scheduled else None
     text = REDACTED if redact else info.args
     out["args"] = REDACTED if redact else out["args"]
     out["args_text"] = text
@@ -81,8 +84,8 @@ def overview(ns: str, store: AnyStore, charts: Charts) -> dict[str, Any]:
     for part in shards:
         for kind, n in queries.counters(part).items():
             counters[kind] = counters.get(kind, 0) + n
-    fleet = minutes.replicas(store)
-    for r in fleet:
+    announced = minutes.replicas(store)
+    for r in announced:
         r["heartbeat_iso"] = queries.iso(r["heartbeat"]) or ""  # type: ignore[typeddict-unknown-key]
         r["age"] = round(max(0.0, now - r["heartbeat"]), 1)  # type: ignore[typeddict-unknown-key]
     return {
@@ -97,8 +100,10 @@ def overview(ns: str, store: AnyStore, charts: Charts) -> dict[str, Any]:
         "queued": sum(depths.values()),
         "due_now": sum(due.values()),
         "running": sum(queries.running_count(part) for part in shards),
-        "replicas": fleet,
-        "replicas_alive": sum(1 for r in fleet if r["alive"]),
+        "replicas": announced,
+        "replicas_alive": sum(1 for r in announced if r["alive"]),
+        "waiting": fleet.waiting_all(store),  # task -> jobs no live replica serves
+        "serves": fleet.serving(store).by_replica,
         "counters": dict(sorted(counters.items())),
         "minutes": charts.series(ns, store, now),
     }
@@ -120,13 +125,14 @@ def jobs(
         store, state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix
     )
     now = queries.redis_now(store)
+    serving = fleet.serving(store)
     rows = page.jobs
     if state in ("scheduled", "live"):
         rows = sorted(rows, key=lambda i: (i.next_run is None, i.next_run or 0.0, i.job_id))
     return {
         "now": now,
         "filters": {"state": state, "task": task, "lane": lane, "prefix": prefix},
-        "jobs": [job_row(i, redact) for i in rows],
+        "jobs": [job_row(i, redact, serving) for i in rows],
         "cursor": page.cursor,
     }
 
@@ -145,7 +151,7 @@ def job(
     recent = queries.recent_events(store, 60, job_id, scan=scan)
     return {
         "now": now,
-        "job": job_row(info, redact),
+        "job": job_row(info, redact, fleet.serving(store)),
         "definition": _definition(spec),
         "upcoming": occurrences.as_json(occurrences.upcoming(spec, info.next_run, now)),
         "runs": queries.stored_runs(store, job_id) or queries.runs_of(recent, 20),

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from scheduler import Client
-from scheduler.stores.redis import RedisStore, queries
+from scheduler.stores.redis import RedisStore, fleet
 from tests.faults.fleet import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -90,7 +90,7 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 
 
 def live(store: RedisStore) -> set[str]:
-    return {r["id"] for r in queries.replicas(store)}
+    return {r["id"] for r in fleet.replicas(store)}
 
 
 def test_a_replica_stopped_with_sigterm_leaves_the_live_set_at_once(private_redis, tmp_path):

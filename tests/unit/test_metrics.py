@@ -37,6 +37,7 @@ def test_claims_lag_and_outcomes(make_engine, clock):
             "replicas": 3,
             "events": {"skipped": 2},
             "quarantined": 4,
+            "waiting": {"reports.build": 5},
         },
     )
     eng = make_engine(metrics=metrics)
@@ -62,6 +63,7 @@ def test_claims_lag_and_outcomes(make_engine, clock):
     # appears at 1 has no increase)
     assert value(metrics, "duetime_events_total", kind="data_loss") == 0
     assert value(metrics, "duetime_quarantined") == 4
+    assert value(metrics, "duetime_waiting_for_task", task="reports.build") == 5
     assert value(metrics, "duetime_metrics_leader") == 1
     assert value(metrics, "duetime_run_duration_seconds_count", task="callable", outcome="failed")
     text = prom.generate_latest(metrics.registry).decode()
@@ -185,6 +187,7 @@ def test_the_example_alert_rules_are_valid_and_name_real_metrics():
         "DuetimeJobFailures",
         "DuetimeLeaseLosses",
         "DuetimeNoLiveReplica",
+        "DuetimeTaskNotServed",
     } <= {r["alert"] for r in rules}
     for rule in rules:
         assert set(rule) >= {"alert", "expr", "labels", "annotations"}, rule

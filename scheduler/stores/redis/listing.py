@@ -157,7 +157,9 @@ def _ids(
     i = k.shard
     if state == "scheduled":
         lanes = sorted(str(lane) for lane in (yield from one(i, "smembers", k.lanes)))
-        dues = [k.due(lane) for lane in lanes]
+        waiting = sorted(str(t) for t in (yield from one(i, "smembers", k.parked)))
+        # due members, and those waiting for a replica that serves their task (park.lua)
+        dues = [k.due(lane) for lane in lanes] + [k.parked_jobs(t) for t in waiting]
         return (yield from _zpage(k, dues, inner, count, False, retries))
     if state in FINISHED:
         return (yield from _zpage(k, [k.done(state)], inner, count, True))

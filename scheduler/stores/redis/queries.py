@@ -13,14 +13,13 @@ people (local time).
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypedDict
 
 from scheduler import timeinput
 from scheduler.model import Event
-from scheduler.stores.redis import codec
+from scheduler.stores.redis import codec, fleet
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.sharded import ShardedStore
@@ -39,14 +38,6 @@ class Entry(NamedTuple):
     event: Event
 
 
-class Replica(TypedDict):
-    """A live replica: its id and the time of its last claim (epoch seconds)."""
-
-    id: str
-    last_claim: float | None
-    last_claim_iso: str | None
-
-
 class Stats(TypedDict):
     """What ``stats`` returns (plain JSON values)."""
 
@@ -57,7 +48,7 @@ class Stats(TypedDict):
     due_now: dict[str, int]  # lane -> pending invocations already due
     running: int  # invocations claimed and not yet ended (HLEN running)
     counters: dict[str, int]  # event kind -> count since the namespace began
-    replicas: list[Replica]
+    replicas: list[fleet.Replica]
     replicas_alive: int
     data_loss_alarms: int  # times a replica found the namespace's data gone
     lag_ms: dict[str, float]  # dispatch lag of recent claims: p50, p90, p99, max, samples
@@ -178,38 +169,6 @@ def data_loss_alarms(store: RedisStore) -> int:
     return int(n) if codec.is_int(n) else 0
 
 
-def replicas(store: RedisStore) -> list[Replica]:
-    """Live replicas (their ``replica:<id>`` keys expire 3 leases after the last claim)."""
-    prefix = store.keys.replica("")
-    keys = sorted(store.redis.scan_iter(match=prefix + "*", count=1000))
-    values = store.redis.mget(keys) if keys else []
-    out: list[Replica] = []
-    for key, value in zip(keys, values, strict=True):
-        if value is None:  # expired between SCAN and MGET
-            continue
-        at = int(value) / 1000 if codec.is_int(value) else None
-        out.append({"id": str(key)[len(prefix) :], "last_claim": at, "last_claim_iso": iso(at)})
-    return out
-
-
-def waiting(store: RedisStore) -> dict[str, int]:
-    """Invocations that wait for a replica serving their task, per task (lua/include/park.lua:
-    the ``parked:<task>`` sets), without the empty ones."""
-    tokens = sorted(str(t) for t in store.redis.smembers(store.keys.parked))
-    with store.redis.pipeline(transaction=False) as p:
-        for token in tokens:
-            p.zcard(store.keys.parked_jobs(token))
-        counts = p.execute()
-    return {codec.token_name(t): int(n) for t, n in zip(tokens, counts, strict=True) if int(n)}
-
-
-def serves(store: RedisStore, alive: Collection[str]) -> dict[str, list[str] | None]:
-    """The tasks each replica of ``alive`` serves, as its claims registered them (the
-    ``tasks`` hash; None: every task). A replica missing there has not claimed yet."""
-    raw: Mapping[str, str] = store.redis.hgetall(store.keys.tasks)
-    return {o: codec.served_names(t) for o, t in sorted(raw.items()) if o in alive}
-
-
 def stats(store: AnyStore) -> Stats:
     """Everything ``duetime stats`` shows, as plain JSON values (summed over shards)."""
     shards = parts(store)
@@ -217,7 +176,7 @@ def stats(store: AnyStore) -> Stats:
         return merge_stats([stats(s) for s in shards])
     store = shards[0]
     now = redis_now(store)
-    alive = replicas(store)
+    alive = fleet.replicas(store)
     counts = counters(store)
     return {
         "namespace": store.namespace,
@@ -231,8 +190,8 @@ def stats(store: AnyStore) -> Stats:
         "replicas_alive": len(alive),
         "data_loss_alarms": counts.get("data_loss", 0),
         "lag_ms": claim_lag(store),
-        "waiting": waiting(store),
-        "serves": serves(store, {r["id"] for r in alive}),
+        "waiting": fleet.waiting(store),
+        "serves": fleet.serves(store, {r["id"] for r in alive}),
     }
 
 
@@ -247,7 +206,7 @@ def merge_stats(each: list[Stats]) -> Stats:
                 out[k] = out.get(k, 0) + v
         return dict(sorted(out.items()))
 
-    seen: dict[str, Replica] = {}
+    seen: dict[str, fleet.Replica] = {}
     for st in each:
         for r in st["replicas"]:
             old = seen.get(r["id"])
@@ -507,11 +466,4 @@ def _stream_rows(reply: Any) -> list[tuple[str, dict[str, str]]]:
 # ---- plain JSON ---------------------------------------------------------------------------
 
 
-def iso(t: float | None) -> str | None:
-    """Epoch seconds as ISO 8601 in UTC with milliseconds (``None`` stays ``None``)."""
-    if t is None:
-        return None
-    try:
-        return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds")
-    except timeinput.OUT_OF_RANGE:
-        return timeinput.beyond(t)
+iso = timeinput.iso_ms  # the readouts' instants (JSON): ISO 8601 in UTC, to the ms
