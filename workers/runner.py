@@ -330,9 +330,11 @@ class Runner:
             self._acks.flush()
 
     def _unknown_task(self, claim: Claim, reason: str) -> None:
-        """A task this process does not know (a rolling deploy, a missing --import): hand
-        the invocation back for a replica that knows it, with a growing delay, and fail it
-        for good after UNKNOWN_TASK_ATTEMPTS attempts (never retried forever)."""
+        """A task this process does not know: hand the invocation back with a growing
+        delay, and fail it for good after UNKNOWN_TASK_ATTEMPTS attempts (never retried
+        forever). A shared store never hands a replica a task it lacks (task-aware claims,
+        docs/guarantees.md): this is the in-process store's path (a ``Client`` over it
+        naming a task the process has not registered)."""
         retry_in = (
             None
             if claim.attempt >= UNKNOWN_TASK_ATTEMPTS
