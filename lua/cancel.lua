@@ -9,7 +9,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, events, stats, skips:<job_id>, dead:<job_id>,
 --   bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused, runs:<job_id>
+--   done:<state>, paused, runs:<job_id>, parked:<task>, parked, seq, wake, tasks,
+--   replica:<owner>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if that prevented at least one start, else 0 (also when the job was moved
@@ -21,6 +22,7 @@
 --@include retire
 --@include check
 --@include aside
+--@include park
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -38,7 +40,9 @@ corrupt = expect(P .. 'due:' .. f.lane, 'zset')
 if corrupt then return corrupt end
 local prevented = 0
 local member = series_member(job, f.e)
-if member and redis.call('ZREM', P .. 'due:' .. f.lane, member) == 1 then prevented = 1 end
+if member and (redis.call('ZREM', P .. 'due:' .. f.lane, member) == 1 or drop_parked(f.def, member)) then
+  prevented = 1                                     -- due in its lane, or waiting for a replica
+end
 if tonumber(f.retries) > 0 or (f.stash and f.stash ~= '') or (f.queued and f.queued ~= '') then
   prevented = 1
 end

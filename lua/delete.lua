@@ -11,7 +11,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
---   done:<state>, dead-jobs, paused, events, stats, layout, runs:<job_id>
+--   done:<state>, dead-jobs, paused, events, stats, layout, runs:<job_id>,
+--   parked, parked:<task>, replica:<owner>, seq, tasks, wake
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job existed and was deleted, 0 if there was no such job; or an error
@@ -20,6 +21,7 @@
 --@include core
 --@include job
 --@include events
+--@include park
 
 local STATES = {'succeeded', 'failed', 'abandoned', 'cancelled'}
 
@@ -30,13 +32,16 @@ if corrupt then return corrupt end
 local jk = jkey(job)
 local t = redis.call('TYPE', jk)['ok']
 if t == 'none' then return 0 end
-local lane, e = nil, nil
+local lane, e, def = nil, nil, nil
 if t == 'hash' then
-  local got = redis.call('HMGET', jk, 'lane', 'e')
-  lane, e = got[1] or DEFAULTS.lane, got[2]
+  local got = redis.call('HMGET', jk, 'lane', 'e', 'def')
+  lane, e, def = got[1] or DEFAULTS.lane, got[2], got[3]
 end
 -- write
-if lane and e and e ~= '' then redis.pcall('ZREM', P .. 'due:' .. lane, series_member(job, e)) end
+if lane and e and e ~= '' then
+  redis.pcall('ZREM', P .. 'due:' .. lane, series_member(job, e))
+  drop_parked(def, series_member(job, e))  -- or it waited for a replica
+end
 redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
 for _, state in ipairs(STATES) do redis.pcall('ZREM', P .. 'done:' .. state, job) end
 redis.pcall('ZREM', P .. 'dead-jobs', job)

@@ -8,7 +8,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, events, stats, quarantined, quarantined:<entry>,
 --   layout,
---   paused
+--   paused,
+--   parked, parked:<task>, replica:<owner>, seq, tasks, wake
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was active and is now paused, else 0 (also when the job was
@@ -19,6 +20,7 @@
 --@include events
 --@include check
 --@include aside
+--@include park
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -39,6 +41,7 @@ local stash = ''
 local member = series_member(job, f.e)
 if member then
   redis.call('ZREM', P .. 'due:' .. f.lane, member)
+  drop_parked(f.def, member)                        -- or it waited for a replica
   stash = f.next .. ' ' .. member .. '\n'
 end
 redis.call('HSET', jk, 'paused', '1', 'stash', stash, 'e', '')

@@ -8,7 +8,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake,
 --   running, lease, events, stats, skips:<job_id>, dead:<job_id>, bf:<job_id>, layout,
---   done:<state>, paused, runs:<job_id>
+--   done:<state>, paused, runs:<job_id>,
+--   parked, parked:<task>, replica:<owner>, tasks
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] entry id (the job id for a job moved aside)
 -- Returns: "restored", "missing" (no such entry), "exists" (a job with that id exists

@@ -10,7 +10,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, quarantined,
---   quarantined:<entry>, layout
+--   quarantined:<entry>, layout,
+--   parked, parked:<task>, replica:<owner>, tasks
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if a run was added (or brought forward), 0 if the job is unknown, finished or
@@ -22,6 +23,7 @@
 --@include due
 --@include check
 --@include aside
+--@include park
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -39,10 +41,13 @@ corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
 if f.kind ~= 'every' and f.kind ~= 'cron' then  -- a one-off: brought forward, never doubled
   local member = f.paused ~= '1' and series_member(job, f.e)
-  if not (member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member)) then return 0 end
-  redis.call('ZADD', P .. 'due:' .. f.lane, 'XX', now, member)
+  local due, waiting = P .. 'due:' .. f.lane, member and parked_key(f.def)
+  local key = member and ((redis.call('ZSCORE', due, member) and due) or
+    (waiting and redis.call('ZSCORE', waiting, member) and waiting))
+  if not key then return 0 end                      -- in its lane, or waiting for a replica
+  redis.call('ZADD', key, 'XX', now, member)
   redis.call('HSET', jkey(job), 'next', fmt(now))
-  wake_if_head(f.lane, member, now)
+  if key == due then wake_if_head(f.lane, member, now) end
   event(now, 'triggered', job, now, 1, 'brought forward')
   return 1
 end

@@ -3,7 +3,8 @@
 -- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, rescore, repair_job
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
---   done:<state>, paused, runs:<job_id>
+--   done:<state>, paused, runs:<job_id>,
+--   parked, parked:<task>, replica:<owner>, tasks
 --
 -- Left alone (legitimate states): finished, cancelled or paused jobs (a paused job's
 -- pending entries wait in its `stash`); a series parked by catch-up (`queued`) while an
@@ -28,6 +29,7 @@
 --@include check
 --@include aside
 --@include tokens
+--@include park
 
 -- job id -> number of its RUNNING entries (one HVALS of the namespace's RUNNING hash; a
 -- pass runs it, so it stays cheap: ~1 us an entry).
@@ -102,6 +104,8 @@ local function repair_job(now, job, counts, dry)
   local member = series_member(job, f.e)
   local queued = f.queued and f.queued ~= ''
   local score = member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member)
+  local waiting = member and not score and parked_key(f.def)    -- for a replica with its task
+  if waiting and redis.call('ZSCORE', waiting, member) then return nil end
   if not score and retries <= 0 and count == 0 and not queued then
     return requeue_orphan(now, job, jk, f, running, due, dry)
   end

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.model import After, Every, JobSpec, TaskRef
-from scheduler.stores.redis import RedisStore, queries
+from scheduler.stores.redis import RedisStore, fleet, queries, redo
 from scheduler.testing import FakeClock
 
 pytestmark = pytest.mark.redis
@@ -165,3 +165,58 @@ def queries_token(name: str) -> str:
     from scheduler.stores.redis import codec
 
     return codec.task_token(name)
+
+
+def park_one(a: RedisStore, job_id: str = "w") -> None:
+    """Job ``job_id`` of task t.b waits: 'a' (t.a only) met it and no replica serves t.b."""
+    a.add(job(job_id, "t.b"))
+    assert claim(a, "a").claims == []
+    assert parked(a) == {"t.b": [a.redis.zrange(a.keys.parked_jobs("t.b"), 0, -1)[0]]}
+
+
+def test_cancel_of_a_waiting_job_prevents_its_start_and_it_waits_no_more(replicas):
+    a, b = replicas["a"], replicas["b"]
+    park_one(a)
+    assert a.cancel("w") is True
+    assert parked(a) in ({}, {"t.b": []})
+    assert fleet.waiting(a) == {}
+    assert claim(b, "b").claims == []
+
+
+def test_pause_and_resume_of_a_waiting_job(replicas):
+    a, b = replicas["a"], replicas["b"]
+    park_one(a)
+    assert a.pause("w") is True
+    assert fleet.waiting(a) == {}
+    assert claim(b, "b").claims == []  # paused: held
+    assert a.resume("w") is True
+    (c,) = claim(b, "b").claims
+    assert (c.job_id, c.attempt) == ("w", 1)
+
+
+def test_trigger_of_a_waiting_one_off_brings_it_forward_where_it_waits(replicas, clock):
+    a, b = replicas["a"], replicas["b"]
+    park_one(a)
+    clock.advance(1)
+    assert a.trigger("w") is True
+    (c,) = claim(b, "b").claims
+    assert c.job_id == "w"
+    assert claim(b, "b").claims == []  # once
+
+
+def test_delete_of_a_waiting_job_leaves_nothing_waiting(replicas):
+    a = replicas["a"]
+    park_one(a)
+    assert redo.delete(a, "w") is True
+    assert fleet.waiting(a) == {}
+
+
+def test_the_reconciler_leaves_a_waiting_job_alone(replicas, clock):
+    a, b = replicas["a"], replicas["b"]
+    a.add(job("w", "t.b", Every(10)))
+    clock.advance(10)
+    assert claim(a, "a").claims == []
+    assert [f for f in a.reconcile().findings if f.job_id == "w"] == []
+    assert fleet.waiting(a) == {"t.b": 1}
+    (c,) = claim(b, "b").claims
+    assert (c.job_id, c.attempt) == ("w", 1)
