@@ -1,4 +1,4 @@
-"""A private, throwaway ``redis-server`` for tests and for the embedded default.
+"""A private, throwaway ``redis-server``: for tests, ``duetime run --embedded`` and the demo.
 
 ``with EmbeddedRedis() as server: ... server.url`` runs a foreground child in its own
 process group on 127.0.0.1 and a free port (never 6379), with its own data dir, AOF on,
