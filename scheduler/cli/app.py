@@ -4,11 +4,11 @@ opening a namespace for one command (errors become one line and an exit code).
 Exit codes: 0 success; 1 the operation was refused or had no effect (nothing to cancel,
 pause or resume; an unknown job for ``show``; a replica refused an unsafe server); 2 bad
 usage or setup (click's own, a missing URL, a malformed job id or namespace, a task module
-that cannot be imported, a missing extra, a metrics port in use); 3 the store could not be
-reached (connection refused, no answer within ``--timeout``), refused the credentials or
-the command (NOAUTH, WRONGPASS, NOPERM: the message names the user and the command), or
-answered with an error. Whatever fails, the command ends with one line on stderr, never
-a traceback (``DUETIME_TRACEBACK=1`` shows it, for a bug report).
+that cannot be imported, a replica with no task, a missing extra, a metrics port in use);
+3 the store could not be reached (connection refused, no answer within ``--timeout``),
+refused the credentials or the command (NOAUTH, WRONGPASS, NOPERM: the message names the
+user and the command), or answered with an error. Whatever fails, the command ends with
+one line on stderr, never a traceback (``DUETIME_TRACEBACK=1`` shows it, for a bug report).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ redis_option = click.option(
     help="Redis URL (redis://, rediss:// for TLS; user:password@ for AUTH/ACL; "
     "redis+sentinel://host1:26379,host2:26379/SERVICE[/DB] for Sentinel; "
     "redis+cluster://host1:7000,host2:7001 for Redis Cluster). "
-    "Default: $DUETIME_REDIS_URL, else an embedded local server.",
+    "Required, unless --embedded; default: $DUETIME_REDIS_URL.",
 )
 url_option = click.option(
     "--redis",
@@ -347,9 +347,19 @@ def bad_input(exc: Exception) -> NoReturn:
     fail(text, EXIT_USAGE)
 
 
+def need_url(command: str, redis_url: str | None, alternative: str = "") -> str:
+    """The command's URL; without one (no --redis, no DUETIME_REDIS_URL) the command ends
+    with one line, exit 2. ``alternative`` ends the line (another way, if there is one)."""
+    if not redis_url:
+        fail(f"{command} needs --redis URL (or DUETIME_REDIS_URL){alternative}", EXIT_USAGE)
+    return redis_url
+
+
 @contextmanager
 def redis_url_or_embedded(url: str | None, data_dir: str | None = None) -> Iterator[str]:
-    """The given URL, or an embedded server started for the duration (AOF on)."""
+    """The given URL, or an embedded server started for the duration (AOF on): what
+    ``demo`` does without a URL and ``run --embedded`` always (scheduler/embedded.py:
+    the server ends with this process, even a killed one)."""
     if url:
         yield url
         return
@@ -421,8 +431,7 @@ def open_namespace(command: str, redis_url: str | None, namespace: str) -> Itera
     """The store of a namespace for one command (``connect``): no URL is a usage error
     (2); an unknown shard count refuses (1); any other failure becomes one line and an
     exit code in ``DuetimeGroup``. Closed afterwards."""
-    if not redis_url:
-        raise click.UsageError(f"{command} needs --redis URL (or DUETIME_REDIS_URL)")
+    redis_url = need_url(command, redis_url)
     from scheduler.stores.redis import ShardCountError
     from scheduler.stores.redis.shards import check_count
 

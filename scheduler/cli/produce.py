@@ -17,6 +17,7 @@ from scheduler.cli.app import (
     job_id_of,
     main,
     namespace_option,
+    need_url,
     open_namespace,
     shards_option,
     with_url,
@@ -113,8 +114,7 @@ def enqueue(
     from scheduler.stores.redis import namespaces
     from scheduler.stores.redis.shards import ShardCountError
 
-    if not redis_url:
-        raise click.UsageError("enqueue needs --redis URL (or DUETIME_REDIS_URL)")
+    redis_url = need_url("enqueue", redis_url)
     try:
         kwargs = json.loads(kwargs_json)
     except json.JSONDecodeError as exc:

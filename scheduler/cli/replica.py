@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 import os
 import signal
 import socket
 import sys
-import sysconfig
 import threading
-import traceback
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +23,7 @@ from scheduler.cli.app import (
     fail,
     main,
     namespace_option,
+    need_url,
     preflight,
     redis_option,
     redis_url_or_embedded,
@@ -33,6 +31,7 @@ from scheduler.cli.app import (
     timeout_option,
     with_wait_options,
 )
+from scheduler.cli.taskmods import import_tasks
 
 if TYPE_CHECKING:
     from scheduler.engine import Scheduler
@@ -57,6 +56,14 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False),
     help="Also import task modules from DIR (repeatable; the working directory is searched "
     "too, as python -m does).",
+)
+@click.option(
+    "--allow-no-tasks",
+    is_flag=True,
+    help="Start even though no @task is registered (by default that refuses, exit 2). "
+    "Such a replica claims jobs like any other and each one fails as an unknown task: "
+    "only for a namespace with nothing due, e.g. to try a deployment's URL, credentials "
+    "and metrics endpoint.",
 )
 @timeout_option
 @click.option(
@@ -96,7 +103,20 @@ if TYPE_CHECKING:
     help="On SIGTERM/SIGINT, how long running jobs may take to finish, in all; jobs "
     "still running then are handed back (their leases end: other replicas run them again).",
 )
-@click.option("--data-dir", default=None, help="Data directory of the embedded Redis.")
+@click.option(
+    "--embedded",
+    is_flag=True,
+    help="Start a throwaway redis-server on 127.0.0.1 for this replica, instead of --redis "
+    "(a trial on one machine: it ends with this process, even a killed one, and its data "
+    "with it).",
+)
+@click.option(
+    "--data-dir",
+    default=None,
+    metavar="DIR",
+    help="With --embedded: the server's data directory, kept after exit (default: a temp "
+    "dir, removed).",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
@@ -153,11 +173,13 @@ def run(
     namespace: str,
     imports: tuple[str, ...],
     paths: tuple[str, ...],
+    allow_no_tasks: bool,
     workers: int,
     lanes: tuple[str, ...],
     lease: float,
     resync: float,
     shutdown_timeout: float,
+    embedded: bool,
     data_dir: str | None,
     log_level: str,
     log_format: str,
@@ -170,11 +192,13 @@ def run(
     shards: int | None,
 ) -> None:
     """Run a replica: claim due jobs of NAMESPACE and run them until SIGTERM/SIGINT
-    (then: stop claiming, hand back unstarted claims, let running jobs finish)."""
+    (then: stop claiming, hand back unstarted claims, let running jobs finish). Needs
+    --redis URL (or --embedded) and a task (--import), unless --allow-no-tasks."""
     from scheduler import log
 
+    _check_where(redis_url, embedded, data_dir)
     log.setup(log_level, log_format)
-    import_tasks(imports, paths)
+    import_tasks(imports, paths, allow_none=allow_no_tasks)
     sizes = dict(_lane(spec) for spec in lanes)
     requests = _StopRequests.installed()
     from scheduler.engine import Scheduler
@@ -182,7 +206,7 @@ def run(
     from scheduler.signals import Signals
 
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    with redis_url_or_embedded(redis_url, data_dir) as url:
+    with redis_url_or_embedded(None if embedded else redis_url, data_dir) as url:
         preflight(url)
         store = _open_checked(
             url,
@@ -208,14 +232,7 @@ def run(
         sys.setswitchinterval(switch_interval / 1000)
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
-        logging.getLogger("duetime").info(
-            "replica %s running namespace %r at %s with lanes %s%s",
-            owner,
-            namespace,
-            store.url,
-            served,
-            "" if endpoint is None else f"; /metrics, /healthz, /readyz on {endpoint.url}",
-        )
+        _announce(owner, namespace, store, served, endpoint)
         while not requests.stop.wait(summary_every or None):
             signals.log_summary()
         signals.stopping()
@@ -228,6 +245,36 @@ def run(
         store.close()
     if forced is not None:
         sys.exit(128 + forced)  # as a process ended by that signal (130, 143)
+
+
+def _announce(owner: str, namespace: str, store: Any, served: Any, endpoint: Any) -> None:
+    logging.getLogger("duetime").info(
+        "replica %s running namespace %r at %s with lanes %s%s",
+        owner,
+        namespace,
+        store.url,
+        served,
+        "" if endpoint is None else f"; /metrics, /healthz, /readyz on {endpoint.url}",
+    )
+
+
+def _check_where(redis_url: str | None, embedded: bool, data_dir: str | None) -> None:
+    """A replica serves the Redis it is told: --redis URL (or DUETIME_REDIS_URL), or
+    --embedded, exactly one (else one line, exit 2); --data-dir only with --embedded."""
+    if embedded and redis_url:
+        source = click.get_current_context().get_parameter_source("redis_url")
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            fail(
+                "run: --embedded starts a throwaway local server, but DUETIME_REDIS_URL is "
+                "set: unset it for a trial with --embedded, or drop --embedded to serve "
+                "that Redis",
+                EXIT_USAGE,
+            )
+        fail("run: give --redis URL or --embedded (a throwaway local server), not both", EXIT_USAGE)
+    if not embedded:
+        need_url("run", redis_url, "; --embedded starts a throwaway local server instead")
+        if data_dir is not None:
+            fail("run: --data-dir applies to --embedded only (the server's data)", EXIT_USAGE)
 
 
 class _Forced(Exception):
@@ -305,74 +352,6 @@ def _shut_down(engine: Scheduler, timeout: float, requests: _StopRequests) -> in
         handed,
     )
     return requests.forced
-
-
-def import_tasks(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
-    """Import the task modules as ``python -m`` would find them: from the working
-    directory, and from each ``--path`` first. A module that cannot be imported ends
-    the command with one line (exit 2)."""
-    for entry in reversed((os.getcwd(), *paths)):
-        if entry not in sys.path:
-            sys.path.insert(0, entry)
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and not _is_or_contains(module, exc.name):
-                fail(_raised(module, exc), EXIT_USAGE)  # found; an import inside it failed
-            fail(_not_found(module, exc, paths), EXIT_USAGE)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code at import
-            if os.environ.get("DUETIME_TRACEBACK"):
-                traceback.print_exception(exc)
-            fail(_raised(module, exc), EXIT_USAGE)
-    from scheduler import tasks
-
-    if not [name for name in tasks.names() if not name.startswith("duetime.")]:
-        logging.getLogger("duetime").warning(
-            "no task is registered (%s): every job claimed will fail as an unknown task; "
-            "give --import MODULE for each module that defines your @task functions",
-            "no --import given" if not modules else "the modules imported define none",
-        )
-
-
-def _is_or_contains(module: str, missing: str) -> bool:
-    """Whether the module not found is ``module`` itself or one of its parent packages."""
-    return module == missing or module.startswith(missing + ".")
-
-
-def _not_found(module: str, exc: BaseException, paths: tuple[str, ...]) -> str:
-    where = ", ".join(paths) or os.getcwd()
-    hint = "run from the folder that holds it, or pass --path DIR"
-    if module.endswith(".py"):
-        hint = f"--import takes a module name, not a file: --import {module[:-3]}"
-    elif "," in module or " " in module:
-        hint = "give --import once per module: --import a --import b"
-    elif ":" in module:  # uvicorn's module:attribute
-        hint = (
-            "--import takes a module name; its @task functions register themselves: "
-            f"--import {module.split(':', 1)[0]}"
-        )
-    return f"cannot import task module {module!r} ({exc}); {hint} (searched: {where})"
-
-
-def _raised(module: str, exc: BaseException) -> str:
-    """A task module that was found but failed while it was imported: where, and what."""
-    if isinstance(exc, SyntaxError):
-        return (
-            f"task module {module!r} has a syntax error: {exc.msg} ({exc.filename}, "
-            f"line {exc.lineno})"
-        )
-    stdlib = sysconfig.get_paths()["stdlib"]
-    tb, at = exc.__traceback__, ""
-    while tb is not None:  # the innermost frame of user code (not the stdlib's, not ours)
-        name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(("<", stdlib, __file__)):
-            at = f" at {name}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return (
-        f"task module {module!r} raised {type(exc).__name__}: {exc} while it was imported"
-        f"{at}; fix the module (DUETIME_TRACEBACK=1 shows the traceback)"
-    )
 
 
 def _open_checked(url: str, namespace: str, **options: Any) -> Any:

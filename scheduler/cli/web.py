@@ -11,7 +11,16 @@ import click
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
 
-from scheduler.cli.app import EXIT_REFUSED, EXIT_USAGE, bad_input, connect, fail, main, with_url
+from scheduler.cli.app import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    bad_input,
+    connect,
+    fail,
+    main,
+    need_url,
+    with_url,
+)
 
 
 def _token(token_file: str | None) -> str | None:
@@ -107,8 +116,7 @@ def web(
             "'uvicorn>=0.30' 'jinja2>=3.1' 'redis[hiredis]>=5.0.2' (duetime's web extra)",
             EXIT_USAGE,
         )
-    if not redis_url:
-        raise click.UsageError("web needs --redis URL (or DUETIME_REDIS_URL)")
+    redis_url = need_url("web", redis_url)
     token = _token(token_file)
     if actions and not token and not trusted_proxy_header:
         raise click.UsageError(

@@ -116,6 +116,8 @@ def test_a_password_in_the_url_never_reaches_logs_or_errors(tmp_path):
                 url,
                 "--namespace",
                 "sec",
+                "--import",
+                "tests.helpers",
                 "--log-level",
                 "DEBUG",
             ],

@@ -43,7 +43,7 @@ COMMANDS = {
     "retry --failed": ["--failed", "--dry-run"],
     "delete": ["j"],
     "purge": ["--yes"],  # NAMESPACE: added in the test
-    "run": ["--workers", "1"],
+    "run": ["--workers", "1", "--import", "tests.helpers"],
     "demo": [],
 }
 CLASSES = ["unreachable", "silent", "wrongpass", "noperm", "no-extra", "bad-namespace"]
@@ -167,7 +167,9 @@ def test_run_imports_from_the_working_directory_and_from_path(tmp_path, redis_se
     assert r.exit_code == 2 and "cannot import task module 'nope_cli_errs.tasks'" in r.output
     assert "Traceback" not in r.output
     (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / "pathmod_cli_errs.py").write_text("X = 1\n")
+    (tmp_path / "elsewhere" / "pathmod_cli_errs.py").write_text(
+        "from scheduler import task\n\n\n@task('pathmod_cli_errs.x')\ndef x() -> None:\n    pass\n"
+    )
     r = runner.invoke(
         main,
         [
@@ -223,7 +225,8 @@ def test_run_with_its_metrics_port_in_use_is_one_line(redis_server, redis_ns):
     try:
         r = CliRunner().invoke(
             main,
-            ["run", "--redis", redis_server.url, "-n", redis_ns, "--metrics-port", str(port)],
+            ["run", "--redis", redis_server.url, "-n", redis_ns, "--metrics-port", str(port)]
+            + ["--import", "tests.helpers"],
         )
     finally:
         holder.close()

@@ -127,25 +127,31 @@ def test_a_terminal_that_cannot_show_a_job_id_gets_it_escaped(redis_url, redis_n
         assert "caf\xe9-\\u2615".encode("latin-1") in done.stdout
 
 
-def test_a_replica_with_no_task_registered_says_so(monkeypatch, caplog):
+def test_a_replica_with_no_task_registered_refuses_or_says_so(monkeypatch, caplog, capsys):
     """``duetime run`` without --import started silently; every job then failed as an
-    unknown task, and kept retrying."""
+    unknown task, and kept retrying. Now it refuses (exit 2), or with --allow-no-tasks
+    says so; any registered task counts, the demo's too (its replicas import it)."""
     from scheduler import tasks
-    from scheduler.cli.replica import import_tasks
+    from scheduler.cli.taskmods import import_tasks
 
-    monkeypatch.setattr(tasks, "_tasks", {"duetime.demo.work": print})
+    monkeypatch.setattr(tasks, "_tasks", {})
+    cases = (((), "no --import given"), (("json",), "the modules imported define none"))
+    for modules, why in cases:
+        with pytest.raises(SystemExit) as ended:
+            import_tasks(modules, ())
+        assert ended.value.code == 2
+        assert capsys.readouterr().err.startswith(f"error: no task is registered ({why}): ")
     with caplog.at_level(logging.WARNING, logger="duetime"):
-        import_tasks((), ())
-        import_tasks(("json",), ())
+        import_tasks((), (), allow_none=True)
     assert [r.getMessage().split(": every")[0] for r in caplog.records] == [
-        "no task is registered (no --import given)",
-        "no task is registered (the modules imported define none)",
+        "no task is registered (no --import given; --allow-no-tasks)"
     ]
     caplog.clear()
-    monkeypatch.setattr(tasks, "_tasks", {"shop.send": print})
-    with caplog.at_level(logging.WARNING, logger="duetime"):
-        import_tasks((), ())
-    assert caplog.records == []
+    for registry in ({"shop.send": print}, {"duetime.demo.work": print}):
+        monkeypatch.setattr(tasks, "_tasks", registry)
+        with caplog.at_level(logging.WARNING, logger="duetime"):
+            import_tasks((), ())
+        assert caplog.records == []
 
 
 def test_a_retry_into_a_namespace_no_replica_serves_says_so(redis_url, redis_ns):

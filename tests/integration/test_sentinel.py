@@ -113,7 +113,9 @@ def test_client_and_cli_take_a_sentinel_url(shared_sentinel_cluster, redis_ns):
     assert sorted(j["job_id"] for j in json.loads(out.output)["jobs"]) == ["j1", "j2"]
 
 
-@pytest.mark.parametrize("command", [["ls"], ["enqueue", "tests.x"], ["run"]])
+@pytest.mark.parametrize(
+    "command", [["ls"], ["enqueue", "tests.x"], ["run", "--import", "tests.helpers"]]
+)
 def test_a_malformed_sentinel_url_is_a_usage_error(command):
     out = CliRunner().invoke(main, [*command, "--redis", "redis+sentinel://h:26379"])
     assert out.exit_code == 2, out.output

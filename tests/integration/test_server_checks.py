@@ -33,6 +33,8 @@ def test_eviction_policy_is_refused_with_the_fix(private_redis, redis_ns):
             private_redis.url,
             "--namespace",
             redis_ns,
+            "--import",
+            "tests.helpers",
         ],
         cwd=ROOT,
         capture_output=True,

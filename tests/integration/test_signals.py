@@ -290,7 +290,7 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(private_redis):
         port = taken.getsockname()[1]
         out = subprocess.run(
             [sys.executable, "-m", "scheduler", "run", "--redis", redis_url]
-            + ["--namespace", redis_ns, "--metrics-port", str(port)],
+            + ["--namespace", redis_ns, "--metrics-port", str(port), "--import", "tests.helpers"],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True,

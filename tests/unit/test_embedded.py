@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import os
 import pathlib
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
 
-from scheduler.embedded import FORBIDDEN_PORT, EmbeddedRedis, EmbeddedRedisError, find_server
+from scheduler.embedded import (
+    DIR_PREFIX,
+    FORBIDDEN_PORT,
+    OWNER_FILE,
+    EmbeddedRedis,
+    EmbeddedRedisError,
+    find_server,
+    sweep_stale_dirs,
+)
+from tests.faults.fleet import wait_until
 from tests.redis_fixtures import in_ci
 
 redis = pytest.importorskip("redis")
@@ -164,3 +177,99 @@ def test_port_6379_and_bad_fsync_are_refused() -> None:
         EmbeddedRedis(port=6379)
     with pytest.raises(ValueError, match="appendfsync"):
         EmbeddedRedis(appendfsync="sometimes")
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie, not yet reaped, counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@needs_server
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_started_by_a_thread_outlives_the_thread() -> None:
+    """PR_SET_PDEATHSIG fires when the *thread* that forked the server exits: a server
+    started from a short-lived thread must not die with it (the spawner thread forks)."""
+    box: list[EmbeddedRedis] = []
+    starter = threading.Thread(target=lambda: box.append(EmbeddedRedis().start()))
+    starter.start()
+    starter.join()
+    (server,) = box
+    try:
+        task = f"/proc/self/task/{starter.native_id}"
+        # join() returns before the OS thread is gone; the kernel signals at its exit
+        assert wait_until(lambda: not os.path.exists(task), 30)
+        with client(server) as c:
+            assert c.ping() is True
+        assert not _exited(server.pid or 0)
+    finally:
+        server.stop()
+
+
+@needs_server
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_dies_with_its_process_even_by_sigkill(tmp_path: pathlib.Path) -> None:
+    """The owner SIGKILLs itself right after the start: no finalizer runs, the kernel
+    ends the server; its dir is left for the sweep."""
+    code = (
+        "import os, signal\n"
+        "from scheduler.embedded import EmbeddedRedis\n"
+        "s = EmbeddedRedis().start()\n"
+        "print(s.pid, s.dir, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    pid, folder = out.stdout.split()
+    assert wait_until(lambda: _exited(int(pid)), 30), f"redis-server {pid} outlived its owner"
+    assert pathlib.Path(folder).is_dir()
+    assert sweep_stale_dirs(str(tmp_path)) == [folder]
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_server
+def test_the_sweep_removes_dead_owners_dirs_only(tmp_path: pathlib.Path) -> None:
+    """Where prctl does not exist, a dead owner's server still answers: the sweep kills it
+    (it answers as the recorded pid) and removes the dir. A live owner's dir, a dir being
+    set up (no owner file yet), a garbled file and a symlink are left alone."""
+    dead_owner = subprocess.Popen(["true"])  # a pid that has exited (and been reaped)
+    dead_owner.wait()
+    with EmbeddedRedis() as orphan:  # stands for a server whose owner was SIGKILLed
+
+        def owned(name: str, text: str | None) -> pathlib.Path:
+            folder = tmp_path / f"{DIR_PREFIX}{name}"
+            folder.mkdir()
+            if text is not None:
+                (folder / OWNER_FILE).write_text(text)
+            return folder
+
+        orphaned = owned("orphan", f"{dead_owner.pid} {orphan.pid} {orphan.port}\n")
+        no_server = owned("noserver", f"{dead_owner.pid} 0 0\n")
+        alive = owned("alive", f"{os.getppid()} 0 0\n")
+        ours = owned("ours", f"{os.getpid()} 0 0\n")
+        setting_up = owned("new", None)
+        garbled = owned("garbled", "not numbers\n")
+        (tmp_path / f"{DIR_PREFIX}link").symlink_to(orphaned)
+        removed = sweep_stale_dirs(str(tmp_path))
+        assert sorted(removed) == sorted([str(orphaned), str(no_server)])
+        assert orphan._box[0].wait(30) == -signal.SIGKILL  # the orphan server was killed
+        for kept in (alive, ours, setting_up, garbled):
+            assert kept.is_dir(), kept
+        assert (tmp_path / f"{DIR_PREFIX}link").is_symlink()
+
+
+@needs_server
+def test_an_owned_dir_names_its_owner_server_and_port() -> None:
+    with EmbeddedRedis() as server:
+        text = (pathlib.Path(server.dir) / OWNER_FILE).read_text()
+        assert text == f"{os.getpid()} {server.pid} {server.port}\n"

@@ -1,0 +1,94 @@
+"""``duetime run``'s task modules: imported as ``python -m`` finds modules (``--import``,
+``--path``), each failure one line that says what to fix, and no replica without a task."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import sysconfig
+import traceback
+
+from scheduler.cli.app import EXIT_USAGE, fail
+
+
+def import_tasks(
+    modules: tuple[str, ...], paths: tuple[str, ...], *, allow_none: bool = False
+) -> None:
+    """Import the task modules as ``python -m`` would find them: from the working
+    directory, and from each ``--path`` first. A module that cannot be imported ends
+    the command with one line (exit 2); so does a registry left empty, unless
+    ``allow_none`` (then a warning): such a replica would claim jobs and fail each one."""
+    for entry in reversed((os.getcwd(), *paths)):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and not _is_or_contains(module, exc.name):
+                fail(_raised(module, exc), EXIT_USAGE)  # found; an import inside it failed
+            fail(_not_found(module, exc, paths), EXIT_USAGE)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code at import
+            if os.environ.get("DUETIME_TRACEBACK"):
+                traceback.print_exception(exc)
+            fail(_raised(module, exc), EXIT_USAGE)
+    from scheduler import tasks
+
+    if tasks.names():
+        return
+    why = "no --import given" if not modules else "the modules imported define none"
+    if allow_none:
+        logging.getLogger("duetime").warning(
+            "no task is registered (%s; --allow-no-tasks): every job claimed will fail as "
+            "an unknown task",
+            why,
+        )
+        return
+    fail(
+        f"no task is registered ({why}): give --import MODULE for each module that defines "
+        "your @task functions (--path DIR if it is not importable from here), or "
+        "--allow-no-tasks for a replica that runs none",
+        EXIT_USAGE,
+    )
+
+
+def _is_or_contains(module: str, missing: str) -> bool:
+    """Whether the module not found is ``module`` itself or one of its parent packages."""
+    return module == missing or module.startswith(missing + ".")
+
+
+def _not_found(module: str, exc: BaseException, paths: tuple[str, ...]) -> str:
+    where = ", ".join(paths) or os.getcwd()
+    hint = "run from the folder that holds it, or pass --path DIR"
+    if module.endswith(".py"):
+        hint = f"--import takes a module name, not a file: --import {module[:-3]}"
+    elif "," in module or " " in module:
+        hint = "give --import once per module: --import a --import b"
+    elif ":" in module:  # uvicorn's module:attribute
+        hint = (
+            "--import takes a module name; its @task functions register themselves: "
+            f"--import {module.split(':', 1)[0]}"
+        )
+    return f"cannot import task module {module!r} ({exc}); {hint} (searched: {where})"
+
+
+def _raised(module: str, exc: BaseException) -> str:
+    """A task module that was found but failed while it was imported: where, and what."""
+    if isinstance(exc, SyntaxError):
+        return (
+            f"task module {module!r} has a syntax error: {exc.msg} ({exc.filename}, "
+            f"line {exc.lineno})"
+        )
+    stdlib = sysconfig.get_paths()["stdlib"]
+    tb, at = exc.__traceback__, ""
+    while tb is not None:  # the innermost frame of user code (not the stdlib's, not ours)
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith(("<", stdlib, __file__)):
+            at = f" at {name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return (
+        f"task module {module!r} raised {type(exc).__name__}: {exc} while it was imported"
+        f"{at}; fix the module (DUETIME_TRACEBACK=1 shows the traceback)"
+    )
