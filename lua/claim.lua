@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- claim.lua: reap expired leases, then claim up to N due invocations per lane under a
 -- lease (the RUNNING transition). Each claim gets a fresh token and a fence number that
 -- is greater than every earlier one. A recurring job's next occurrence (anchor + k*iv,
@@ -14,6 +14,8 @@
 -- (include/serve.lua). A namespace key of the wrong type
 -- stops the call before any write ("ERR duetime corrupt <key> is a <type>, expected
 -- <type>").
+-- flags=allow-oom: a full Redis (noeviction) still drains what is due; what a claim adds
+-- is bounded by the invocations in flight and freed by their commits (lua/README.md).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- plan.lua: write what a replica computed for a calendar (cron) series, which Lua cannot
 -- compute itself: the occurrence after the pending one (mode "after"), or the misfire
 -- plan of a series that claim.lua left waiting in state `replan` (mode "replan").

@@ -1,4 +1,4 @@
-#!lua
+#!lua flags=allow-oom
 -- reconcile.lua: one bounded pass of the reconciler: SCAN up to COUNT job keys from a
 -- cursor and repair what a crash or a past bug may have left behind (include/repair.lua
 -- says what is repaired and what is left alone); on the first call of a full scan from a

@@ -28,6 +28,7 @@ from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
+from scheduler.stores.redis.server_checks import StoreFullError, not_interrupted
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.async_store import AsyncStore
@@ -145,7 +146,10 @@ class AsyncClient:
             return bool(await self._thread("cancel", job_id, interrupt=interrupt))
         prevented = await self._flag("cancel", job_id)
         if interrupt:
-            await self._flag("interrupt", job_id)
+            try:
+                await self._flag("interrupt", job_id)
+            except StoreFullError as exc:  # as Client.cancel
+                raise not_interrupted(exc, job_id) from exc
         return prevented
 
     async def pause(self, job_id: str) -> bool:

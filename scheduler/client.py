@@ -25,6 +25,7 @@ from scheduler.errors import ClientClosedError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Store, Upkeep
+from scheduler.stores.redis.server_checks import StoreFullError, not_interrupted
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.listing import Page
@@ -144,7 +145,10 @@ class Client:
                 "in process, use Scheduler.cancel(job_id, interrupt=True)"
             )
         prevented = store.cancel(jid)
-        store.interrupt(jid)
+        try:
+            store.interrupt(jid)
+        except StoreFullError as exc:  # cancel.lua may run on a full Redis, a plain HSET not
+            raise not_interrupted(exc, jid) from exc
         return prevented
 
     def pause(self, job_id: str) -> bool:

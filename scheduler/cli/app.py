@@ -221,6 +221,10 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
         from redis.exceptions import RedisClusterException
     except ImportError:  # pragma: no cover - handled above when a command needed it
         redis = None  # type: ignore[assignment]
+    from scheduler.stores.redis.server_checks import StoreFullError
+
+    if isinstance(exc, StoreFullError):  # the library's line, not its cause's raw text
+        return EXIT_UNREACHABLE, str(exc)
     cause = exc.__cause__
     if redis is not None and isinstance(cause, redis.RedisError | RedisClusterException):
         exc = cause  # StoreUnavailableError
@@ -277,6 +281,8 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
             f"Redis user {user!r} may not {what} at {where} ({text}): grant it in the "
             "user's ACL (deploy/users.acl lists what each role needs)"
         )
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):  # StoreFullError's cause too
+        return server_checks.full_message(where)
     handshake = server_checks.handshake_refused(exc, where)
     if handshake is not None:  # a database the server lacks; a sentinel for a server, or back
         return str(handshake)

@@ -38,6 +38,7 @@ CASES: dict[str, tuple[Callable[..., s.Outcome], dict[str, Any], str]] = {
     "F7": (m.slow_network, {}, "throughput_at_delay_jobs_s"),
     "F8": (m.scale, {}, "drain_s"),
     "F10": (m.memory_pressure, {}, "evicted_keys"),
+    "F10d": (m.full_drain, {"n": 5000, "spread": 5.0}, "drain_s"),
     "F11": (m.long_jobs, {}, "long_job_claims"),
     "F11r": (m.failing_renewals, {}, "stale_commits_rejected"),
     "F12": (m.script_flush, {}, "failed"),

@@ -100,6 +100,13 @@ class Fleet:
             start_new_session=True,
         )
 
+    def add(self, count: int = 1) -> None:
+        """``count`` more replicas (no skew, no failpoints), in new slots."""
+        for _ in range(count):
+            self.skews.append(None)
+            self.failpoints.append(None)
+            self.procs.append(self._spawn(len(self.procs)))
+
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]

@@ -1,4 +1,4 @@
-"""More fault cases of RELIABILITY §3.1 (see scenarios.py): F4, F7, F8, F10, F11, F12."""
+"""More fault cases of RELIABILITY §3.1 (see scenarios.py): F4, F7, F8, F10, F10d, F11, F12."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import redis
 from scheduler.errors import DuetimeError
 from scheduler.model import RetryPolicy
 from tests.faults.fleet import wait_until
+from tests.faults.harness import TERMINAL_KINDS as TERMINAL
 from tests.faults.harness import Harness, now_ms
 from tests.faults.scenarios import Outcome, _kill_an_owner, _median, _up
 
@@ -186,6 +187,90 @@ def memory_pressure(tmp: pathlib.Path, n: int = 60) -> Outcome:
             "cancel_under_oom": cancel_under_oom,
         },
     )
+
+
+def full_drain(
+    tmp: pathlib.Path, n: int = 1200, spread: float = 3.0, wait: float = 60.0
+) -> Outcome:
+    """F10d: a full Redis drains itself. ``n`` one-off jobs, nine in ten due at once and
+    the rest over the next ``spread`` s (so that an early start would show), then Redis
+    filled (``maxmemory`` just above what they take, ``noeviction``) until an enqueue is
+    refused; one replica was running before (stopped while Redis fills), one starts on the
+    full Redis. Both claim and finish every job without ``maxmemory`` being touched: 0
+    lost, 0 run twice, none before its time. ``drain_s``: from the replicas' start until
+    the last job due then has finished (the recorded events' times)."""
+    with Harness(tmp, replicas=1, lease=5.0, resync=0.5) as h:
+        _up(h)
+        h.fleet.signal(0, signal.SIGSTOP)  # it claims nothing while the backlog is stored
+        now, later = h.enqueue_many(n - n // 10), h.enqueue_many(n // 10, spread=spread)
+        limit = int(h.raw.info("memory")["used_memory"]) + 1_000_000
+        h.raw.config_set("maxmemory", limit)
+        refused: list[str] = []
+        for size in (50_000, 1_000, 10):  # big pads, then smaller ones: Redis is full
+            for _ in range(1000):
+                try:
+                    h.client.enqueue("witness.padded", kwargs={"pad": "x" * size}, delay=3600)
+                except DuetimeError as exc:
+                    refused.append(f"{type(exc).__name__}: {exc}")
+                    break
+        before = h.raw.info("memory")
+        started = now_ms()
+        h.fleet.signal(0, signal.SIGCONT)
+        h.fleet.add(1)  # a replica that starts on the full Redis
+        finished = h.wait_done(n, wait)
+        after = h.raw.info("memory")
+        try:
+            h.client.enqueue("witness.padded", delay=3600)
+            still_full = False
+        except DuetimeError:
+            still_full = True
+        untouched = h.raw.config_get("maxmemory") == {"maxmemory": str(limit)}
+    rep = h.check()
+    ours = [x for x in h.execs if x["job"] in h.expected]
+    backlog = set(now) | {x["job"] for x in ours if x["sched"] <= started}
+    ends = [e["at"] for e in h.events if e["kind"] in TERMINAL and e["job"] in backlog]
+    return Outcome(
+        "F10d a full Redis drains itself",
+        n,
+        1,
+        rep,
+        {
+            "finished": finished,
+            "due_at_start": len(backlog),
+            "drain_s": round((max(ends, default=started) - started) / 1000, 2),
+            "replicas": 2,
+            "claiming_replicas": len({e["detail"] for e in h.events if e["kind"] == "claimed"}),
+            "refused": refused,
+            "used_memory_before": int(before["used_memory"]),
+            "used_memory_after": int(after["used_memory"]),
+            "maxmemory": limit,
+            "maxmemory_untouched": untouched,
+            "still_full": still_full,
+            "early": sum(1 for x in ours if x["start_ms"] < x["sched"]),
+            "executed": len({x["job"] for x in h.execs} & {*now, *later}),
+        },
+    )
+
+
+def assert_drained(out: Outcome, due: int = 1000) -> None:
+    """F10d's verdict: at least ``due`` jobs due when the replicas start, every job run
+    once, none early, the Redis full before and after, its ``maxmemory`` untouched, both
+    replicas claiming; the time to drain printed."""
+    f = out.figures
+    print(
+        f"\nF10d: {f['due_at_start']} jobs due (of {out.n}) drained by {f['replicas']} "
+        f"replicas in {f['drain_s']} s on a full Redis: used_memory "
+        f"{f['used_memory_before']} -> {f['used_memory_after']} B, maxmemory "
+        f"{f['maxmemory']} B, untouched"
+    )
+    assert out.ok, out
+    assert f["refused"] and all(r.startswith("StoreFullError: ") for r in f["refused"]), out
+    assert f["used_memory_after"] > f["maxmemory"] and f["still_full"], out
+    assert f["finished"] and f["executed"] == out.n and f["due_at_start"] >= due, out
+    assert out.report.lost == 0 and out.report.executions == out.n, out
+    assert sum(out.report.duplicates.values()) == 0 and out.report.duplicate_commits == 0, out
+    assert f["early"] == 0 and f["maxmemory_untouched"], out
+    assert f["claiming_replicas"] == 2, out
 
 
 def _probe_after_oom(h: Harness) -> bool:

@@ -1,12 +1,12 @@
 """The CI subset of the fault matrix (RELIABILITY §3.1) at small N: F1, F2, F3, F5, F6,
-F13 on real replica processes and real redis-servers. The full-size matrix is
+F10d, F13 on real replica processes and real redis-servers. The full-size matrix is
 ``python -m pytest -m faults_full tests/faults`` (test_faults_full.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.faults import scenarios
+from tests.faults import scenarios, scenarios_more
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -63,3 +63,7 @@ def test_f13_sigterm_hands_back_and_loses_nothing(tmp_path):
     assert out.figures["exit_code"] == 0 and out.figures["finished"], out
     assert out.figures["lease_lost"] == 0, out  # nothing waited for a lease to lapse
     assert sum(out.report.duplicates.values()) == 0, out
+
+
+def test_f10d_a_full_redis_drains_itself(tmp_path):
+    scenarios_more.assert_drained(scenarios_more.full_drain(tmp_path, n=1200))

@@ -78,6 +78,10 @@ def test_f10_memory_pressure(tmp_path):
     assert out.figures["evicted_keys"] == 0 and out.figures["runs_after_freeing"], out
 
 
+def test_f10d_a_full_redis_drains_itself(tmp_path):
+    scenarios_more.assert_drained(scenarios_more.full_drain(tmp_path, n=5000, spread=5.0))
+
+
 def test_f11_long_jobs_and_max_runtime(tmp_path):
     out = scenarios_more.long_jobs(tmp_path)
     assert out.ok, out

@@ -28,19 +28,20 @@ MAX_FILE_LINES = 120
 MAX_FUNCTION_LINES = 40
 
 # The first line of every shipped script: `#!lua` (so an out-of-memory Redis rejects it
-# whole), with allow-oom on the commit path and cancel (lua/README.md).
+# whole), with allow-oom on what frees memory or drains what is stored: the commit path,
+# claim (with its reaper), plan, reconcile, cancel, delete, purge (lua/README.md).
 SHEBANGS = {
     "add": "#!lua",
     "backfill": "#!lua",
     "cancel": "#!lua flags=allow-oom",
-    "claim": "#!lua",
+    "claim": "#!lua flags=allow-oom",
     "complete": "#!lua flags=allow-oom",
     "complete_many": "#!lua flags=allow-oom",
     "fail": "#!lua flags=allow-oom",
     "pause": "#!lua",
-    "plan": "#!lua",
+    "plan": "#!lua flags=allow-oom",
     "purge": "#!lua flags=allow-oom",
-    "reconcile": "#!lua",
+    "reconcile": "#!lua flags=allow-oom",
     "quarantine": "#!lua flags=allow-oom",
     "release": "#!lua flags=allow-oom",
     "renew": "#!lua flags=allow-oom",

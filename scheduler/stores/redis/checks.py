@@ -31,6 +31,7 @@ class CheckMethods:
     _redis_mod: Any  # the redis module
     _checked: list[str] | None  # check_server()'s warnings, once checked
     _epoch: str | None  # the namespace's epoch, once known
+    _epoch_owed = False  # an epoch Redis, out of memory, could not take yet
     url: str  # shown without its password
     keys: Keys
     namespace: str
@@ -75,14 +76,35 @@ class CheckMethods:
     def adopt_epoch(self) -> None:
         """Create the namespace's epoch if it has none, and remember it: from now on a
         changed or vanished epoch raises the data-loss alarm."""
-        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
-        self._epoch = self._r.get(self.keys.epoch)
+        self._epoch = self._new_epoch(quiet=False)
+
+    def _new_epoch(self, *, quiet: bool = True) -> str | None:
+        """The namespace's epoch, created if missing. Redis out of memory (``noeviction``)
+        refuses even a SET NX of a key that exists, so the epoch is read first; a missing
+        one that cannot be created now is None, and every claim tries again
+        (``_epoch_owed``) until it exists: a replica starts and drains on a full Redis."""
+        epoch: str | None = self._r.get(self.keys.epoch)
+        if not epoch:
+            try:
+                self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
+            except self._redis_mod.exceptions.OutOfMemoryError:
+                if not quiet:
+                    log.warning(
+                        "Redis at %s is out of memory: namespace %r has no epoch yet (the "
+                        "data-loss alarm is armed once it can be written)",
+                        self.url,
+                        self.namespace,
+                    )
+                self._epoch_owed = True
+                return None
+            epoch = self._r.get(self.keys.epoch)
+        self._epoch_owed = False
+        return epoch
 
     def _watch_epoch(self, epoch: str) -> None:
         """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
         if self._epoch is None:
-            if epoch:
-                self._epoch = epoch
+            self._epoch = epoch or (self._new_epoch() if self._epoch_owed else None)
             return
         if epoch == self._epoch:
             return
@@ -96,8 +118,7 @@ class CheckMethods:
             epoch or "missing",
         )
         self._record("data_loss", f"epoch {self._epoch} -> {epoch or 'missing'}")
-        self._r.set(self.keys.epoch, uuid.uuid4().hex, nx=True)
-        self._epoch = self._r.get(self.keys.epoch)
+        self._epoch = self._new_epoch()
 
     def _record(self, kind: str, detail: str, job: str = "") -> None:
         """Write a namespace event (``data_loss``, ``failover``; an operator's action, of

@@ -49,12 +49,22 @@ def retire(store: RedisStore, owner: str) -> None:
 
 def lead_metrics(store: RedisStore, owner: str, ttl: float = METRICS_LEADER_TTL) -> bool:
     """True if ``owner`` is (now) the metrics leader of the namespace (of ``store``,
-    shard 0 of a sharded namespace); a leader's term is extended by ``ttl`` seconds."""
+    shard 0 of a sharded namespace); a leader's term is extended by ``ttl`` seconds.
+    Redis out of memory refuses the SET of a new term (PEXPIRE still works): then every
+    replica without a leader exports, shared rather than missing while it lasts."""
+    from redis.exceptions import OutOfMemoryError
+
     ms = max(1, round(ttl * 1000))
     with store.reachable():
         r, key = store.redis, store.keys.metrics_leader
-        if r.set(key, owner, nx=True, px=ms):
-            return True
+        try:
+            if r.set(key, owner, nx=True, px=ms):
+                return True
+        except OutOfMemoryError:
+            holder = _text(r.get(key))
+            if holder == owner:
+                r.pexpire(key, ms)
+            return holder in (None, owner)
         if _text(r.get(key)) != owner:
             return False
         r.pexpire(key, ms)  # a term that just lapsed is at worst shared for one scrape

@@ -157,7 +157,31 @@ class StoreUnavailableError(DuetimeError, ConnectionError):
 
 class StoreFullError(DuetimeError, RuntimeError):
     """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
-    written. Running jobs can still record their outcomes."""
+    written. Replicas still claim what is due and record outcomes (lua/README.md).
+    ``url``: the server's, without its password."""
+
+    url = ""
+
+    def __init__(self, message: str, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+def full_message(url: str, done: str = "nothing was written") -> str:
+    """``StoreFullError``'s one line (Redis's own text stays in the exception's cause);
+    ``done``: what the refused call left written."""
+    return (
+        f"Redis at {url} is out of memory (maxmemory reached, policy noeviction): {done}; "
+        "replicas still run what is stored. Raise maxmemory, or cancel or delete jobs that "
+        "are not needed, then retry"
+    )
+
+
+def not_interrupted(exc: StoreFullError, job_id: str) -> StoreFullError:
+    """A cancel that Redis, out of memory, let through (cancel.lua may) but whose request
+    to stop the running invocations (a plain HSET) it refused."""
+    done = f"job {job_id!r} was cancelled, but its running invocations were not asked to stop"
+    return StoreFullError(full_message(exc.url, done), exc.url)
 
 
 def _unreachable_errors() -> tuple[type[Exception], ...]:
@@ -182,11 +206,7 @@ def unreachable(exc: Exception, url: str) -> Exception:
     import redis
 
     if isinstance(exc, redis.exceptions.OutOfMemoryError):
-        return StoreFullError(
-            f"Redis at {url} is out of memory (maxmemory reached; policy "
-            "noeviction), so nothing was written: raise maxmemory, or let jobs finish "
-            f"and cancel unneeded ones, then retry ({exc})"
-        )
+        return StoreFullError(full_message(url), url)
     from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFound
     from redis.sentinel import MasterNotFoundError
 
