@@ -8,12 +8,10 @@
 -- fetched due member is inspected (parsed, its job's key type and fields checked) before
 -- the first write that concerns it, and no member leaves its due set before its fate is
 -- decided; one whose data does not parse is moved aside on its own (the quarantine,
--- include/aside.lua) and the rest are claimed normally. Task-aware: the claimant names the
--- tasks it has registered and never claims an invocation of another task; such a member is
--- left for a live replica that serves its task, or waits until one claims
--- (include/serve.lua). A namespace key of the wrong type
--- stops the call before any write ("ERR duetime corrupt <key> is a <type>, expected
--- <type>").
+-- include/aside.lua) and the rest are claimed normally. Task-aware: the claimant never
+-- claims an invocation of a task it lacks; that member is left for a live replica that
+-- serves its task, or waits until one claims (include/serve.lua). A namespace key of the
+-- wrong type stops the call before any write ("ERR duetime corrupt <key> is a <type>, ...").
 -- flags=allow-oom: a full Redis (noeviction) still drains what is due; what a claim adds
 -- is bounded by the invocations in flight and freed by their commits (lua/README.md).
 --

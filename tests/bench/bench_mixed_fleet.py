@@ -52,7 +52,8 @@ def one_run(url: str, kind: str, jobs: int, seed: int) -> dict[str, float]:
             log_dir.mkdir()
             fleets.append(
                 Fleet(url, ns, url, key, count=1, workers=4, lease=5, resync=1,
-                      log_dir=log_dir, imports=imports)
+                      log_dir=log_dir, imports=imports,
+                      extra=() if imports else ("--allow-no-tasks",))
             )  # fmt: skip
         try:
             alive = f"duetime:{{{ns}}}:replica:*"

@@ -56,7 +56,7 @@ def test_each_job_runs_once_on_a_replica_with_its_task_and_at_its_first_attempt(
     store = RedisStore(redis_url, redis_ns)
     new = start(redis_url, redis_ns, key, NEW, tmp_path / "new")
     old = start(redis_url, redis_ns, key, OLD, tmp_path / "old")
-    bare = start(redis_url, redis_ns, key, (), tmp_path / "bare")
+    bare = start(redis_url, redis_ns, key, (), tmp_path / "bare", extra=("--allow-no-tasks",))
     try:
         assert wait_until(lambda: alive(store) == 3, 30), "replicas not up"
         with Client(redis_url, namespace=redis_ns) as client:

@@ -313,11 +313,22 @@ def test_registered_task_by_name_with_json_kwargs(make_engine):
 
 
 def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine, clock, store):
+    """In process. A shared store never hands a replica a task it lacks (next test)."""
     eng = make_engine(store=store)
     store.add(JobSpec("ghost", TaskRef("no.such.task"), After(0)))
     eng.after(noop, 0, job_id="fine")
     assert eng.wait_idle()
     assert eng.get("fine").state == "succeeded"
+    if hasattr(store, "keys"):  # RedisStore: task-aware claims (tests/lua/test_task_aware.py)
+        for _ in range(UNKNOWN_TASK_ATTEMPTS + 1):
+            clock.advance(60)
+            assert eng.wait_idle()
+        info = eng.get("ghost")
+        assert (info.state, info.attempts, info.failures) == ("scheduled", 0, 0)
+        from scheduler.stores.redis import fleet
+
+        assert fleet.waiting(store) == {"no.such.task": 1}  # waits, visibly, for a replica
+        return
     for _ in range(UNKNOWN_TASK_ATTEMPTS - 1):  # handed back with a growing delay
         assert eng.get("ghost").state == "scheduled"
         clock.advance(60)
