@@ -483,3 +483,31 @@ def test_each_event_has_an_id_of_its_own(console_factory, redis_url, redis_ns):
     assert len(set(re.findall(r'data-id="([^"]+)"', page))) == page.count("data-id=")
     store.close()
     client.close()
+
+
+def test_jobs_no_live_replica_serves_are_shown_waiting_with_what_each_replica_serves(
+    console_factory, redis_url, redis_ns
+):
+    """Task-aware claims (docs/guarantees.md): a replica that lacks a task leaves its jobs
+    waiting; the overview, the job list and the job page say so, and who serves what."""
+    client = Client(redis_url, namespace=redis_ns)
+    client.enqueue("tests.web.report", job_id="r1")
+    replica = RedisStore(redis_url, redis_ns, lease=30.0)
+    replica.serve(lambda: (1, ["tests.web.tick"]))
+    try:
+        assert replica.claim_due({"default": 10}, 30.0, "replica-a").claims == []
+        web, _ = console_factory()
+        overview = web.get(f"/api/ns/{redis_ns}/overview").json()
+        assert overview["waiting"] == {"tests.web.report": 1}
+        assert overview["serves"] == {"replica-a": ["tests.web.tick"]}
+        assert "Waiting for a replica" in web.get(f"/ns/{redis_ns}/").text
+        (row,) = web.get(f"/api/ns/{redis_ns}/jobs").json()["jobs"]
+        why = "no live replica serves task 'tests.web.report'"
+        assert row["waiting"].startswith(why) and "replica-a: tests.web.tick" in row["waiting"]
+        page = web.get(f"/ns/{redis_ns}/job/r1").text
+        assert 'id="waiting"' in page and why.replace("'", "&#39;") in page
+        listing = web.get(f"/ns/{redis_ns}/jobs").text
+        assert '<td class="state waiting"' in listing
+    finally:
+        replica.close()
+        client.close()
