@@ -24,7 +24,7 @@ from scheduler.cli.app import (
     with_wait_options,
 )
 from scheduler.model import Ambiguous, Cron, Missing
-from scheduler.stores.redis import namespaces
+from scheduler.stores.redis import fleet, namespaces
 from scheduler.validation import MAX_DEPTH
 
 
@@ -156,6 +156,9 @@ def enqueue(
                 task, kwargs=kwargs, cron=cron, job_id=job_id, allow_past=True, **times
             )
             note = namespaces.unserved_note(store, namespace)  # -n defualt, say
+            if note is None:  # replicas are alive: does one of them have the task?
+                why = fleet.serving(store).why_waiting(task)
+                note = f"note: {why}: the job waits until one that imports it runs" if why else None
     except ShardCountError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None

@@ -106,9 +106,13 @@ def test_a_task_no_live_replica_serves_waits_visibly_and_runs_when_one_starts(
         for args in (["stats"], ["show", "n0"], ["ls"]):
             out = duetime(*args, "--redis", redis_url, "-n", redis_ns)
             assert "no live replica serves task 'witness.new'" in out, (args, out)
+        enqueue = ["enqueue", "witness.new", "--id", "n50", "--redis", redis_url, "-n", redis_ns]
+        note = run_cli(*enqueue).stderr
+        assert "note: no live replica serves task 'witness.new'" in note, note
+        waiting.append("n50")
         new = start(redis_url, redis_ns, key, NEW, tmp_path / "new")
         assert wait_until(
-            lambda: sum(1 for e in witness_log(redis_client, key) if e["job"] in waiting) >= 50, 30
+            lambda: sum(1 for e in witness_log(redis_client, key) if e["job"] in waiting) >= 51, 30
         )
         log = [e for e in witness_log(redis_client, key) if e["job"] in waiting]
         assert sorted(e["job"] for e in log) == sorted(waiting)  # each once
@@ -127,9 +131,13 @@ def client_stats(store: RedisStore):
     return queries.stats(store)
 
 
-def duetime(*args: str) -> str:
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     out = subprocess.run(
         [sys.executable, "-m", "scheduler", *args], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    return out.stdout
+    return out
+
+
+def duetime(*args: str) -> str:
+    return run_cli(*args).stdout
