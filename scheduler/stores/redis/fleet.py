@@ -83,10 +83,14 @@ class Serving(NamedTuple):
     """Which tasks the live replicas serve (their claims registered them)."""
 
     by_replica: dict[str, list[str] | None]  # live replica -> its tasks (None: every task)
+    unknown: tuple[str, ...] = ()  # live replicas whose tasks are not registered (yet)
 
     def lacks(self, task: str) -> bool:
         """True when no live replica serves ``task``: its jobs wait (they are not claimed,
-        not failed) until one that has it claims."""
+        not failed) until one that has it claims. False while a live replica's tasks are
+        unknown (it may serve it)."""
+        if self.unknown:
+            return False
         return not any(t is None or task in t for t in self.by_replica.values())
 
     def why_waiting(self, task: str) -> str | None:
@@ -105,6 +109,9 @@ class Serving(NamedTuple):
 def serving(store: AnyStore) -> Serving:
     """What the namespace's live replicas serve (all shards)."""
     out: dict[str, list[str] | None] = {}
+    alive: set[str] = set()
     for part in store.parts:
-        out.update(serves(part, {r["id"] for r in replicas(part)}))
-    return Serving(dict(sorted(out.items())))
+        ids = {r["id"] for r in replicas(part)}
+        alive |= ids
+        out.update(serves(part, ids))
+    return Serving(dict(sorted(out.items())), tuple(sorted(alive - set(out))))
