@@ -32,12 +32,11 @@
 --          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready> <job bytes>
 --          <def bytes>\n<job><def>", then per plan "<job bytes>\n<job>" (times in ms;
 --          parsed by scheduler/stores/redis/claims.py, claim_reply). The token of a claim is
---          "<owner>:<fence>"; "now us" is the microseconds past "now" (so that "next" - "now" can be
---          read without the up to 1 ms that "now"'s rounding down adds); "next" (-1 = nothing) covers lanes with capacity left and the
---          next lease expiry (in a lane where members of tasks the owner lacks were passed
---          over: its first member due after now, and at most 1 s ahead when
---          not every due member could be looked at); "lease until" is -1 with no lease; "epoch" is the namespace's
---          epoch key ("" if missing: Redis lost its data); "fence" is the fence counter
+--          "<owner>:<fence>"; "now us" is the microseconds past "now" (so that "next" - "now"
+--          can be read without the up to 1 ms that "now"'s rounding down adds); "next" (-1 =
+--          nothing) covers lanes with capacity left and the next lease expiry
+--          (include/ask.lua; an owner with no task: leases only); "lease until" is -1 with no
+--          lease; "epoch" is the namespace's epoch key ("" if missing: Redis lost its data); "fence" is the fence counter
 --          before this call (below a fence already handed out: claims lost); the plans are
 --          calendar jobs that need the caller to compute occurrences; "ready" is when the
 --          job became claimable (dispatch lag counts from it);
@@ -106,7 +105,7 @@ end
 write_claims(b)
 
 -- 4. when to ask again; this replica is alive, and serves these tasks
-local nxt = next_due(now, left, b.passed)
+local nxt = next_due(now, served ~= '\n' and left or {}, b.passed)  -- no task: leases only
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 register_serves(owner, served)
 

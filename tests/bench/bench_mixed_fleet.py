@@ -9,7 +9,9 @@ server's own clock at the start, minus the scheduled time):
 
 * uniform: three replicas that have every task;
 * mixed: one that has every task, one with an older module that lacks ``witness.new``,
-  one with no task module.
+  one with no task module;
+* two (``--fleets uniform,mixed,two``): two replicas that have every task (as many
+  replicas as the mixed fleet has for ``witness.hit``).
 
 Fleets alternate run by run; the figures are the medians over runs of each run's
 p50/p99/max lag (ms) and of its attempts > 1 (0 expected for both).
@@ -37,7 +39,11 @@ from tests.faults.fleet import Fleet, wait_until, witness_log  # noqa: E402
 
 OLD = ("tests.faults.witness",)
 NEW = (*OLD, "tests.faults.witness_new")
-FLEETS = {"uniform": (NEW, NEW, NEW), "mixed": (NEW, OLD, ())}
+FLEETS = {
+    "uniform": (NEW, NEW, NEW),
+    "mixed": (NEW, OLD, ()),
+    "two": (NEW, NEW),  # the mixed fleet's replicas that can run witness.hit, uniform
+}
 
 
 def one_run(url: str, kind: str, jobs: int, seed: int) -> dict[str, float]:
@@ -57,7 +63,8 @@ def one_run(url: str, kind: str, jobs: int, seed: int) -> dict[str, float]:
             )  # fmt: skip
         try:
             alive = f"duetime:{{{ns}}}:replica:*"
-            assert wait_until(lambda: len(r.keys(alive)) == 3, 30), "replicas not up"
+            up = len(FLEETS[kind])
+            assert wait_until(lambda: len(r.keys(alive)) == up, 30), "replicas not up"
             rng = random.Random(seed)
             with Client(url, namespace=ns) as client:
                 for i in range(jobs):
@@ -82,11 +89,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--fleets", default="uniform,mixed", help="of: " + ", ".join(FLEETS))
     args = ap.parse_args()
-    out: dict[str, list[dict[str, float]]] = {k: [] for k in FLEETS}
+    kinds = args.fleets.split(",")
+    out: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
     with EmbeddedRedis() as server:
         for run in range(args.runs):
-            for kind in FLEETS if run % 2 == 0 else reversed(list(FLEETS)):
+            for kind in kinds if run % 2 == 0 else reversed(kinds):
                 got = one_run(server.url, kind, args.jobs, seed=run)
                 out[kind].append(got)
                 print(f"run {run} {kind:8s} " + " ".join(f"{k} {v:.0f}" for k, v in got.items()))

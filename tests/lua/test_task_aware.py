@@ -220,3 +220,15 @@ def test_the_reconciler_leaves_a_waiting_job_alone(replicas, clock):
     assert fleet.waiting(a) == {"t.b": 1}
     (c,) = claim(b, "b").claims
     assert (c.job_id, c.attempt) == ("w", 1)
+
+
+def test_a_claimant_with_no_task_wakes_only_for_leases(redis_url, redis_ns, clock, replicas):
+    bare = RedisStore(redis_url, redis_ns, clock=clock, lease=LEASE)
+    bare.serve(lambda: (1, []))
+    try:
+        bare.add(job("soon", "t.a", After(5)))
+        assert claim(replicas["a"], "a").claims == []  # 'a' is alive and serves t.a
+        batch = claim(bare, "bare")
+        assert batch.claims == [] and batch.next_due_in is None  # not at 5 s: it cannot run it
+    finally:
+        bare.close()
