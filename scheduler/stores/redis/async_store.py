@@ -38,7 +38,7 @@ from scheduler.stores.redis.replication import (
     seq_seen,
 )
 from scheduler.stores.redis.sansio import Calls, Now, Op, Request, Scan, Script
-from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
+from scheduler.stores.redis.server_checks import UNREACHABLE, EvictionCheck, refused, unreachable
 
 T = TypeVar("T")
 RESEND_RETRIES = 2  # as RedisStore's
@@ -80,6 +80,7 @@ class AsyncStore:
         self.payload_limit = payload_limit
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self._counted = shards == 1  # a sharded namespace's count is checked once
+        self._eviction = EvictionCheck()  # the policy, checked before writes (cached)
         self.clock = clock  # tests only: its time replaces Redis TIME (as RedisStore's)
         self.seq_high = [0] * len(self.layout.parts)  # per shard: the highest seq added
         self.lost_writes = 0
@@ -98,6 +99,16 @@ class AsyncStore:
             self._counted = await self.run(
                 shards.count_op(self.layout.parts[0], self.url, record=record)
             )
+        if record and self._eviction.due():  # a writer: an evicting Redis would lose jobs
+            import redis
+
+            try:
+                info: Any = await self._r.info("memory")
+            except redis.ResponseError as exc:
+                info = exc
+            except UNREACHABLE as exc:
+                raise unreachable(exc, self.url) from exc
+            self._eviction.judge(info, self.url)
         return self.layout
 
     def _turn(self) -> asyncio.Semaphore:

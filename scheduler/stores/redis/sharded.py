@@ -260,6 +260,7 @@ class ShardedStore(WakeSubscriptions):
     ) -> ClaimBatch:
         """``claim_due``'s rounds, ``send(shard, asked)`` claiming from one shard."""
         self._count(record=True)
+        self.shards[0].watch_eviction()  # shard 0 ran check_server: the server's watch
         left = {lane: max(0, int(n)) for lane, n in capacity.items()}
         now = self.clock.now()
         estimates = self._estimates

@@ -1,0 +1,182 @@
+"""Eviction is detected and named (issue 30, item 4), against real private redis-servers:
+producers refuse to enqueue under an evicting ``maxmemory-policy`` (the replicas' message),
+a policy switched while a replica runs raises the data-loss alarm naming eviction, and
+``duetime doctor`` counts the jobs an evicting Redis lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from scheduler import AsyncClient, Client
+from scheduler.stores.redis import RedisStore, StoreConfigError, checks, queries
+from tests.faults.fleet import ROOT
+
+pytestmark = pytest.mark.redis
+
+
+def duetime(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def replica_refusal(url: str, ns: str) -> str:
+    """The message a replica starting on this server refuses with."""
+    store = RedisStore(url, ns)
+    try:
+        with pytest.raises(StoreConfigError) as refused:
+            store.check_server()
+    finally:
+        store.close()
+    return str(refused.value)
+
+
+def info_calls(r) -> int:
+    """INFO calls so far, not counting the ones this helper made (its own is counted)."""
+    calls = int(r.info("commandstats").get("cmdstat_info", {}).get("calls", 0))
+    r.incr("probe:info-asked")
+    return calls - int(r.get("probe:info-asked"))
+
+
+def test_producers_refuse_to_enqueue_under_an_evicting_policy(private_redis, redis_ns):
+    import redis
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    r.config_set("maxmemory-policy", "allkeys-lru")
+    message = replica_refusal(private_redis.url, redis_ns)
+    assert "maxmemory-policy 'allkeys-lru'" in message
+
+    with Client(private_redis.url, namespace=redis_ns) as client:
+        with pytest.raises(StoreConfigError) as refused:
+            client.enqueue("bench.noop", delay=60, job_id="c1")
+        assert str(refused.value) == message
+        with pytest.raises(StoreConfigError):
+            client.enqueue_many([{"task": "bench.noop", "delay": 60, "job_id": "c2"}])
+
+    async def produce() -> str:
+        client = AsyncClient(private_redis.url, namespace=redis_ns)
+        try:
+            with pytest.raises(StoreConfigError) as refused:
+                await client.enqueue("bench.noop", delay=60, job_id="a1")
+            with pytest.raises(StoreConfigError):
+                await client.enqueue_many([{"task": "bench.noop", "delay": 60, "job_id": "a2"}])
+            return str(refused.value)
+        finally:
+            await client.close()
+
+    assert asyncio.run(produce()) == message
+
+    out = duetime(
+        "enqueue", "bench.noop", "--in", "60s", "--redis", private_redis.url,
+        "--namespace", redis_ns,
+    )  # fmt: skip
+    assert out.returncode == 1, out
+    assert out.stderr.splitlines() == [f"error: {message}"], out.stderr
+    assert r.keys(f"duetime:{{{redis_ns}}}:job:*") == []  # nothing was written
+
+
+def test_the_producers_check_is_cached_and_asked_again(private_redis, redis_ns, monkeypatch):
+    """One INFO at the first enqueue, none for the next ones; once the answer is
+    PRODUCER_CHECK_S old it is asked again and a switched policy is refused."""
+    import redis
+
+    from scheduler.stores.redis import server_checks
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    with Client(private_redis.url, namespace=redis_ns) as client:
+        before = info_calls(r)
+        client.enqueue("bench.noop", delay=60, job_id="j0")
+        assert info_calls(r) - before == 1
+        for i in range(1, 50):
+            client.enqueue("bench.noop", delay=60, job_id=f"j{i}")
+        assert info_calls(r) - before == 1  # cached: no round trip per enqueue
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        client.enqueue("bench.noop", delay=60, job_id="cached")  # within the period
+        clock = server_checks.time.monotonic() + server_checks.PRODUCER_CHECK_S + 1
+        monkeypatch.setattr(server_checks.time, "monotonic", lambda: clock)
+        with pytest.raises(StoreConfigError, match="allkeys-lru"):
+            client.enqueue("bench.noop", delay=60, job_id="refused")
+        assert r.exists(f"duetime:{{{redis_ns}}}:job:refused") == 0
+
+
+def test_a_policy_switched_while_a_replica_runs_raises_the_eviction_alarm(
+    private_redis, redis_ns, monkeypatch, caplog
+):
+    import redis
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    monkeypatch.setattr(checks, "REPLICA_CHECK_S", 0.0, raising=False)  # every claim checks
+    store = RedisStore(private_redis.url, redis_ns)
+    try:
+        store.check_server()
+        store.claim_due({"default": 10}, 30.0, "r1")
+        assert queries.stats(store)["data_loss_alarms"] == 0
+
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        with caplog.at_level(logging.ERROR, logger="duetime"):
+            store.claim_due({"default": 10}, 30.0, "r1")
+            store.claim_due({"default": 10}, 30.0, "r1")  # the same policy: one alarm
+        losses = [e for e in store.events(100) if e.kind == "data_loss"]
+        assert len(losses) == 1, losses
+        assert losses[0].detail.startswith("eviction: maxmemory-policy changed from")
+        assert "allkeys-lru" in losses[0].detail
+        assert "failover" not in losses[0].detail
+        errors = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.ERROR]
+        assert any("evicts keys" in m and "allkeys-lru" in m for m in errors), errors
+        assert not any("failover" in m for m in errors), errors
+        assert queries.stats(store)["data_loss_alarms"] == 1
+
+        # keys evicted since the last check: another alarm, with the count
+        r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) + 2_000_000))
+        for i in range(400):
+            r.set(f"filler:{i}", "x" * 20_000)
+        evicted = int(r.info("stats")["evicted_keys"])
+        assert evicted > 0
+        r.config_set("maxmemory", "0")
+        store.claim_due({"default": 10}, 30.0, "r1")
+        losses = [e for e in store.events(100) if e.kind == "data_loss"]
+        assert len(losses) == 2, losses
+        assert losses[0].detail.startswith("eviction: Redis evicted")  # newest first
+        assert f"evicted_keys 0 -> {evicted}" in losses[0].detail
+    finally:
+        store.close()
+
+
+def test_a_lost_enqueue_under_eviction_names_eviction_not_failover(
+    private_redis, redis_ns, caplog
+):
+    """The seq counter found lower than acknowledged (the key evicted): the alarm says
+    eviction, not "a failover or a restart without fsync"."""
+    import redis
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    with Client(private_redis.url, namespace=redis_ns) as client:
+        for i in range(3):
+            client.enqueue("bench.noop", delay=60, job_id=f"j{i}")
+        r.config_set("maxmemory-policy", "allkeys-lru")  # after the producer's check
+        r.delete(f"duetime:{{{redis_ns}}}:seq")  # what an eviction of the counter does
+        with caplog.at_level(logging.ERROR, logger="duetime"):
+            client.enqueue("bench.noop", delay=60, job_id="after")
+    errors = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.ERROR]
+    assert any("lacks writes" in m and "eviction" in m for m in errors), errors
+    assert not any("failover" in m for m in errors), errors
+    r.config_set("maxmemory-policy", "noeviction")
+    with Client(private_redis.url, namespace=redis_ns) as client:
+        losses = [e for e in client.events(100) if e.kind == "data_loss"]
+    assert len(losses) == 1 and "cause: eviction" in losses[0].detail, losses
+
+
+def doctor(url: str, ns: str, *more: str) -> tuple[int, dict]:
+    out = duetime("doctor", "--redis", url, "--namespace", ns, "--json", *more)
+    assert out.stdout, out
+    return out.returncode, json.loads(out.stdout)
