@@ -152,9 +152,7 @@ def test_a_policy_switched_while_a_replica_runs_raises_the_eviction_alarm(
         store.close()
 
 
-def test_a_lost_enqueue_under_eviction_names_eviction_not_failover(
-    private_redis, redis_ns, caplog
-):
+def test_a_lost_enqueue_under_eviction_names_eviction_not_failover(private_redis, redis_ns, caplog):
     """The seq counter found lower than acknowledged (the key evicted): the alarm says
     eviction, not "a failover or a restart without fsync"."""
     import redis
@@ -174,6 +172,84 @@ def test_a_lost_enqueue_under_eviction_names_eviction_not_failover(
     with Client(private_redis.url, namespace=redis_ns) as client:
         losses = [e for e in client.events(100) if e.kind == "data_loss"]
     assert len(losses) == 1 and "cause: eviction" in losses[0].detail, losses
+
+
+def test_doctor_counts_the_jobs_an_evicting_redis_lost(private_redis, redis_ns):
+    """20,000 enqueues accepted, then allkeys-lru (and a maxmemory below what is used)
+    switched on while a consumer claims and completes the due ones and a producer that
+    checked the policy before the switch (within its cached period) goes on enqueueing:
+    most job keys are evicted. Once the policy is set back, doctor exits 1 and its lost
+    count is within 1 % of the truth (the jobs that neither ran nor wait)."""
+    import math
+    import time
+
+    import redis
+
+    from scheduler.model import Commit
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    consumer = RedisStore(private_redis.url, redis_ns)
+    done: set[str] = set()
+
+    def consume() -> None:
+        batch = consumer.claim_due({"default": 200}, 30.0, "c1").claims
+        acks = consumer.complete_many([(c, None) for c in batch])
+        done.update(c.job_id for c, a in zip(batch, acks, strict=True) if a == Commit.OK)
+
+    def jobs(ids: list[str]) -> list[dict]:
+        return [
+            {"task": "bench.noop", "job_id": j, "delay": 0 if n % 4 == 0 else 3600}
+            for n, j in enumerate(ids)
+        ]
+
+    ids = [f"j{i:05d}" for i in range(20_000)]
+    more = [f"k{i:05d}" for i in range(2_000)]
+    with Client(private_redis.url, namespace=redis_ns) as client:
+        for n in range(0, 20_000, 500):
+            client.enqueue_many(jobs(ids[n : n + 500]))
+        # LRU ages in whole seconds: wait until the first jobs are older than what runs now
+        deadline = time.monotonic() + 60
+        while r.object("idletime", f"duetime:{{{redis_ns}}}:job:{ids[0]}") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        used = int(r.info("memory")["used_memory"])
+        r.config_set("maxmemory", str(used * 3 // 4))
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        check = getattr(client.store, "_eviction", None)  # (None before the check existed)
+        if check is not None:
+            check.period = math.inf  # its check came before the switch: not asked again
+        for n in range(0, 2_000, 100):
+            client.enqueue_many(jobs(more[n : n + 100]))
+            consume()
+        for _ in range(40):
+            consume()
+    consumer.close()
+    evicted_keys = int(r.info("stats")["evicted_keys"])
+    r.config_set("maxmemory-policy", "noeviction")  # what the alarm tells the operator
+    r.config_set("maxmemory", "0")
+
+    everyone = ids + more
+    with r.pipeline(transaction=False) as p:
+        for j in everyone:
+            p.hget(f"duetime:{{{redis_ns}}}:job:{j}", "state")
+            p.exists(f"duetime:{{{redis_ns}}}:job:{j}")
+        got = p.execute()
+    live = {
+        j for j, st, there in zip(everyone, got[::2], got[1::2], strict=True) if there and not st
+    }
+    truth = len([j for j in everyone if j not in done and j not in live])  # neither ran nor waits
+    assert truth > 2_000  # the case of the issue: many accepted jobs went
+
+    code, report = doctor(private_redis.url, redis_ns)
+    assert code == 1, (report.get("live"), report.get("eviction"))
+    assert report["live"]["found"] == len(live)
+    assert report["live"]["lost"] is not None, report["live"]
+    assert abs(report["live"]["lost"] - truth) <= truth / 100, (report["live"], truth)
+    print(
+        f"\nenqueued {len(everyone)}, evicted keys {evicted_keys}, ran {len(done)}, lost "
+        f"(truth) {truth}; doctor: counted {report['live']['counted']} found "
+        f"{report['live']['found']} lost {report['live']['lost']}"
+    )
 
 
 def doctor(url: str, ns: str, *more: str) -> tuple[int, dict]:

@@ -149,13 +149,7 @@ class CheckMethods:
             info = self._r.info("memory", "stats")
         except Exception:  # noqa: BLE001 - the usual cause, then
             return FAILOVER
-        count = evicted_keys(info)
-        if evicting(info, self.url) is not None or count:
-            return (
-                f"eviction, maxmemory-policy {policies(info)!r}: {count} key(s) evicted "
-                "since the server started"
-            )
-        return FAILOVER
+        return eviction_cause(info)
 
     def _watch_epoch(self, epoch: str) -> None:
         """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
@@ -193,3 +187,15 @@ class CheckMethods:
             )
             p.hincrby(self.keys.stats, kind, 1)
             p.execute()
+
+
+def eviction_cause(info: Any) -> str:
+    """A data-loss alarm's cause from the server's ``INFO memory stats``: eviction if it
+    evicts or has evicted keys, else a failover or a restart without fsync."""
+    count = evicted_keys(info)
+    if evicting(info, "") is not None or count:
+        return (
+            f"eviction, maxmemory-policy {policies(info)!r}: {count} key(s) evicted since "
+            "the server started"
+        )
+    return FAILOVER

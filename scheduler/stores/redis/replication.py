@@ -285,10 +285,8 @@ class ReplicationWatch:
 
     def _alarm(self, detail: str) -> None:
         cause = self.cause()
-        if cause != FAILOVER:
-            detail = f"{detail}; cause: {cause}"
         log_data_loss(self._url, detail, cause)
-        self._record("data_loss", detail)
+        self._record("data_loss", detail if cause == FAILOVER else f"{detail}; cause: {cause}")
 
     def refresh(self) -> None:
         """With a Sentinel URL, ask the sentinels who the primary is, at most every REFRESH

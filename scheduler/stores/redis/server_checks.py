@@ -77,6 +77,18 @@ def policies(info: Mapping[str, Any]) -> str:
     return ", ".join(found)
 
 
+def eviction_state(client: Any) -> tuple[str, int] | None:
+    """The server's ``maxmemory-policy`` (each node's, if they differ) and its
+    ``evicted_keys`` since it started (``duetime doctor``); None if ``INFO`` is refused."""
+    import redis
+
+    try:
+        info = client.info("memory", "stats")
+    except redis.ResponseError:
+        return None
+    return policies(info), evicted_keys(info)
+
+
 PRODUCER_CHECK_S = 60.0  # seconds a producer's check of the eviction policy is trusted
 
 
@@ -86,7 +98,8 @@ class EvictionCheck:
     before the first write, then again when the last good answer is ``PRODUCER_CHECK_S``
     old, so an enqueue costs no extra round trip in between. A refusal is not cached (the
     next write asks again, and sees a fix at once). A server that refuses ``INFO`` (an ACL
-    without ``+info``) is logged once and not asked again for the period."""
+    without ``+info``, a proxy or a fake that lacks it) is logged once (a warning) and not
+    asked again for the period: the write goes on."""
 
     def __init__(self, period: float = PRODUCER_CHECK_S) -> None:
         self.period = period
@@ -101,13 +114,14 @@ class EvictionCheck:
         """Take ``INFO memory``'s answer (or the error it raised): raise the refusal under
         an evicting policy; else trust it for the period."""
         if isinstance(info, Exception):
-            if "NOPERM" not in str(info) and "no permissions" not in str(info):
+            text = str(info)
+            if not any(t in text for t in ("NOPERM", "no permissions", "unknown command")):
                 raise info
             if not self._warned:
                 self._warned = True
                 log.warning(
                     "cannot check the eviction policy of Redis at %s (INFO refused: %s): "
-                    "grant this user +info, or an evicting policy may lose jobs unseen",
+                    "grant this user +info, or an evicting policy may lose jobs unnoticed",
                     url,
                     info,
                 )

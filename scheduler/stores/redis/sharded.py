@@ -347,10 +347,12 @@ class ShardedStore(WakeSubscriptions):
 
     # ---- upkeep: the reconciler and the quarantine, shard by shard -----------------------
 
-    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        """``RedisStore.reconcile`` on every shard, added up."""
+    def reconcile(self, *, dry_run: bool = False, start_count: bool = False) -> Reconciled:
+        """``RedisStore.reconcile`` on every shard, added up (one live count per shard)."""
         self._count()
-        return upkeep.sum_reconciled([s.reconcile(dry_run=dry_run) for s in self.shards])
+        return upkeep.sum_reconciled(
+            [s.reconcile(dry_run=dry_run, start_count=start_count) for s in self.shards]
+        )
 
     def quarantined(self) -> list[Quarantined]:
         self._count()
