@@ -46,13 +46,16 @@ def doctor(redis_url: str | None, namespace: str, dry_run: bool, as_json: bool) 
     Lost jobs: the live jobs found are compared with the count the scripts keep; jobs
     counted but gone were lost by Redis (eviction, keys deleted by hand). A namespace
     without a count (older than it) gets one, started at the jobs found, when it is
-    healthy, quiet and on a server that does not evict.
+    healthy, quiet and on a server that has not evicted keys.
 
-    Exit 1 if something was found and not repaired, jobs were lost, or the server evicts."""
+    Exit 1 if something was found and not repaired, jobs were lost, the server evicts, or
+    it has evicted keys and the namespace has no count to tell what was lost."""
     with open_namespace("doctor", redis_url, namespace) as store:
         eviction = eviction_state(store.redis)
         evicts = eviction is not None and eviction[0] != "noeviction"
-        done = store.reconcile(dry_run=dry_run, start_count=eviction is not None and not evicts)
+        evicted = eviction is None or eviction[1] > 0  # keys evicted, or cannot tell
+        # a missing count is started only on a server that never evicted (since it started)
+        done = store.reconcile(dry_run=dry_run, start_count=not evicts and not evicted)
         aside = len(store.quarantined())
     unrepaired = [f for f in done.findings if f.action in upkeep.UNREPAIRED]
     if as_json:
@@ -92,7 +95,8 @@ def doctor(redis_url: str | None, namespace: str, dry_run: bool, as_json: bool) 
             click.echo(f"{aside} entr(ies) in the quarantine: see `duetime quarantine ls`")
         for line in live_lines(done) + eviction_lines(eviction):
             click.echo(line)
-    if unrepaired or (dry_run and done.leases_dropped) or done.lost or evicts:
+    unknown = done.uncounted and evicted  # an evicting past and no count to tell the loss
+    if unrepaired or (dry_run and done.leases_dropped) or done.lost or evicts or unknown:
         raise SystemExit(EXIT_REFUSED)
 
 
@@ -104,7 +108,8 @@ def live_lines(done: Reconciled) -> list[str]:
             f"live jobs: {found} found; lost jobs: unknown, this namespace has no count of "
             "its live jobs (created before duetime kept one, or its stats hash was lost, "
             "e.g. evicted); doctor starts one when the namespace is healthy and quiet on a "
-            "server that does not evict"
+            "server that has never evicted a key (evicted_keys 0: since its start, or "
+            "CONFIG RESETSTAT)"
         ]
     lines = []
     if done.started:

@@ -252,6 +252,37 @@ def test_doctor_counts_the_jobs_an_evicting_redis_lost(private_redis, redis_ns):
     )
 
 
+def test_doctor_never_invents_a_lost_count(private_redis, redis_ns):
+    """A namespace whose count is gone (older than the count, or its stats hash evicted) on
+    a server that has evicted keys: doctor says the loss is unknown and exits 1; once the
+    server's eviction statistics are reset it starts the count (and exits 0)."""
+    import redis
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    with Client(private_redis.url, namespace=redis_ns) as client:
+        client.enqueue_many([{"task": "bench.noop", "delay": 3600} for _ in range(20)])
+    r.hdel(f"duetime:{{{redis_ns}}}:stats", "live", "live_since")  # as if evicted
+    r.config_set("maxmemory", str(int(r.info("memory")["used_memory"]) + 500_000))
+    r.config_set("maxmemory-policy", "volatile-lru")  # only keys with a TTL: not the jobs
+    for i in range(200):
+        r.set(f"filler:{i}", "x" * 10_000, ex=3600)
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", "0")
+    assert int(r.info("stats")["evicted_keys"]) > 0
+
+    code, report = doctor(private_redis.url, redis_ns)
+    assert code == 1, report
+    assert report["live"]["counted"] is None and report["live"]["lost"] is None
+    assert report["live"]["found"] == 20 and not report["live"]["count_started"]
+    out = duetime("doctor", "--redis", private_redis.url, "--namespace", redis_ns)
+    assert "lost jobs: unknown" in out.stdout and "evicted" in out.stdout, out.stdout
+
+    r.config_resetstat()
+    code, report = doctor(private_redis.url, redis_ns)
+    assert code == 0, report
+    assert report["live"]["count_started"] and report["live"]["counted"] == 20
+
+
 def doctor(url: str, ns: str, *more: str) -> tuple[int, dict]:
     out = duetime("doctor", "--redis", url, "--namespace", ns, "--json", *more)
     assert out.stdout, out

@@ -16,7 +16,8 @@ cancel, abandoned), is deleted or is moved aside. ``live_since`` says when the c
 add.lua sets it on a new namespace's first job; a namespace older than the count, or one
 whose ``stats`` hash was lost (evicted, deleted by hand), has none, and its count is
 unknown: ``duetime doctor`` says so, and starts it (``START_COUNT``) at the live jobs it
-found when the namespace is healthy, quiet during its scan, and the server does not evict.
+found when the namespace is healthy, quiet during its scan, and the server has not evicted
+a key since it started.
 ``duetime doctor`` compares the count with the live jobs (keys not retired) its full scan
 finds: the difference is jobs lost by Redis (eviction, a key deleted by hand). Exact on
 a quiet namespace; when jobs change during the scan, a lower bound (the count minus what
