@@ -152,6 +152,32 @@ def test_a_policy_switched_while_a_replica_runs_raises_the_eviction_alarm(
         store.close()
 
 
+def test_a_running_replica_process_names_eviction(private_redis, redis_ns, tmp_path):
+    """`duetime run`, then allkeys-lru switched on: within its check period (10 s) the
+    replica logs the alarm and records a data_loss event naming eviction."""
+    import redis
+
+    from tests.faults.fleet import replicas, wait_until
+
+    r = redis.Redis(port=private_redis.port, decode_responses=True)
+    with replicas(private_redis.url, redis_ns, "w", count=1, log_dir=tmp_path) as fleet:
+        alive = f"duetime:{{{redis_ns}}}:replica:*"
+        assert wait_until(lambda: r.keys(alive), 60), fleet.log_text()
+        r.config_set("maxmemory-policy", "allkeys-lru")
+        store = RedisStore(private_redis.url, redis_ns)
+        try:
+
+            def alarms() -> list:
+                return [e for e in store.events(100) if e.kind == "data_loss"]
+
+            assert wait_until(alarms, 60), fleet.log_text()
+            assert alarms()[0].detail.startswith("eviction: maxmemory-policy changed")
+        finally:
+            store.close()
+        assert wait_until(lambda: "evicts keys" in fleet.log_text(), 30), fleet.log_text()
+    assert "failover" not in fleet.log_text()
+
+
 def test_a_lost_enqueue_under_eviction_names_eviction_not_failover(private_redis, redis_ns, caplog):
     """The seq counter found lower than acknowledged (the key evicted): the alarm says
     eviction, not "a failover or a restart without fsync"."""
