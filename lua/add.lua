@@ -86,14 +86,21 @@ if corrupt then return corrupt end
 local t = ARGV[2] == '' and redis.call('TIME')
 local now = t and tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) or now_ms()
 local up = t and tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) or now
-local out, events = {tonumber(seq), 0}, 0
+local out, events, born = {tonumber(seq), 0}, 0, 0
+-- a new namespace: no seq, no layout, nothing due in these lanes (evidence that survives
+-- the eviction of one of them; the live count starts with its first job, README)
+local fresh = seq == '0' and not layout
+for _, head in pairs(heads) do if head then fresh = false end end
 local call = {lanes = added, heads = heads, ids = ids, batch = #jobs > 1}
 for _, a in ipairs(jobs) do
   left = left - 1
-  local outcome, due_in, wrote = put(a, now, up, call)
+  local outcome, due_in, wrote, new = put(a, now, up, call)
   out[#out + 1], out[#out + 2] = outcome, due_in
   if wrote then events = events + 1 end
+  if new then born = born + 1 end
 end
+count_live(born)
+if fresh and born > 0 then redis.call('HSET', P .. 'stats', 'live_since', fmt(now)) end
 if taken > 0 then  -- reserved, not used
   redis.call('INCRBY', P .. 'seq', -taken); redis.call('INCRBY', P .. 'gen', -taken)
 end

@@ -7,7 +7,7 @@
 -- Decide, then write: the job key's type and its lane and series entry are read before the
 -- first write; a job key of any type is deleted (nothing of it is parsed but the lane and
 -- seq, and a due set of another type is left alone), and a corrupt event stream or
--- counter stops the call before any write.
+-- counter stops the call before any write. A live job (not retired) leaves the live count.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
@@ -32,10 +32,10 @@ if corrupt then return corrupt end
 local jk = jkey(job)
 local t = redis.call('TYPE', jk)['ok']
 if t == 'none' then return 0 end
-local lane, e, def = nil, nil, nil
+local lane, e, def, live = nil, nil, nil, 1  -- a key of another type counted as live (as aside)
 if t == 'hash' then
-  local got = redis.call('HMGET', jk, 'lane', 'e', 'def')
-  lane, e, def = got[1] or DEFAULTS.lane, got[2], got[3]
+  local got = redis.call('HMGET', jk, 'lane', 'e', 'state', 'def')
+  lane, e, live, def = got[1] or DEFAULTS.lane, got[2], (got[3] or '') == '' and 1 or 0, got[4]
 end
 -- write
 if lane and e and e ~= '' then
@@ -46,5 +46,6 @@ redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. j
 for _, state in ipairs(STATES) do redis.pcall('ZREM', P .. 'done:' .. state, job) end
 redis.pcall('ZREM', P .. 'dead-jobs', job)
 redis.pcall('SREM', P .. 'paused', job)
+count_live(-live)
 event(now_ms(), 'deleted', job, nil, nil, t == 'hash' and '' or ('a ' .. t .. ' key'))
 return 1

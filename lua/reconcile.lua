@@ -20,7 +20,9 @@
 --         a SCAN cursor of the caller's own (duetime doctor's full scan; not stored)
 -- Returns: JSON {cursor (next; "0" = a full cycle ended), scanned (job keys seen),
 --          found: [[job id (a RUNNING entry's: its quarantine entry id "t:..."), what,
---          what was done]], leases (lease entries dropped)}
+--          what was done]], leases (lease entries dropped), live (the job keys scanned
+--          that are live, not retired, after the repairs: counted only for a cursor of the
+--          caller's own, else 0; duetime doctor compares them with stats `live`)}
 
 --@include core
 --@include repair
@@ -51,10 +53,17 @@ local found = (given ~= '' and cursor == '0') and stray_entries(now, dry == '1')
 local counts = running_jobs()
 local reply = redis.call('SCAN', cursor, 'MATCH', jkey('*'), 'COUNT', count)
 local start = #jkey('') + 1
+local live = 0  -- doctor's scan: the live jobs found (a key not retired), after repairs
 for _, key in ipairs(reply[2]) do
   local job = string.sub(key, start)
   local r = repair_job(now, job, counts, dry == '1')
   if r then found[#found + 1] = {job, r[1], r[2]} end
+  if given ~= '' then
+    local t = redis.call('TYPE', key)['ok']
+    if t ~= 'none' and (t ~= 'hash' or (redis.call('HGET', key, 'state') or '') == '') then
+      live = live + 1
+    end
+  end
 end
 
 local dropped = 0
@@ -65,4 +74,5 @@ for _, token in ipairs(redis.call('ZRANDMEMBER', P .. 'lease', 50)) do
   end
 end
 if given == '' and dry == '0' then redis.call('SET', P .. 'reconcile', reply[1]) end
-return cjson.encode({cursor = reply[1], scanned = #reply[2], found = found, leases = dropped})
+return cjson.encode({cursor = reply[1], scanned = #reply[2], found = found, leases = dropped,
+  live = live})

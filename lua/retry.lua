@@ -67,6 +67,7 @@ if corrupt then return corrupt end
 -- write
 if f.state and f.state ~= '' then
   redis.call('HDEL', jk, 'state')
+  count_live(1)  -- live again
   for _, k in ipairs({jk, P .. 'skips:' .. job, P .. 'bf:' .. job}) do redis.call('PERSIST', k) end
   redis.pcall('ZREM', P .. 'done:' .. f.state, job)
 end

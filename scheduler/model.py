@@ -350,6 +350,17 @@ class Reconciled:
     findings: tuple[Finding, ...]
     leases_dropped: int  # lease entries that no RUNNING entry backed
     complete: bool  # the scan reached the end of the keyspace
+    # A full scan of the shared store (duetime doctor) also compares the live jobs it found
+    # with the count the scripts keep (stats `live`): None when the namespace (or a shard
+    # of it: `uncounted`) has no count; `lost`: at least that many live jobs the scripts
+    # counted are gone (exact when nothing changed during the scan: `churn`, the state
+    # changes recorded meanwhile, is 0); `started`: shards whose count this scan started.
+    live_counted: int | None = None
+    live_found: int = 0
+    lost: int | None = None
+    churn: int = 0
+    uncounted: int = 0
+    started: int = 0
 
 
 @dataclass(frozen=True)

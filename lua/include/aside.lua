@@ -5,7 +5,8 @@
 -- `quarantined` event counts it. The entry id is the job id when the item names one;
 -- else "m:" .. 16 hex of sha1(due member), or "t:" .. 16 hex of sha1(token) for a lease or
 -- RUNNING entry. If quarantined:<entry> already holds an earlier item, the job key stays in
--- place and the record's reason says so (the earlier data is never overwritten).
+-- place and the record's reason says so (the earlier data is never overwritten). A job
+-- moved that was not retired leaves the live count (include/events.lua).
 -- Provides: member_entry, token_entry, printable, aside_ok, move_aside
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>
 
@@ -38,6 +39,8 @@ local function move_aside(now, by, q)
   if job ~= '' and q.id == job and redis.call('EXISTS', jkey(job)) == 1 then
     local data = P .. 'quarantined:' .. q.id
     if redis.call('EXISTS', data) == 0 then
+      local state = redis.pcall('HGET', jkey(job), 'state')  -- a table: not a hash, counted
+      if type(state) == 'table' or (state or '') == '' then count_live(-1) end
       redis.call('RENAME', jkey(job), data)
       redis.call('PERSIST', data)
     else

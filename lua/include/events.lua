@@ -6,17 +6,20 @@
 -- add.lua's `scheduled`; SPEC §6). Every reader expands both forms through
 -- one parser (scheduler/stores/redis/codec.py, `events`). Batch scripts add counters up
 -- and write their entries and counters once per call (flush_tally).
--- Provides: events_ok, xadd_event, event, tally, kinds_seen, event_tallied, flush_tally
+-- stats also holds `live`, the namespace's count of live jobs (lua/README.md), and
+-- `live_since`, when that count started (absent: no count, e.g. an older namespace).
+-- Provides: events_ok, count_live, xadd_event, event, tally, kinds_seen, event_tallied,
+--   flush_tally
 -- Key families: layout, events, stats
 
 --@include core
 
 -- Checked once per call: the stream and the counters of the event kinds `...` that the
--- script may write (HINCRBY fails on a counter that is not an integer).
+-- script may write (HINCRBY fails on a counter that is not an integer), and `live`.
 local function events_ok(...)
   local bad = expect(P .. 'events', 'stream')
   if bad then return bad end
-  local kinds = {...}
+  local kinds = {'live', ...}
   local got = redis.pcall('HMGET', P .. 'stats', unpack(kinds))  -- an error: not a hash
   if got['err'] then return expect(P .. 'stats', 'hash') or got end
   for i = 1, #kinds do
@@ -25,6 +28,12 @@ local function events_ok(...)
     end
   end
   return nil
+end
+
+-- The live count moved by `n` (a job created or made live again: +1; retired, deleted or
+-- moved aside: -1); checked by events_ok.
+local function count_live(n)
+  if n ~= 0 then redis.call('HINCRBY', P .. 'stats', 'live', n) end
 end
 
 -- `ready` (claimed events, when later than `sched`): when the job became claimable.

@@ -86,7 +86,7 @@ end
 -- Decide, then write job `a` at `now` (`up`: now rounded up) for call `c`: c.lanes (the
 -- lanes this call added), c.heads (as wake_new, include/due.lua), c.ids() (the write's seq and gen)
 -- and c.batch (events tallied). Its outcome (created | replaced | unchanged, or its error
--- reply), due_in_ms (-1: none) and whether it wrote an event.
+-- reply), due_in_ms (-1: none), whether it wrote an event and whether a live job was born.
 local function put(a, now, up, c)
   local job, heads = a.job, c.heads
   local old, bad, aside = read_old(job)
@@ -115,5 +115,5 @@ local function put(a, now, up, c)
   else
     xadd_event(now, 'scheduled', job, due, nil, outcome)
   end
-  return outcome, math.max(0, due - now), true
+  return outcome, math.max(0, due - now), true, not (old.def and (old.state or '') == '')
 end

@@ -1,20 +1,23 @@
 -- include/retire.lua: retire a finished or cancelled job: its state is recorded and its
 -- hash and lists expire after a day (finished jobs stay inspectable that long), and it is
 -- listed in done:<state> (`duetime ls --state`), trimmed to that day.
+-- The live count (include/events.lua) drops by one per job retired here.
 -- Provides: RETENTION_MS, RETENTION, list_done, retire, retire_success
--- Key families: layout, job:<job_id>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
+-- Key families: layout, events, stats, job:<job_id>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
 --   done:<state>, paused, runs:<job_id>
 
 --@include core
 --@include job
+--@include events
 
 local RETENTION_MS = 86400000
 local RETENTION = '86400000'  -- PEXPIRE's argument as text: a Lua number is formatted per call
 
 -- List jobs retired at `now` as `outcome` in done:<outcome> (`scored`: score, job pairs)
--- and trim it to the day finished jobs are kept.
-local function list_done(now, outcome, scored)
+-- and trim it to the day finished jobs are kept; `ended` of them (default: all) were live.
+local function list_done(now, outcome, scored, ended)
   if #scored == 0 then return end
+  count_live(-(ended or #scored / 2))
   local done = P .. 'done:' .. outcome
   redis.pcall('ZADD', done, unpack(scored))
   redis.pcall('ZREMRANGEBYSCORE', done, '-inf', now - RETENTION_MS)
@@ -22,7 +25,7 @@ end
 
 local function retire(job, outcome)
   local jk = jkey(job)
-  redis.call('HSET', jk, 'state', outcome)
+  local ended = redis.call('HSET', jk, 'state', outcome)  -- 1: it had no state, it was live
   redis.call('HDEL', jk, 'paused', 'stash')  -- paused while its last run ran: it ended
   redis.call('PEXPIRE', jk, RETENTION)
   redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION)
@@ -32,7 +35,7 @@ local function retire(job, outcome)
   -- The listing indexes are derived data, written with pcall: one of another type is
   -- skipped, never a reason to stop a retirement (a listing re-reads every job it names).
   local now = now_ms()
-  list_done(now, outcome, {now, job})
+  list_done(now, outcome, {now, job}, ended)
   redis.pcall('SREM', P .. 'paused', job)
 end
 

@@ -1,7 +1,7 @@
 -- include/settle.lua: what follows the end of an invocation: a queued occurrence of the
 -- job is released, or a finished one-off or cancelled job is retired.
 -- Provides: settle
--- Key families: layout, job:<job_id>, due:<lane>, seq, wake, skips:<job_id>,
+-- Key families: layout, events, stats, job:<job_id>, due:<lane>, seq, wake, skips:<job_id>,
 --   dead:<job_id>, bf:<job_id>,
 --   done:<state>, paused, runs:<job_id>
 

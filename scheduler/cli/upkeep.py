@@ -2,8 +2,9 @@
 ``quarantine`` (what was moved aside because it did not parse: ls, show, restore, purge).
 
 Exit codes as for every command (app.py); ``doctor`` exits 1 when it found something it
-did not repair (a dry run, or data only reported), 0 when the namespace is healthy or
-was repaired."""
+did not repair (a dry run, or data only reported), jobs lost (the scripts' count of live
+jobs above the live jobs found), or a server that evicts keys; 0 when the namespace is
+healthy or was repaired."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.model import Quarantined
+from scheduler.model import Quarantined, Reconciled
 from scheduler.stores.redis import queries, upkeep
+from scheduler.stores.redis.server_checks import eviction_state
 
 
 @main.command()
@@ -39,11 +41,23 @@ def doctor(redis_url: str | None, namespace: str, dry_run: bool, as_json: bool) 
     Repairs: a live job with no due entry and nothing running is queued again (a one-off
     at-most-once job whose run was issued is recorded as abandoned instead); a running
     count no running invocation backs is set right; a lease no running invocation backs
-    is dropped. Exit 1 if something was found and not repaired."""
+    is dropped.
+
+    Lost jobs: the live jobs found are compared with the count the scripts keep; jobs
+    counted but gone were lost by Redis (eviction, keys deleted by hand). A namespace
+    without a count (older than it) gets one, started at the jobs found, when it is
+    healthy, quiet and on a server that has not evicted keys.
+
+    Exit 1 if something was found and not repaired, jobs were lost, the server evicts, or
+    it has evicted keys and the namespace has no count to tell what was lost."""
     with open_namespace("doctor", redis_url, namespace) as store:
-        done = store.reconcile(dry_run=dry_run)
+        eviction = eviction_state(store.redis)
+        evicts = eviction is not None and eviction[0] != "noeviction"
+        evicted = eviction is None or eviction[1] > 0  # keys evicted, or cannot tell
+        # a missing count is started only on a server that never evicted (since it started)
+        done = store.reconcile(dry_run=dry_run, start_count=not evicts and not evicted)
         aside = len(store.quarantined())
-    unrepaired = [f for f in done.findings if f.action in ("reported", "none (dry run)")]
+    unrepaired = [f for f in done.findings if f.action in upkeep.UNREPAIRED]
     if as_json:
         data = {
             "scanned": done.scanned,
@@ -54,6 +68,17 @@ def doctor(redis_url: str | None, namespace: str, dry_run: bool, as_json: bool) 
             ],
             "leases_dropped": done.leases_dropped,
             "quarantined": aside,
+            "live": {
+                "counted": done.live_counted,
+                "found": done.live_found,
+                "lost": done.lost,
+                "changes_during_scan": done.churn,
+                "shards_uncounted": done.uncounted,
+                "count_started": bool(done.started),
+            },
+            "eviction": None
+            if eviction is None
+            else {"maxmemory_policy": eviction[0], "evicted_keys": eviction[1]},
         }
         click.echo(json.dumps(data, indent=2))
     else:
@@ -68,8 +93,64 @@ def doctor(redis_url: str | None, namespace: str, dry_run: bool, as_json: bool) 
             click.echo(f"{verb} {done.leases_dropped} lease(s) no running invocation backs")
         if aside:
             click.echo(f"{aside} entr(ies) in the quarantine: see `duetime quarantine ls`")
-    if unrepaired or (dry_run and done.leases_dropped):
+        for line in live_lines(done) + eviction_lines(eviction):
+            click.echo(line)
+    unknown = done.uncounted and evicted  # an evicting past and no count to tell the loss
+    if unrepaired or (dry_run and done.leases_dropped) or done.lost or evicts or unknown:
         raise SystemExit(EXIT_REFUSED)
+
+
+def live_lines(done: Reconciled) -> list[str]:
+    """What doctor says about the live-job count (upkeep.py: the count the scripts keep)."""
+    found = done.live_found
+    if done.live_counted is None and done.lost is None:
+        return [
+            f"live jobs: {found} found; lost jobs: unknown, this namespace has no count of "
+            "its live jobs (created before duetime kept one, or its stats hash was lost, "
+            "e.g. evicted); doctor starts one when the namespace is healthy and quiet on a "
+            "server that has never evicted a key (evicted_keys 0: since its start, or "
+            "CONFIG RESETSTAT)"
+        ]
+    lines = []
+    if done.started:
+        lines.append(
+            f"live jobs: {found} found; the count of live jobs starts now "
+            f"({done.started} shard(s)): jobs lost before cannot be counted"
+        )
+    elif done.live_counted is not None:
+        lines.append(f"live jobs: {found} found, {done.live_counted} counted by the scripts")
+    else:
+        lines.append(f"live jobs: {found} found; {done.uncounted} shard(s) have no count")
+    if done.lost:
+        lines.append(
+            f"LOST: {done.lost} job(s) the scripts counted as live are gone from Redis "
+            "(evicted, or their keys deleted outside duetime): enqueue them again"
+        )
+    if done.churn:
+        lines.append(
+            f"({done.churn} state change(s) during the check: the lost figure is a lower "
+            "bound; run doctor on a quiet namespace for an exact one)"
+        )
+    return lines
+
+
+def eviction_lines(eviction: tuple[str, int] | None) -> list[str]:
+    """What doctor says about the server's eviction (INFO memory and stats)."""
+    if eviction is None:
+        return ["eviction: unknown (INFO refused: grant this user +info)"]
+    policy, evicted = eviction
+    if policy != "noeviction":
+        return [
+            f"EVICTION: Redis has maxmemory-policy {policy!r} ({evicted} key(s) evicted "
+            "since it started): it deletes jobs and leases under memory pressure; set "
+            "'maxmemory-policy noeviction'"
+        ]
+    if evicted:
+        return [
+            f"eviction: Redis evicted {evicted} key(s) since it started (now noeviction): "
+            "jobs lost then are counted above if the namespace had a count"
+        ]
+    return []
 
 
 @main.group()

@@ -329,7 +329,7 @@ def diff(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]]) 
                     d.events += expand_entry({_s(k): _s(v) for k, v in fields.items()})
         elif key == "stats":
             bv, av = bv or {}, av or {}
-            for k in bv.keys() | av.keys():
+            for k in (bv.keys() | av.keys()) - {b"live", b"live_since", "live", "live_since"}:
                 delta = int(av.get(k, 0)) - int(bv.get(k, 0))
                 if delta:
                     d.stats[_s(k)] += delta

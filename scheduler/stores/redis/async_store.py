@@ -27,9 +27,11 @@ from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
 from scheduler.stores.redis import adds, scripts, shards, urls
+from scheduler.stores.redis.checks import eviction_cause
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
 from scheduler.stores.redis.replication import (
+    FAILOVER,
     RAISE_FENCE,
     Waiter,
     event_fields,
@@ -38,7 +40,7 @@ from scheduler.stores.redis.replication import (
     seq_seen,
 )
 from scheduler.stores.redis.sansio import Calls, Now, Op, Request, Scan, Script
-from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
+from scheduler.stores.redis.server_checks import UNREACHABLE, EvictionCheck, refused, unreachable
 
 T = TypeVar("T")
 RESEND_RETRIES = 2  # as RedisStore's
@@ -80,6 +82,8 @@ class AsyncStore:
         self.payload_limit = payload_limit
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self._counted = shards == 1  # a sharded namespace's count is checked once
+        self._eviction = EvictionCheck()  # the policy, checked before writes (cached)
+        self._checking: asyncio.Lock | None = None  # one check at a time, made in the loop
         self.clock = clock  # tests only: its time replaces Redis TIME (as RedisStore's)
         self.seq_high = [0] * len(self.layout.parts)  # per shard: the highest seq added
         self.lost_writes = 0
@@ -98,7 +102,27 @@ class AsyncStore:
             self._counted = await self.run(
                 shards.count_op(self.layout.parts[0], self.url, record=record)
             )
+        if record and self._eviction.due():  # a writer: an evicting Redis would lose jobs
+            await self._check_eviction()
         return self.layout
+
+    async def _check_eviction(self) -> None:
+        """The producer's check of the eviction policy (``EvictionCheck``): one task asks
+        (in a turn of its own), the others waiting at the same time take its answer."""
+        import redis
+
+        if self._checking is None:
+            self._checking = asyncio.Lock()
+        async with self._checking, self._turn():
+            if not self._eviction.due():  # answered while this task waited
+                return
+            try:
+                info: Any = await self._r.info("memory")
+            except redis.ResponseError as exc:
+                info = exc
+            except UNREACHABLE as exc:
+                raise unreachable(exc, self.url) from exc
+            self._eviction.judge(info, self.url)
 
     def _turn(self) -> asyncio.Semaphore:
         """One of IN_FLIGHT turns: an operation holds one while it talks to Redis."""
@@ -262,7 +286,13 @@ class AsyncStore:
         keys = self.layout.parts[part]
         old = await self._r.eval(RAISE_FENCE, 1, keys.prefix + "seq", self.seq_high[part])
         detail = lost_writes_detail(before, high, int(old))
-        log_data_loss(self.url, detail)
+        try:
+            cause = eviction_cause(await self._r.info("memory", "stats"))
+        except Exception:  # noqa: BLE001 - the usual cause, then
+            cause = FAILOVER
+        log_data_loss(self.url, detail, cause)
+        if cause != FAILOVER:
+            detail = f"{detail}; cause: {cause}"
         async with self._r.pipeline(transaction=False) as p:
             p.xadd(keys.events, event_fields("data_loss", detail), maxlen=10_000, approximate=True)
             p.hincrby(keys.stats, "data_loss", 1)

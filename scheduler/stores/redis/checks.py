@@ -3,6 +3,12 @@ namespace's own keys before a replica runs on them (``check_server``), and the n
 epoch afterwards, on every claim (the data-loss alarm), with the namespace events they
 record (``data_loss``, ``failover``, an operator's action).
 
+Eviction: a replica also re-checks the server every ``REPLICA_CHECK_S`` seconds while it
+runs (``watch_eviction``, from its claim path: ``INFO memory stats``, one round trip): a
+``maxmemory-policy`` that may evict, or ``evicted_keys`` grown since the last check, raises
+the data-loss alarm naming eviction; and every other data-loss alarm names eviction as its
+cause when the server evicts or has evicted keys (``loss_cause``), not a failover.
+
 The epoch is a random key each namespace holds from its first check: a claim's reply
 carries it, and a changed or vanished epoch means Redis lost the namespace's data (a
 restart without persistence, a failover to a replica that had not caught up).
@@ -11,16 +17,27 @@ restart without persistence, a failover to a replica that had not caught up).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from scheduler.stores.redis import shards
 from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.replication import event_fields
-from scheduler.stores.redis.server_checks import UNREACHABLE, check_info, check_keys, refused
+from scheduler.stores.redis.replication import FAILOVER, event_fields
+from scheduler.stores.redis.server_checks import (
+    UNREACHABLE,
+    check_info,
+    check_keys,
+    evicted_keys,
+    evicting,
+    policies,
+    refused,
+)
 from scheduler.stores.redis.server_checks import unreachable as unreachable_error
 
 log = logging.getLogger("duetime.redis")
+
+REPLICA_CHECK_S = 10.0  # seconds between a running replica's checks of eviction
 
 
 class CheckMethods:
@@ -36,6 +53,10 @@ class CheckMethods:
     keys: Keys
     namespace: str
     data_loss_alarms: int
+    _evicted: int | None  # evicted_keys at the last check (None: not a replica)
+    _policy: str  # maxmemory-policy at the last check
+    _eviction_at: float  # monotonic time of the next check
+    _eviction_cause: str | None  # the eviction seen, named by later data-loss alarms
 
     if TYPE_CHECKING:
 
@@ -55,6 +76,8 @@ class CheckMethods:
         warnings = check_info(info, self.url)
         if self._checked is not None:
             return self._checked
+        self._evicted, self._policy = evicted_keys(info), policies(info)
+        self._eviction_at = time.monotonic() + REPLICA_CHECK_S
         shards.check_count(self._r, self.keys, self.url)  # N is fixed per namespace
         self.check_keys()
         self.adopt_epoch()
@@ -101,6 +124,56 @@ class CheckMethods:
         self._epoch_owed = False
         return epoch
 
+    def watch_eviction(self, force: bool = False) -> None:
+        """A running replica's check, at most every ``REPLICA_CHECK_S`` s (``force``: now):
+        a change to an evicting ``maxmemory-policy``, or ``evicted_keys`` grown since the
+        last check, raises the data-loss alarm naming eviction. Never raises (a claim must
+        not fail for it); a store that never ran ``check_server`` (a producer) skips it."""
+        now = time.monotonic()
+        if self._evicted is None or (now < self._eviction_at and not force):
+            return
+        self._eviction_at = now + REPLICA_CHECK_S
+        try:
+            info = self._r.info("memory", "stats")
+        except Exception as exc:  # noqa: BLE001 - the next period asks again
+            log.warning("could not check Redis at %s for eviction (%s)", self.url, exc)
+            return
+        policy, count, base = policies(info), evicted_keys(info), self._evicted
+        seen = []
+        if evicting(info, self.url) is not None and policy != self._policy:
+            seen.append(f"maxmemory-policy changed from {self._policy!r} to {policy!r}")
+        if count > base:
+            seen.append(f"Redis evicted {count - base} key(s) (evicted_keys {base} -> {count})")
+        self._evicted, self._policy = count, policy  # lower: CONFIG RESETSTAT, a restart
+        if seen:
+            self._eviction_cause = f"eviction, maxmemory-policy {policy!r}"
+            self._alarm_eviction("; ".join(seen) + " while this replica ran")
+
+    def _alarm_eviction(self, what: str) -> None:
+        detail = (
+            f"eviction: {what}: under memory pressure Redis deletes keys, so jobs (lost "
+            "runs), leases (duplicate runs) and the namespace's own keys may be gone. Set "
+            "'maxmemory-policy noeviction', then run `duetime doctor` to count the jobs lost"
+        )
+        log.error("Redis at %s evicts keys (data loss): %s", self.url, detail)
+        try:
+            self._record("data_loss", detail)
+        except Exception as exc:  # noqa: BLE001 - logged above; the claim goes on
+            log.warning("could not record the eviction alarm in Redis (%s)", exc)
+
+    def loss_cause(self) -> str:
+        """What most likely lost acknowledged writes: eviction if this replica saw it, or
+        the server evicts or has evicted keys (one ``INFO``); else a failover or a restart
+        without fsync. Asked only when a loss is found (rare)."""
+        self.watch_eviction(force=True)
+        if self._eviction_cause:
+            return self._eviction_cause
+        try:
+            info = self._r.info("memory", "stats")
+        except Exception:  # noqa: BLE001 - the usual cause, then
+            return FAILOVER
+        return eviction_cause(info)
+
     def _watch_epoch(self, epoch: str) -> None:
         """Raise the alarm if the namespace's epoch changed or vanished (data loss)."""
         if self._epoch is None:
@@ -108,16 +181,20 @@ class CheckMethods:
             return
         if epoch == self._epoch:
             return
+        cause = self.loss_cause()
         log.error(
             "Redis at %s lost duetime's data for namespace %r (epoch %s -> %s): "
-            "jobs enqueued or claimed before may be gone; check persistence (AOF) "
-            "and failovers",
+            "jobs enqueued or claimed before may be gone; %s",
             self.url,
             self.namespace,
             self._epoch,
             epoch or "missing",
+            "check persistence (AOF) and failovers"
+            if cause == FAILOVER
+            else f"cause: {cause} (set maxmemory-policy noeviction)",
         )
-        self._record("data_loss", f"epoch {self._epoch} -> {epoch or 'missing'}")
+        detail = f"epoch {self._epoch} -> {epoch or 'missing'}"
+        self._record("data_loss", detail if cause == FAILOVER else f"{detail}; cause: {cause}")
         self._epoch = self._new_epoch()
 
     def _record(self, kind: str, detail: str, job: str = "") -> None:
@@ -131,3 +208,15 @@ class CheckMethods:
             )
             p.hincrby(self.keys.stats, kind, 1)
             p.execute()
+
+
+def eviction_cause(info: Any) -> str:
+    """A data-loss alarm's cause from the server's ``INFO memory stats``: eviction if it
+    evicts or has evicted keys, else a failover or a restart without fsync."""
+    count = evicted_keys(info)
+    if evicting(info, "") is not None or count:
+        return (
+            f"eviction, maxmemory-policy {policies(info)!r}: {count} key(s) evicted since "
+            "the server started"
+        )
+    return FAILOVER

@@ -28,6 +28,10 @@ def shard_tag(ns: str, shard: int = 0) -> str:
     return namespace(ns) if shard == 0 else f"{namespace(ns)}#{shard}"
 
 
+# stats fields that are not event kinds: the scripts' count of live jobs and when it began
+LIVE_FIELDS = frozenset({"live", "live_since"})
+
+
 class Keys:
     """The keys of shard ``shard`` of the ``count`` shards of namespace ``ns`` (shard 0
     of 1: the namespace's own, unsharded layout)."""
@@ -42,7 +46,8 @@ class Keys:
         self.lease = p + "lease"  # zset: token -> lease deadline (epoch ms)
         self.running = p + "running"  # hash: token -> gen|sched|attempt|stalls|fence|job
         self.events = p + "events"  # stream, capped at ~10,000
-        self.stats = p + "stats"  # hash: counters per event kind
+        # hash: counters per event kind, and the live-job count (LIVE_FIELDS, upkeep.py)
+        self.stats = p + "stats"
         self.ids = p + "ids"  # counter: JobScheduler int ids
         self.wake = p + "wake"  # pub/sub channel: due ms of a new earliest job
         self.quarantine = p + "quarantine"  # list: malformed due members (before 0.2; legacy)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypedDict
 from scheduler import timeinput
 from scheduler.model import Event
 from scheduler.stores.redis import codec, fleet
+from scheduler.stores.redis.keys import LIVE_FIELDS
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.sharded import ShardedStore
@@ -159,8 +160,13 @@ def quarantined_count(store: AnyStore) -> int:
 def counters(store: RedisStore) -> dict[str, int]:
     """The ``stats`` hash: one counter per event kind, sorted by kind."""
     raw: Mapping[str, str] = store.redis.hgetall(store.keys.stats)
-    # a counter that is not an integer (garbage) is left out, never a failed readout
-    return {kind: int(n) for kind, n in sorted(raw.items()) if codec.is_int(n)}
+    # a counter that is not an integer (garbage) is left out, never a failed readout; the
+    # live count is not an event kind (doctor reads it)
+    return {
+        kind: int(n)
+        for kind, n in sorted(raw.items())
+        if codec.is_int(n) and kind not in LIVE_FIELDS
+    }
 
 
 def data_loss_alarms(store: RedisStore) -> int:

@@ -75,13 +75,13 @@ def lost_writes_detail(before: int, high: int, old: int) -> str:
     )
 
 
-def log_data_loss(url: str, detail: str) -> None:
-    """The ERROR line of a ``data_loss`` alarm (the sync store's and AsyncClient's)."""
-    log.error(
-        "Redis at %s lacks writes it acknowledged (a failover or a restart without fsync): %s",
-        url,
-        detail,
-    )
+FAILOVER = "a failover or a restart without fsync"  # the cause named unless eviction is seen
+
+
+def log_data_loss(url: str, detail: str, cause: str = FAILOVER) -> None:
+    """The ERROR line of a ``data_loss`` alarm (the sync store's and AsyncClient's);
+    ``cause``: what lost the writes, as far as the store can tell (checks.loss_cause)."""
+    log.error("Redis at %s lacks writes it acknowledged (%s): %s", url, cause, detail)
 
 
 def event_fields(kind: str, detail: str, job: str = "") -> dict[str, str]:
@@ -205,6 +205,7 @@ class ReplicationWatch:
         self.lost_claims = 0
         self.lost_writes = 0
         self.recent = RecentAdds()
+        self.cause: Callable[[], str] = lambda: FAILOVER  # the store's loss_cause
 
     def after_claim(
         self, high: int, fence_before: int | None, fences: Sequence[int], reported: bool = False
@@ -283,8 +284,9 @@ class ReplicationWatch:
         return len(missing)
 
     def _alarm(self, detail: str) -> None:
-        log_data_loss(self._url, detail)
-        self._record("data_loss", detail)
+        cause = self.cause()
+        log_data_loss(self._url, detail, cause)
+        self._record("data_loss", detail if cause == FAILOVER else f"{detail}; cause: {cause}")
 
     def refresh(self) -> None:
         """With a Sentinel URL, ask the sentinels who the primary is, at most every REFRESH

@@ -30,19 +30,118 @@ def check_info(info: Mapping[str, Any], url: str) -> list[str]:
             f"Redis {info.get('redis_version')} at {url} is too old: duetime needs "
             f"{MIN_REDIS[0]}.{MIN_REDIS[1]} or newer (script shebangs, TIME in scripts)"
         )
-    policy = info.get("maxmemory_policy", "noeviction")
-    if policy != "noeviction":
-        raise StoreConfigError(
-            f"Redis at {url} has maxmemory-policy {policy!r}: under memory pressure it "
-            "would evict leases (duplicate runs) or jobs (lost runs). Set 'maxmemory-policy "
-            "noeviction' in redis.conf (or CONFIG SET maxmemory-policy noeviction)"
-        )
+    refused = evicting(info, url)
+    if refused is not None:
+        raise refused
     if not info.get("aof_enabled"):
         return [
             f"Redis at {url} has AOF off: a restart loses recent jobs and claims; set "
             "'appendonly yes' (and 'appendfsync always' for the strict contract)"
         ]
     return []
+
+
+def node_infos(reply: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """An ``INFO`` reply as one mapping per server: a cluster client asks every node and
+    answers ``{node: info}``; a plain client answers the one server's mapping."""
+    values = list(reply.values())
+    if values and all(isinstance(v, Mapping) for v in values):
+        return values
+    return [reply]
+
+
+def evicting(info: Mapping[str, Any], url: str) -> StoreConfigError | None:
+    """The refusal of a server (any node of a cluster) whose ``maxmemory-policy`` may
+    evict keys, saying how to fix it; None under ``noeviction``. Replicas raise it at
+    start, producers before they enqueue (``EvictionCheck``): one message for both."""
+    for node in node_infos(info):
+        policy = node.get("maxmemory_policy", "noeviction")
+        if policy != "noeviction":
+            return StoreConfigError(
+                f"Redis at {url} has maxmemory-policy {policy!r}: under memory pressure it "
+                "would evict leases (duplicate runs) or jobs (lost runs). Set "
+                "'maxmemory-policy noeviction' in redis.conf (or CONFIG SET "
+                "maxmemory-policy noeviction)"
+            )
+    return None
+
+
+def evicted_keys(info: Mapping[str, Any]) -> int:
+    """``evicted_keys`` of ``INFO stats``, summed over a cluster's nodes."""
+    return sum(int(node.get("evicted_keys", 0) or 0) for node in node_infos(info))
+
+
+def policies(info: Mapping[str, Any]) -> str:
+    """The ``maxmemory-policy`` of the server (of each node, if they differ)."""
+    found = sorted({str(n.get("maxmemory_policy", "noeviction")) for n in node_infos(info)})
+    return ", ".join(found)
+
+
+def eviction_state(client: Any) -> tuple[str, int] | None:
+    """The server's ``maxmemory-policy`` (each node's, if they differ) and its
+    ``evicted_keys`` since it started (``duetime doctor``); None if ``INFO`` is refused."""
+    import redis
+
+    try:
+        info = client.info("memory", "stats")
+    except redis.ResponseError:
+        return None
+    return policies(info), evicted_keys(info)
+
+
+PRODUCER_CHECK_S = 60.0  # seconds a producer's check of the eviction policy is trusted
+
+
+class EvictionCheck:
+    """A producer's cached check of the eviction policy (``INFO memory``, which a
+    least-privilege user with ``+info`` may run; ``CONFIG GET`` is often denied): asked
+    before the first write, then again when the last good answer is ``PRODUCER_CHECK_S``
+    old, so an enqueue costs no extra round trip in between. A refusal is not cached (the
+    next write asks again, and sees a fix at once). A server that refuses ``INFO`` (an ACL
+    without ``+info``, a proxy or a fake that lacks it) is logged once (a warning) and not
+    asked again for the period: the write goes on."""
+
+    def __init__(self, period: float = PRODUCER_CHECK_S) -> None:
+        self.period = period
+        self._good_until = 0.0
+        self._warned = False
+
+    def due(self) -> bool:
+        """True when the policy must be asked again (a clock read: the hot path)."""
+        return time.monotonic() >= self._good_until
+
+    def judge(self, info: Mapping[str, Any] | Exception, url: str) -> None:
+        """Take ``INFO memory``'s answer (or the error it raised): raise the refusal under
+        an evicting policy; else trust it for the period."""
+        if isinstance(info, Exception):
+            text = str(info)
+            if not any(t in text for t in ("NOPERM", "no permissions", "unknown command")):
+                raise info
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "cannot check the eviction policy of Redis at %s (INFO refused: %s): "
+                    "grant this user +info, or an evicting policy may lose jobs unnoticed",
+                    url,
+                    info,
+                )
+        else:
+            refused = evicting(info, url)
+            if refused is not None:
+                raise refused
+        self._good_until = time.monotonic() + self.period
+
+    def check(self, client: Any, url: str) -> None:
+        """The sync producer's check (``RedisStore.add``/``add_many``)."""
+        if not self.due():
+            return
+        import redis
+
+        try:
+            info: Mapping[str, Any] | Exception = client.info("memory")
+        except redis.ResponseError as exc:
+            info = exc
+        self.judge(info, url)
 
 
 class WrongServerError(StoreConfigError):

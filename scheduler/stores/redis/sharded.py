@@ -265,6 +265,7 @@ class ShardedStore(WakeSubscriptions):
     ) -> ClaimBatch:
         """``claim_due``'s rounds, ``send(shard, asked)`` claiming from one shard."""
         self._count(record=True)
+        self.shards[0].watch_eviction()  # shard 0 ran check_server: the server's watch
         left = {lane: max(0, int(n)) for lane, n in capacity.items()}
         now = self.clock.now()
         estimates = self._estimates
@@ -351,10 +352,12 @@ class ShardedStore(WakeSubscriptions):
 
     # ---- upkeep: the reconciler and the quarantine, shard by shard -----------------------
 
-    def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        """``RedisStore.reconcile`` on every shard, added up."""
+    def reconcile(self, *, dry_run: bool = False, start_count: bool = False) -> Reconciled:
+        """``RedisStore.reconcile`` on every shard, added up (one live count per shard)."""
         self._count()
-        return upkeep.sum_reconciled([s.reconcile(dry_run=dry_run) for s in self.shards])
+        return upkeep.sum_reconciled(
+            [s.reconcile(dry_run=dry_run, start_count=start_count) for s in self.shards]
+        )
 
     def quarantined(self) -> list[Quarantined]:
         self._count()

@@ -43,6 +43,7 @@ from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
 from scheduler.stores.redis.server_checks import (
     UNREACHABLE,
+    EvictionCheck,
     StoreConfigError,
     StoreCorruptError,
     StoreFullError,
@@ -119,6 +120,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
         self._counted = False  # the namespace's shard count checked before a first add
+        self._eviction = EvictionCheck()  # a producer's cached check of the policy
         self.data_loss_alarms = 0
         self._upkeep_at = 0.0  # monotonic time of the next reconciler pass (upkeep.py)
         # claim request ids: this store's random prefix and a count (claim.lua keeps the
@@ -131,6 +133,11 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self._init_subscriptions()
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
+        self.replication.cause = self.loss_cause
+        self._evicted: int | None = None  # eviction watch (checks.py): set by check_server
+        self._policy = "noeviction"
+        self._eviction_at = 0.0
+        self._eviction_cause: str | None = None
 
     @property
     def parts(self) -> list[RedisStore]:
@@ -234,6 +241,9 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         if not self._counted:  # a sharded namespace (another count) would not find the job
             with self.reachable():
                 self._counted = shards.check_count(self._r, self.keys, self.url)
+        if self._eviction.due():  # an evicting Redis would lose the job: refused
+            with self.reachable():
+                self._eviction.check(self._r, self.url)
         return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
 
     def redis_now_ms(self) -> int:
@@ -321,6 +331,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         ``claimed`` needs to read its reply; runs the reconciler first when it is due."""
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
+        self.watch_eviction()  # a clock read, and INFO every REPLICA_CHECK_S seconds
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
         lease_ms = "" if lease is None else _ms(lease)
         argv = [owner, next(self._request_ids), lease_ms, self._served_arg(), *pairs]

@@ -9,6 +9,20 @@ SCAN from a cursor kept in Redis, shared by replicas, never ``KEYS``); replicas 
 pass when they start and then once per resync period, and ``duetime doctor`` runs a full
 scan on demand.
 
+The live-job count: the scripts keep, in the ``stats`` hash, ``live``: +1 when add.lua
+creates a job (or replaces a retired one), retry.lua makes a retired job live again or
+restore.lua puts one back; -1 when a job retires (a one-off's last run ended, dead letter,
+cancel, abandoned), is deleted or is moved aside. ``live_since`` says when the count began:
+add.lua sets it on a new namespace's first job; a namespace older than the count, or one
+whose ``stats`` hash was lost (evicted, deleted by hand), has none, and its count is
+unknown: ``duetime doctor`` says so, and starts it (``START_COUNT``) at the live jobs it
+found when the namespace is healthy, quiet during its scan, and the server has not evicted
+a key since it started.
+``duetime doctor`` compares the count with the live jobs (keys not retired) its full scan
+finds: the difference is jobs lost by Redis (eviction, a key deleted by hand). Exact on
+a quiet namespace; when jobs change during the scan, a lower bound (the count minus what
+was found minus the state changes recorded meanwhile).
+
 The quarantine is the one place where data that does not parse ends (the scripts move it
 there: see lua/README.md): the ``quarantined`` hash holds a JSON record per entry, and
 ``quarantined:<id>`` the raw data, until an operator restores (restore.lua) or purges
@@ -18,6 +32,7 @@ of bare due members: it is listed, and purged by ``purge(ALL)``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -25,7 +40,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.keys import LIVE_FIELDS, Keys
 from scheduler.stores.redis.sansio import Calls, Op, Scan, Script, one, run_on
 
 PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
@@ -66,10 +81,14 @@ class UpkeepMethods:
         self._upkeep_at = time.monotonic() + self.resync
         background_pass(self)
 
-    def reconcile(self: UpkeepStore, *, dry_run: bool = False) -> Reconciled:
-        """Check every job once (``duetime doctor``); repair unless ``dry_run``."""
+    def reconcile(
+        self: UpkeepStore, *, dry_run: bool = False, start_count: bool = False
+    ) -> Reconciled:
+        """Check every job once (``duetime doctor``); repair unless ``dry_run``; compare
+        the live jobs found with the scripts' count (``start_count``: start a missing count
+        when the namespace is healthy and quiet: see the module docstring)."""
         with self.reachable():
-            return reconcile_all(self, dry_run)
+            return reconcile_all(self, dry_run, start_count)
 
     def quarantined(self: UpkeepStore) -> list[Quarantined]:
         """What was moved aside because it did not parse, oldest first."""
@@ -104,26 +123,107 @@ def reconcile_pass(store: UpkeepStore, count: int = PASS_KEYS) -> Reconciled:
     return _reconciled(reply, reply["cursor"] == "0")
 
 
-def reconcile_all(store: UpkeepStore, dry_run: bool = False) -> Reconciled:
+def reconcile_all(
+    store: UpkeepStore, dry_run: bool = False, start_count: bool = False
+) -> Reconciled:
     """A full scan of the namespace from a cursor of its own (the shared one is left
-    alone): every job checked once, repaired unless ``dry_run``."""
-    return run_on(store, reconcile_op(store.keys, dry_run))
+    alone): every job checked once, repaired unless ``dry_run``, and the live jobs found
+    compared with the scripts' count."""
+    return run_on(store, reconcile_op(store.keys, dry_run, start_count))
 
 
-def reconcile_op(keys: Keys, dry_run: bool = False) -> Op[Reconciled]:
+# Start the live count at ARGV[1] jobs (KEYS[1]: stats) if it has none and its event
+# counters still add up to ARGV[2] (nothing changed since doctor's scan began); 1 if started.
+START_COUNT = """
+local got = redis.call('HGETALL', KEYS[1])
+local sum = 0
+for i = 1, #got, 2 do
+  if got[i] == 'live_since' then return 0 end
+  if got[i] ~= 'live' then sum = sum + (tonumber(got[i + 1]) or 0) end
+end
+if sum ~= tonumber(ARGV[2]) then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'live', ARGV[1], 'live_since', string.format('%d', now))
+return 1
+"""
+START_SHA = hashlib.sha1(START_COUNT.encode()).hexdigest()
+
+
+def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -> Op[Reconciled]:
     """``reconcile_all`` as an operation (sansio.py)."""
-    cursor, scanned, leases = "0", 0, 0
+    cursor, scanned, leases, live = "0", 0, 0, 0
     findings: list[Finding] = []
+    before = yield from _stats_op(keys)
     while True:
         args = (DOCTOR_KEYS, "1" if dry_run else "0", cursor)
         reply = json.loads((yield Script(keys.shard, "reconcile", args)))
         scanned += reply["scanned"]
         leases = max(leases, reply["leases"])
+        live += int(reply.get("live") or 0)
         findings += _reconciled(reply, False).findings
         cursor = reply["cursor"]
         if cursor == "0":
-            findings += yield from undecodable_op(keys, {f.job_id for f in findings})
-            return Reconciled(scanned, tuple(findings), leases, True)
+            break
+    findings += yield from undecodable_op(keys, {f.job_id for f in findings})
+    after = yield from _stats_op(keys)
+    # the state changes others recorded during the scan: this scan's repairs each recorded
+    # one event; those that ended a live job (abandoned, moved aside; recounted may retire
+    # a cancelled one) were counted before and not found after
+    own = [f for f in findings if f.action in OWN_EVENTS]
+    churn = max(0, abs(_events_total(after) - _events_total(before)) - len(own))
+    ended = sum(1 for f in findings if f.action in OWN_ENDS)
+    counted = _live_count(before)
+    lost = None if counted is None else max(0, counted - live - ended - churn)
+    started = 0
+    healthy = not any(f.action in UNREPAIRED for f in findings)
+    if counted is None and start_count and not dry_run and churn == 0 and healthy:
+        start: tuple[Any, ...] = (START_SHA, 1, keys.stats, live, _events_total(before))
+        # SCRIPT LOAD (every node of a cluster), then EVALSHA: what a least-privilege ACL allows
+        yield Calls(keys.shard, (("script_load", (START_COUNT,), {}),))
+        (started,) = yield Calls(keys.shard, (("evalsha", start, {}),))
+        if started:
+            counted, lost = live, 0
+    return Reconciled(
+        scanned,
+        tuple(findings),
+        leases,
+        True,
+        live_counted=counted,
+        live_found=live,
+        lost=lost,
+        churn=churn,
+        uncounted=int(counted is None),
+        started=int(started),
+    )
+
+
+UNREPAIRED = ("reported", "none (dry run)")  # a finding's action when nothing was repaired
+OWN_EVENTS = ("requeued", "rescored", "abandoned", "moved aside")  # one event each
+OWN_ENDS = ("abandoned", "moved aside", "recounted")  # may have ended a live job
+
+
+def _stats_op(keys: Keys) -> Op[dict[str, str] | None]:
+    """The ``stats`` hash (None: not a hash, garbage)."""
+    (got,) = yield Calls(keys.shard, (("hgetall", (keys.stats,), {}),), lenient=True)
+    return got if isinstance(got, dict) else None
+
+
+def _events_total(stats: dict[str, str] | None) -> int:
+    """The sum of the event counters in ``stats``: it moves with every state change."""
+    return sum(int(v) for k, v in (stats or {}).items() if k not in LIVE_FIELDS and _is_int(v))
+
+
+def _live_count(stats: dict[str, str] | None) -> int | None:
+    """The scripts' count of live jobs, or None when there is none (no ``live_since``)."""
+    if not stats or "live_since" not in stats:
+        return None
+    value = stats.get("live", "0")
+    return int(value) if _is_int(value) else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 19
 
 
 def undecodable_op(keys: Keys, known: set[str]) -> Op[list[Finding]]:
@@ -165,12 +265,21 @@ def _reconciled(reply: dict[str, Any], complete: bool) -> Reconciled:
 
 
 def sum_reconciled(each: list[Reconciled]) -> Reconciled:
-    """Several shards' full scans as one."""
+    """Several shards' full scans as one (one count per shard, summed: the count is None
+    if any shard has none; ``lost`` adds up the shards that have one)."""
+    counted = [r.live_counted for r in each]
+    lost = [r.lost for r in each if r.lost is not None]
     return Reconciled(
         sum(r.scanned for r in each),
         tuple(f for r in each for f in r.findings),
         sum(r.leases_dropped for r in each),
         all(r.complete for r in each),
+        live_counted=None if None in counted else sum(c or 0 for c in counted),
+        live_found=sum(r.live_found for r in each),
+        lost=sum(lost) if lost else None,
+        churn=sum(r.churn for r in each),
+        uncounted=sum(r.uncounted for r in each),
+        started=sum(r.started for r in each),
     )
 
 
