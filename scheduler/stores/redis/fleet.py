@@ -86,24 +86,23 @@ class Serving(NamedTuple):
     unknown: tuple[str, ...] = ()  # live replicas whose tasks are not registered (yet)
 
     def lacks(self, task: str) -> bool:
-        """True when no live replica serves ``task``: its jobs wait (they are not claimed,
-        not failed) until one that has it claims. False while a live replica's tasks are
-        unknown (it may serve it)."""
-        if self.unknown:
+        """True when replicas are alive but none serves ``task``: its jobs wait (they are
+        not claimed, not failed) until one that has it claims. False while a live
+        replica's tasks are unknown (it may serve it), and when no replica is alive at all
+        (then nothing runs: ``stats`` and the no-live-replica alert say so)."""
+        if self.unknown or not self.by_replica:
             return False
         return not any(t is None or task in t for t in self.by_replica.values())
 
     def why_waiting(self, task: str) -> str | None:
-        """``"no live replica serves task 'x'"`` with who serves what, or None."""
+        """``"no live replica serves task 'x' (live replicas serve ...)"``, or None."""
         if not self.lacks(task):
             return None
         served = "; ".join(
             f"{o}: {'every task' if t is None else ', '.join(t) or 'no task'}"
             for o, t in self.by_replica.items()
         )
-        return f"no live replica serves task {task!r}" + (
-            f" (live replicas serve {served})" if served else " (no replica is alive)"
-        )
+        return f"no live replica serves task {task!r} (live replicas serve {served})"
 
 
 def serving(store: AnyStore) -> Serving:

@@ -116,7 +116,7 @@ class EvictionCheck:
         if isinstance(info, Exception):
             text = str(info)
             if not any(t in text for t in ("NOPERM", "no permissions", "unknown command")):
-                raise info
+                raise handshake_refused(info, url) or info  # a wrong URL says what is wrong
             if not self._warned:
                 self._warned = True
                 log.warning(
