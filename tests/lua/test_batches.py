@@ -9,18 +9,10 @@ import pytest
 import redis
 
 from scheduler.model import After, Commit, Overlap
-from scheduler.stores.redis import RedisStore
 from tests.helpers import every, spec
 from tests.lua.test_scripts import NOW, attempt, changed, claim, dump, events, job, kinds, raw
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def rs(redis_url, redis_ns, clock):
-    s = RedisStore(redis_url, redis_ns, clock=clock)
-    yield s
-    s.close()
 
 
 # differ between two jobs completed the same way

@@ -8,19 +8,11 @@ import pytest
 from scheduler.model import Cron, Every
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claims import claim_reply
-from scheduler.testing import FakeClock
 from tests.conftest import START
 from tests.helpers import spec
 from tests.lua.test_scripts import dump, raw
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def rs(redis_url: str, redis_ns: str, clock: FakeClock):
-    s = RedisStore(redis_url, redis_ns, clock=clock)
-    yield s
-    s.close()
 
 
 def job_hash(rs: RedisStore, redis_client, job: str) -> dict[str, str]:

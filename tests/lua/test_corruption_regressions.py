@@ -18,13 +18,6 @@ GOOD = 30
 REPLICAS = ("r1", "r2", "r3")
 
 
-@pytest.fixture
-def rs(redis_url, redis_ns, clock):
-    s = RedisStore(redis_url, redis_ns, clock=clock)
-    yield s
-    s.close()
-
-
 def plant(rs: RedisStore, corrupt) -> list[str]:
     """GOOD one-off jobs due now, with the bad one added in the middle (FIFO order)."""
     good = [f"g{i:02d}" for i in range(GOOD)]

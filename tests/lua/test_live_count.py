@@ -7,20 +7,12 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import After, Commit, Delivery, Every
-from scheduler.stores.redis import RedisStore, StoreCorruptError, redo
+from scheduler.stores.redis import StoreCorruptError, redo
 from scheduler.stores.redis.sharded import ShardedStore
-from scheduler.testing import FakeClock
 from tests.helpers import spec
 from tests.lua.corruption import dump
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def rs(redis_url: str, redis_ns: str, clock: FakeClock):
-    s = RedisStore(redis_url, redis_ns, clock=clock)
-    yield s
-    s.close()
 
 
 def count(rs) -> tuple[int | None, int, int | None]:

@@ -19,7 +19,6 @@ import redis
 from scheduler.model import After, At, Commit, Delivery, JobSpec, RetryPolicy, TaskRef
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claims import ClaimReply, claim_reply
-from scheduler.testing import FakeClock
 from tests.conftest import START
 from tests.helpers import every, spec
 from tests.lua.corruption import expand_entry
@@ -44,13 +43,6 @@ ADD_ARGV = {  # add.lua's ARGV[3..13], a valid one-off due now
 
 
 # ---- helpers ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def rs(redis_url: str, redis_ns: str, clock: FakeClock):
-    s = RedisStore(redis_url, redis_ns, clock=clock)
-    yield s
-    s.close()
 
 
 def add_args(**change: str) -> list[str]:
