@@ -117,6 +117,16 @@ class MemorySteering(MemoryViews):
         heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
         return max(0.0, p.due - now)
 
+    def _pend_locked(self, job: JobRecord, p: Pending) -> float | None:
+        """A new start of a job (a retry, a re-run after a lost lease, a run handed back):
+        due in its lane, or kept in the stash while the job is paused (a pause holds every
+        new start, docs/guarantees.md). Returns the due-in to wake dispatchers with, or
+        None (stashed)."""
+        if job.paused is not None:
+            job.paused.append(p)
+            return None
+        return self._push_locked(job, p)
+
     def _drop_pending_locked(self, job: JobRecord) -> None:
         heap = self._heaps.get(job.spec.lane)
         if heap is not None:

@@ -270,7 +270,7 @@ class MemoryStore(MemorySteering):
             self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
             if same:
                 assert job is not None
-                woke = self._push_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
+                woke = self._pend_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
         elif how == "succeeded":
             self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
             if job is not None:
@@ -283,7 +283,7 @@ class MemoryStore(MemorySteering):
             assert job is not None
             job.last_error, job.last_traceback = error, traceback
             self._event_locked(now, "retried", r.job_id, r.scheduled, r.attempt, error)
-            woke = self._push_locked(
+            woke = self._pend_locked(
                 job, Pending(r.scheduled, r.attempt + 1, now + retry_in, stalls=r.stalls)
             )
         else:
@@ -356,10 +356,8 @@ class MemoryStore(MemorySteering):
                 self._event_locked(now, "abandoned", r.job_id, r.scheduled, r.attempt)
             elif live and r.stalls + 1 < r.spec.retry.max_stalls:
                 assert job is not None
-                self._push_locked(
-                    job, Pending(r.scheduled, r.attempt + 1, now, stalls=r.stalls + 1)
-                )
-                woke = True
+                pend = Pending(r.scheduled, r.attempt + 1, now, stalls=r.stalls + 1)
+                woke = self._pend_locked(job, pend) is not None or woke
             elif job is not None:
                 ev = Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, "lease lost")
                 self._events.append(ev)
