@@ -1,6 +1,7 @@
-"""A pause holds every new start of a job, in every store (docs/guarantees.md, "Pause, resume and trigger"):
-a retry of a failure, a re-run after a lost lease and a run handed back wait while the job
-is paused, also when the pause lands while the invocation runs, and start after resume.
+"""A pause holds every new start of a job, in every store (docs/guarantees.md, "Pause,
+resume and trigger"): a retry of a failure, a re-run after a lost lease and a run handed
+back wait while the job is paused, also when the pause lands while the invocation runs,
+and start after resume.
 
 Driven directly with a fake clock, as the contract suite (test_store.py)."""
 
