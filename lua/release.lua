@@ -1,9 +1,11 @@
 #!lua flags=allow-oom
 -- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
--- by a shutting-down replica so nobody waits for its lease). Token-checked. Decide, then
--- write: the RUNNING entry and the job are checked before the first write; one that does
--- not parse is moved aside (include/commit.lua), and a corrupt namespace key stops the
--- call before any write.
+-- by a shutting-down replica so nobody waits for its lease). A one-off's first run is
+-- pending again exactly as before its claim (its entry, `next`: trigger brings it forward
+-- and readouts show when it is due); any other run waits as a retry entry. Token-checked.
+-- Decide, then write: the RUNNING entry and the job are checked before the first write;
+-- one that does not parse is moved aside (include/commit.lua), and a corrupt namespace key
+-- stops the call before any write.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
@@ -37,7 +39,11 @@ local jk, r, f = jkey(job), plan.r, plan.f or {}
 redis.call('HSET', jk, 'last_token', token)
 event(now, 'released', job, r.sched, r.attempt, '')
 if f.gen == r.gen and f.cancelled ~= '1' then
-  push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched)
+  if r.attempt == 1 and f.kind ~= 'every' and f.kind ~= 'cron' and (f.e or '') == '' then
+    push_series(job, f.lane, r.sched, 0)  -- a one-off's first run: pending as before its claim
+  else
+    push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched)
+  end
 end
 settle(now, job, 'released')
 return 'ok'

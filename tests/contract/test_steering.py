@@ -1,7 +1,7 @@
-"""A pause holds every new start of a job, in every store (docs/guarantees.md, "Pause,
-resume and trigger"): a retry of a failure, a re-run after a lost lease and a run handed
-back wait while the job is paused, also when the pause lands while the invocation runs,
-and start after resume.
+"""Pause and trigger, alike in every store (docs/guarantees.md, "Pause, resume and
+trigger"): a pause holds every new start of a job (a retry of a failure, a re-run after a
+lost lease, a run handed back), also when it lands while the invocation runs, until resume;
+a one-off handed back is pending as before its claim, and trigger brings it forward.
 
 Driven directly with a fake clock, as the contract suite (test_store.py)."""
 
@@ -66,3 +66,17 @@ def test_a_run_handed_back_while_the_job_is_paused_waits_for_resume(store, clock
     assert store.resume("a") is True
     (again,) = claim(store)
     assert (again.job_id, again.attempt) == ("a", 1)
+
+
+def test_a_one_off_handed_back_is_pending_as_before_and_trigger_brings_it_forward(store, clock):
+    store.add(spec("a", After(5)))
+    clock.advance(5)
+    (c,) = claim(store)
+    assert store.release(c) is Commit.OK
+    info = store.get("a")
+    assert (info.state, info.next_run) == ("scheduled", c.scheduled)  # when it is due
+    clock.advance(1)
+    assert store.trigger("a") is True  # a waiting one-off: brought forward, not doubled
+    (again,) = claim(store)
+    assert (again.job_id, again.attempt) == ("a", 1)
+    assert claim(store) == []
