@@ -238,7 +238,7 @@ class AsyncClient:
 
         jid, st = validation.job_id(job_id), self._native()
         layout = await st.checked()
-        return redo.queued(await st.run(redo.retry_op(layout.part(jid), jid)))
+        return (await st.run(redo.retry_op(layout.part(jid), jid))).count()
 
     async def retry_failed(self, task: str | None = None) -> dict[str, int]:
         if self.sync is not None:

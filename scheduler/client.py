@@ -24,7 +24,7 @@ from scheduler import timeinput, validation
 from scheduler.errors import ClientClosedError, JobNotFoundError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
-from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Store, Upkeep
+from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Redo, Store, Upkeep
 from scheduler.stores.redis.server_checks import StoreFullError, not_interrupted
 
 if TYPE_CHECKING:
@@ -193,7 +193,10 @@ class Client:
 
     def _shared(self) -> Any:
         if not hasattr(self.store, "parts"):
-            raise TypeError("listing, retry and delete need the shared (Redis) store")
+            raise TypeError(
+                "list_jobs pages through a shared (Redis) store; in process, jobs() lists "
+                "every job with its state"
+            )
         return self.store
 
     def list_jobs(
@@ -222,24 +225,23 @@ class Client:
         failed one-off is live again); recorded as a ``retried_by_operator`` event.
         Returns how many were queued; raises ``JobNotFoundError`` for an unknown job and
         ``ValueError`` when there is nothing to retry (running, or no dead letter)."""
-        from scheduler.stores.redis import redo
-
-        return redo.queued(redo.retry(self._shared(), validation.job_id(job_id)))
+        return self._redo().retry(validation.job_id(job_id)).count()
 
     def retry_failed(self, task: str | None = None) -> dict[str, int]:
         """``retry`` every job with dead letters (of ``task`` if given): job id -> how many
         invocations were queued (0: refused meanwhile, e.g. running)."""
-        from scheduler.stores.redis import redo
-
-        return {r.job_id: r.queued for r in redo.retry_failed(self._shared(), task)}
+        return {r.job_id: r.queued for r in self._redo().retry_failed(task)}
 
     def delete(self, job_id: str) -> bool:
         """Remove the job and everything it owns (its hash, pending invocations, skips, dead
         letters, backfill record, index entries). A running invocation may finish; its
         outcome is then dropped. False if there was no such job."""
-        from scheduler.stores.redis import redo
+        return self._redo().delete(validation.job_id(job_id))
 
-        return redo.delete(self._shared(), validation.job_id(job_id))
+    def _redo(self) -> Redo:
+        if not isinstance(self.store, Redo):
+            raise TypeError(f"{type(self.store).__name__} does not retry or delete jobs")
+        return self.store
 
     # ---- upkeep (a shared store; the in-process store never holds malformed data) -------
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from scheduler.errors import JobNotFoundError
+
 
 class Misfire(str, enum.Enum):
     """What to do with occurrences of a recurring job that were missed (claimed more than
@@ -378,3 +380,30 @@ class Quarantined:
     due: float | None  # that entry's due time, epoch seconds
     key_type: str  # the job key's type when it was moved ("none": there was no key)
     legacy: bool = False  # an entry of the list older versions wrote (a bare due member)
+
+
+RETRY_REFUSALS = {
+    "unknown": "there is no such job (finished jobs are kept for a day)",
+    "running": "an invocation of it is running; retry once it ended",
+    "not_failed": "it has no dead letter to retry (it did not fail, or it was cancelled)",
+}
+
+
+@dataclass(frozen=True)
+class Retried:
+    """What an operator's ``retry`` did to one job: ``queued`` invocations (0: refused,
+    ``refused`` is the code: unknown, running, not_failed; ``RETRY_REFUSALS`` says why)."""
+
+    job_id: str
+    queued: int
+    refused: str = ""
+
+    def count(self) -> int:
+        """How many invocations were queued; ``JobNotFoundError`` for an unknown job,
+        ``ValueError`` saying why for a refusal (``Client.retry``)."""
+        if self.refused == "unknown":
+            raise JobNotFoundError(self.job_id)
+        if self.refused:
+            why = RETRY_REFUSALS[self.refused]
+            raise ValueError(f"job {self.job_id!r} cannot be retried: {why}")
+        return self.queued

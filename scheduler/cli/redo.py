@@ -22,6 +22,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
+from scheduler.model import RETRY_REFUSALS
 from scheduler.stores.redis import fleet, namespaces, queries, redo
 
 
@@ -68,7 +69,7 @@ def retry(
             done = redo.retry(store, job_id_of(job_id))
             data = {"job_id": done.job_id, "queued": done.queued, "refused": done.refused}
             if done.refused:
-                why = redo.RETRY_REFUSALS[done.refused]
+                why = RETRY_REFUSALS[done.refused]
                 _emit(as_json, data, f"cannot retry job {job_id!r}: {why}", EXIT_REFUSED)
             _unserved(store, namespace)
             _emit(as_json, data, f"retried job {job_id!r}: {done.queued} invocation(s) due now")

@@ -39,6 +39,7 @@ from scheduler.model import (
     JobSpec,
     Quarantined,
     Reconciled,
+    Retried,
 )
 
 WakeListener = Callable[[float | None], None]
@@ -249,6 +250,26 @@ class Retiring(Protocol):
 
     def retire(self, owner: str) -> None:
         """``owner`` stopped claiming for good: drop it from the live replicas now."""
+        ...
+
+
+@runtime_checkable
+class Redo(Protocol):
+    """A store in which an operator redoes work: retry what failed, delete a job (both
+    stores; a shared one through ``stores/redis/redo.py``)."""
+
+    def retry(self, job_id: str) -> Retried:
+        """Queue every dead-lettered invocation of the job again, due now, at attempt 1
+        (a failed one-off is live again); refused while it runs or without dead letters."""
+        ...
+
+    def retry_failed(self, task: str | None = None) -> list[Retried]:
+        """``retry`` every job with dead letters (of ``task`` if given)."""
+        ...
+
+    def delete(self, job_id: str) -> bool:
+        """Remove the job and what it owns; a running invocation may finish (its outcome
+        is dropped). False if there was no such job."""
         ...
 
 

@@ -1,4 +1,5 @@
-"""MemoryStore's steering of jobs: cancel, pause, resume, trigger and backfill, and the
+"""MemoryStore's steering of jobs: cancel, pause, resume, trigger and backfill, an
+operator's redo (retry, delete), and the
 primitives every change of the store goes through (a pending invocation pushed or
 dropped, an event recorded, a finished job retired).
 
@@ -11,9 +12,12 @@ from __future__ import annotations
 import itertools
 
 from scheduler.heap import DueEntry, DueHeap
+from scheduler.model import Retried, describe_target
 from scheduler.stores.memory import series
 from scheduler.stores.memory.records import JobRecord, Pending
 from scheduler.stores.memory.views import MemoryViews
+
+ENDED_FOR_GOOD = ("cancelled", "succeeded")  # retry refuses these ("not_failed")
 
 
 class MemorySteering(MemoryViews):
@@ -103,6 +107,60 @@ class MemorySteering(MemoryViews):
         if runs:
             self._wake(0.0)
         return len(runs)
+
+    # ---- an operator's redo ----------------------------------------------------------
+
+    def retry(self, job_id: str) -> Retried:
+        """``Redo`` (base.py), as retry.lua does it: every dead-lettered invocation again,
+        each once, due now, at attempt 1; a failed one-off is live again."""
+        with self._lock:
+            job = self._jobs.get(job_id) or self._history.get(job_id)
+            if job is None:
+                return Retried(job_id, 0, "unknown")
+            if self._running_per_job.get(job_id):
+                return Retried(job_id, 0, "running")
+            scheds = list(dict.fromkeys(d.scheduled for d in job.dead_letters or ()))
+            if job.cancelled or job.outcome in ENDED_FOR_GOOD or not scheds:
+                return Retried(job_id, 0, "not_failed")
+            now = self.clock.now()
+            if job_id in self._history:  # a failed or abandoned one-off: live again
+                del self._history[job_id]
+                self._jobs[job_id] = job
+                job.outcome = ""
+            for t in scheds:
+                if t is not None:
+                    self._pend_locked(job, Pending(t, 1, now))
+            job.dead_letters = None
+            self._event_locked(
+                now, "retried_by_operator", job_id, detail=f"{len(scheds)} invocation(s) queued"
+            )
+        self._wake(0.0)
+        return Retried(job_id, len(scheds))
+
+    def retry_failed(self, task: str | None = None) -> list[Retried]:
+        """``retry`` every job with dead letters (of ``task`` if given)."""
+        with self._lock:
+            ids = [
+                j.spec.job_id
+                for j in [*self._jobs.values(), *self._history.values()]
+                if j.dead_letters
+                and (task is None or describe_target(j.spec.target)[0] == task)
+                and not self._running_per_job.get(j.spec.job_id)
+                and not j.cancelled
+                and j.outcome not in ENDED_FOR_GOOD
+            ]
+        return [self.retry(job_id) for job_id in ids]
+
+    def delete(self, job_id: str) -> bool:
+        """``Redo`` (base.py): the job and what it keeps are gone; a running invocation may
+        finish, and its outcome is dropped."""
+        with self._lock:
+            job = self._jobs.pop(job_id, None) or self._history.pop(job_id, None)
+            if job is None:
+                return False
+            self._drop_pending_locked(job)
+            self._event_locked(self.clock.now(), "deleted", job_id)
+            return True
 
     # ---- the primitives -------------------------------------------------------------
 

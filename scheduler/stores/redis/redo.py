@@ -4,10 +4,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scheduler.errors import JobNotFoundError
+from scheduler.model import Retried
 from scheduler.stores.redis import listing, queries, upkeep
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
@@ -15,22 +14,6 @@ from scheduler.stores.redis.sansio import Op, Script, run
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.queries import AnyStore
-
-RETRY_REFUSALS = {
-    "unknown": "there is no such job (finished jobs are kept for a day)",
-    "running": "an invocation of it is running; retry once it ended",
-    "not_failed": "it has no dead letter to retry (it did not fail, or it was cancelled)",
-}
-
-
-@dataclass(frozen=True)
-class Retried:
-    """What ``retry`` did to one job: ``queued`` invocations (0: refused, ``refused`` is
-    the code: unknown, running, not_failed)."""
-
-    job_id: str
-    queued: int
-    refused: str = ""
 
 
 def retry(store: AnyStore, job_id: str) -> Retried:
@@ -44,17 +27,6 @@ def retry_op(keys: Keys, job_id: str) -> Op[Retried]:
     if isinstance(reply, int):
         return Retried(job_id, reply)
     return Retried(job_id, 0, str(reply))
-
-
-def queued(done: Retried) -> int:
-    """How many invocations ``retry`` queued; ``JobNotFoundError`` for an unknown job,
-    ``ValueError`` saying why for a refusal (``Client.retry``)."""
-    if done.refused == "unknown":
-        raise JobNotFoundError(done.job_id)
-    if done.refused:
-        why = RETRY_REFUSALS[done.refused]
-        raise ValueError(f"job {done.job_id!r} cannot be retried: {why}")
-    return done.queued
 
 
 ENDED_FOR_GOOD = ("cancelled", "succeeded")  # retry.lua refuses these ("not_failed")

@@ -52,9 +52,10 @@ from scheduler.model import (
     JobSpec,
     Quarantined,
     Reconciled,
+    Retried,
 )
 from scheduler.stores.base import AckedClaim
-from scheduler.stores.redis import ops, upkeep, urls
+from scheduler.stores.redis import ops, redo, upkeep, urls
 from scheduler.stores.redis import shards as sharding
 from scheduler.stores.redis.shard_rounds import Estimates
 from scheduler.stores.redis.shards import shard_count_for
@@ -211,6 +212,17 @@ class ShardedStore(WakeSubscriptions):
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         return self.shard(job_id).backfill(job_id, start, end)
+
+    # ---- an operator's redo (``Redo``, base.py; redo.py) ---------------------------------
+
+    def retry(self, job_id: str) -> Retried:
+        return redo.retry(self, job_id)
+
+    def retry_failed(self, task: str | None = None) -> list[Retried]:
+        return redo.retry_failed(self, task)
+
+    def delete(self, job_id: str) -> bool:
+        return redo.delete(self, job_id)
 
     # ---- claiming -----------------------------------------------------------------------
 

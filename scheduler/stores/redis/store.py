@@ -22,7 +22,7 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec
+from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import TRACEBACK_MAX, AckedClaim
 from scheduler.stores.redis import (
     acked_claims,
@@ -31,6 +31,7 @@ from scheduler.stores.redis import (
     codec,
     ops,
     presence,
+    redo,
     sansio,
     shards,
     upkeep,
@@ -291,6 +292,17 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         return sansio.run(self, ops.backfill(self.keys, job_id, start, end))
+
+    # ---- an operator's redo (``Redo``, base.py; redo.py) ---------------------------------
+
+    def retry(self, job_id: str) -> Retried:
+        return redo.retry(self, job_id)
+
+    def retry_failed(self, task: str | None = None) -> list[Retried]:
+        return redo.retry_failed(self, task)
+
+    def delete(self, job_id: str) -> bool:
+        return redo.delete(self, job_id)
 
     # ---- the dispatcher's side ----------------------------------------------------------
 
