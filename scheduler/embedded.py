@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import functools
 import importlib.util
 import os
@@ -356,7 +357,10 @@ class EmbeddedRedis:
             return self
         if not self._finalizer.alive:  # started again after stop()
             self._finalizer = weakref.finalize(self, _release, self._box, self._owned_dir)
-        os.makedirs(self.dir, exist_ok=True)
+        if os.path.exists(self.dir) and not os.path.isdir(self.dir):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", self.dir)
+        if not os.path.isdir(self.dir):  # its parent must exist: a typo is not created
+            os.mkdir(self.dir)
         self._box.clear()  # a process that died on its own (already reaped by poll())
         for attempt in range(3):
             self._port = self._port if self._fixed_port else _free_port()

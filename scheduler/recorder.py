@@ -150,7 +150,9 @@ class Recorder(Metrics):
                 )
                 done += 1
         except Exception as exc:  # noqa: BLE001 - a chart's figures never stop a replica
-            log.warning("could not write the per-minute figures: %s", exc)
+            full = type(exc).__name__ == "OutOfMemoryError" or "maxmemory" in str(exc)
+            why = "Redis is out of memory (maxmemory); they wait for room" if full else exc
+            log.warning("could not write the per-minute figures: %s", why)
             with self._lock:  # written by the next flush, in order
                 self._pending[:0] = batches[done:]
                 del self._pending[: -24 * 60]  # a day of minutes at most

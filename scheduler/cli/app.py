@@ -239,7 +239,8 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
     if isinstance(exc, DuetimeError):
         return EXIT_REFUSED, str(exc)
     if isinstance(exc, OSError):
-        return EXIT_USAGE, f"{sub}: {exc.strerror or exc}"
+        where = f" ({exc.filename})" if exc.filename else ""  # which path: --data-dir, ...
+        return EXIT_USAGE, f"{sub}: {exc.strerror or exc}{where}"
     return EXIT_REFUSED, (
         f"{sub} failed unexpectedly: {type(exc).__name__}: {exc} (a bug? run again with "
         "DUETIME_TRACEBACK=1 and report the traceback)"

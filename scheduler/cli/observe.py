@@ -80,7 +80,8 @@ def ls(
         return
     if not jobs:
         click.echo(
-            f"no {state} jobs in namespace {namespace!r}" + (" on this page" if page.cursor else "")
+            f"no {'more ' if cursor else ''}{state} jobs in namespace {namespace!r}"
+            + (" on this page" if page.cursor else "")
         )
     else:
         for line in _jobs_table(jobs, now, waiting):
@@ -237,7 +238,11 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
         [lane, str(n), str(st["due_now"].get(lane, 0))] for lane, n in st["queue_depths"].items()
     ]
     lines = render.table(["LANE", "QUEUED", "DUE NOW"], lanes, right=frozenset({1, 2}))
-    empty = f"lanes       none (nothing was ever enqueued{elsewhere})"
+    empty = (
+        f"lanes       none (nothing was ever enqueued{elsewhere})"
+        if not st["data_loss_alarms"]
+        else "lanes       none found (Redis lost data: see the data-loss alarms below)"
+    )
     click.echo("\n".join(lines) if lanes else empty)
     for lane in unserved:
         click.echo(

@@ -6,10 +6,12 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import pathlib
 import sys
 import sysconfig
 import traceback
 
+import workers
 from scheduler.cli.app import EXIT_USAGE, fail
 
 
@@ -20,6 +22,12 @@ def import_tasks(
     directory, and from each ``--path`` first. A module that cannot be imported ends
     the command with one line (exit 2); so does a registry left empty, unless
     ``allow_none`` (then a warning): such a replica would claim jobs and fail each one."""
+    for path in paths:
+        if not os.path.isdir(path):
+            fail(
+                f"--path {path!r} is not a directory: give the folder that holds the task modules",
+                EXIT_USAGE,
+            )
     for entry in reversed((os.getcwd(), *paths)):
         if entry not in sys.path:
             sys.path.insert(0, entry)
@@ -41,8 +49,8 @@ def import_tasks(
     why = "no --import given" if not modules else "the modules imported define none"
     if allow_none:
         logging.getLogger("duetime").warning(
-            "no task is registered (%s; --allow-no-tasks): every job claimed will fail as "
-            "an unknown task",
+            "no task is registered (%s; --allow-no-tasks): this replica claims no job (it "
+            "only reaps expired leases)",
             why,
         )
         return
@@ -82,13 +90,15 @@ def _raised(module: str, exc: BaseException) -> str:
             f"line {exc.lineno})"
         )
     stdlib = sysconfig.get_paths()["stdlib"]
+    packages = (pathlib.Path(__file__).resolve().parents[1], pathlib.Path(workers.__file__).parent)
+    ours = tuple(str(d.resolve()) + os.sep for d in packages)  # scheduler/, workers/
     tb, at = exc.__traceback__, ""
-    while tb is not None:  # the innermost frame of user code (not the stdlib's, not ours)
+    while tb is not None:  # the innermost frame of user code (not the stdlib's, not duetime's)
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(("<", stdlib, __file__)):
+        if not name.startswith(("<", stdlib, *ours)):
             at = f" at {name}:{tb.tb_lineno}"
         tb = tb.tb_next
     return (
-        f"task module {module!r} raised {type(exc).__name__}: {exc} while it was imported"
-        f"{at}; fix the module (DUETIME_TRACEBACK=1 shows the traceback)"
+        f"task module {module!r} raised {type(exc).__name__}{at} while it was imported "
+        f"({exc}); fix the module (DUETIME_TRACEBACK=1 shows the traceback)"
     )

@@ -199,11 +199,11 @@ def test_a_task_module_that_fails_is_told_apart_from_one_not_found(
     monkeypatch.chdir(tmp_path)
     env = {"DUETIME_REDIS_URL": redis_server.url, "DUETIME_NAMESPACE": "errs"}
     expected = {
-        "keyerr_cli": "raised KeyError: 'DUETIME_NOPE_X' while it was imported at "
-        f"{tmp_path / 'keyerr_cli.py'}:3",
+        "keyerr_cli": f"raised KeyError at {tmp_path / 'keyerr_cli.py'}:3 while it was "
+        "imported ('DUETIME_NOPE_X')",
         "syntax_cli": "has a syntax error: invalid syntax",
-        "dep_cli": "raised ModuleNotFoundError: No module named 'nosuchdependency_cli' "
-        f"while it was imported at {tmp_path / 'dep_cli.py'}:1",
+        "dep_cli": f"raised ModuleNotFoundError at {tmp_path / 'dep_cli.py'}:1 while it was "
+        "imported (No module named 'nosuchdependency_cli')",
         "absent_cli": "cannot import task module 'absent_cli'",
         "fine_cli.py": "--import takes a module name, not a file: --import fine_cli",
         "a_cli,b_cli": "give --import once per module",

@@ -143,7 +143,7 @@ def test_a_replica_with_no_task_registered_refuses_or_says_so(monkeypatch, caplo
         assert capsys.readouterr().err.startswith(f"error: no task is registered ({why}): ")
     with caplog.at_level(logging.WARNING, logger="duetime"):
         import_tasks((), (), allow_none=True)
-    assert [r.getMessage().split(": every")[0] for r in caplog.records] == [
+    assert [r.getMessage().split(": this replica")[0] for r in caplog.records] == [
         "no task is registered (no --import given; --allow-no-tasks)"
     ]
     caplog.clear()

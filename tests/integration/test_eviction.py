@@ -145,9 +145,11 @@ def test_a_policy_switched_while_a_replica_runs_raises_the_eviction_alarm(
         r.config_set("maxmemory", "0")
         store.claim_due({"default": 10}, 30.0, "r1")
         losses = [e for e in store.events(100) if e.kind == "data_loss"]
-        assert len(losses) == 2, losses
-        assert losses[0].detail.startswith("eviction: Redis evicted")  # newest first
-        assert f"evicted_keys 0 -> {evicted}" in losses[0].detail
+        evictions = [e for e in losses if e.detail.startswith("eviction: Redis evicted")]
+        assert len(evictions) == 1, losses
+        assert f"evicted_keys 0 -> {evicted}" in evictions[0].detail
+        # the namespace's epoch may be among the keys evicted: its alarm names eviction too
+        assert len(losses) in (2, 3) and all("eviction" in e.detail for e in losses), losses
     finally:
         store.close()
 

@@ -156,7 +156,10 @@ def _ids(
     of each retry entry read (the job hash holds only how many are pending)."""
     i = k.shard
     if state == "scheduled":
-        lanes = sorted(str(lane) for lane in (yield from one(i, "smembers", k.lanes)))
+        # the default lane even when the lanes index is gone (eviction, a restart)
+        lanes = sorted(
+            {"default", *(str(lane) for lane in (yield from one(i, "smembers", k.lanes)))}
+        )
         waiting = sorted(str(t) for t in (yield from one(i, "smembers", k.parked)))
         # due members, and those waiting for a replica that serves their task (park.lua)
         dues = [k.due(lane) for lane in lanes] + [k.parked_jobs(t) for t in waiting]

@@ -78,8 +78,12 @@ def redis_now(store: AnyStore) -> float:
 
 
 def lanes(store: RedisStore) -> list[str]:
-    """Lanes that ever had a job in the namespace (the ``lanes`` set), sorted."""
-    return sorted(str(lane) for lane in store.redis.smembers(store.keys.lanes))
+    """Lanes that ever had a job in the namespace (the ``lanes`` set), sorted; the default
+    lane too when it holds due entries (the set may be lost: eviction, a restart)."""
+    names = {str(lane) for lane in store.redis.smembers(store.keys.lanes)}
+    if "default" not in names and store.redis.exists(store.keys.due("default")):
+        names.add("default")
+    return sorted(names)
 
 
 def queue_depths(store: RedisStore) -> dict[str, int]:

@@ -59,7 +59,7 @@ def evicting(info: Mapping[str, Any], url: str) -> StoreConfigError | None:
         if policy != "noeviction":
             return StoreConfigError(
                 f"Redis at {url} has maxmemory-policy {policy!r}: under memory pressure it "
-                "would evict leases (duplicate runs) or jobs (lost runs). Set "
+                "evicts keys, leases (duplicate runs) and jobs (lost runs) among them. Set "
                 "'maxmemory-policy noeviction' in redis.conf (or CONFIG SET "
                 "maxmemory-policy noeviction)"
             )
