@@ -78,3 +78,19 @@ def test_the_parser_keeps_what_parses_of_a_batch():
         ("claimed", "c"),
     ]
     assert events[2].ready == 2.5 and json.dumps(events[1].detail)
+
+
+def test_a_lost_lanes_index_still_shows_the_default_lane_and_its_jobs(
+    redis_url, redis_ns, redis_client
+):
+    """Eviction (or a restart without fsync) can take the `lanes` set and leave the jobs:
+    stats and ls still find the default lane's jobs (they said "nothing was ever
+    enqueued" and listed nothing)."""
+    with Client(redis_url, namespace=redis_ns) as client:
+        job = client.enqueue("tests.noop", delay=3600)
+    redis_client.delete(f"duetime:{{{redis_ns}}}:lanes")
+    stats = cli(redis_url, redis_ns, "stats")
+    assert stats.exit_code == 0 and "nothing was ever enqueued" not in stats.output
+    assert "default" in stats.output, stats.output
+    listed = cli(redis_url, redis_ns, "ls", "--json")
+    assert [j["job_id"] for j in json.loads(listed.stdout)["jobs"]] == [job]

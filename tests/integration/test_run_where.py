@@ -216,3 +216,23 @@ def test_a_killed_embedded_run_leaves_no_server_and_its_dir_is_swept(tmp_path, r
     second.rest()
     assert second.proc.returncode == 0, second.seen
     assert list(temp.iterdir()) == []
+
+
+def test_a_path_or_a_data_dir_that_is_not_a_directory_is_one_line(tmp_path):
+    """--path that is not a folder and --data-dir on a file or under a missing parent:
+    refused in one line naming the path (a typo was created, or ignored)."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    missing = tmp_path / "no" / "such" / "dir"
+    for argv, said in (
+        (["--embedded", "--path", str(tmp_path / "nowhere")], "is not a directory"),
+        (["--embedded", "--data-dir", str(afile)], f"not a directory ({afile})"),
+        (["--embedded", "--data-dir", str(missing)], f"No such file or directory ({missing})"),
+    ):
+        r = CliRunner().invoke(
+            main, ["run", "--import", "json", "--allow-no-tasks", *argv], env=env()
+        )
+        assert r.exit_code == 2, (argv, r.output)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], (argv, lines)
+    assert not missing.parent.exists()
