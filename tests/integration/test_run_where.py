@@ -223,15 +223,17 @@ def test_a_path_or_a_data_dir_that_is_not_a_directory_is_one_line(tmp_path):
     refused in one line naming the path (a typo was created, or ignored)."""
     afile = tmp_path / "afile"
     afile.write_text("")
+    (tmp_path / "where_mods.py").write_text(
+        "from scheduler import task\n\n\n@task('where.one')\ndef one() -> None: ...\n"
+    )
     missing = tmp_path / "no" / "such" / "dir"
+    mods = ["--embedded", "--import", "where_mods", "--path", str(tmp_path)]
     for argv, said in (
-        (["--embedded", "--path", str(tmp_path / "nowhere")], "is not a directory"),
-        (["--embedded", "--data-dir", str(afile)], f"not a directory ({afile})"),
-        (["--embedded", "--data-dir", str(missing)], f"No such file or directory ({missing})"),
+        (["--path", str(tmp_path / "nowhere")], "is not a directory"),
+        (["--data-dir", str(afile)], f"not a directory ({afile})"),
+        (["--data-dir", str(missing)], f"No such file or directory ({missing})"),
     ):
-        r = CliRunner().invoke(
-            main, ["run", "--import", "json", "--allow-no-tasks", *argv], env=env()
-        )
+        r = CliRunner().invoke(main, ["run", *mods, *argv], env=env())
         assert r.exit_code == 2, (argv, r.output)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and said in lines[0], (argv, lines)
