@@ -44,6 +44,7 @@ class Recorder(Metrics):
         lanes: Mapping[str, int] | None = None,
         wall: Callable[[], float] = time.time,
         every: float | None = None,
+        resync: float | None = None,
     ) -> None:
         from scheduler import __version__
         from scheduler.stores.redis import minutes
@@ -67,6 +68,8 @@ class Recorder(Metrics):
         }
         if lanes is not None:  # which lanes it serves: `duetime stats` names unserved ones
             self._info["lanes"] = dict(lanes)
+        if resync is not None:  # how often it claims at least: readouts judge it alive by it
+            self._info["resync"] = resync
 
     # ---- the hooks: counted, then forwarded -----------------------------------------------
 

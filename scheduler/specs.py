@@ -163,7 +163,9 @@ def cron_schedule(cron: str | Cron, tz: str | None = None) -> Cron:
             raise ValueError(f"tz={tz!r} contradicts the Cron's tz={cron.tz!r}; give one")
         return crons.validate(cron)
     if not isinstance(cron, str):
-        raise TypeError(f"cron must be an expression string or a Cron, got {cron!r}")
+        raise TypeError(
+            f"cron must be an expression string or a Cron, got {validation.shown_value(cron, 80)}"
+        )
     return crons.validate(Cron(cron, "UTC" if tz is None else tz))
 
 

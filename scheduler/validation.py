@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import reprlib
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -191,14 +192,29 @@ def _async_generator(what: str) -> None:
     )
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 4  # lists and objects nested deeper are shown as [...] and {...}
+_SHOWN.maxstring = _SHOWN.maxother = 60
+
+
+def shown_value(value: object, width: int) -> str:
+    """``value``'s repr for an error message, at most ``width`` characters, however deep
+    it nests (reprlib stops at a few levels: a plain ``repr`` of a list 1,200 levels deep
+    raised RecursionError while the message was being built)."""
+    try:
+        shown = _SHOWN.repr(value)
+    except RecursionError:  # an object's own __repr__ that recurses
+        shown = f"<{type(value).__name__} object>"
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
+
+
 def kwargs(value: object) -> dict[str, Any]:
     """A task's keyword arguments: a mapping of argument names (str) to JSON values;
     ``None`` means none."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        shown = repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        shown = shown_value(value, 60)
         raise TypeError(
             f"kwargs must be a mapping of argument names to JSON values, such as "
             f'{{"user_id": 7}}; got {type(value).__name__} {shown}'
@@ -206,7 +222,8 @@ def kwargs(value: object) -> dict[str, Any]:
     for key in value:
         if not isinstance(key, str):
             raise TypeError(
-                f"kwargs keys must be argument names (str); got {type(key).__name__} {key!r}"
+                "kwargs keys must be argument names (str); got "
+                f"{type(key).__name__} {shown_value(key, 60)}"
             )
     return value if type(value) is dict else dict(value)  # a copy only of other mappings
 

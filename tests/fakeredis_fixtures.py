@@ -43,6 +43,9 @@ UNSUPPORTED: dict[str, str] = {
     )
 }
 UNSUPPORTED["test_async_jobs.py::test_an_async_registered_task_runs_through_every_store"] = _NO_INFO
+UNSUPPORTED[
+    "test_async_jobs.py::test_a_sync_job_that_returns_when_interrupted_is_interrupted_like_an_async_one"
+] = _NO_INFO
 UNSUPPORTED.update(
     {
         f"test_shutdown.py::{name}": _NO_INFO

@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 # The reason of a token cancelled by an operator's interrupt (``cancel(interrupt=True)``,
 # here or, through the store, on another replica): the runner records such an end as
-# interrupted, not as a failure.
+# interrupted, neither a failure nor a success, for sync and async jobs alike (a sync job
+# that returns after its token was so cancelled is interrupted too).
 INTERRUPTED = "cancelled"
 
 
@@ -79,7 +80,9 @@ class InvocationContext(NamedTuple):
         return f"{self.job_id}@{self.scheduled_ms}"
 
     def cancelled(self) -> bool:
-        """True once the job should stop: timeout, lease lost, or cancel(wait=...)."""
+        """True once the job should stop: timeout, lease lost, or an operator's
+        ``cancel(interrupt=True)`` (``cancel_reason`` says which). A job that returns after
+        an interrupt is recorded ``interrupted``, not a success."""
         return self.token.cancelled()
 
     @property

@@ -201,6 +201,7 @@ class Runner:
         except BaseException as exc:  # isolate everything, even SystemExit, from the worker
             error = exc
         finally:
+            asked = token.reason  # why it was asked to stop before it ended, if it was
             ran = _new_record(Ran, (started - work.claimed_at, self._clock.now() - started))
             _current.reset(cv)
             if timer is not None:
@@ -216,6 +217,8 @@ class Runner:
                     self._lags.append((claim.lane, lag))  # reported with its ack's flush
                 else:
                     self._metrics.loop_lag(claim.lane, lag)
+        elif asked == INTERRUPTED and error is None:  # interrupted, like an async one
+            error = _returned_when_interrupted()
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:
@@ -446,3 +449,12 @@ def _why_cancelled(
         swallowed = "; it returned after its CancelledError: not a success" if error is None else ""
         return InvocationCancelled(f"interrupted by cancel(interrupt=True){swallowed}")
     return InvocationCancelled(f"the async job was cancelled ({reason})")
+
+
+def _returned_when_interrupted() -> InvocationCancelled:
+    """What a sync job that returned after an interrupt cancelled its token ended as: not
+    a success (issue 31; a timeout stays a failure: ``Runner._finish``)."""
+    return InvocationCancelled(
+        "interrupted by cancel(interrupt=True); it returned after its token was "
+        "cancelled: not a success"
+    )

@@ -107,7 +107,7 @@ def _jobs_table(jobs: list[JobInfo], now: float, waiting: dict[str, str | None])
             render.clip(i.args, 30),
             i.schedule,
             i.lane,
-            "waiting" if waiting.get(i.job_id) else i.state,
+            render.state_text(i, waiting.get(i.job_id)),
             render.when(i.next_run, now),
             str(i.runs),
             str(i.failures),
@@ -157,7 +157,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("arguments", render.clip(info.args, 200) or "-"),
         ("schedule", info.schedule),
         ("lane", info.lane),
-        ("state", info.state if waiting is None else f"waiting: {waiting}"),
+        ("state", render.state_text(info) if waiting is None else f"waiting: {waiting}"),
         ("next run", render.when(info.next_run, now)),
         ("runs", info.runs),
         ("failures", info.failures),
@@ -267,11 +267,18 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     )
     alive = ", ".join(
         r["id"]
-        if r["last_claim"] is None
-        else f"{r['id']} (last claim {render.span(max(0.0, now - r['last_claim']))} ago)"
+        if r["last_seen"] is None
+        else f"{r['id']} (last claim {render.span(r['last_seen'])} ago)"
         for r in st["replicas"]
+        if r["alive"]
     )
     click.echo(f"replicas    {st['replicas_alive']} alive{': ' + alive if alive else ''}")
+    for r in st["replicas"]:
+        if not r["alive"]:
+            click.echo(
+                f"  {r['id']} last seen {render.span(r['last_seen'] or 0.0)} ago, not alive "
+                "(no claim since: stopped, killed or stalled)"
+            )
     for owner, tasks in st["serves"].items():
         served = "every task" if tasks is None else ", ".join(tasks) or "no task"
         click.echo(f"  {owner} serves {render.clip(served, 200)}")

@@ -86,6 +86,18 @@ def job_json(info: JobInfo) -> dict[str, Any]:
 # ---- text for people (what the CLI prints) ------------------------------------------------
 
 
+def state_text(info: JobInfo, waiting: str | None = None) -> str:
+    """A job's state as ``ls``, ``show`` and the console print it: ``waiting`` for a
+    scheduled job no live replica serves; a job with invocations still running while its
+    own state is another (cancelled or paused while it runs) says so: ``cancelled, 1
+    running``, as ``ls --state running`` lists it and ``stats`` counts it."""
+    if waiting:
+        return "waiting"
+    if info.running and info.state != "running":
+        return f"{info.state}, {len(info.running)} running"
+    return info.state
+
+
 def table(
     headers: list[str], rows: list[list[str]], right: frozenset[int] = frozenset()
 ) -> list[str]:

@@ -220,7 +220,9 @@ def run(
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
         served = {"default": workers, **sizes}  # as the engine sizes its lanes
-        recorder = Recorder(signals, store, owner, workers=sum(served.values()), lanes=served)
+        recorder = Recorder(
+            signals, store, owner, workers=sum(served.values()), lanes=served, resync=resync
+        )
         # What exists now (modules, the tasks, the store) lives as long as the process:
         # frozen before the first claim, it is left out of every later collection. A full
         # collection of it held the GIL 16-22 ms on a 2-core box (~50,000 objects), and
@@ -392,20 +394,12 @@ def _serve(
     if port is None:
         return None
     from scheduler.metrics import PrometheusMetrics
-    from scheduler.stores.redis import fleet, presence, queries
+    from scheduler.stores.redis import presence, queries
 
     def figures() -> dict[str, Any] | None:
         if not presence.lead_metrics(queries.parts(store)[0], owner):
             return None  # another replica exports them
-        # only what the gauges show (stats() would also read thousands of events)
-        return {
-            "queue_depth": queries.queue_depths(store),
-            "running": queries.running_count(store),
-            "replicas": len(fleet.replicas(store)),
-            "events": queries.counters(store),
-            "quarantined": queries.quarantined_count(store),
-            "waiting": fleet.waiting_all(store),
-        }
+        return queries.gauges(store)  # every shard, as stats and the console read them
 
     try:
         metrics = PrometheusMetrics(namespace=namespace, namespace_source=figures)

@@ -33,6 +33,7 @@ def job_row(info: JobInfo, redact: bool, serving: fleet.Serving | None = None) -
     out = render.job_json(info)
     scheduled = serving is not None and info.state == "scheduled"
     out["waiting"] = serving.why_waiting(info.task) if serving and scheduled else None
+    out["state_text"] = render.state_text(info, out["waiting"])
     text = REDACTED if redact else info.args
     out["args"] = REDACTED if redact else out["args"]
     out["args_text"] = text
@@ -99,7 +100,7 @@ def overview(ns: str, store: AnyStore, charts: Charts) -> dict[str, Any]:
         ],
         "queued": sum(depths.values()),
         "due_now": sum(due.values()),
-        "running": sum(queries.running_count(part) for part in shards),
+        "running": queries.running_count(store),
         "replicas": announced,
         "replicas_alive": sum(1 for r in announced if r["alive"]),
         "waiting": fleet.waiting_all(store),  # task -> jobs no live replica serves

@@ -368,6 +368,23 @@ def test_kwargs_nested_too_deeply_are_a_usage_error(redis_server):
     assert r.exit_code == 2 and "nested too deeply" in r.output, r.output
 
 
+@pytest.mark.parametrize("depth", [300, 1_200, 100_000])
+def test_kwargs_nested_past_the_limit_at_any_depth_say_so(redis_server, depth):
+    """Issue 31: a list nested 1,200 deep as --kwargs (JSON this Python parses) raised
+    RecursionError while the error's message was built; any depth gets the refusal, exit
+    2: not a mapping, or (inside one) nested too deeply."""
+    url = redis_server.url
+    for kwargs, said in (
+        ("[" * depth + "]" * depth, ("kwargs must be a mapping", "nested too deeply")),
+        ('{"a":' + "[" * depth + "]" * depth + "}", ("nested too deeply",)),
+    ):
+        r = CliRunner().invoke(main, ["enqueue", "t.x", "--in", "1s", "--redis", url,
+                                      "--kwargs", kwargs])  # fmt: skip
+        assert r.exit_code == 2, r.output
+        assert any(s in r.output for s in said) and "Recursion" not in r.output, r.output
+        assert "Traceback" not in r.output, r.output
+
+
 def _float_options(command: click.Command, path: str) -> Iterator[tuple[str, click.Parameter]]:
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():

@@ -159,26 +159,70 @@ def test_an_error_raised_while_stopping_is_still_a_failure(make_engine):
     assert "ValueError: cleanup broke" in (info.last_error or "") and len(info.dead_letters) == 1
 
 
-def test_a_sync_job_that_returns_when_interrupted_is_a_success(make_engine):
+_sync_stop: dict[str, threading.Event] = {}
+
+
+@task("tests.async.sync_stop")
+def sync_stop(swallow: bool) -> str:
+    _sync_stop["started"].set()
+    if swallow:  # it never looks at its token; it is asked all the same
+        assert _sync_stop["asked"].wait(WAIT)
+    else:
+        assert current_invocation().token.wait(WAIT)
+    return "stopped"
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+def test_a_sync_job_that_returns_when_interrupted_is_interrupted_like_an_async_one(
+    make_engine, store, swallow, caplog
+):
+    """Issue 31: a sync job asked to stop by an interrupt that returns (polling its token,
+    or ignoring it) ends as ``interrupted``, in events, counters and logs, as an async one
+    does; it was recorded ``succeeded`` (runs 1) though its log said interrupted."""
+    caplog.set_level(logging.INFO, logger="duetime.workers")
+    eng = make_engine(store=store)
+    _sync_stop.update(started=threading.Event(), asked=threading.Event())
+    eng.after(
+        "tests.async.sync_stop",
+        0,
+        kwargs={"swallow": swallow},
+        job_id="s",
+        retry=RetryPolicy(max_attempts=3, backoff=0),
+    )
+    assert _sync_stop["started"].wait(WAIT)
+    eng.cancel("s", interrupt=True)
+    _sync_stop["asked"].set()
+    assert eng.wait_idle()
+    info = eng.get("s")
+    assert (info.state, info.runs, info.failures) == ("cancelled", 0, 0), info
+    assert info.last_result is None and info.last_error is None and info.dead_letters == ()
+    ends = [e for e in eng.events(100) if e.kind in ("succeeded", "failed", "interrupted")]
+    assert [(e.kind, e.job_id, e.attempt) for e in ends] == [("interrupted", "s", 1)]
+    assert ends[0].detail.startswith("interrupted by cancel(interrupt=True)")
+    assert not {"retried", "dead_lettered"} & {e.kind for e in eng.events(100)}
+    logged = [r for r in caplog.records if "job s " in r.getMessage()]
+    assert [r.levelname for r in logged if "interrupted:" in r.getMessage()] == ["INFO"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], logged
+
+
+def test_a_sync_job_that_times_out_and_returns_is_still_a_failure(make_engine, clock):
+    """Only an interrupt makes a returning sync job ``interrupted``: its timeout is what
+    it was, a failure (retried, then dead-lettered)."""
     eng = make_engine()
     started = threading.Event()
 
-    def polite() -> str:
+    def slow() -> str:
         started.set()
-        current_invocation().token.wait(WAIT)
-        return "stopped"
+        assert current_invocation().token.wait(WAIT)
+        return "late"
 
-    eng.after(polite, 0, job_id="s")
+    eng.after(slow, 0, job_id="t", timeout=1)
     assert started.wait(WAIT)
-    eng.cancel("s", interrupt=True, wait=True, timeout=WAIT)
+    clock.advance(1)
     assert eng.wait_idle()
-    info = eng.get("s")
-    assert (info.state, info.runs, info.failures, info.last_result) == (
-        "cancelled",
-        1,
-        0,
-        "stopped",
-    )
+    info = eng.get("t")
+    assert (info.state, info.runs, info.failures) == ("failed", 0, 1), info
+    assert "timeout" in (info.last_error or "")
     assert "interrupted" not in {e.kind for e in eng.events(100)}
 
 

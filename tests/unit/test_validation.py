@@ -431,3 +431,47 @@ def test_dot_namespaces_are_refused(ns):
     with pytest.raises(ValueError, match="read it as a folder"):
         namespace(ns)
     assert namespace("a..b") == "a..b" and namespace(".hidden") == ".hidden"
+
+
+def _nested_list(depth: int) -> list[object]:
+    deep: list[object] = []
+    for _ in range(depth - 1):
+        deep = [deep]
+    return deep
+
+
+@task("tests.validation.takes_a")
+def takes_a(a: object = None) -> None:
+    pass
+
+
+@pytest.mark.parametrize("depth", [300, 1_200, 100_000])
+@pytest.mark.parametrize("entry", ["client", "engine"])
+def test_arguments_nested_past_the_limit_get_the_documented_error_at_any_depth(
+    make_engine, entry, depth
+):
+    """Issue 31: ``kwargs=<a list nested 1,200 deep>`` raised RecursionError while its
+    TypeError's message was built (a plain repr of the list); 257 deep got the TypeError.
+    Now every depth gets it (the value shown cut to a few levels), and a mapping whose
+    value nests past MAX_DEPTH gets the PayloadError, in Client and the engine alike."""
+    from scheduler.stores.memory import MemoryStore
+
+    add = (
+        Client(MemoryStore()).enqueue
+        if entry == "client"
+        else functools.partial(make_engine().after, delay=1)
+    )
+    deep = _nested_list(depth)
+    with pytest.raises(TypeError, match=r"kwargs must be a mapping .*; got list \[\[\[\["):
+        add("tests.validation.takes_a", kwargs=deep)
+    with pytest.raises(TypeError, match=r"kwargs keys must be argument names \(str\)"):
+        add("tests.validation.takes_a", kwargs={_nested_tuple(depth): 1})
+    with pytest.raises(PayloadError, match="more than 256 levels"):
+        add("tests.validation.takes_a", kwargs={"a": deep})
+
+
+def _nested_tuple(depth: int) -> tuple[object, ...]:
+    deep: tuple[object, ...] = ()
+    for _ in range(depth - 1):
+        deep = (deep,)
+    return deep

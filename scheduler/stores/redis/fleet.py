@@ -1,8 +1,13 @@
 """A namespace's fleet as the readouts see it: the live replicas, the tasks each serves,
 and the jobs that wait because no live replica serves their task.
 
-* ``replica:<owner>`` (a string with a TTL of 3 leases, written by every claim) marks a
-  live replica (presence.py writes and deletes it).
+* ``replica:<owner>`` (a string with a TTL of 3 leases, written by every claim: the time
+  of the claim, ms) marks a replica that claims (presence.py writes and deletes it);
+  claim.lua takes one whose key exists as serving its tasks. Readouts are stricter: a
+  replica is **alive** while its last claim is at most ``ALIVE_RESYNCS`` x its resync old
+  (a dispatcher claims at least every 1.5 x resync, jittered, busy or idle); an older one
+  (killed with SIGKILL, or stalled) is shown as "last seen N s ago", not counted alive,
+  until its key expires.
 * ``tasks`` (hash: replica -> the tasks it serves, as claim.lua's ARGV[6]: ``"*"`` or
   ``"\n<task>\n...\n"``) is written by each claim (lua/include/serve.lua).
 * ``parked:<task>`` holds the due members of jobs no live replica serves, ``parked`` lists
@@ -11,7 +16,8 @@ and the jobs that wait because no live replica serves their task.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypedDict
 
 from scheduler import timeinput
@@ -24,32 +30,100 @@ if TYPE_CHECKING:
     AnyStore: TypeAlias = RedisStore | ShardedStore  # explicit: store.py imports queries.py
 
 
+DEFAULT_RESYNC = 5.0  # seconds: RedisStore's resync, for a replica that did not announce one
+ALIVE_RESYNCS = 2.0  # alive: last claim at most this many resyncs ago (claims: <= 1.5 x)
+
+
 class Replica(TypedDict):
-    """A live replica: its id and the time of its last claim (epoch seconds)."""
+    """A replica with a live key: its id, the time of its last claim (epoch seconds),
+    whether it is alive (that claim is recent: ``alive_within``) and how long ago it was
+    (seconds, Redis time; None if the key holds no time)."""
 
     id: str
     last_claim: float | None
     last_claim_iso: str | None
+    alive: bool
+    last_seen: float | None
 
 
-def replicas(store: RedisStore) -> list[Replica]:
-    """Live replicas (their ``replica:<id>`` keys expire 3 leases after the last claim)."""
+def alive_within(resync: float | None) -> float:
+    """Seconds since its last claim within which a replica with resync ``resync`` (None:
+    not announced, ``DEFAULT_RESYNC``) is alive."""
+    return ALIVE_RESYNCS * (resync or DEFAULT_RESYNC)
+
+
+def is_alive(last_claim: float | None, now: float, resync: float | None) -> bool:
+    """A replica whose key holds ``last_claim`` is alive at ``now`` (a key without a time
+    it can be judged by is taken as alive, as claim.lua takes it)."""
+    return last_claim is None or now - last_claim <= alive_within(resync)
+
+
+def resyncs(store: AnyStore) -> dict[str, float]:
+    """Each announced replica's resync (seconds), from its announcement (minutes.py, on
+    shard 0); a replica that did not announce one is missing."""
+    part = store.parts[0]
+    out: dict[str, float] = {}
+    for name, raw in part.redis.hgetall(part.keys.replicas).items():
+        try:
+            value = json.loads(raw).get("resync")
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            out[str(name)] = float(value)
+    return out
+
+
+def replicas(
+    store: RedisStore, now: float | None = None, resync: Mapping[str, float] | None = None
+) -> list[Replica]:
+    """Replicas with a live key (it expires 3 leases after the last claim), each judged
+    alive or not at ``now`` (default: Redis ``TIME``) by its resync in ``resync`` (default:
+    as announced)."""
     prefix = store.keys.replica("")
     keys = sorted(store.redis.scan_iter(match=prefix + "*", count=1000))
     values = store.redis.mget(keys) if keys else []
+    if now is None:
+        sec, usec = store.redis.time()
+        now = int(sec) + int(usec) / 1e6
+    if resync is None:
+        resync = resyncs(store) if keys else {}
     out: list[Replica] = []
     for key, value in zip(keys, values, strict=True):
         if value is None:  # expired between SCAN and MGET
             continue
+        rid = str(key)[len(prefix) :]
         at = int(value) / 1000 if codec.is_int(value) else None
         out.append(
             {
-                "id": str(key)[len(prefix) :],
+                "id": rid,
                 "last_claim": at,
                 "last_claim_iso": timeinput.iso_ms(at),
+                "alive": is_alive(at, now, resync.get(rid)),
+                "last_seen": None if at is None else round(max(0.0, now - at), 3),
             }
         )
     return out
+
+
+def merged(each: Iterable[Replica]) -> list[Replica]:
+    """One record per replica from several shards' (its latest claim anywhere), by id."""
+    seen: dict[str, Replica] = {}
+    for r in each:
+        old = seen.get(r["id"])
+        if old is None or (r["last_claim"] or 0) > (old["last_claim"] or 0):
+            seen[r["id"]] = r
+    return sorted(seen.values(), key=lambda r: r["id"])
+
+
+def replicas_all(store: AnyStore, now: float | None = None) -> list[Replica]:
+    """``replicas`` of every shard, merged: what ``stats``, the console and
+    ``duetime_replicas_alive`` count (its ``alive`` ones)."""
+    shards = store.parts
+    if now is None:
+        sec, usec = shards[0].redis.time()
+        now = int(sec) + int(usec) / 1e6
+    announced = resyncs(store)
+    return merged(r for part in shards for r in replicas(part, now, announced))
 
 
 def waiting(store: RedisStore) -> dict[str, int]:

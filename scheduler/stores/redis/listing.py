@@ -2,15 +2,17 @@
 
 Each state is read from where the store already keeps it, so no pending job pays for an
 index (docs/performance.md): ``scheduled`` from the lanes' due sets in due order,
-``running`` from the RUNNING hash, ``paused`` from the ``paused`` set (pause.lua /
+``running`` from the RUNNING hash (every job with an invocation running, whatever its own
+state: a job cancelled or paused while it runs is listed, as ``stats`` counts it and
+``show`` lists its invocation), ``paused`` from the ``paused`` set (pause.lua /
 resume.lua), the finished states from ``done:<state>`` (written where a job retires,
 include/retire.lua, trimmed to the day a finished job is kept; newest first), ``dead`` from
 ``dead-jobs`` (jobs with dead letters, include/dead.lua; newest first) and ``all`` from a
 SCAN of the job keys (on a database shared with other data a page may come back short:
 SCAN visits every key). ``live`` (what ``duetime ls`` lists by default) is running, then
-paused, then scheduled jobs. Indexes are derived data: every job a page names
-is read again and kept only if it is still in that state, so a stale entry is skipped,
-never shown.
+paused, then scheduled jobs (a job with an invocation running is listed once, as
+running). Indexes are derived data: every job a page names is read again and kept only
+if it is still in that state, so a stale entry is skipped, never shown.
 
 A cursor is opaque text (base64 of JSON: the shard, and where its index was left); None
 means the listing is complete. A page holds at most ``limit`` jobs; a job with several
@@ -143,6 +145,8 @@ def _round(
     if not 0 <= phase < len(LIVE):
         raise TypeError("a cursor out of range")
     infos, sub = yield from _round(k, LIVE[phase], sub, count, seen)
+    if phase:  # a job with an invocation running was listed in the running phase
+        infos = [i for i in infos if not i.running]
     if sub is None:
         phase += 1
     return infos, (None if phase >= len(LIVE) else [phase, sub])
@@ -281,7 +285,9 @@ def _infos(
         if retry is not None and info.state == "scheduled":
             soonest = min(retry / 1000, math.inf if info.next_run is None else info.next_run)
             info = dataclasses.replace(info, next_run=soonest)
-        keep = {"all": True, "dead": bool(info.dead_letters)}
+        # running: every job with an invocation in RUNNING, whatever the job's own state
+        # (cancelled or paused while it runs): what ``stats`` counts and ``show`` lists
+        keep = {"all": True, "dead": bool(info.dead_letters), "running": bool(info.running)}
         # a job whose hash does not parse is listed where its index put it, not hidden
         if keep.get(state, info.state in (state, "malformed")):
             out.append(info)

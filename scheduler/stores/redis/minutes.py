@@ -21,6 +21,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from scheduler.stores.redis import fleet
+
 if TYPE_CHECKING:
     from scheduler.stores.redis.queries import AnyStore
     from scheduler.stores.redis.store import RedisStore
@@ -56,7 +58,8 @@ class ReplicaInfo(TypedDict):
     heartbeat: float
     workers: int
     lanes: dict[str, int] | None  # lane -> workers; None: a replica that did not say
-    alive: bool
+    alive: bool  # its last claim is recent (fleet.py: within 2 x its resync)
+    last_seen: float | None  # seconds since its last claim; None: its live key expired
 
 
 def _shard0(store: AnyStore | RedisStore) -> RedisStore:
@@ -158,13 +161,15 @@ def summed(minute: int, fields: Mapping[str, str]) -> Minute:
 
 
 def replicas(store: AnyStore) -> list[ReplicaInfo]:
-    """Every announced replica, by id, with whether its live key still exists."""
+    """Every announced replica, by id, with whether it is alive and when it last claimed
+    (``fleet.replicas_all``: the same judgement as ``stats`` and the metrics)."""
     part = _shard0(store)
     raw = part.redis.hgetall(part.keys.replicas)
     names = sorted(str(n) for n in raw)
-    live = part.redis.mget([part.keys.replica(n) for n in names]) if names else []
+    live = {r["id"]: r for r in fleet.replicas_all(store)} if names else {}
     out: list[ReplicaInfo] = []
-    for name, present in zip(names, live, strict=True):
+    for name in names:
+        seen = live.get(name)
         try:
             data = json.loads(raw[name])
         except (ValueError, TypeError):
@@ -179,7 +184,8 @@ def replicas(store: AnyStore) -> list[ReplicaInfo]:
                 "heartbeat": float(data.get("heartbeat", 0) or 0),
                 "workers": int(data.get("workers", 0) or 0),
                 "lanes": _lanes(data.get("lanes")),
-                "alive": present is not None,
+                "alive": seen is not None and seen["alive"],
+                "last_seen": None if seen is None else seen["last_seen"],
             }
         )
     return out

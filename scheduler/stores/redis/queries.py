@@ -49,8 +49,8 @@ class Stats(TypedDict):
     due_now: dict[str, int]  # lane -> pending invocations already due
     running: int  # invocations claimed and not yet ended (HLEN running)
     counters: dict[str, int]  # event kind -> count since the namespace began
-    replicas: list[fleet.Replica]
-    replicas_alive: int
+    replicas: list[fleet.Replica]  # with a live key; each says if it is alive, last seen
+    replicas_alive: int  # those alive: last claim within 2 x resync (fleet.py)
     data_loss_alarms: int  # times a replica found the namespace's data gone
     lag_ms: dict[str, float]  # dispatch lag of recent claims: p50, p90, p99, max, samples
     # task -> invocations waiting because no live replica serves the task (parked:<task>)
@@ -106,9 +106,11 @@ def due_now(store: RedisStore, now: float | None = None) -> dict[str, int]:
         return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
 
 
-def running_count(store: RedisStore) -> int:
-    """Invocations currently claimed by some replica (HLEN ``running``)."""
-    return int(store.redis.hlen(store.keys.running))
+def running_count(store: AnyStore) -> int:
+    """Invocations currently claimed by some replica and not ended (HLEN ``running``, every
+    shard): what every readout calls running (``stats``, ``top``, the console,
+    ``duetime_running``; ``ls --state running`` lists their jobs, ``show`` each one's)."""
+    return sum(int(part.redis.hlen(part.keys.running)) for part in parts(store))
 
 
 class Running(NamedTuple):
@@ -137,6 +139,27 @@ def running(store: AnyStore) -> list[Running]:
             lease = until.get(str(token))
             out.append(Running(r.job_id, r.scheduled, r.attempt, r.fence, owner, lease))
     return out
+
+
+def gauges(store: AnyStore) -> dict[str, Any]:
+    """What the metrics leader's namespace gauges show (``duetime run --metrics-port``),
+    summed over every shard, from the same queries as ``stats`` and the console (only
+    what the gauges need: ``stats`` also reads thousands of events)."""
+    depths: dict[str, int] = {}
+    events: dict[str, int] = {}
+    for part in parts(store):
+        for lane, n in queue_depths(part).items():
+            depths[lane] = depths.get(lane, 0) + n
+        for kind, n in counters(part).items():
+            events[kind] = events.get(kind, 0) + n
+    return {
+        "queue_depth": dict(sorted(depths.items())),
+        "running": running_count(store),
+        "replicas": sum(1 for r in fleet.replicas_all(store) if r["alive"]),
+        "events": dict(sorted(events.items())),
+        "quarantined": quarantined_count(store),
+        "waiting": fleet.waiting_all(store),
+    }
 
 
 def definition(store: AnyStore, job_id: str) -> Any:
@@ -186,7 +209,7 @@ def stats(store: AnyStore) -> Stats:
         return merge_stats([stats(s) for s in shards])
     store = shards[0]
     now = redis_now(store)
-    alive = fleet.replicas(store)
+    alive = fleet.replicas(store, now)
     counts = counters(store)
     return {
         "namespace": store.namespace,
@@ -197,7 +220,7 @@ def stats(store: AnyStore) -> Stats:
         "running": running_count(store),
         "counters": counts,
         "replicas": alive,
-        "replicas_alive": len(alive),
+        "replicas_alive": sum(1 for r in alive if r["alive"]),
         "data_loss_alarms": counts.get("data_loss", 0),
         "lag_ms": claim_lag(store),
         "waiting": fleet.waiting(store),
@@ -216,12 +239,7 @@ def merge_stats(each: list[Stats]) -> Stats:
                 out[k] = out.get(k, 0) + v
         return dict(sorted(out.items()))
 
-    seen: dict[str, fleet.Replica] = {}
-    for st in each:
-        for r in st["replicas"]:
-            old = seen.get(r["id"])
-            if old is None or (r["last_claim"] or 0) > (old["last_claim"] or 0):
-                seen[r["id"]] = r
+    seen = fleet.merged(r for st in each for r in st["replicas"])
     lags = [st["lag_ms"] for st in each if st["lag_ms"].get("samples")]
     lag: dict[str, float] = max(lags, key=lambda m: m["p99"]) if lags else {"samples": 0.0}
     if lags:
@@ -236,8 +254,8 @@ def merge_stats(each: list[Stats]) -> Stats:
         "due_now": add([st["due_now"] for st in each]),
         "running": sum(st["running"] for st in each),
         "counters": counts,
-        "replicas": sorted(seen.values(), key=lambda r: r["id"]),
-        "replicas_alive": len(seen),
+        "replicas": seen,
+        "replicas_alive": sum(1 for r in seen if r["alive"]),
         "data_loss_alarms": counts.get("data_loss", 0),
         "lag_ms": lag,
         "waiting": add([st["waiting"] for st in each]),
