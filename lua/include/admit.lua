@@ -4,7 +4,7 @@
 -- paused job's is stashed in its hash; a retry or a one-off becomes a claim; a series
 -- occurrence follows the misfire policy (include/fixed_rate.lua, include/calendar.lua),
 -- then the overlap policy if an invocation of the job runs.
--- Provides: stash, overlap, series_due, early, admit
+-- Provides: stash, overlap, series_due, early, defers, admit
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
 
@@ -63,6 +63,15 @@ local function early(b, lane, x, f)
   event(b.now, 'requeued', x.m.job, due, nil,
     'claim: its due entry was scored ' .. fmt(x.score) .. ', before its next run')
   return true
+end
+
+-- Would admitting inspected series member `x` be judged against a run of its job claimed
+-- in this call (overlap, catch-up)? Then it waits for a later call, as one claimed by a
+-- free worker after that run ended would be judged (as in process: MemoryStore).
+local function defers(x)
+  local f = x.f
+  return x.m.kind == 's' and f ~= nil and not x.bad and (f.kind == 'every' or f.kind == 'cron')
+    and (f.overlap ~= 'allow' or f.misfire == 'catch_up')
 end
 
 -- Decide about inspected due member `x` of `lane` for claim batch `b`; true if it became

@@ -4,7 +4,8 @@
 -- the due set and each admitted (include/admit.lua): claimed, dropped, stashed, or moved
 -- aside on its own when its data does not parse. A second member of a job already in the
 -- round waits for the next round (the first one's writes change what it would read).
--- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, foreign, claim_lane
+-- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, sort_round,
+--   claim_lane
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake, tasks, parked,
 --   parked:<task>, replica:<owner>
@@ -58,15 +59,31 @@ local function inspect(member, score)
     bad = why and {id = m.job, job = m.job, reason = why, type = t} or nil}
 end
 
--- The task of inspected member `x` when admission would make it a claim but the claimant
--- lacks that task (include/serve.lua); nil when admission decides it as before.
-local function foreign(b, x)
-  local f, m = x.f, x.m
-  if b.serves == '*' or x.bad or not f or f.cancelled == '1' or f.paused == '1' then return nil end
-  if (m.kind == 's' and f.e ~= m.seq) or (m.kind == 'r' and f.gen ~= m.gen) then return nil end
-  local tok = f.def and task_of(f.def)
-  if tok and not serves(b.serves, tok) then return tok end
-  return nil
+-- The due members `due` (member, score, ...) of `lane` fetched by one round, sorted: to
+-- admit (looks; their members to remove), to park (their task has no live replica), or
+-- passed over (counted: a live replica serves their task). The round ends before a second
+-- member of a job, or one deferred (b.deferred[lane]: include/admit.lua, defers).
+local function sort_round(b, lane, due)
+  local looks, members, jobs, parks, passed = {}, {}, {}, {}, 0
+  for i = 1, #due, 2 do
+    local x = inspect(due[i], tonumber(due[i + 1]))
+    local job = x.m and x.m.job
+    if job and b.issued[job] and defers(x) then  -- judged after the run claimed just now
+      b.deferred[lane] = true
+      break
+    end
+    if job and jobs[job] then break end
+    if job then jobs[job] = true end
+    local tok = foreign(b, x)
+    if not tok then
+      looks[#looks + 1], members[#members + 1] = x, due[i]
+    elseif not served_elsewhere(b.owner, tok) and parked_ok(tok) then
+      parks[#parks + 1], members[#members + 1] = {tok, x}, due[i]
+    else
+      passed = passed + 1
+    end
+  end
+  return looks, members, parks, passed
 end
 
 -- Claim up to `cap` due members of `lane` into batch `b`; returns the capacity left. A
@@ -82,21 +99,8 @@ local function claim_lane(b, lane, cap)
     local due = redis.call('ZRANGEBYSCORE', key, '-inf', b.now, 'WITHSCORES', 'LIMIT', passed,
       math.min(cap, budget))
     if #due == 0 then break end
-    local looks, members, jobs, parks = {}, {}, {}, {}
-    for i = 1, #due, 2 do
-      local x = inspect(due[i], tonumber(due[i + 1]))
-      local job = x.m and x.m.job
-      if job and jobs[job] then break end
-      if job then jobs[job] = true end
-      local tok = foreign(b, x)
-      if not tok then
-        looks[#looks + 1], members[#members + 1] = x, due[i]
-      elseif not served_elsewhere(b.owner, tok) and parked_ok(tok) then
-        parks[#parks + 1], members[#members + 1] = {tok, x}, due[i]
-      else
-        passed, budget = passed + 1, budget - 1
-      end
-    end
+    local looks, members, parks, n = sort_round(b, lane, due)
+    passed, budget = passed + n, budget - n
     if #members > 0 then redis.call('ZREM', key, unpack(members)) end
     for _, p in ipairs(parks) do
       budget = budget - 1
@@ -106,6 +110,7 @@ local function claim_lane(b, lane, cap)
       budget = budget - 1
       if admit(b, lane, x) then cap = cap - 1 end
     end
+    if b.deferred[lane] then break end
   end
   if passed > 0 then b.passed[lane] = (cap > 0 and budget <= 0) and 'more' or 'all' end
   return cap

@@ -14,7 +14,7 @@
 -- calendar jobs the caller must plan (include/calendar.lua).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
-    claims = {}, n = 0, running_set = {}, lease_add = {}, plans = {}, token_head = owner .. ':',
+    claims = {}, n = 0, issued = {}, deferred = {}, running_set = {}, lease_add = {}, plans = {}, token_head = owner .. ':',
     started_tail = '@' .. fmt(now), lease_until = lease and fmt(now + lease)}
 end
 
@@ -52,6 +52,7 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   c[#c + 1] = job
   c[#c + 1] = def
   b.n = b.n + 1
+  b.issued[job] = true
 end
 
 local function write_claims(b)

@@ -7,7 +7,7 @@
 -- the set `parked` lists such tasks; include/park.lua) until a claimant serving the task
 -- puts it back. Neither costs an attempt or a lease.
 -- Provides: SERVES_MAX, serves_ok, names_task, task_of, SEEN, serves, served_elsewhere,
---   register_serves
+--   foreign, register_serves
 -- Key families: layout, tasks, parked, replica:<owner>
 
 --@include core
@@ -71,6 +71,17 @@ local function served_elsewhere(owner, tok)
   for _, text in ipairs(SEEN.others) do v = v or names_task(text, tok) end
   SEEN.elsewhere[tok] = v
   return v
+end
+
+-- The task of inspected due member `x` (include/inspect.lua) when admission would make it a
+-- claim but the claimant (b.serves) lacks that task; nil when admission decides it.
+local function foreign(b, x)
+  local f, m = x.f, x.m
+  if b.serves == '*' or x.bad or not f or f.cancelled == '1' or f.paused == '1' then return nil end
+  if (m.kind == 's' and f.e ~= m.seq) or (m.kind == 'r' and f.gen ~= m.gen) then return nil end
+  local tok = f.def and task_of(f.def)
+  if tok and not serves(b.serves, tok) then return tok end
+  return nil
 end
 
 -- Record the claimant's task list `text` (when it changed) and forget replicas found dead.
