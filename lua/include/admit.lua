@@ -108,5 +108,6 @@ local function admit(b, lane, x)
   if not run then return false end
   b.ready = math.max(run, since)
   issue(b, job, jk, f, f.gen, run, 1, 0)
+  b.issued[job] = true  -- its series' next occurrence in this call waits (defers)
   return true
 end

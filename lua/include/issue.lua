@@ -11,11 +11,14 @@
 
 -- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
 -- expiry); `fence_before` is the fence counter before the call. `plans` lists the
--- calendar jobs the caller must plan (include/calendar.lua).
+-- calendar jobs the caller must plan (include/calendar.lua); `issued` the series claimed
+-- in this call, `deferred` the lanes that left an occurrence of one for a later call
+-- (include/admit.lua, defers).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
-    claims = {}, n = 0, issued = {}, deferred = {}, running_set = {}, lease_add = {}, plans = {}, token_head = owner .. ':',
-    started_tail = '@' .. fmt(now), lease_until = lease and fmt(now + lease)}
+    claims = {}, n = 0, issued = {}, deferred = {}, running_set = {}, lease_add = {},
+    plans = {}, token_head = owner .. ':', started_tail = '@' .. fmt(now),
+    lease_until = lease and fmt(now + lease)}
 end
 
 -- Claim invocation `sched` (attempt, stalls) of `job` (key `jk`, generation `gen`; its
@@ -52,7 +55,6 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   c[#c + 1] = job
   c[#c + 1] = def
   b.n = b.n + 1
-  b.issued[job] = true
 end
 
 local function write_claims(b)
