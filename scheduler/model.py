@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from scheduler import timeinput
 from scheduler.errors import JobNotFoundError
 
 
@@ -77,7 +78,7 @@ class At:
     wall: float
 
     def describe(self) -> str:
-        return f"once at epoch {self.wall:.3f}"
+        return f"once at {timeinput.iso_utc(self.wall)}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class Every:
     anchor: float | None = None
 
     def describe(self) -> str:
-        a = "" if self.anchor is None else f" from epoch {self.anchor:.3f}"
+        a = "" if self.anchor is None else f" from {timeinput.iso_utc(self.anchor)}"
         return f"every {self.interval:g}s{a}"
 
 

@@ -490,7 +490,7 @@ def test_enqueue_command(redis_url, redis_ns):
     assert once.exit_code == 0 and once.stdout.strip()
     with Client(redis_url, namespace=redis_ns) as client:
         info = client.get("hourly")
-        assert info.schedule == "every 60s from epoch 0.000" and info.state == "scheduled"
+        assert info.schedule == "every 60s from 1970-01-01T00:00:00Z" and info.state == "scheduled"
         assert client.get(once.stdout.strip()).schedule == "once after 30s"
         # --delay, Client.enqueue's name for it (was "No such option ... Did you mean --help?")
         same = runner.invoke(main, [*base, "billing.report", "--delay", "1m"])
