@@ -315,9 +315,9 @@ class JobInfo:
     state: str  # scheduled | paused | running | succeeded | failed | cancelled | abandoned |
     #             malformed (a shared store's job hash that does not parse: run duetime doctor)
     next_run: float | None
-    runs: int
-    failures: int
-    attempts: int
+    runs: int  # runs that succeeded
+    failures: int  # runs that failed for good (after their retries): dead letters
+    attempts: int  # the attempt number of the job's last invocation (1: first try)
     last_result: Any
     last_error: str | None
     running: tuple[InvocationInfo, ...]

@@ -115,7 +115,7 @@ def _jobs_table(jobs: list[JobInfo], now: float, waiting: dict[str, str | None])
         ]
         for i in jobs
     ]
-    head = ["ID", "TASK", "ARGS", "SCHEDULE", "LANE", "STATE", "NEXT RUN", "RUNS", "FAILURES"]
+    head = ["ID", "TASK", "ARGS", "SCHEDULE", "LANE", "STATE", "NEXT RUN", "SUCCEEDED", "FAILED"]
     head.append("LAST ERROR")
     return render.table(head, rows, right=frozenset({7, 8}))
 
@@ -159,9 +159,9 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("lane", info.lane),
         ("state", render.state_text(info) if waiting is None else f"waiting: {waiting}"),
         ("next run", render.when(info.next_run, now)),
-        ("runs", info.runs),
-        ("failures", info.failures),
-        ("attempts", info.attempts),
+        ("succeeded", f"{info.runs} run(s)"),
+        ("failed", f"{info.failures} run(s) (after their retries)"),
+        ("last attempt", info.attempts or "-"),
         ("last result", render.clip(result, 200)),
         ("last error", info.last_error or "-"),
     ):

@@ -107,3 +107,22 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(redis_url, redis_ns):
         p.wait()
     assert p.returncode == 141, err
     assert "error" not in err.lower() and "Traceback" not in err, err
+
+
+def test_counters_say_what_they_count(cli, redis_url, redis_ns):
+    """A one-off that failed once read "RUNS 0 FAILURES 1 ... attempts 1": the views name
+    runs that succeeded, runs that failed after their retries, and the last attempt."""
+    store = RedisStore(redis_url, redis_ns)
+    try:
+        with Client(store) as client:
+            job = client.enqueue("tests.noop", delay=0)
+        (c,) = store.claim_due({"default": 1}, 30.0, "r1").claims
+        store.fail(c, "boom", retry_in=None)
+        ls = cli("ls", "--state", "all").output.splitlines()
+        assert "SUCCEEDED" in ls[0] and "FAILED" in ls[0] and "RUNS" not in ls[0], ls[0]
+        shown = cli("show", job).output
+        assert "succeeded    0 run(s)" in shown
+        assert "failed       1 run(s) (after their retries)" in shown
+        assert "last attempt 1" in shown
+    finally:
+        store.close()
