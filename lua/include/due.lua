@@ -66,12 +66,16 @@ local function push_series(job, lane, due, k)
   return member
 end
 
--- A retry (or released / queued) invocation of `sched`, due at `due`.
+-- A retry (or released / queued) invocation of `sched`, due at `due`. A one-off's `next`
+-- becomes its due time (its only pending run: readouts show when it is due); a series'
+-- `next` stays its next occurrence.
 local function push_retry(job, lane, gen, sched, attempt, stalls, due)
   local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
   redis.call('ZADD', P .. 'due:' .. lane, due, member)
   redis.call('HINCRBY', jkey(job), 'retries', 1)
+  local kind = redis.call('HGET', jkey(job), 'kind')
+  if kind ~= 'every' and kind ~= 'cron' then redis.call('HSET', jkey(job), 'next', fmt(due)) end
   wake_if_head(lane, member, due)
 end
 

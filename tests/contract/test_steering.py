@@ -80,3 +80,14 @@ def test_a_one_off_handed_back_is_pending_as_before_and_trigger_brings_it_forwar
     (again,) = claim(store)
     assert (again.job_id, again.attempt) == ("a", 1)
     assert claim(store) == []
+
+
+def test_next_run_of_a_one_off_waiting_for_its_retry_is_the_retry_s_due_time(store, clock):
+    store.add(spec("a", After(0)))
+    (c,) = claim(store)
+    assert store.fail(c, "boom", retry_in=7.0) is Commit.OK
+    info = store.get("a")
+    assert (info.state, info.next_run) == ("scheduled", clock.now() + 7.0)
+    clock.advance(7)
+    (again,) = claim(store)
+    assert again.attempt == 2 and store.get("a").next_run is None  # nothing else pending
