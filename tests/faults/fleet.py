@@ -115,11 +115,11 @@ class Fleet:
         return self.pids.index(pid)
 
     def kill(self, i: int) -> float:
-        """SIGKILL replica ``i``; returns the wall time (ms) of the kill."""
-        at = time.time() * 1000
+        """SIGKILL replica ``i``; returns the wall time (ms) by which it is dead (the
+        process reaped): nothing it does is later than that."""
         self.procs[i].send_signal(signal.SIGKILL)
         self.procs[i].wait(10)
-        return at
+        return time.time() * 1000
 
     def restart(self, i: int, failpoints: str | None = None) -> int:
         """Start a fresh process in slot ``i`` (after it died); returns its pid. Its

@@ -277,7 +277,6 @@ class Harness:
             execs=self.execs,
             expected=set(self.expected),
             lease_ms=round(self.lease * 1000),
-            reap_ms=round(self.resync * 1500),
             recurring=dict(self.recurring),
             faults=faults,
             drained=drained,

@@ -53,7 +53,9 @@ def test_f6_replica_clock_skew_of_5_and_300_s_changes_nothing(tmp_path):
     out = scenarios.clock_skew(tmp_path, n=60)
     assert out.ok, out
     assert out.figures["early_runs"] == 0, out
-    assert out.figures["lateness_ms_max"] < 1000, out
+    # a replica that trusted its own clock would start jobs at least the smallest skew
+    # (5 s) late (or early: early_runs); how late a starved CPU makes a start is not it
+    assert out.figures["lateness_ms_max"] < 5000, out
     assert out.figures["replicas_that_ran"] == 5, out
 
 

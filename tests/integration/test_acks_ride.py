@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from scheduler import Scheduler, task
+from scheduler import engine as engine_module
 from scheduler.model import After, Commit, Every, JobSpec, Overlap, TaskRef
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.sharded import ShardedStore, open_store
@@ -150,7 +151,17 @@ def test_sharded_acks_ride_to_their_own_shard_only(redis_url, redis_ns):
     store.close()
 
 
-def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(private_redis, redis_ns):
+def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(
+    private_redis, redis_ns, monkeypatch
+):
+    """Over a burst of 3,000 due jobs, most successes ride with the next claim and each
+    commits once. The one wall-clock knob in the path is the ride delay: a success waits
+    ``ACK_RIDE_DELAY`` (25 ms) for a claim, then its timer flushes it alone. How often a
+    claim round comes round within 25 ms is this box's speed, not the engine's logic (on
+    a 2-core box under load, 2076 of 3,000 rode). The delay is set past anything this
+    test waits for, so a success goes alone only when no claim round follows it (a
+    drained lane, the last batch): the structure the 80 % bound is about."""
+    monkeypatch.setattr(engine_module, "ACK_RIDE_DELAY", WAIT * 12)
     n = 3000
     store = RedisStore(private_redis.url, redis_ns, resync=30)
     alone: list[int] = []  # sizes of the batches flushed on their own
@@ -171,11 +182,13 @@ def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(private_redis, r
     r = store.redis
     calls = evalsha_calls(r)
     with Scheduler(4, store=store) as eng:
+        # every job claimed (counted in the store), then wait_idle: it flushes the
+        # successes of the last batch, which no claim round follows
         deadline = time.monotonic() + WAIT * 6
-        while int(r.hget(store.keys.stats, "succeeded") or 0) < n:
+        while int(r.hget(store.keys.stats, "claimed") or 0) < n:
             assert time.monotonic() < deadline, "the burst did not finish"
             time.sleep(0.01)
-        assert eng.wait_idle(WAIT)
+        assert eng.wait_idle(WAIT * 6)
     scripts = evalsha_calls(r) - calls
     stats = r.hgetall(store.keys.stats)
     assert int(stats["claimed"]) == n and int(stats["succeeded"]) == n  # each once

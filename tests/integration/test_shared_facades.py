@@ -107,11 +107,12 @@ def test_facade_lanes_and_stats_over_redis(store):
         st = s.stats()
         assert (st.lanes["slow"].queued, st.lanes["slow"].due) == (1, 0)
         assert st.lanes["default"].queued == 0 and st.lag.samples == 0
+        began = time.time()
         s.schedule(mark, 0)
         assert ran.setdefault("mark", threading.Event()).wait(WAIT)
         st = s.stats()
         assert st.lanes["default"].lag.samples == 1
-        assert 0.0 <= st.lag.max < 5.0
+        assert 0.0 <= st.lag.max <= time.time() - began + 0.002  # claimed since scheduled
         assert st.lanes["slow"].workers == 1 and st.lanes["slow"].queued == 1
 
 

@@ -19,9 +19,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import redis
 
 from scheduler import Client
 from scheduler.stores.redis import RedisStore, fleet
+from scheduler.stores.redis.keys import Keys
 from tests.faults.fleet import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -136,12 +138,18 @@ def test_a_sigterm_waits_its_shutdown_timeout_in_all_then_hands_running_jobs_bac
             began = time.monotonic()
             assert a.stop() == 0, a.log.read_text()
             took = time.monotonic() - began
-            assert 2 <= took < 5, (took, a.log.read_text())
+            # all at once: 2 s and the exit; in turn it was 4 x 2 s. Under 4 x 2 s tells
+            # them apart however slow this box exits
+            assert 2 <= took < 4 * 2, (took, a.log.read_text())
             assert "4 lease(s) handed back" in a.log.read_text()
+            # the leases ended as it exited (not 30 s on): read from the store, so the
+            # re-run below needs no bound on how fast b starts
+            with redis.Redis.from_url(redis_url) as raw:
+                sec, usec = raw.time()
+                leases = raw.zrange(Keys(redis_ns).lease, 0, -1, withscores=True)
+            assert len(leases) == 4 and all(at <= sec * 1000 + usec / 1000 for _, at in leases)
             b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=False, extra=extra)
-            began = time.monotonic()
             assert wait_until(lambda: attempts() == [2] * 4, 30), b.log.read_text()
-            assert time.monotonic() - began < 15  # not the 30 s lease
         finally:
             a.kill()
             if b is not None:
@@ -169,16 +177,21 @@ def test_a_second_signal_stops_waiting_for_running_jobs_and_hands_them_back(
             assert wait_until(lambda: attempt() == 1, 30), a.log.read_text()
             a.proc.send_signal(sig)
             assert wait_until(lambda: "stops without waiting" in a.log.read_text(), 30)
-            began = time.monotonic()
             a.proc.send_signal(sig)
+            # exited within 30 s: it did not wait for the 60 s shutdown timeout
             assert a.proc.wait(30) == code, a.log.read_text()
-            assert time.monotonic() - began < 10  # not the 60 s shutdown timeout
             text = a.log.read_text()
             said = f"{sig.name} again: not waiting for 1 running job(s); 1 lease(s) handed back"
             assert said in text, text
             assert "Traceback" not in text, text
+            # its lease ended as it exited (not 30 s on): read from the store, so the
+            # re-run needs no bound on how fast b starts
+            with redis.Redis.from_url(redis_url) as raw:
+                sec, usec = raw.time()
+                leases = raw.zrange(Keys(redis_ns).lease, 0, -1, withscores=True)
+            assert len(leases) == 1 and leases[0][1] <= sec * 1000 + usec / 1000, leases
             b = Replica(redis_url, redis_ns, tmp_path / "b.log", metrics=False)
-            assert wait_until(lambda: attempt() == 2, 15), b.log.read_text()  # lease: 30 s
+            assert wait_until(lambda: attempt() == 2, 30), b.log.read_text()
         finally:
             a.kill()
             if b is not None:
