@@ -214,6 +214,46 @@ def test_due_in_of_an_unchanged_re_add_of_a_released_one_off(pair: Pair) -> None
     assert (am.outcome, am.due_in) == (ar.outcome, ar.due_in) == ("unchanged", 0)
 
 
+@issue31("a released invocation's claim: ready is the release (memory) or the due time (Redis)")
+def test_ready_of_a_released_invocation(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    pair.clock.advance(0.5)
+    m, r = claim(pair)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(0.5)
+    m, r = claim(pair)
+    assert m.claims[0].ready == r.claims[0].ready
+
+
+@issue31("a reaped re-run and a job due at the reap: memory the new job first, Redis the re-run")
+def test_order_of_a_reaped_rerun(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    claim(pair, lease=5)
+    pair.clock.advance(5)
+    pair.both(lambda s: s.add(job("b", After(0), lane="other")))
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert claims(m) == claims(r)
+
+
+@issue31("two lanes, one due instant: memory in submission order, Redis lane by lane")
+def test_cross_lane_order(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("b", After(0), lane="other")))
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert claims(m) == claims(r)
+
+
+@issue31("a job replaced while its old retry waits: Redis's next_due_in counts to that retry")
+def test_next_due_in_after_a_replaced_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=2))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    pair.both(lambda s: s.add(job("a", After(0), lane="other")))  # replaced
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert claims(m) == claims(r)
+    assert m.next_due_in == r.next_due_in == 5  # the new claim's lease
+
+
 @issue31("add of At(a past instant): memory answers a negative due_in, Redis 0")
 def test_due_in_of_a_past_at(pair: Pair) -> None:
     am, ar = pair.both(lambda s: s.add(job("a", At(START - 3))))
