@@ -254,6 +254,16 @@ def test_next_due_in_after_a_replaced_retry(pair: Pair) -> None:
     assert m.next_due_in == r.next_due_in == 5  # the new claim's lease
 
 
+@issue31("a one-off cancelled while running, added again: memory 'replaced', Redis 'created'")
+def test_add_after_a_cancel_while_running(pair: Pair) -> None:
+    spec = job("a", After(0))
+    pair.both(lambda s: s.add(spec))
+    claim(pair)
+    pair.both(lambda s: s.cancel("a"))
+    am, ar = pair.both(lambda s: s.add(spec))
+    assert am.outcome == ar.outcome
+
+
 @issue31("add of At(a past instant): memory answers a negative due_in, Redis 0")
 def test_due_in_of_a_past_at(pair: Pair) -> None:
     am, ar = pair.both(lambda s: s.add(job("a", At(START - 3))))
