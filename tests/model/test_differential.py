@@ -1,0 +1,734 @@
+"""The two stores against each other (hypothesis stateful, issue 31 item 1).
+
+One ``MemoryStore`` and one ``RedisStore`` (on fakeredis, and on a real ``redis-server``)
+on ONE ``FakeClock`` are driven through the same random sequence of public store
+operations: adds of one-off (``After``/``At``), interval (``Every``) and cron (``Cron``)
+jobs with misfire, overlap, retry and delivery options; cancel, pause, resume, trigger;
+clock advances from 1 ms to over an hour; claims with capacities and a lease; complete,
+fail (with and without ``retry_in``), release, renew; lease expiry (an advance past the
+lease, then a claim reaps). After every step every return value and every job's
+``get()`` are compared.
+
+Two tables keep the test honest, both below and nowhere else:
+
+* ``BY_DESIGN``: what differs between the stores on purpose, and how ``normal_*`` below
+  removes it before comparing.
+* ``KNOWN_DIVERGENCES``: what differs and should not (issue 31), each with the guard that
+  keeps the machine from generating it (so the machine runs green and stays useful for
+  everything else) and the regression test in ``test_divergences.py`` that shows it
+  (``xfail(strict=True)``: it fails once the stores agree; then delete the guard).
+
+The bounded run is in the default suite; ``-m model_full`` runs the long one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from scheduler import cron as crons
+from scheduler.client import Client
+from scheduler.model import (
+    After,
+    At,
+    Claim,
+    ClaimBatch,
+    Cron,
+    Delivery,
+    Every,
+    JobInfo,
+    JobSpec,
+    Misfire,
+    Overlap,
+    RetryPolicy,
+    TaskRef,
+)
+from scheduler.schedules import calendar_grace
+from scheduler.stores.base import Store
+from scheduler.stores.memory import MemoryStore
+from scheduler.testing import FakeClock
+from tests.conftest import START
+
+# ---- the two tables -------------------------------------------------------------------------
+
+#: What differs between the stores BY DESIGN, and what the comparison does about it.
+BY_DESIGN: dict[str, str] = {
+    "Claim.token, Claim.fence, InvocationInfo.fence": (
+        "each store hands out its own tokens and fences (a shared store's fence counter is "
+        "the namespace's); only their ordering is promised, and the contract suite checks "
+        "it: not compared"
+    ),
+    "instants and durations to the ms": (
+        "Redis keeps times as whole epoch ms (the fake clock's ms are passed to every "
+        "script as 'now'); the memory store keeps the clock's float seconds. The machine "
+        "only makes times on the ms grid and compares every instant rounded to the ms"
+    ),
+    "ClaimBatch.next_due_in, AddResult.due_in": ("the same ms rounding; compared to the ms"),
+    "last_result": (
+        "Redis keeps a result as JSON: the machine completes only with JSON values, "
+        "compared after a JSON round trip"
+    ),
+    "ClaimBatch.now, ClaimBatch.since": (
+        "both the fake clock's time when the store reads it, compared to the ms"
+    ),
+}
+
+
+def _never(*_: Any) -> bool:
+    return False
+
+
+#: What differs and should not (issue 31), each: what it is, the guard in this machine that
+#: keeps it from being generated, and its xfail regression test in test_divergences.py.
+KNOWN_DIVERGENCES: dict[str, str] = {
+    "PAUSED_RERUN": (
+        "pause during a running invocation, then a failure with a retry or a lease expiry "
+        "(also a pause after the expiry, before the reap): memory starts the retry/re-run "
+        "while paused, Redis holds it until resume; the same for a release of a paused "
+        "job's claim. Guard: no fail-with-retry or release of a paused job's claim; no "
+        "advance past the lease of a paused job's held claim; no pause of a job whose "
+        "lease expired and was not reaped yet. Tests: test_paused_* (the release case has "
+        "no xfail test yet)"
+    ),
+    "OVERLAP_IN_ONE_CLAIM": (
+        "a recurring job (overlap skip/queue) with two or more occurrences due at one claim "
+        "with room for both: memory runs both, Redis records the second as an overlap "
+        "skip. Guard: claims with capacity > 1 only when no such job is late by an "
+        "interval. Test: test_overlap_inside_one_claim"
+    ),
+    "CRON_CATCH_UP_TAKES_TWO_CLAIMS": (
+        "a cron job that missed several occurrences: memory plans and claims in one claim, "
+        "Redis's first claim only asks a replica for a plan (it returns nothing for the "
+        "job and re-announces it 1 s later). Guard: every cron job has a lane of its own; "
+        "when one needs a plan, the rule claim_after_cron_gap first claims that lane on "
+        "Redis alone (which must return nothing), then claims on both, comparing the "
+        "claims in any order (Redis's planned run sorts 1 s late against other due "
+        "jobs); a job handed back (a re-run waiting in its lane) is not planned and its "
+        "lane not claimed while it needs a plan: with a lease-expired re-run waiting, "
+        "Redis runs the re-run and skips the on-time occurrence as overlap. Tests: "
+        "test_cron_catch_up_in_one_claim, test_cron_rerun_and_on_time_occurrence_after_a_gap"
+    ),
+    "TRIGGER_HANDED_BACK_ONE_OFF": (
+        "trigger of a one-off whose claim was handed back (released): memory True, Redis "
+        "False. Guard: no trigger of a one-off that was ever claimed. Test: "
+        "test_trigger_of_a_released_one_off"
+    ),
+    "NEXT_RUN_OF_A_PENDING_RERUN": (
+        "Redis shows next_run None for a one-off waiting after a release or a retry, and "
+        "the series' next time for a recurring job with a triggered, released or retried "
+        "run pending; memory shows the pending run's due time. Guard (in the comparison): "
+        "next_run is not compared when memory's is the earlier (or Redis's None) and the "
+        "job had a release, retry, trigger or lease expiry; the same for an unchanged "
+        "re-add's due_in (memory 0, Redis None). Tests: test_next_run_*"
+    ),
+    "NEXT_DUE_IN_AFTER_RENEW": (
+        "after a renew, memory's claim_due answers next_due_in to the claim's old lease "
+        "deadline (its lease heap keeps the renewed entry and _next_due_in_locked drops "
+        "only finished tokens), Redis to the new one: memory wakes early, for nothing. "
+        "Guard (in the comparison): once a claim was renewed, memory's next_due_in may be "
+        "the earlier. Test: test_next_due_in_after_a_renew"
+    ),
+    "READY_AFTER_A_RELEASE": (
+        "the claim of a released invocation: memory's Claim.ready is the release's "
+        "instant, Redis's the invocation's due time (dispatch lag counts from ready). "
+        "Guard (in the comparison): Claim.ready is not compared for a job that was "
+        "released. Test: test_ready_of_a_released_invocation"
+    ),
+    "ORDER_OF_A_REAPED_RERUN": (
+        "a lease-expired invocation's re-run and a job added at the reap's instant, due "
+        "then, claimed together: memory hands out the new job first (the re-run is "
+        "pushed at the reap, after it), Redis the re-run first (its original due time). "
+        "Guard (in the comparison): once a lease expired, one claim's claims are compared "
+        "in any order. Test: test_order_of_a_reaped_rerun"
+    ),
+    "CROSS_LANE_ORDER": (
+        "one claim over two lanes, both jobs due at the same instant: memory hands them "
+        "out in submission order across lanes, Redis lane by lane (in the capacity's "
+        "order). Guard (in the comparison): claims are compared in order within each "
+        "lane only. Test: test_cross_lane_order"
+    ),
+    "NEXT_DUE_IN_AFTER_A_REPLACED_RETRY": (
+        "a job replaced (changed definition) while a retry of its old definition waits: "
+        "Redis's claim_due still answers next_due_in to the old retry's due time, memory "
+        "not (Redis wakes early, for nothing). Guard (in the comparison): once a job "
+        "with a re-run waiting was replaced, next_due_in is not compared. Test: "
+        "test_next_due_in_after_a_replaced_retry"
+    ),
+    "NEXT_RUN_OF_A_PARKED_CRON_CATCH_UP": (
+        "a cron job with misfire catch_up whose occurrence waits while an earlier one runs "
+        "(Redis parks the series): Redis shows next_run None, memory the waiting "
+        "occurrence. Found by this machine (cron '* * * * *', catch_up, advance 125 s, "
+        "claim with room for 2). Guard (in the comparison): next_run not compared for a "
+        "running catch_up cron job whose Redis next_run is None. No xfail test yet"
+    ),
+    "CATCH_UP_NOT_TRIAGED": (
+        "misfire catch_up (interval and cron jobs) diverges in more ways than triaged so "
+        "far: e.g. every 1 s, catch_up, overlap allow, advance 2, a claim with room for 2 "
+        "(the claims differ, Claim.ready among them); cron '* * * * *', catch_up, advance "
+        "125, claim 1, complete, claim with room for 2. Guard: catch_up is not generated "
+        "(MISFIRES) until they are triaged, each with its own entry and test"
+    ),
+    "NEXT_DUE_IN_OF_A_PAUSED_RETRY": (
+        "a one-off waiting for its retry, then paused: Redis's claim_due answers "
+        "next_due_in to the retry's due time (0.5 s), memory None (Redis wakes for a paused "
+        "job). Found by this machine. Guard (in the comparison): while a job is paused, "
+        "Redis's next_due_in may be the earlier (or memory's None). No xfail test yet"
+    ),
+    "ADD_AFTER_A_CANCEL_WHILE_RUNNING": (
+        "a one-off cancelled while its invocation runs, then added again (the same "
+        "definition): memory answers 'replaced', Redis 'created'. Found by this machine. "
+        "Guard (in the comparison): for a job cancelled while claimed, 'replaced' and "
+        "'created' compare equal. Test: test_add_after_a_cancel_while_running"
+    ),
+    "DUE_IN_OF_A_PAST_AT": (
+        "add of a one-off At(an instant already past): memory answers a negative due_in "
+        "(-3.0 for 3 s ago), Redis 0. Guard (in the comparison): a negative due_in of "
+        "memory's compares as 0. Test: test_due_in_of_a_past_at"
+    ),
+    "CLIENT_RETRY_IN_PROCESS": (
+        "Client.retry (an operator's retry of dead letters) exists for Redis only: on a "
+        "MemoryStore it raises TypeError. Guard: the rule retry_dead_letters runs only "
+        "when RETRY_IN_PROCESS is True. Test: test_client_retry_in_process"
+    ),
+}
+
+RETRY_IN_PROCESS = False  # flip once Client.retry works on a MemoryStore (CLIENT_RETRY_...)
+
+# ---- what the machine generates -------------------------------------------------------------
+
+JOB_IDS = ["j1", "j2", "j3", "j4"]
+OWNER = "owner-1"
+LANES = ["default", "other"]
+CRON_EXPRS = ["* * * * *", "*/10 * * * * *", "0 * * * *"]
+ADVANCES = st.sampled_from([0.001, 0.25, 0.5, 1, 2, 5, 10, 31, 61, 125, 3_700])
+LEASES = st.sampled_from([5, 30])
+MISFIRES = [Misfire.SKIP, Misfire.RUN_ONCE]  # guard CATCH_UP_NOT_TRIAGED: no CATCH_UP
+RESULTS = st.sampled_from([None, "done", 1, {"k": [1, 2]}])
+RETRY_INS = st.sampled_from([0, 0.5, 1, 5, 60])
+
+ONE_OFF = st.one_of(
+    st.builds(After, st.sampled_from([0, 0.5, 1, 5, 90])),
+    st.sampled_from([-3, 0, 1, 30]).map(lambda d: ("at", d)),  # At(now + d): built in add()
+)
+RECURRING = st.one_of(
+    st.builds(Every, st.sampled_from([1, 2, 5, 60])),
+    st.builds(Cron, st.sampled_from(CRON_EXPRS)),
+)
+
+
+def ms(t: float | None) -> int | None:
+    return None if t is None else round(t * 1000)
+
+
+def cron_lane(job_id: str) -> str:
+    """A cron job's lane: its own (see CRON_CATCH_UP_TAKES_TWO_CLAIMS)."""
+    return f"cron-{job_id}"
+
+
+# ---- normalisation (BY_DESIGN) --------------------------------------------------------------
+
+
+def normal_claim(c: Claim) -> tuple[Any, ...]:
+    return (
+        c.job_id,
+        ms(c.scheduled),
+        c.attempt,
+        ms(c.lease_until),
+        c.spec,
+        c.generation,
+        c.lane,
+        ms(c.ready),
+    )
+
+
+def normal_batch(b: ClaimBatch) -> tuple[Any, ...]:
+    return ([normal_claim(c) for c in b.claims], ms(b.next_due_in), ms(b.now), ms(b.since))
+
+
+def normal_info(info: JobInfo | None) -> dict[str, Any] | None:
+    if info is None:
+        return None
+    return {
+        "job_id": info.job_id,
+        "schedule": info.schedule,
+        "lane": info.lane,
+        "state": info.state,
+        "next_run": ms(info.next_run),
+        "runs": info.runs,
+        "failures": info.failures,
+        "attempts": info.attempts,
+        "last_result": json.loads(json.dumps(info.last_result)),
+        "last_error": info.last_error,
+        "running": [
+            (i.job_id, ms(i.scheduled), i.attempt, ms(i.lease_until)) for i in info.running
+        ],
+        "skipped": [(ms(s.first), ms(s.last), s.count, s.reason) for s in info.skipped],
+        "dead_letters": [
+            (ms(e.at), e.kind, e.job_id, ms(e.scheduled), e.attempt, e.detail, ms(e.ready))
+            for e in info.dead_letters
+        ],
+        "task": info.task,
+        "args": info.args,
+        "last_traceback": info.last_traceback,
+    }
+
+
+# ---- the machine ----------------------------------------------------------------------------
+
+
+class Held:
+    """One invocation claimed in both stores: the two claims (same job, instant, attempt)."""
+
+    def __init__(self, mem: Claim, red: Claim) -> None:
+        self.mem, self.red = mem, red
+
+    @property
+    def job_id(self) -> str:
+        return self.mem.job_id
+
+
+class Differential(RuleBasedStateMachine):
+    def __init__(self, make_redis: Callable[[FakeClock], Store]) -> None:
+        super().__init__()
+        self.make_redis = make_redis
+
+    @initialize()
+    def start(self) -> None:
+        self.clock = FakeClock(start=START)
+        self.mem: Store = MemoryStore(self.clock)
+        self.red: Store = self.make_redis(self.clock)
+        self.specs: dict[str, JobSpec] = {}
+        self.held: list[Held] = []
+        self.claimed_ever: set[str] = set()
+        self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
+        self.renewed = False  # a claim was renewed (NEXT_DUE_IN_AFTER_RENEW)
+        self.expired = False  # a lease expired (ORDER_OF_A_REAPED_RERUN)
+        self.cancelled_running: set[str] = set()  # ADD_AFTER_A_CANCEL_WHILE_RUNNING
+        self.unreaped: set[str] = set()  # jobs with an expired lease not reaped yet
+        self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
+        self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
+        self.planned: set[str] = set()  # cron lanes Redis just planned (claim_after_cron_gap)
+
+    def teardown(self) -> None:
+        red = getattr(self, "red", None)
+        if red is not None:
+            red.close()  # type: ignore[attr-defined]
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def both(self, op: Callable[[Store], Any]) -> tuple[Any, Any]:
+        return op(self.mem), op(self.red)
+
+    def agree(self, what: str, a: Any, b: Any) -> None:
+        assert a == b, f"{what}: memory {a!r} != redis {b!r}"
+
+    def paused(self, job_id: str) -> bool:
+        info = self.mem.get(job_id)
+        return info is not None and info.state == "paused"
+
+    # ---- guards (KNOWN_DIVERGENCES) --------------------------------------------------------
+
+    def _paused_lease_would_expire(self, until: float) -> bool:
+        """PAUSED_RERUN: a held claim of a paused job whose lease ends by ``until``."""
+        return any(
+            h.mem.lease_until is not None
+            and h.mem.lease_until <= until + 1e-9
+            and self.paused(h.job_id)
+            for h in self.held
+        )
+
+    def _late_by_an_interval(self) -> bool:
+        """OVERLAP_IN_ONE_CLAIM: a fixed-rate job (overlap skip/queue) whose pending
+        occurrence and the one after it are both due."""
+        now = self.now()
+        for jid, sp in self.specs.items():
+            if not isinstance(sp.schedule, Every) or sp.overlap is Overlap.ALLOW:
+                continue
+            info = self.mem.get(jid)
+            if info is None or info.next_run is None:
+                continue
+            if info.next_run + sp.schedule.interval <= now + 1e-9:
+                return True
+        return False
+
+    def _cron_needing_a_plan(self) -> list[str]:
+        """CRON_CATCH_UP_TAKES_TWO_CLAIMS: the cron jobs whose pending occurrence t was
+        missed (more than its grace ago) and the one after it is due too (claim.lua's
+        cron_step cannot decide: a replica plans)."""
+        now = self.now()
+        out = []
+        for jid, sp in self.specs.items():
+            if not isinstance(sp.schedule, Cron) or sp.misfire is Misfire.CATCH_UP:
+                continue
+            info = self.mem.get(jid)
+            if info is None or info.next_run is None or info.state in ("paused", "cancelled"):
+                continue
+            t = info.next_run
+            after = crons.next_after(sp.schedule, t, jid)
+            grace = calendar_grace(sp.schedule, jid, t, sp.misfire_grace)
+            if after is not None and t < now - grace - 1e-9 and after <= now + 1e-9:
+                out.append(jid)
+        return out
+
+    def _rerun_pending_tolerated(self, job_id: str, mem: int | None, red: int | None) -> bool:
+        """NEXT_RUN_OF_A_PENDING_RERUN: memory's pending time (ms) is the earlier, or Redis
+        shows none, for a job that was handed back (release, retry, trigger, lease
+        expiry)."""
+        sp = self.specs.get(job_id)
+        if (  # guard NEXT_RUN_OF_A_PARKED_CRON_CATCH_UP
+            sp is not None
+            and isinstance(sp.schedule, Cron)
+            and sp.misfire is Misfire.CATCH_UP
+            and red is None
+            and any(h.job_id == job_id for h in self.held)
+        ):
+            return True
+        return (
+            job_id in self.handed_back
+            and mem is not None
+            and mem != red
+            and (red is None or mem < red)
+        )
+
+    # ---- producers -------------------------------------------------------------------------
+
+    @rule(
+        job_id=st.sampled_from(JOB_IDS),
+        schedule=st.one_of(ONE_OFF, RECURRING),
+        misfire=st.sampled_from(MISFIRES),
+        overlap=st.sampled_from(list(Overlap)),
+        attempts=st.integers(1, 3),
+        delivery=st.sampled_from(list(Delivery)),
+        lane=st.sampled_from(LANES),
+    )
+    def add(
+        self,
+        job_id: str,
+        schedule: Any,
+        misfire: Misfire,
+        overlap: Overlap,
+        attempts: int,
+        delivery: Delivery,
+        lane: str,
+    ) -> None:
+        if isinstance(schedule, tuple):
+            schedule = At(self.now() + schedule[1])
+        if isinstance(schedule, Cron):
+            lane = cron_lane(job_id)
+        sp = JobSpec(
+            job_id=job_id,
+            target=TaskRef("t.x"),
+            schedule=schedule,
+            lane=lane,
+            retry=RetryPolicy(max_attempts=attempts),
+            misfire=misfire,
+            overlap=overlap,
+            delivery=delivery,
+        )
+        a, b = self.both(lambda s: s.add(sp))
+        due_in = a.due_in
+        if due_in is not None and due_in < 0:
+            due_in = 0.0  # guard DUE_IN_OF_A_PAST_AT
+        if self._rerun_pending_tolerated(job_id, ms(due_in), ms(b.due_in)):
+            due_in = b.due_in  # guard NEXT_RUN_OF_A_PENDING_RERUN (an unchanged re-add)
+        outcome = a.outcome
+        if job_id in self.cancelled_running and {a.outcome, b.outcome} == {"replaced", "created"}:
+            outcome = b.outcome  # guard ADD_AFTER_A_CANCEL_WHILE_RUNNING
+        self.agree("add", (outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
+        self.cancelled_running.discard(job_id)
+        self.specs[job_id] = sp
+        if a.outcome == "replaced" and job_id in self.handed_back:
+            self.replaced_rerun = True  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
+        if a.outcome != "unchanged":  # a new definition: the old one's runs never start
+            self.handed_back.discard(job_id)
+            self.claimed_ever.discard(job_id)
+
+    @rule(job_id=st.sampled_from(JOB_IDS))
+    def cancel(self, job_id: str) -> None:
+        self.agree("cancel", *self.both(lambda s: s.cancel(job_id)))
+        if any(h.job_id == job_id for h in self.held):
+            self.cancelled_running.add(job_id)
+
+    @rule(job_id=st.sampled_from(JOB_IDS))
+    def pause(self, job_id: str) -> None:
+        now = self.now()
+        if job_id in self.unreaped or any(
+            h.job_id == job_id and h.mem.lease_until is not None and h.mem.lease_until <= now
+            for h in self.held
+        ):
+            return  # guard PAUSED_RERUN
+        self.agree("pause", *self.both(lambda s: s.pause(job_id)))
+
+    @rule(job_id=st.sampled_from(JOB_IDS))
+    def resume(self, job_id: str) -> None:
+        self.agree("resume", *self.both(lambda s: s.resume(job_id)))
+
+    @rule(job_id=st.sampled_from(JOB_IDS))
+    def trigger(self, job_id: str) -> None:
+        sp = self.specs.get(job_id)
+        if sp is not None and not sp.recurring and job_id in self.claimed_ever:
+            return  # guard TRIGGER_HANDED_BACK_ONE_OFF
+        a, b = self.both(lambda s: s.trigger(job_id))
+        self.agree("trigger", a, b)
+        if a:
+            self.handed_back.add(job_id)
+
+    @precondition(lambda self: RETRY_IN_PROCESS)  # guard CLIENT_RETRY_IN_PROCESS
+    @rule(job_id=st.sampled_from(JOB_IDS))
+    def retry_dead_letters(self, job_id: str) -> None:
+        def retry(s: Store) -> Any:
+            try:
+                return Client(s).retry(job_id)
+            except (ValueError, LookupError) as exc:
+                return type(exc).__name__
+
+        self.agree("Client.retry", *self.both(retry))
+        self.handed_back.add(job_id)
+
+    # ---- time --------------------------------------------------------------------------
+
+    @rule(dt=ADVANCES)
+    def advance(self, dt: float) -> None:
+        if self._paused_lease_would_expire(self.now() + dt):
+            return  # guard PAUSED_RERUN
+        for h in self.held:
+            if h.mem.lease_until is not None and h.mem.lease_until <= self.now() + dt:
+                self.handed_back.add(h.job_id)  # its lease will expire: a re-run
+                self.unreaped.add(h.job_id)  # until the next claim (PAUSED_RERUN)
+                self.expired = True
+        self.clock.advance(dt)
+
+    # ---- the dispatcher's side -------------------------------------------------------------
+
+    def _claim(self, capacity: dict[str, int], lease: float, ordered: bool = True) -> None:
+        a, b = self.both(lambda s: s.claim_due(capacity, lease, OWNER))
+        self.unreaped.clear()  # every claim reaps every expired lease
+        na, nb = normal_batch(a), normal_batch(b)
+        if self.released:  # guard READY_AFTER_A_RELEASE
+            na, nb = (
+                ([c[:-1] + ((None,) if c[0] in self.released else c[-1:]) for c in x[0]], *x[1:])
+                for x in (na, nb)
+            )
+        if not ordered or self.expired:  # guards CRON_CATCH_UP_..., ORDER_OF_A_REAPED_RERUN
+            na, nb = ((sorted(x[0], key=repr), *x[1:]) for x in (na, nb))
+        else:  # guard CROSS_LANE_ORDER: the order within each lane only
+            na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
+        if self.replaced_rerun:  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
+            na = (na[0], nb[1], *na[2:])
+        if (  # guard NEXT_DUE_IN_OF_A_PAUSED_RETRY
+            nb[1] is not None
+            and (na[1] is None or nb[1] < na[1])
+            and any(self.paused(j) for j in JOB_IDS)
+        ):
+            na = (na[0], nb[1], *na[2:])
+        if self.renewed and na[1] is not None and nb[1] is not None and na[1] < nb[1]:
+            na = (na[0], nb[1], *na[2:])  # guard NEXT_DUE_IN_AFTER_RENEW
+        self.agree("claim_due", na, nb)
+
+        def key(c: Claim) -> tuple[str, int | None, int]:
+            return (c.job_id, ms(c.scheduled), c.attempt)
+
+        for ca, cb in zip(sorted(a.claims, key=key), sorted(b.claims, key=key), strict=True):
+            self.held.append(Held(ca, cb))
+            self.claimed_ever.add(ca.job_id)
+
+    def _capacity(self, n: int) -> dict[str, int]:
+        """Every lane but those of the cron jobs that need a plan and were not planned by
+        claim_after_cron_gap (guard CRON_CATCH_UP_TAKES_TWO_CLAIMS)."""
+        lanes = LANES + [cron_lane(j) for j in JOB_IDS]
+        unplanned = {cron_lane(j) for j in self._cron_needing_a_plan()} - self.planned
+        return {lane: n for lane in lanes if lane not in unplanned}
+
+    @rule(lease=LEASES)
+    def claim_one(self, lease: float) -> None:
+        self._claim(self._capacity(1), lease)
+
+    @precondition(lambda self: not self._late_by_an_interval())  # guard OVERLAP_IN_ONE_CLAIM
+    @rule(n=st.integers(2, 3), lease=LEASES)
+    def claim_many(self, n: int, lease: float) -> None:
+        self._claim(self._capacity(n), lease)
+
+    @precondition(lambda self: any(j not in self.handed_back for j in self._cron_needing_a_plan()))
+    @rule(n=st.integers(1, 3), lease=LEASES)
+    def claim_after_cron_gap(self, n: int, lease: float) -> None:
+        """Guard CRON_CATCH_UP_TAKES_TWO_CLAIMS: Redis's planning claim first (the job's
+        lane only, Redis only: it must hand out nothing), then the claim on both. Only
+        for a job with nothing else pending in its lane (never handed back: no trigger,
+        release, retry or lease expiry), which the planning claim would hand out."""
+        for jid in self._cron_needing_a_plan():
+            if jid in self.handed_back:
+                continue
+            first = self.red.claim_due({cron_lane(jid): 1}, lease, OWNER)
+            self.planned.add(cron_lane(jid))
+            assert first.claims == [], (
+                "CRON_CATCH_UP_TAKES_TWO_CLAIMS: Redis claimed in its planning claim "
+                f"{[normal_claim(c) for c in first.claims]}: fixed? remove the guard"
+            )
+        if n > 1 and self._late_by_an_interval():
+            n = 1  # guard OVERLAP_IN_ONE_CLAIM
+        try:
+            self._claim(self._capacity(n), lease, ordered=False)
+        finally:
+            self.planned.clear()
+
+    def _pick(self, i: int, ok: Callable[[Held], bool] = lambda h: True) -> Held | None:
+        choices = [h for h in self.held if ok(h)]
+        if not choices:
+            return None
+        h = choices[i % len(choices)]
+        self.held.remove(h)
+        return h
+
+    @precondition(lambda self: bool(self.held))
+    @rule(i=st.integers(0, 7), result=RESULTS)
+    def complete(self, i: int, result: Any) -> None:
+        h = self._pick(i)
+        assert h is not None
+        self.agree("complete", self.mem.complete(h.mem, result), self.red.complete(h.red, result))
+
+    @precondition(lambda self: bool(self.held))
+    @rule(i=st.integers(0, 7), error=st.sampled_from(["boom", "bang"]))
+    def fail_for_good(self, i: int, error: str) -> None:
+        h = self._pick(i)
+        assert h is not None
+        self.agree("fail", self.mem.fail(h.mem, error, None), self.red.fail(h.red, error, None))
+
+    @precondition(lambda self: bool(self.held))
+    @rule(i=st.integers(0, 7), retry_in=RETRY_INS)
+    def fail_with_retry(self, i: int, retry_in: float) -> None:
+        h = self._pick(i, lambda h: not self.paused(h.job_id))  # guard PAUSED_RERUN
+        if h is None:
+            return
+        a = self.mem.fail(h.mem, "boom", retry_in)
+        b = self.red.fail(h.red, "boom", retry_in)
+        self.agree("fail(retry_in)", a, b)
+        self.handed_back.add(h.job_id)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(i=st.integers(0, 7))
+    def release(self, i: int) -> None:
+        h = self._pick(i, lambda h: not self.paused(h.job_id))  # guard PAUSED_RERUN
+        if h is None:
+            return
+        self.agree("release", self.mem.release(h.mem), self.red.release(h.red))
+        self.handed_back.add(h.job_id)
+        self.released.add(h.job_id)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(i=st.integers(0, 7), lease=LEASES)
+    def renew(self, i: int, lease: float) -> None:
+        h = self.held[i % len(self.held)]
+        a, b = self.mem.renew([h.mem], lease), self.red.renew([h.red], lease)
+        self.agree("renew", a, b)
+        self.renewed = True
+        # the new deadline, as both stores now hold it (a lost lease keeps the old one)
+        info = self.mem.get(h.job_id)
+        for inv in info.running if info else ():
+            if ms(inv.scheduled) == ms(h.mem.scheduled) and inv.attempt == h.mem.attempt:
+                h.mem = h.mem._replace(lease_until=inv.lease_until)
+
+    # ---- after every step --------------------------------------------------------------------
+
+    @invariant()
+    def every_job_reads_the_same(self) -> None:
+        if not hasattr(self, "red"):
+            return
+        for jid in JOB_IDS:
+            a, b = normal_info(self.mem.get(jid)), normal_info(self.red.get(jid))
+            if (
+                a is not None
+                and b is not None
+                and self._rerun_pending_tolerated(jid, a["next_run"], b["next_run"])
+            ):
+                b["next_run"] = a["next_run"]  # guard NEXT_RUN_OF_A_PENDING_RERUN
+            self.agree(f"get({jid!r})", a, b)
+
+
+# ---- the runs -----------------------------------------------------------------------------
+
+# the default suite's run: the same examples every time (a CI run never fails on a new
+# find); the long run (model_full) draws new ones
+BOUNDED = settings(
+    derandomize=True,
+    database=None,
+    max_examples=100,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+FULL = settings(
+    max_examples=1_000,
+    stateful_step_count=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_store_logs() -> Iterator[None]:
+    """fakeredis has no INFO: every RedisStore says so once; not this test's subject."""
+    logging.disable(logging.WARNING)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def fakeredis_store(clock: FakeClock) -> Store:
+    from scheduler.stores.redis import RedisStore
+    from tests.fakeredis_fixtures import fakeredis_client
+
+    return RedisStore(fakeredis_client(), "fake", clock=clock)
+
+
+def real_redis_store(url: str) -> Callable[[FakeClock], Store]:
+    from scheduler.stores.redis import RedisStore
+
+    def make(clock: FakeClock) -> Store:
+        return RedisStore(url, f"d{uuid.uuid4().hex[:10]}", clock=clock)
+
+    return make
+
+
+@pytest.mark.timeout(600)  # a failure's shrinking can take minutes
+@pytest.mark.fakeredis
+def test_memory_and_fakeredis_agree() -> None:
+    run_state_machine_as_test(lambda: Differential(fakeredis_store), settings=BOUNDED)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.redis
+def test_memory_and_redis_agree(redis_url: str) -> None:
+    make = real_redis_store(redis_url)
+    run_state_machine_as_test(lambda: Differential(make), settings=BOUNDED)
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.model_full
+@pytest.mark.fakeredis
+def test_memory_and_fakeredis_agree_long_run() -> None:
+    run_state_machine_as_test(lambda: Differential(fakeredis_store), settings=FULL)
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.model_full
+@pytest.mark.redis
+def test_memory_and_redis_agree_long_run(redis_url: str) -> None:
+    make = real_redis_store(redis_url)
+    run_state_machine_as_test(lambda: Differential(make), settings=FULL)

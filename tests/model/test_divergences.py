@@ -1,0 +1,290 @@
+"""Where the two stores disagree and should not (issue 31): one minimal, deterministic
+sequence per divergence, each run on a ``MemoryStore`` and a ``RedisStore`` (fakeredis,
+and a real ``redis-server``) on one fake clock, asserting that they agree.
+
+Each is ``xfail(strict=True)``: it fails today and turns into a failure the day the
+stores agree, which is the signal to drop the xfail here and the divergence's guard in
+``test_differential.py`` (its ``KNOWN_DIVERGENCES`` names these tests). They are the
+hand-off to whoever fixes the stores; where issue 31 decided the semantics, the test
+asserts it too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import pytest
+
+from scheduler.client import Client
+from scheduler.model import (
+    After,
+    At,
+    ClaimBatch,
+    Cron,
+    Every,
+    JobSpec,
+    Misfire,
+    Overlap,
+    RetryPolicy,
+    TaskRef,
+)
+from scheduler.stores.base import Store
+from scheduler.stores.memory import MemoryStore
+from scheduler.testing import FakeClock
+from tests.conftest import START
+
+OWNER = "owner-1"
+
+
+class Pair(NamedTuple):
+    clock: FakeClock
+    mem: Store
+    red: Store
+
+    def both(self, op: Callable[[Store], Any]) -> tuple[Any, Any]:
+        return op(self.mem), op(self.red)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("fakeredis", marks=pytest.mark.fakeredis),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def pair(request: pytest.FixtureRequest) -> Iterator[Pair]:
+    """A MemoryStore and a RedisStore (fakeredis or a real server) on one fake clock."""
+    from scheduler.stores.redis import RedisStore
+
+    clock = FakeClock(start=START)
+    if request.param == "fakeredis":
+        from tests.fakeredis_fixtures import fakeredis_client
+
+        logging.disable(logging.WARNING)  # fakeredis has no INFO: said once per store
+        red = RedisStore(fakeredis_client(), "fake", clock=clock)
+    else:
+        url = request.getfixturevalue("redis_url")
+        red = RedisStore(url, request.getfixturevalue("redis_ns"), clock=clock)
+    try:
+        yield Pair(clock, MemoryStore(clock), red)
+    finally:
+        red.close()
+        logging.disable(logging.NOTSET)
+
+
+def job(job_id: str, schedule: Any, **kw: Any) -> JobSpec:
+    return JobSpec(job_id=job_id, target=TaskRef("t.x"), schedule=schedule, **kw)
+
+
+def claims(batch: ClaimBatch) -> list[tuple[str, float, int]]:
+    return [(c.job_id, c.scheduled, c.attempt) for c in batch.claims]
+
+
+def claim(p: Pair, capacity: int = 10, lease: float = 5) -> tuple[Any, Any]:
+    return p.both(lambda s: s.claim_due({"default": capacity}, lease, OWNER))
+
+
+def issue31(what: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"issue 31: {what}")
+
+
+# ---- pause holds every new start, retries and re-runs included -----------------------------
+
+
+@issue31("pause during a running invocation, then a failure with a retry: memory runs it")
+def test_paused_retry_waits_for_resume(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    m, r = claim(pair)
+    assert pair.both(lambda s: s.pause("a")) == (True, True)
+    assert pair.mem.fail(m.claims[0], "boom", 1) == pair.red.fail(r.claims[0], "boom", 1)
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == []  # paused: nothing starts
+
+
+@issue31("pause during a running invocation, then its lease expires: memory re-runs it")
+def test_paused_lease_expiry_waits_for_resume(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    claim(pair, lease=5)
+    assert pair.both(lambda s: s.pause("a")) == (True, True)
+    pair.clock.advance(5)
+    m, r = claim(pair)  # reaps the lease: the re-run waits for resume
+    assert claims(m) == claims(r) == []
+
+
+@issue31("a pause after the lease expired, before the reap: memory re-runs it")
+def test_pause_after_expiry_before_reap_waits_for_resume(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    claim(pair, lease=5)
+    pair.clock.advance(5)
+    assert pair.both(lambda s: s.pause("a")) == (True, True)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == []
+
+
+# ---- overlap and catch-up ------------------------------------------------------------------
+
+
+@issue31("every 1 s, misfire and overlap skip, a claim 1 s late with room for 2: 2 vs 1 run")
+def test_overlap_inside_one_claim(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("r", Every(1), misfire=Misfire.SKIP, overlap=Overlap.SKIP)))
+    pair.clock.advance(2)
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r)
+    assert pair.mem.get("r").skipped == pair.red.get("r").skipped  # type: ignore[union-attr]
+
+
+@issue31("cron after an hour away: Redis's first claim only plans, the run comes 1 s later")
+def test_cron_catch_up_in_one_claim(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    pair.clock.advance(3_600)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) != []
+
+
+@issue31("cron after a gap with a lease-expired re-run waiting: Redis skips the on-time one")
+def test_cron_rerun_and_on_time_occurrence_after_a_gap(pair: Pair) -> None:
+    """Memory runs the re-run and the on-time occurrence; Redis runs the re-run and
+    records the on-time one as an overlap skip (claims over two claims, so that the
+    two-claim planning of test_cron_catch_up_in_one_claim does not hide this one)."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    pair.clock.advance(20)  # START is 00:16:40: the first occurrence is at 00:17:00
+    m, r = claim(pair, lease=5)
+    assert claims(m) == claims(r) != []
+    pair.clock.advance(3_600)  # the lease expired long ago; 59 occurrences missed
+    m1, r1 = claim(pair)
+    m2, r2 = claim(pair)
+    assert sorted(claims(m1) + claims(m2)) == sorted(claims(r1) + claims(r2))
+    assert pair.mem.get("c").skipped == pair.red.get("c").skipped  # type: ignore[union-attr]
+
+
+# ---- the smaller ones ----------------------------------------------------------------------
+
+
+@issue31("trigger of a one-off whose claim was handed back: memory True, Redis False")
+def test_trigger_of_a_released_one_off(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    mt, rt = pair.both(lambda s: s.trigger("a"))
+    assert mt == rt
+
+
+@issue31("Redis shows next_run None for a one-off waiting after a release")
+def test_next_run_of_a_released_one_off(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(1))))
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    pair.mem.release(m.claims[0])
+    pair.red.release(r.claims[0])
+    nm, nr = pair.both(lambda s: s.get("a").next_run)
+    assert nm == nr == START + 1
+
+
+@issue31("Redis shows next_run None for a one-off waiting for its retry")
+def test_next_run_of_a_one_off_waiting_for_its_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=2))))
+    m, r = claim(pair)
+    pair.mem.fail(m.claims[0], "boom", 5)
+    pair.red.fail(r.claims[0], "boom", 5)
+    nm, nr = pair.both(lambda s: s.get("a").next_run)
+    assert nm == nr == START + 5
+
+
+@issue31("Redis shows the series' next time for a recurring job with a retry pending")
+def test_next_run_of_a_recurring_job_waiting_for_its_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("e", Every(10), retry=RetryPolicy(max_attempts=2))))
+    pair.clock.advance(10)
+    m, r = claim(pair)
+    pair.mem.fail(m.claims[0], "boom", 1)
+    pair.red.fail(r.claims[0], "boom", 1)
+    nm, nr = pair.both(lambda s: s.get("e").next_run)
+    assert nm == nr == START + 11
+
+
+@issue31("an unchanged re-add of a released one-off: due_in memory 0, Redis None")
+def test_due_in_of_an_unchanged_re_add_of_a_released_one_off(pair: Pair) -> None:
+    spec = job("a", After(0))
+    pair.both(lambda s: s.add(spec))
+    m, r = claim(pair)
+    pair.mem.release(m.claims[0])
+    pair.red.release(r.claims[0])
+    am, ar = pair.both(lambda s: s.add(spec))
+    assert (am.outcome, am.due_in) == (ar.outcome, ar.due_in) == ("unchanged", 0)
+
+
+@issue31("a released invocation's claim: ready is the release (memory) or the due time (Redis)")
+def test_ready_of_a_released_invocation(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    pair.clock.advance(0.5)
+    m, r = claim(pair)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(0.5)
+    m, r = claim(pair)
+    assert m.claims[0].ready == r.claims[0].ready
+
+
+@issue31("a reaped re-run and a job due at the reap: memory the new job first, Redis the re-run")
+def test_order_of_a_reaped_rerun(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    claim(pair, lease=5)
+    pair.clock.advance(5)
+    pair.both(lambda s: s.add(job("b", After(0), lane="other")))
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert claims(m) == claims(r)
+
+
+@issue31("two lanes, one due instant: memory in submission order, Redis lane by lane")
+def test_cross_lane_order(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("b", After(0), lane="other")))
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert claims(m) == claims(r)
+
+
+@issue31("a job replaced while its old retry waits: Redis's next_due_in counts to that retry")
+def test_next_due_in_after_a_replaced_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=2))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    pair.both(lambda s: s.add(job("a", After(0), lane="other")))  # replaced
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert claims(m) == claims(r)
+    assert m.next_due_in == r.next_due_in == 5  # the new claim's lease
+
+
+@issue31("a one-off cancelled while running, added again: memory 'replaced', Redis 'created'")
+def test_add_after_a_cancel_while_running(pair: Pair) -> None:
+    spec = job("a", After(0))
+    pair.both(lambda s: s.add(spec))
+    claim(pair)
+    pair.both(lambda s: s.cancel("a"))
+    am, ar = pair.both(lambda s: s.add(spec))
+    assert am.outcome == ar.outcome
+
+
+@issue31("add of At(a past instant): memory answers a negative due_in, Redis 0")
+def test_due_in_of_a_past_at(pair: Pair) -> None:
+    am, ar = pair.both(lambda s: s.add(job("a", At(START - 3))))
+    assert am.due_in == ar.due_in == 0
+
+
+@issue31("after a renew, memory's next_due_in still counts to the old lease deadline")
+def test_next_due_in_after_a_renew(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair, lease=5)
+    pair.clock.advance(1)
+    assert pair.mem.renew(m.claims, 5) == pair.red.renew(r.claims, 5)
+    m, r = claim(pair)
+    assert m.next_due_in == r.next_due_in == 5  # the renewed lease ends at START + 6
+
+
+@issue31("Client.retry exists for the Redis store only (TypeError in process)")
+def test_client_retry_in_process(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    pair.mem.fail(m.claims[0], "boom", None)  # dead-lettered
+    pair.red.fail(r.claims[0], "boom", None)
+    assert Client(pair.red).retry("a") == 1
+    assert Client(pair.mem).retry("a") == 1
