@@ -96,21 +96,6 @@ def _never(*_: Any) -> bool:
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
 KNOWN_DIVERGENCES: dict[str, str] = {
-    "PAUSED_RERUN": (
-        "pause during a running invocation, then a failure with a retry or a lease expiry "
-        "(also a pause after the expiry, before the reap): memory starts the retry/re-run "
-        "while paused, Redis holds it until resume; the same for a release of a paused "
-        "job's claim. Guard: no fail-with-retry or release of a paused job's claim; no "
-        "advance past the lease of a paused job's held claim; no pause of a job whose "
-        "lease expired and was not reaped yet. Tests: test_paused_* (the release case has "
-        "no xfail test yet)"
-    ),
-    "OVERLAP_IN_ONE_CLAIM": (
-        "a recurring job (overlap skip/queue) with two or more occurrences due at one claim "
-        "with room for both: memory runs both, Redis records the second as an overlap "
-        "skip. Guard: claims with capacity > 1 only when no such job is late by an "
-        "interval. Test: test_overlap_inside_one_claim"
-    ),
     "CRON_CATCH_UP_TAKES_TWO_CLAIMS": (
         "a cron job that missed several occurrences: memory plans and claims in one claim, "
         "Redis's first claim only asks a replica for a plan (it returns nothing for the "
@@ -123,18 +108,13 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "Redis runs the re-run and skips the on-time occurrence as overlap. Tests: "
         "test_cron_catch_up_in_one_claim, test_cron_rerun_and_on_time_occurrence_after_a_gap"
     ),
-    "TRIGGER_HANDED_BACK_ONE_OFF": (
-        "trigger of a one-off whose claim was handed back (released): memory True, Redis "
-        "False. Guard: no trigger of a one-off that was ever claimed. Test: "
-        "test_trigger_of_a_released_one_off"
-    ),
     "NEXT_RUN_OF_A_PENDING_RERUN": (
-        "Redis shows next_run None for a one-off waiting after a release or a retry, and "
-        "the series' next time for a recurring job with a triggered, released or retried "
-        "run pending; memory shows the pending run's due time. Guard (in the comparison): "
-        "next_run is not compared when memory's is the earlier (or Redis's None) and the "
-        "job had a release, retry, trigger or lease expiry; the same for an unchanged "
-        "re-add's due_in (memory 0, Redis None). Tests: test_next_run_*"
+        "Redis shows the series' next time for a recurring job with a triggered, released "
+        "or retried run pending; memory shows the pending run's due time (a one-off's "
+        "release or retry agrees: test_next_run_of_a_* without xfail). Guard (in the "
+        "comparison): next_run is not compared when memory's is the earlier (or Redis's "
+        "None) and the job had a release, retry, trigger or lease expiry. Tests: "
+        "test_next_run_*"
     ),
     "NEXT_DUE_IN_AFTER_RENEW": (
         "after a renew, memory's claim_due answers next_due_in to the claim's old lease "
@@ -200,14 +180,8 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "(-3.0 for 3 s ago), Redis 0. Guard (in the comparison): a negative due_in of "
         "memory's compares as 0. Test: test_due_in_of_a_past_at"
     ),
-    "CLIENT_RETRY_IN_PROCESS": (
-        "Client.retry (an operator's retry of dead letters) exists for Redis only: on a "
-        "MemoryStore it raises TypeError. Guard: the rule retry_dead_letters runs only "
-        "when RETRY_IN_PROCESS is True. Test: test_client_retry_in_process"
-    ),
 }
 
-RETRY_IN_PROCESS = False  # flip once Client.retry works on a MemoryStore (CLIENT_RETRY_...)
 
 # ---- what the machine generates -------------------------------------------------------------
 
@@ -314,12 +288,10 @@ class Differential(RuleBasedStateMachine):
         self.red: Store = self.make_redis(self.clock)
         self.specs: dict[str, JobSpec] = {}
         self.held: list[Held] = []
-        self.claimed_ever: set[str] = set()
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
         self.renewed = False  # a claim was renewed (NEXT_DUE_IN_AFTER_RENEW)
         self.expired = False  # a lease expired (ORDER_OF_A_REAPED_RERUN)
         self.cancelled_running: set[str] = set()  # ADD_AFTER_A_CANCEL_WHILE_RUNNING
-        self.unreaped: set[str] = set()  # jobs with an expired lease not reaped yet
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
         self.planned: set[str] = set()  # cron lanes Redis just planned (claim_after_cron_gap)
@@ -345,29 +317,6 @@ class Differential(RuleBasedStateMachine):
         return info is not None and info.state == "paused"
 
     # ---- guards (KNOWN_DIVERGENCES) --------------------------------------------------------
-
-    def _paused_lease_would_expire(self, until: float) -> bool:
-        """PAUSED_RERUN: a held claim of a paused job whose lease ends by ``until``."""
-        return any(
-            h.mem.lease_until is not None
-            and h.mem.lease_until <= until + 1e-9
-            and self.paused(h.job_id)
-            for h in self.held
-        )
-
-    def _late_by_an_interval(self) -> bool:
-        """OVERLAP_IN_ONE_CLAIM: a fixed-rate job (overlap skip/queue) whose pending
-        occurrence and the one after it are both due."""
-        now = self.now()
-        for jid, sp in self.specs.items():
-            if not isinstance(sp.schedule, Every) or sp.overlap is Overlap.ALLOW:
-                continue
-            info = self.mem.get(jid)
-            if info is None or info.next_run is None:
-                continue
-            if info.next_run + sp.schedule.interval <= now + 1e-9:
-                return True
-        return False
 
     def _cron_needing_a_plan(self) -> list[str]:
         """CRON_CATCH_UP_TAKES_TWO_CLAIMS: the cron jobs whose pending occurrence t was
@@ -459,7 +408,6 @@ class Differential(RuleBasedStateMachine):
             self.replaced_rerun = True  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         if a.outcome != "unchanged":  # a new definition: the old one's runs never start
             self.handed_back.discard(job_id)
-            self.claimed_ever.discard(job_id)
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def cancel(self, job_id: str) -> None:
@@ -469,12 +417,6 @@ class Differential(RuleBasedStateMachine):
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def pause(self, job_id: str) -> None:
-        now = self.now()
-        if job_id in self.unreaped or any(
-            h.job_id == job_id and h.mem.lease_until is not None and h.mem.lease_until <= now
-            for h in self.held
-        ):
-            return  # guard PAUSED_RERUN
         self.agree("pause", *self.both(lambda s: s.pause(job_id)))
 
     @rule(job_id=st.sampled_from(JOB_IDS))
@@ -483,15 +425,11 @@ class Differential(RuleBasedStateMachine):
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def trigger(self, job_id: str) -> None:
-        sp = self.specs.get(job_id)
-        if sp is not None and not sp.recurring and job_id in self.claimed_ever:
-            return  # guard TRIGGER_HANDED_BACK_ONE_OFF
         a, b = self.both(lambda s: s.trigger(job_id))
         self.agree("trigger", a, b)
         if a:
             self.handed_back.add(job_id)
 
-    @precondition(lambda self: RETRY_IN_PROCESS)  # guard CLIENT_RETRY_IN_PROCESS
     @rule(job_id=st.sampled_from(JOB_IDS))
     def retry_dead_letters(self, job_id: str) -> None:
         def retry(s: Store) -> Any:
@@ -507,12 +445,9 @@ class Differential(RuleBasedStateMachine):
 
     @rule(dt=ADVANCES)
     def advance(self, dt: float) -> None:
-        if self._paused_lease_would_expire(self.now() + dt):
-            return  # guard PAUSED_RERUN
         for h in self.held:
             if h.mem.lease_until is not None and h.mem.lease_until <= self.now() + dt:
                 self.handed_back.add(h.job_id)  # its lease will expire: a re-run
-                self.unreaped.add(h.job_id)  # until the next claim (PAUSED_RERUN)
                 self.expired = True
         self.clock.advance(dt)
 
@@ -520,7 +455,6 @@ class Differential(RuleBasedStateMachine):
 
     def _claim(self, capacity: dict[str, int], lease: float, ordered: bool = True) -> None:
         a, b = self.both(lambda s: s.claim_due(capacity, lease, OWNER))
-        self.unreaped.clear()  # every claim reaps every expired lease
         na, nb = normal_batch(a), normal_batch(b)
         if self.released:  # guard READY_AFTER_A_RELEASE
             na, nb = (
@@ -548,7 +482,6 @@ class Differential(RuleBasedStateMachine):
 
         for ca, cb in zip(sorted(a.claims, key=key), sorted(b.claims, key=key), strict=True):
             self.held.append(Held(ca, cb))
-            self.claimed_ever.add(ca.job_id)
 
     def _capacity(self, n: int) -> dict[str, int]:
         """Every lane but those of the cron jobs that need a plan and were not planned by
@@ -561,7 +494,6 @@ class Differential(RuleBasedStateMachine):
     def claim_one(self, lease: float) -> None:
         self._claim(self._capacity(1), lease)
 
-    @precondition(lambda self: not self._late_by_an_interval())  # guard OVERLAP_IN_ONE_CLAIM
     @rule(n=st.integers(2, 3), lease=LEASES)
     def claim_many(self, n: int, lease: float) -> None:
         self._claim(self._capacity(n), lease)
@@ -582,8 +514,6 @@ class Differential(RuleBasedStateMachine):
                 "CRON_CATCH_UP_TAKES_TWO_CLAIMS: Redis claimed in its planning claim "
                 f"{[normal_claim(c) for c in first.claims]}: fixed? remove the guard"
             )
-        if n > 1 and self._late_by_an_interval():
-            n = 1  # guard OVERLAP_IN_ONE_CLAIM
         try:
             self._claim(self._capacity(n), lease, ordered=False)
         finally:
@@ -614,9 +544,8 @@ class Differential(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 7), retry_in=RETRY_INS)
     def fail_with_retry(self, i: int, retry_in: float) -> None:
-        h = self._pick(i, lambda h: not self.paused(h.job_id))  # guard PAUSED_RERUN
-        if h is None:
-            return
+        h = self._pick(i)
+        assert h is not None
         a = self.mem.fail(h.mem, "boom", retry_in)
         b = self.red.fail(h.red, "boom", retry_in)
         self.agree("fail(retry_in)", a, b)
@@ -625,9 +554,8 @@ class Differential(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 7))
     def release(self, i: int) -> None:
-        h = self._pick(i, lambda h: not self.paused(h.job_id))  # guard PAUSED_RERUN
-        if h is None:
-            return
+        h = self._pick(i)
+        assert h is not None
         self.agree("release", self.mem.release(h.mem), self.red.release(h.red))
         self.handed_back.add(h.job_id)
         self.released.add(h.job_id)

@@ -92,7 +92,6 @@ def issue31(what: str) -> pytest.MarkDecorator:
 # ---- pause holds every new start, retries and re-runs included -----------------------------
 
 
-@issue31("pause during a running invocation, then a failure with a retry: memory runs it")
 def test_paused_retry_waits_for_resume(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
     m, r = claim(pair)
@@ -103,7 +102,6 @@ def test_paused_retry_waits_for_resume(pair: Pair) -> None:
     assert claims(m) == claims(r) == []  # paused: nothing starts
 
 
-@issue31("pause during a running invocation, then its lease expires: memory re-runs it")
 def test_paused_lease_expiry_waits_for_resume(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0))))
     claim(pair, lease=5)
@@ -113,7 +111,6 @@ def test_paused_lease_expiry_waits_for_resume(pair: Pair) -> None:
     assert claims(m) == claims(r) == []
 
 
-@issue31("a pause after the lease expired, before the reap: memory re-runs it")
 def test_pause_after_expiry_before_reap_waits_for_resume(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0))))
     claim(pair, lease=5)
@@ -126,7 +123,6 @@ def test_pause_after_expiry_before_reap_waits_for_resume(pair: Pair) -> None:
 # ---- overlap and catch-up ------------------------------------------------------------------
 
 
-@issue31("every 1 s, misfire and overlap skip, a claim 1 s late with room for 2: 2 vs 1 run")
 def test_overlap_inside_one_claim(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("r", Every(1), misfire=Misfire.SKIP, overlap=Overlap.SKIP)))
     pair.clock.advance(2)
@@ -162,7 +158,6 @@ def test_cron_rerun_and_on_time_occurrence_after_a_gap(pair: Pair) -> None:
 # ---- the smaller ones ----------------------------------------------------------------------
 
 
-@issue31("trigger of a one-off whose claim was handed back: memory True, Redis False")
 def test_trigger_of_a_released_one_off(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0))))
     m, r = claim(pair)
@@ -171,7 +166,6 @@ def test_trigger_of_a_released_one_off(pair: Pair) -> None:
     assert mt == rt
 
 
-@issue31("Redis shows next_run None for a one-off waiting after a release")
 def test_next_run_of_a_released_one_off(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(1))))
     pair.clock.advance(1)
@@ -182,7 +176,6 @@ def test_next_run_of_a_released_one_off(pair: Pair) -> None:
     assert nm == nr == START + 1
 
 
-@issue31("Redis shows next_run None for a one-off waiting for its retry")
 def test_next_run_of_a_one_off_waiting_for_its_retry(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=2))))
     m, r = claim(pair)
@@ -203,7 +196,6 @@ def test_next_run_of_a_recurring_job_waiting_for_its_retry(pair: Pair) -> None:
     assert nm == nr == START + 11
 
 
-@issue31("an unchanged re-add of a released one-off: due_in memory 0, Redis None")
 def test_due_in_of_an_unchanged_re_add_of_a_released_one_off(pair: Pair) -> None:
     spec = job("a", After(0))
     pair.both(lambda s: s.add(spec))
@@ -280,7 +272,6 @@ def test_next_due_in_after_a_renew(pair: Pair) -> None:
     assert m.next_due_in == r.next_due_in == 5  # the renewed lease ends at START + 6
 
 
-@issue31("Client.retry exists for the Redis store only (TypeError in process)")
 def test_client_retry_in_process(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0))))
     m, r = claim(pair)
