@@ -175,7 +175,7 @@ def test_an_async_job_interrupted_on_another_replica_ends_as_interrupted_not_fai
     cli = ["--redis", redis_url, "-n", redis_ns]
     shown = CliRunner().invoke(main, ["show", job, *cli])
     assert shown.exit_code == 0, shown.output
-    assert "state        cancelled" in shown.stdout and "failures     0" in shown.stdout
+    assert "state        cancelled" in shown.stdout and "failed       0 run(s)" in shown.stdout
     assert "s interrupted (newest first)" in shown.stdout and "dead letters none" in shown.stdout
     dead = CliRunner().invoke(main, ["ls", "--state", "dead", *cli])
     assert job not in dead.stdout, dead.output

@@ -118,7 +118,7 @@ def _job_info(
         schedule=spec.schedule.describe() if spec else "(unreadable)",
         lane=h.get("lane", "default"),
         state=state,
-        next_run=int(h["next"]) / 1000 if entry or _retry_waits(h) else None,
+        next_run=int(h["next"]) / 1000 if entry or _retry_waits(h, spec) else None,
         runs=_count(h, "runs"),
         failures=_count(h, "failures"),
         attempts=_count(h, "attempts"),
@@ -145,12 +145,13 @@ def _parsed(parse: Callable[[str], T], entries: Iterable[str]) -> list[T]:
     return out
 
 
-def _retry_waits(h: Mapping[str, str]) -> bool:
+def _retry_waits(h: Mapping[str, str], spec: JobSpec | None) -> bool:
     """A one-off whose only pending run is a retry (its ``next`` is that retry's due time,
     lua/include/due.lua push_retry)."""
     retries = h.get("retries", "0")
     return (
-        h.get("kind") not in ("every", "cron")
+        spec is not None
+        and not spec.recurring
         and retries.isdigit()
         and int(retries) > 0
         and (h.get("next") or "").isdigit()
