@@ -1,7 +1,7 @@
-"""The two facades of SPEC §3: thin layers over one ``Scheduler`` engine.
+"""The two facades (docs/facades.md): thin layers over one ``Scheduler`` engine.
 
 Both are context managers (exit = ``shutdown()``) and thread-safe; their methods may be
-called from inside running jobs. Beyond SPEC §3's signatures (unchanged), keyword-only:
+called from inside running jobs. Beyond their fixed signatures, keyword-only:
 ``lanes`` (name -> worker count; a job's ``lane=`` picks one, so long jobs in their own
 lane cannot starve short ones), ``lane_timeouts``, and ``stats()``, the read-out of
 dispatch delay and of what waits per lane. ``.engine`` reaches the richer API (timeouts,

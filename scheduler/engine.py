@@ -384,7 +384,7 @@ class Scheduler(Client):
 
     async def serve(self, *, shutdown_timeout: float | None = 30.0, exiting: bool = False) -> None:
         """Run this engine inside an asyncio program until the task awaiting this is
-        cancelled; cancellation is SPEC §4.8's shutdown (stop claiming, hand unstarted
+        cancelled; cancellation is the shutdown of docs/guarantees.md (stop claiming, hand unstarted
         claims back, let running jobs finish up to ``shutdown_timeout``), done off the
         event loop, after which the ``CancelledError`` propagates. The engine's workers
         are threads: the loop is never blocked by jobs. ``exiting``: the program ends

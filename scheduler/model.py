@@ -368,8 +368,8 @@ class Reconciled:
 
 @dataclass(frozen=True)
 class Quarantined:
-    """Data moved aside because it did not parse (SPEC §5): kept, with the reason, until
-    an operator restores or purges it."""
+    """Data moved aside because it did not parse (docs/operating.md, the quarantine):
+    kept, with the reason, until an operator restores or purges it."""
 
     entry_id: str  # the job id when known
     job_id: str  # "" if the data named no job

@@ -1,6 +1,6 @@
 """Building a validated ``JobSpec`` from user input: shared by the engine and ``Client``.
 
-Everything here raises before anything is written (SPEC §5).
+Everything here raises before anything is written (docs/guarantees.md, bad input).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Every SPEC §5 input check, in one place. Each raises before anything is written."""
+"""Every input check (docs/guarantees.md, bad input), in one place. Each raises before
+anything is written."""
 
 from __future__ import annotations
 

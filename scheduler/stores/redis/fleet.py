@@ -181,10 +181,8 @@ class Serving(NamedTuple):
 
 def serving(store: AnyStore) -> Serving:
     """What the namespace's live replicas serve (all shards)."""
+    alive = {r["id"] for r in replicas_all(store)}  # one TIME and one announcement read
     out: dict[str, list[str] | None] = {}
-    alive: set[str] = set()
     for part in store.parts:
-        ids = {r["id"] for r in replicas(part)}
-        alive |= ids
-        out.update(serves(part, ids))
+        out.update(serves(part, alive))
     return Serving(dict(sorted(out.items())), tuple(sorted(alive - set(out))))

@@ -2,7 +2,7 @@
 
 Redis replicates asynchronously: a write acknowledged by the primary can be missing on the
 replica that a failover promotes. duetime cannot prevent that (Redis promises nothing
-stronger, SPEC §8); it offers two things:
+stronger: docs/failover.md); it offers two things:
 
 - **WAIT after writes** (``wait_replicas=N``): each write script is followed, on the same
   connection and in the same round trip, by ``WAIT N timeout_ms``, so the call returns only
