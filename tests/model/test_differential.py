@@ -96,17 +96,12 @@ def _never(*_: Any) -> bool:
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
 KNOWN_DIVERGENCES: dict[str, str] = {
-    "CRON_CATCH_UP_TAKES_TWO_CLAIMS": (
-        "a cron job that missed several occurrences: memory plans and claims in one claim, "
-        "Redis's first claim only asks a replica for a plan (it returns nothing for the "
-        "job and re-announces it 1 s later). Guard: every cron job has a lane of its own; "
-        "when one needs a plan, the rule claim_after_cron_gap first claims that lane on "
-        "Redis alone (which must return nothing), then claims on both, comparing the "
-        "claims in any order (Redis's planned run sorts 1 s late against other due "
-        "jobs); a job handed back (a re-run waiting in its lane) is not planned and its "
-        "lane not claimed while it needs a plan: with a lease-expired re-run waiting, "
-        "Redis runs the re-run and skips the on-time occurrence as overlap. Tests: "
-        "test_cron_catch_up_in_one_claim, test_cron_rerun_and_on_time_occurrence_after_a_gap"
+    "CRON_RERUN_AND_ON_TIME_OCCURRENCE": (
+        "a cron job that missed several occurrences while a lease-expired re-run of it "
+        "waits: memory runs the re-run and the on-time occurrence at once (overlap skip "
+        "notwithstanding), Redis runs the re-run and skips the occurrence as an overlap. "
+        "Guard: every cron job has a lane of its own, not claimed while the job needs a "
+        "plan and was handed back. Test: test_cron_rerun_and_on_time_occurrence_after_a_gap"
     ),
     "NEXT_RUN_OF_A_PENDING_RERUN": (
         "Redis shows the series' next time for a recurring job with a triggered, released "
@@ -175,6 +170,12 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "Guard (in the comparison): for a job cancelled while claimed, 'replaced' and "
         "'created' compare equal. Test: test_add_after_a_cancel_while_running"
     ),
+    "NEXT_RUN_OF_A_PAUSED_RETRY": (
+        "a one-off waiting for its retry, then paused: memory's next_run is None (nothing "
+        "starts until resume), Redis's the retry's due time. Found by this machine. Guard "
+        "(in the comparison): next_run not compared for a paused job that was handed back "
+        "and whose memory next_run is None"
+    ),
     "DUE_IN_OF_A_PAST_AT": (
         "add of a one-off At(an instant already past): memory answers a negative due_in "
         "(-3.0 for 3 s ago), Redis 0. Guard (in the comparison): a negative due_in of "
@@ -210,7 +211,7 @@ def ms(t: float | None) -> int | None:
 
 
 def cron_lane(job_id: str) -> str:
-    """A cron job's lane: its own (see CRON_CATCH_UP_TAKES_TWO_CLAIMS)."""
+    """A cron job's lane: its own (see CRON_RERUN_AND_ON_TIME_OCCURRENCE)."""
     return f"cron-{job_id}"
 
 
@@ -294,7 +295,6 @@ class Differential(RuleBasedStateMachine):
         self.cancelled_running: set[str] = set()  # ADD_AFTER_A_CANCEL_WHILE_RUNNING
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
-        self.planned: set[str] = set()  # cron lanes Redis just planned (claim_after_cron_gap)
 
     def teardown(self) -> None:
         red = getattr(self, "red", None)
@@ -319,7 +319,7 @@ class Differential(RuleBasedStateMachine):
     # ---- guards (KNOWN_DIVERGENCES) --------------------------------------------------------
 
     def _cron_needing_a_plan(self) -> list[str]:
-        """CRON_CATCH_UP_TAKES_TWO_CLAIMS: the cron jobs whose pending occurrence t was
+        """CRON_RERUN_AND_ON_TIME_OCCURRENCE: the cron jobs whose pending occurrence t was
         missed (more than its grace ago) and the one after it is due too (claim.lua's
         cron_step cannot decide: a replica plans)."""
         now = self.now()
@@ -453,7 +453,7 @@ class Differential(RuleBasedStateMachine):
 
     # ---- the dispatcher's side -------------------------------------------------------------
 
-    def _claim(self, capacity: dict[str, int], lease: float, ordered: bool = True) -> None:
+    def _claim(self, capacity: dict[str, int], lease: float) -> None:
         a, b = self.both(lambda s: s.claim_due(capacity, lease, OWNER))
         na, nb = normal_batch(a), normal_batch(b)
         if self.released:  # guard READY_AFTER_A_RELEASE
@@ -461,7 +461,7 @@ class Differential(RuleBasedStateMachine):
                 ([c[:-1] + ((None,) if c[0] in self.released else c[-1:]) for c in x[0]], *x[1:])
                 for x in (na, nb)
             )
-        if not ordered or self.expired:  # guards CRON_CATCH_UP_..., ORDER_OF_A_REAPED_RERUN
+        if self.expired:  # guard ORDER_OF_A_REAPED_RERUN
             na, nb = ((sorted(x[0], key=repr), *x[1:]) for x in (na, nb))
         else:  # guard CROSS_LANE_ORDER: the order within each lane only
             na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
@@ -484,11 +484,11 @@ class Differential(RuleBasedStateMachine):
             self.held.append(Held(ca, cb))
 
     def _capacity(self, n: int) -> dict[str, int]:
-        """Every lane but those of the cron jobs that need a plan and were not planned by
-        claim_after_cron_gap (guard CRON_CATCH_UP_TAKES_TWO_CLAIMS)."""
+        """Every lane but those of the cron jobs that need a plan and were handed back
+        (guard CRON_RERUN_AND_ON_TIME_OCCURRENCE)."""
         lanes = LANES + [cron_lane(j) for j in JOB_IDS]
-        unplanned = {cron_lane(j) for j in self._cron_needing_a_plan()} - self.planned
-        return {lane: n for lane in lanes if lane not in unplanned}
+        held = {cron_lane(j) for j in self._cron_needing_a_plan() if j in self.handed_back}
+        return {lane: n for lane in lanes if lane not in held}
 
     @rule(lease=LEASES)
     def claim_one(self, lease: float) -> None:
@@ -497,27 +497,6 @@ class Differential(RuleBasedStateMachine):
     @rule(n=st.integers(2, 3), lease=LEASES)
     def claim_many(self, n: int, lease: float) -> None:
         self._claim(self._capacity(n), lease)
-
-    @precondition(lambda self: any(j not in self.handed_back for j in self._cron_needing_a_plan()))
-    @rule(n=st.integers(1, 3), lease=LEASES)
-    def claim_after_cron_gap(self, n: int, lease: float) -> None:
-        """Guard CRON_CATCH_UP_TAKES_TWO_CLAIMS: Redis's planning claim first (the job's
-        lane only, Redis only: it must hand out nothing), then the claim on both. Only
-        for a job with nothing else pending in its lane (never handed back: no trigger,
-        release, retry or lease expiry), which the planning claim would hand out."""
-        for jid in self._cron_needing_a_plan():
-            if jid in self.handed_back:
-                continue
-            first = self.red.claim_due({cron_lane(jid): 1}, lease, OWNER)
-            self.planned.add(cron_lane(jid))
-            assert first.claims == [], (
-                "CRON_CATCH_UP_TAKES_TWO_CLAIMS: Redis claimed in its planning claim "
-                f"{[normal_claim(c) for c in first.claims]}: fixed? remove the guard"
-            )
-        try:
-            self._claim(self._capacity(n), lease, ordered=False)
-        finally:
-            self.planned.clear()
 
     def _pick(self, i: int, ok: Callable[[Held], bool] = lambda h: True) -> Held | None:
         choices = [h for h in self.held if ok(h)]
@@ -587,6 +566,14 @@ class Differential(RuleBasedStateMachine):
                 and self._rerun_pending_tolerated(jid, a["next_run"], b["next_run"])
             ):
                 b["next_run"] = a["next_run"]  # guard NEXT_RUN_OF_A_PENDING_RERUN
+            if (  # guard NEXT_RUN_OF_A_PAUSED_RETRY
+                a is not None
+                and b is not None
+                and a["state"] == "paused"
+                and a["next_run"] is None
+                and jid in self.handed_back
+            ):
+                b["next_run"] = None
             self.agree(f"get({jid!r})", a, b)
 
 

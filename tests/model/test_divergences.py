@@ -131,7 +131,6 @@ def test_overlap_inside_one_claim(pair: Pair) -> None:
     assert pair.mem.get("r").skipped == pair.red.get("r").skipped  # type: ignore[union-attr]
 
 
-@issue31("cron after an hour away: Redis's first claim only plans, the run comes 1 s later")
 def test_cron_catch_up_in_one_claim(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
     pair.clock.advance(3_600)

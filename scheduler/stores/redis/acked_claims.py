@@ -42,6 +42,8 @@ class ClaimRequest(NamedTuple):
     owner: str
     sent: float  # monotonic time, just before sending (the clock offset of the reply)
     high: int  # the highest fence this store was handed before (lost-claim detection)
+    lease: float | None = None  # as asked (argv holds it in ms)
+    round: int = 0  # > 0: a claim that calendar plans asked for (RedisStore.claimed)
 
 
 class Riding(Protocol):

@@ -87,9 +87,12 @@ class PlanStore(Protocol):
     def _record(self, kind: str, detail: str, job: str = "") -> None: ...
 
 
-def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> None:
-    """Compute and write the plans claim.lua asked for. Never raises: a job that cannot
-    be planned (or a store error) is logged and left waiting; claim.lua asks again."""
+def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> bool:
+    """Compute and write the plans claim.lua asked for; whether one of them made an
+    occurrence due at ``now_ms`` (a series that missed several: the caller claims again,
+    so that the on-time occurrence starts in the claim that planned it). Never raises: a
+    job that cannot be planned (or a store error) is logged and left waiting; claim.lua
+    asks again."""
     jobs = list(dict.fromkeys(jobs))
     try:
         with store.redis.pipeline(transaction=False) as p:
@@ -98,15 +101,17 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> None:
             rows = p.execute()
     except Exception:  # noqa: BLE001 - the caller's claims must still be returned
         log.warning("calendar plans not written; they are asked for again", exc_info=True)
-        return
+        return False
+    due_now = False
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
-            if args is not None:
-                store.call_script("plan", *args)
+            if args is not None and store.call_script("plan", *args) == 1:
+                due_now = due_now or (args[4] == "replan" and int(args[5]) <= now_ms)
         except Exception as exc:  # noqa: BLE001 - one bad series must not stop the dispatcher
             _cannot_plan(store, job, exc)
+    return due_now
 
 
 def _cannot_plan(store: PlanStore, job: str, exc: Exception) -> None:

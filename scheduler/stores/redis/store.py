@@ -13,6 +13,7 @@ Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -68,6 +69,7 @@ LIVE = ops.LIVE  # finished jobs stay a day, but are not listed
 RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
+PLAN_ROUNDS = 3  # claims one claim_due makes while calendar plans make occurrences due
 
 
 def _ms(seconds: float) -> str:
@@ -348,7 +350,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         lease_ms = "" if lease is None else _ms(lease)
         argv = [owner, next(self._request_ids), lease_ms, self._served_arg(), *pairs]
         return acked_claims.ClaimRequest(
-            argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high
+            argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high, lease
         )
 
     def claimed(self, text: str, request: acked_claims.ClaimRequest) -> ClaimBatch:
@@ -370,8 +372,8 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         claims, bad = claimcodec.build(reply, owner, self._definitions.spec)  # = spec_of
         for job, token, exc in bad:
             self._quarantine(job, token, exc)
-        if reply.plans:  # never raises: the claims above must still be returned
-            calendar_plans.write_plans(self, reply.plans, now)
+        # never raises: the claims above must still be returned
+        replanned = bool(reply.plans) and calendar_plans.write_plans(self, reply.plans, now)
         nxt = reply.next
         # from Redis's time to the µs: "now" alone is rounded down, which made every wake
         # for a due time up to 1 ms late (0.5 ms on average)
@@ -381,7 +383,31 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
-        return ClaimBatch(claims, due_in, now / 1000, now / 1000 if self._fixed_clock else None)
+        batch = ClaimBatch(claims, due_in, now / 1000, now / 1000 if self._fixed_clock else None)
+        if replanned and request.round < PLAN_ROUNDS:
+            return self._claim_planned(batch, request)
+        return batch
+
+    def _claim_planned(self, batch: ClaimBatch, request: acked_claims.ClaimRequest) -> ClaimBatch:
+        """``batch`` and a second claim for what its calendar plans made due now (a cron
+        series back from a gap: its on-time occurrence starts in the claim that planned
+        it, as in the in-process store; docs/guarantees.md, "Misfires"), in due order
+        within each lane. That claim may need a plan in turn (an occurrence it skipped as
+        an overlap): at most ``PLAN_ROUNDS`` claims in all."""
+        rest = dict(request.capacity)
+        for c in batch.claims:
+            rest[c.lane] -= 1
+        if not any(n > 0 for n in rest.values()):
+            return dataclasses.replace(batch, next_due_in=0.0)  # full: claimed next
+        again = self.claim_request(rest, request.lease, request.owner)
+        again = again._replace(round=request.round + 1)
+        more = self.claimed(self.call_script("claim", *again.argv), again)
+        lanes = {lane: i for i, lane in enumerate(request.capacity)}
+        claims = sorted(
+            batch.claims + more.claims,
+            key=lambda c: (lanes.get(c.lane, 0), max(c.scheduled, c.ready or c.scheduled)),
+        )
+        return dataclasses.replace(more, claims=claims)
 
     def _quarantine(self, job: str, token: str, exc: Exception) -> None:
         """A claimed job whose definition cannot be read: moved aside, into the
