@@ -83,6 +83,12 @@ BY_DESIGN: dict[str, str] = {
         "Redis keeps a result as JSON: the machine completes only with JSON values, "
         "compared after a JSON round trip"
     ),
+    "the order of one claim's claims across lanes": (
+        "lanes are separate worker pools, each fed by its own FIFO queue, so only the order "
+        "within a lane decides who starts first (docs/guarantees.md, item 1): memory lists "
+        "a claim's claims in submission order across lanes, Redis lane by lane. Claims "
+        "are compared in order within each lane"
+    ),
     "ClaimBatch.now, ClaimBatch.since": (
         "both the fake clock's time when the store reads it, compared to the ms"
     ),
@@ -130,12 +136,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "pushed at the reap, after it), Redis the re-run first (its original due time). "
         "Guard (in the comparison): once a lease expired, one claim's claims are compared "
         "in any order. Test: test_order_of_a_reaped_rerun"
-    ),
-    "CROSS_LANE_ORDER": (
-        "one claim over two lanes, both jobs due at the same instant: memory hands them "
-        "out in submission order across lanes, Redis lane by lane (in the capacity's "
-        "order). Guard (in the comparison): claims are compared in order within each "
-        "lane only. Test: test_cross_lane_order"
     ),
     "NEXT_DUE_IN_AFTER_A_REPLACED_RETRY": (
         "a job replaced (changed definition) while a retry of its old definition waits: "
@@ -463,7 +463,7 @@ class Differential(RuleBasedStateMachine):
             )
         if self.expired:  # guard ORDER_OF_A_REAPED_RERUN
             na, nb = ((sorted(x[0], key=repr), *x[1:]) for x in (na, nb))
-        else:  # guard CROSS_LANE_ORDER: the order within each lane only
+        else:  # BY_DESIGN: the order within each lane only
             na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
         if self.replaced_rerun:  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
             na = (na[0], nb[1], *na[2:])
