@@ -100,8 +100,8 @@ local b = new_batch(owner, now, lease, fence_before)
 b.serves, b.passed = served, {}
 local left = {}
 for _, lc in ipairs(caps) do
-  -- a lane that deferred an occurrence asks again when that run ends (its capacity poke)
-  if claim_lane(b, lc[1], lc[2]) > 0 and not b.deferred[lc[1]] then left[#left + 1] = lc[1] end
+  -- a deferred occurrence is asked for again when the run it waits for ends (its poke)
+  if claim_lane(b, lc[1], lc[2]) > 0 then left[#left + 1] = lc[1] end
 end
 write_claims(b)
 

@@ -61,26 +61,28 @@ end
 
 -- The due members `due` (member, score, ...) of `lane` fetched by one round, sorted: to
 -- admit (looks; their members to remove), to park (their task has no live replica), or
--- passed over (counted: a live replica serves their task). The round ends before a second
--- member of a job, or one deferred (b.deferred[lane]: include/admit.lua, defers).
+-- passed over (counted, left due: a live replica serves their task; or an occurrence of a
+-- job whose run this call claimed, judged after that run ends: include/admit.lua, defers;
+-- the lane's other due members go on). The round ends before a second member of a job.
 local function sort_round(b, lane, due)
   local looks, members, jobs, parks, passed = {}, {}, {}, {}, 0
   for i = 1, #due, 2 do
     local x = inspect(due[i], tonumber(due[i + 1]))
     local job = x.m and x.m.job
-    if job and b.issued[job] and defers(x) then  -- judged after the run claimed just now
-      b.deferred[lane] = true
-      break
-    end
-    if job and jobs[job] then break end
-    if job then jobs[job] = true end
-    local tok = foreign(b, x)
-    if not tok then
-      looks[#looks + 1], members[#members + 1] = x, due[i]
-    elseif not served_elsewhere(b.owner, tok) and parked_ok(tok) then
-      parks[#parks + 1], members[#members + 1] = {tok, x}, due[i]
-    else
+    local tok
+    if job and b.issued[job] and defers(x) then
       passed = passed + 1
+    else
+      if job and jobs[job] then break end
+      if job then jobs[job] = true end
+      tok = foreign(b, x)
+      if not tok then
+        looks[#looks + 1], members[#members + 1] = x, due[i]
+      elseif not served_elsewhere(b.owner, tok) and parked_ok(tok) then
+        parks[#parks + 1], members[#members + 1] = {tok, x}, due[i]
+      else
+        passed = passed + 1
+      end
     end
   end
   return looks, members, parks, passed
@@ -93,7 +95,7 @@ end
 local function claim_lane(b, lane, cap)
   local key = P .. 'due:' .. lane
   local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
-  local passed = 0                     -- due members left for replicas that serve their task
+  local passed = 0                     -- due members left (served elsewhere, or deferred)
   while cap > 0 and budget > 0 do
     -- at most min(cap, budget) members: each is decided in this round, or left untouched
     local due = redis.call('ZRANGEBYSCORE', key, '-inf', b.now, 'WITHSCORES', 'LIMIT', passed,
@@ -110,7 +112,6 @@ local function claim_lane(b, lane, cap)
       budget = budget - 1
       if admit(b, lane, x) then cap = cap - 1 end
     end
-    if b.deferred[lane] then break end
   end
   if passed > 0 then b.passed[lane] = (cap > 0 and budget <= 0) and 'more' or 'all' end
   return cap

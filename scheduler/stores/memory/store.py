@@ -111,6 +111,7 @@ class MemoryStore(MemorySteering):
             left = {lane: n for lane, n in capacity.items() if n > 0}
             claims: list[Claim] = []
             batch_jobs: set[str] = set()
+            deferred: list[tuple[str, DueEntry]] = []
             while left:
                 if len(left) == 1:  # one lane asks (the usual case): its heap alone
                     (lane,) = left
@@ -122,8 +123,8 @@ class MemoryStore(MemorySteering):
                     break
                 job = self._jobs[entry.job_id]
                 if entry.job_id in batch_jobs and defers(job, job.pending[entry.seq]):
-                    del left[lane]  # judged once its run (claimed just now) has ended
-                    continue
+                    deferred.append((lane, self._heaps[lane].pop()))  # judged once its run
+                    continue  # (claimed just now) has ended; the lane's others go on
                 self._heaps[lane].pop()
                 pending = job.pending.pop(entry.seq)
                 claim = self._admit_locked(job, pending, now, lease, owner)
@@ -137,6 +138,8 @@ class MemoryStore(MemorySteering):
             for heap in self._heaps.values():
                 heap.compact(self._is_live)
             next_due_in = self._next_due_in_locked(left, now)
+            for lane, entry in deferred:  # the end of the run they wait for wakes the claim
+                self._heaps[lane].push(entry)
         if woke:
             self._wake(0.0)
         return ClaimBatch(claims, next_due_in, now, now)
@@ -159,6 +162,7 @@ class MemoryStore(MemorySteering):
                 self._skip_locked(job, now, step.skip)
             if step.next is not None:
                 self._push_locked(job, step.next)
+                step.next.ready = step.next.due  # a series' next is ready when due, not pushed
             if step.run is None:
                 return None
             scheduled = step.run
@@ -318,6 +322,7 @@ class MemoryStore(MemorySteering):
         if job.queued is not None and not job.cancelled and job.paused is None:
             queued, job.queued = job.queued, None
             pushed = self._push_locked(job, queued)
+            queued.ready = queued.due  # held by its series' own run: ready since it was due
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)
