@@ -138,6 +138,30 @@ def test_cron_catch_up_in_one_claim(pair: Pair) -> None:
     assert claims(m) == claims(r) != []
 
 
+def test_a_deferred_occurrence_does_not_hold_its_lane(pair: Pair) -> None:
+    """Both stores used to stop a lane at an occurrence deferred behind its series' run
+    claimed in the same call: a job due after it waited for that run to end."""
+    spec = job("r", Every(1), misfire=Misfire.CATCH_UP, overlap=Overlap.SKIP)
+    pair.both(lambda s: s.add(spec))
+    pair.clock.advance(3)  # occurrences at +1, +2, +3 due
+    pair.both(lambda s: s.add(job("o", After(0))))
+    pair.both(lambda s: s.add(job("p", After(0.5))))
+    m, r = claim(pair, capacity=3)
+    assert claims(m) == claims(r) == [("r", START + 1, 1), ("o", START + 3, 1)]
+    assert m.next_due_in == r.next_due_in == 0.5  # "p", not the deferred occurrences
+
+
+def test_ready_of_a_caught_up_occurrence(pair: Pair) -> None:
+    """A series' next occurrence is ready at its due time, not when it was pushed."""
+    spec = job("r", Every(1), misfire=Misfire.CATCH_UP, overlap=Overlap.SKIP)
+    pair.both(lambda s: s.add(spec))
+    pair.clock.advance(3)
+    m, r = claim(pair, capacity=1)
+    assert pair.mem.complete(m.claims[0], None) == pair.red.complete(r.claims[0], None)
+    m, r = claim(pair, capacity=1)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 2]
+
+
 @issue31("cron after a gap with a lease-expired re-run waiting: Redis skips the on-time one")
 def test_cron_rerun_and_on_time_occurrence_after_a_gap(pair: Pair) -> None:
     """Memory runs the re-run and the on-time occurrence; Redis runs the re-run and

@@ -164,9 +164,12 @@ class MemorySteering(MemoryViews):
 
     # ---- the primitives -------------------------------------------------------------
 
-    def _push_locked(self, job: JobRecord, p: Pending) -> float:
+    def _push_locked(self, job: JobRecord, p: Pending, *, on_time: bool = False) -> float:
+        """Put ``p`` in its lane; ready (dispatch lag counts from) at its due time if
+        ``on_time`` (its series held it: the next occurrence, one queued behind a run),
+        else from now for a time already past."""
         now = self.clock.now()
-        p.ready = max(p.due, now)  # a time already past is claimable from now on
+        p.ready = p.due if on_time else max(p.due, now)
         seq = next(self._seq)
         job.pending[seq] = p
         heap = self._heaps.get(job.spec.lane)

@@ -161,8 +161,7 @@ class MemoryStore(MemorySteering):
             if step.skip is not None:
                 self._skip_locked(job, now, step.skip)
             if step.next is not None:
-                self._push_locked(job, step.next)
-                step.next.ready = step.next.due  # a series' next is ready when due, not pushed
+                self._push_locked(job, step.next, on_time=True)
             if step.run is None:
                 return None
             scheduled = step.run
@@ -321,8 +320,7 @@ class MemoryStore(MemorySteering):
         woke = 0.0 if job.pending and job.due_in(now) == 0.0 else None
         if job.queued is not None and not job.cancelled and job.paused is None:
             queued, job.queued = job.queued, None
-            pushed = self._push_locked(job, queued)
-            queued.ready = queued.due  # held by its series' own run: ready since it was due
+            pushed = self._push_locked(job, queued, on_time=True)
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)

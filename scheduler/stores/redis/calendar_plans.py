@@ -108,7 +108,8 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> bool:
         try:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
             if args is not None and store.call_script("plan", *args) == 1:
-                due_now = due_now or (args[4] == "replan" and int(args[5]) <= now_ms)
+                mode, keep = args[4], args[5]  # plan.lua's ARGV[7], ARGV[8] (plan_args)
+                due_now = due_now or (mode == "replan" and int(keep) <= now_ms)
         except Exception as exc:  # noqa: BLE001 - one bad series must not stop the dispatcher
             _cannot_plan(store, job, exc)
     return due_now

@@ -384,7 +384,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now
         batch = ClaimBatch(claims, due_in, now / 1000, now / 1000 if self._fixed_clock else None)
-        if replanned and request.round < PLAN_ROUNDS:
+        if replanned and request.round + 1 < PLAN_ROUNDS:
             return self._claim_planned(batch, request)
         return batch
 
