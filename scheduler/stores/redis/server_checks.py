@@ -312,7 +312,8 @@ def unreachable(exc: Exception, url: str) -> Exception:
     if isinstance(exc, MasterNotFoundError | AsyncMasterNotFound):
         from scheduler.stores.redis import urls
 
-        return StoreUnavailableError(urls.no_primary(str(exc), url))
+        # redis-py >= 8.2 reports a sentinel's refusal (a server, not a sentinel) in here
+        return handshake_refused(exc, url) or StoreUnavailableError(urls.no_primary(str(exc), url))
     if isinstance(exc, redis.exceptions.AuthenticationError):  # a ConnectionError subclass
         return StoreUnavailableError(
             f"Redis at {url} refused the credentials ({exc}): check the user:password of "

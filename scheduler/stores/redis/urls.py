@@ -307,8 +307,10 @@ def _check_db(url: str, scheme: str) -> None:
         )
 
 
-# redis-py lists each sentinel that failed as "<its client's repr> - <its error's repr>"
-_SENTINEL_ERROR = re.compile(r" - ([\w:.]+(?:\(.*?\))?)(?=, <|$)")
+# redis-py lists each sentinel that failed as "<its client's repr> - <its error>", the
+# error as its repr ("ConnectionError('Error 111 ...')") before 8.2, as "network:
+# ConnectionError: Error 111 ..." from 8.2 on; entries are joined with ", "
+_SENTINEL_ERROR = re.compile(r" - (.+?)(?=, <redis\.|$)", re.DOTALL)
 
 
 def no_primary(text: str, where: str) -> str:
