@@ -249,6 +249,19 @@ class _Spawner:
 _spawner = _Spawner()
 
 
+def spawn_tied(argv: list[str], **popen: Any) -> _Proc:
+    """``subprocess.Popen(argv, **popen)`` whose child dies with this process: forked by the
+    spawner thread with ``PR_SET_PDEATHSIG`` (Linux; elsewhere a plain ``Popen``). For
+    throwaway servers and replicas that tests and benchmarks start: a SIGKILLed owner
+    leaves none behind."""
+    preexec = popen.pop("preexec_fn", None)
+    if preexec is not None:
+        raise TypeError("spawn_tied sets its own preexec_fn")
+    return _spawner.call(  # type: ignore[no-any-return]
+        lambda: subprocess.Popen(argv, preexec_fn=_dies_with_parent(), **popen)
+    )
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` exists (a zombie counts; so does another user's)."""
     try:
@@ -401,16 +414,13 @@ class EmbeddedRedis:
         out_path = os.path.join(self.dir, "redis.stdout")
         with open(out_path, "ab") as out:  # errors before the log file opens go to stderr
             command = self._command()
-            proc: _Proc = _spawner.call(
-                lambda: subprocess.Popen(
-                    command,
-                    cwd=self.dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # own session and process group
-                    preexec_fn=_dies_with_parent(),  # built on the spawner thread
-                )
+            proc = spawn_tied(
+                command,
+                cwd=self.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own session and process group
             )
         self._box.append(proc)
         if self._owned_dir:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.embedded import HOST, EmbeddedRedis, _free_port, _terminate, find_server
+from scheduler.embedded import HOST, EmbeddedRedis, _free_port, _terminate, find_server, spawn_tied
 from tests.redis_fixtures import unavailable
 
 SERVICE = "duetime"
@@ -67,7 +67,7 @@ class Sentinel:
                 f"sentinel known-replica {SERVICE} {HOST} {replica_port}\n"
             )
         with open(os.path.join(self.dir, "stdout"), "ab") as out:
-            self.proc = subprocess.Popen(
+            self.proc = spawn_tied(
                 [binary, self.conf, "--sentinel"],
                 cwd=self.dir,
                 stdin=subprocess.DEVNULL,
@@ -281,7 +281,7 @@ def lone_sentinel() -> Iterator[str]:
     sentinel = Sentinel(root, 0)
     with open(sentinel.conf, "w") as fh:  # sentinel rewrites its config: a file of its own
         fh.write(f"port {sentinel.port}\nbind {HOST}\ndir {sentinel.dir}\ndaemonize no\n")
-    sentinel.proc = subprocess.Popen(
+    sentinel.proc = spawn_tied(
         [find_server() or "redis-server", sentinel.conf, "--sentinel"],
         cwd=sentinel.dir,
         stdin=subprocess.DEVNULL,

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from scheduler.embedded import spawn_tied
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAILPOINTS = "DUETIME_FAILPOINTS"
 
@@ -91,7 +93,7 @@ class Fleet:
         log = open(self.log_dir / f"replica-{i}.log", "ab")  # noqa: SIM115 (closed in stop)
         self._logs.append(log)
         self.started += 1
-        return subprocess.Popen(
+        return spawn_tied(
             [sys.executable, *prefix, *self._cmd],
             cwd=ROOT,
             env=env,

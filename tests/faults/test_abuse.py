@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from scheduler import Client, Scheduler, task
-from scheduler.embedded import EmbeddedRedis
+from scheduler.embedded import EmbeddedRedis, spawn_tied
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore, StoreUnavailableError, fleet
 from tests.faults.fleet import ROOT, wait_until
@@ -103,7 +103,7 @@ def test_a_password_in_the_url_never_reaches_logs_or_errors(tmp_path):
 
         redis.Redis(port=server.port).config_set("requirepass", secret)
         url = f"redis://:{secret}@127.0.0.1:{server.port}/0"
-        proc = subprocess.Popen(
+        proc = spawn_tied(
             [
                 sys.executable,
                 "-m",

@@ -86,10 +86,12 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(redis_url, redis_ns):
     import sys
     import time
 
+    from scheduler.embedded import spawn_tied
+
     with Client(RedisStore(redis_url, redis_ns)) as c:
         c.enqueue("billing.invoice", delay=60, job_id="first")
         env = dict(os.environ, DUETIME_REDIS_URL=redis_url, DUETIME_NAMESPACE=redis_ns)
-        p = subprocess.Popen(
+        p = spawn_tied(
             [sys.executable, "-m", "scheduler", "events", "-f"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

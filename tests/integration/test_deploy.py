@@ -30,7 +30,7 @@ from click.testing import CliRunner
 
 from scheduler.cli import main
 from scheduler.embedded import ENV_VAR as SERVER_ENV_VAR
-from scheduler.embedded import INSTALL_HINT, EmbeddedRedis, find_server
+from scheduler.embedded import INSTALL_HINT, EmbeddedRedis, find_server, spawn_tied
 from scheduler.model import After, Commit
 from tests.helpers import spec
 from tests.redis_fixtures import unavailable
@@ -452,7 +452,7 @@ def redis_from(argv: list[str], cwd: Path) -> Iterator[int]:
     port = free_port()
     log = cwd / "redis.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
+        proc = spawn_tied(
             [binary, *argv[1:], "--port", str(port), "--logfile", ""],
             cwd=cwd,
             stdout=out,
@@ -778,7 +778,7 @@ def test_compose_replica_command_runs_under_its_acl(server, tmp_path):
         client.enqueue("myapp.hello", kwargs={"name": "process"}, job_id="cli-hello")
         log = tmp_path / "replica.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(
+            proc = spawn_tied(
                 [sys.executable, "-m", "scheduler", *command],
                 cwd=ROOT,
                 env=env,

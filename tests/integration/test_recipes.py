@@ -101,6 +101,8 @@ def test_the_django_recipe_enqueues_from_views_and_its_command_runs_them(
     import subprocess
     import time
 
+    from scheduler.embedded import spawn_tied
+
     monkeypatch.setenv("DUETIME_REDIS_URL", redis_url)
     monkeypatch.setenv("DUETIME_NAMESPACE", redis_ns)
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "django_site.settings")
@@ -124,7 +126,7 @@ def test_the_django_recipe_enqueues_from_views_and_its_command_runs_them(
     digest_id = asyncio.run(digest())
     root = pathlib.Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(RECIPES)])}
-    replica = subprocess.Popen(
+    replica = spawn_tied(
         [sys.executable, "-m", "django", "duetime_run", "--workers", "2"],
         cwd=RECIPES,
         env=env,

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from scheduler.cli import main
-from scheduler.embedded import find_server
+from scheduler.embedded import find_server, spawn_tied
 from tests.faults.fleet import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -41,7 +41,7 @@ class Run:
     test waits for a line (an event), or for the exit."""
 
     def __init__(self, args: list[str], cwd: Path, environ: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = spawn_tied(
             [sys.executable, "-m", "scheduler", "run", *args],
             cwd=cwd,
             env=environ,

@@ -22,6 +22,7 @@ import pytest
 import redis
 
 from scheduler import Client
+from scheduler.embedded import spawn_tied
 from scheduler.stores.redis import RedisStore, fleet
 from scheduler.stores.redis.keys import Keys
 from tests.faults.fleet import wait_until
@@ -63,9 +64,7 @@ class Replica:
             argv += ["--metrics-port", str(self.port)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen(
-                argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
+            self.proc = spawn_tied(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def get(self, path: str) -> tuple[int, str]:
         return get(f"http://127.0.0.1:{self.port}{path}")

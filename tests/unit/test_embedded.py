@@ -19,6 +19,7 @@ from scheduler.embedded import (
     EmbeddedRedis,
     EmbeddedRedisError,
     find_server,
+    spawn_tied,
     sweep_stale_dirs,
 )
 from tests.faults.fleet import wait_until
@@ -273,3 +274,33 @@ def test_an_owned_dir_names_its_owner_server_and_port() -> None:
     with EmbeddedRedis() as server:
         text = (pathlib.Path(server.dir) / OWNER_FILE).read_text()
         assert text == f"{os.getpid()} {server.pid} {server.port}\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_tied_process_dies_with_its_spawner_even_by_sigkill() -> None:
+    """``spawn_tied`` (what the fixtures start sentinels and replicas with) gives any
+    child the servers' fate: a SIGKILLed test run leaves no replica or sentinel behind."""
+    code = (
+        "import os, signal, sys\n"
+        "from scheduler.embedded import spawn_tied\n"
+        "p = spawn_tied([sys.executable, '-c', 'import time; time.sleep(600)'],"
+        " start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    pid = int(out.stdout)
+    assert wait_until(lambda: _exited(pid), 30), f"process {pid} outlived its spawner"
+
+
+def test_spawn_tied_keeps_its_own_preexec_fn() -> None:
+    with pytest.raises(TypeError, match="preexec_fn"):
+        spawn_tied(["true"], preexec_fn=lambda: None)
