@@ -100,7 +100,7 @@ class Scheduler(Client):
         if self._lease is not None:
             self._lease = validation.interval(self._lease, "lease")
         sizes = {"default": num_workers, **dict(lanes or {})}
-        timeouts = _lane_timeouts(lane_timeouts or {}, sizes)
+        timeouts = validation.lane_timeouts(lane_timeouts or {}, sizes)
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
@@ -425,8 +425,7 @@ class Scheduler(Client):
             self._closed = True
         self._unsubscribe()
         self._dispatcher.close()
-        for work in self._lanes.close():
-            self.store.release(work.claim)
+        self._hand_back(self._lanes.close())
         if not wait:
             self._runner.flush_acks()
         elif self._lanes.join(timeout):
@@ -444,6 +443,21 @@ class Scheduler(Client):
                     else "",
                 )
         self._retire()
+
+    def _hand_back(self, unstarted: Sequence[Work]) -> None:
+        """Release claimed-but-unstarted invocations (others run them now). A failing store
+        is not asked again: the rest run when their leases end; the shutdown goes on."""
+        for i, work in enumerate(unstarted):
+            try:
+                self.store.release(work.claim)
+            except Exception as exc:
+                log.warning(
+                    "shutdown: could not hand back %d claimed invocation(s) (%s); they run "
+                    "again when their leases end",
+                    len(unstarted) - i,
+                    exc,
+                )
+                return
 
     def abandon(self) -> tuple[int, int]:
         """For a process about to exit while ``shutdown`` still waits for running jobs (a
@@ -478,15 +492,3 @@ class Scheduler(Client):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-def _lane_timeouts(given: Mapping[str, float | str], lanes: Mapping[str, int]) -> dict[str, float]:
-    """The lanes' timeouts, checked: each a duration, each of a lane the scheduler has (a
-    typo would leave the lane meant without one)."""
-    unknown = sorted(set(given) - set(lanes))
-    if unknown:
-        raise ValueError(
-            f"lane_timeouts names lane(s) {unknown} that this scheduler does not have; its "
-            f"lanes: {', '.join(sorted(lanes))}"
-        )
-    return {k: validation.interval(v, f"timeout of lane {k!r}") for k, v in given.items()}

@@ -101,6 +101,18 @@ def timestamp(value: object, name: str) -> float:
     return f
 
 
+def lane_timeouts(given: Mapping[str, float | str], lanes: Mapping[str, int]) -> dict[str, float]:
+    """The lanes' timeouts, checked: each a duration, each of a lane the scheduler has (a
+    typo would leave the lane meant without one)."""
+    unknown = sorted(set(given) - set(lanes))
+    if unknown:
+        raise ValueError(
+            f"lane_timeouts names lane(s) {unknown} that this scheduler does not have; its "
+            f"lanes: {', '.join(sorted(lanes))}"
+        )
+    return {k: interval(v, f"timeout of lane {k!r}") for k, v in given.items()}
+
+
 def optional_positive(value: object, name: str) -> float | None:
     return None if value is None else interval(value, name)
 

@@ -414,3 +414,36 @@ def test_shutdown_hands_unstarted_claims_back_to_the_store(make_engine, clock, s
     eng.shutdown()
     assert store.get("held").state == "scheduled"
     assert [e.kind for e in store.events()][-1] == "released"
+
+
+def test_a_failing_hand_back_does_not_stop_the_shutdown(
+    make_engine, clock, store, monkeypatch, caplog
+):
+    """The store fails the release (Redis gone): the shutdown still ends everything (the
+    timers thread, the live-replica entry) and says what it could not hand back; the
+    store is not asked again for the rest, and a second shutdown is a no-op."""
+    eng = make_engine(store=store)
+    for job_id in ("held-1", "held-2"):
+        store.add(JobSpec(job_id, noop, After(0), lane="elsewhere"))
+    batch = store.claim_due({"elsewhere": 2}, 30, "other")
+    from workers.runner import Work
+
+    asked: list[str] = []
+
+    def release(claim: object) -> None:
+        asked.append(claim.job_id)  # type: ignore[attr-defined]
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+    retired: list[str] = []
+    monkeypatch.setattr(store, "release", release)
+    monkeypatch.setattr(eng, "_retire", lambda: retired.append("retired"))
+    close = eng._lanes.close
+    works = [Work(c, clock.now()) for c in batch.claims]
+    monkeypatch.setattr(eng._lanes, "close", lambda: close() + works)
+    eng.shutdown()
+    assert len(asked) == 1 and retired == ["retired"]
+    assert "could not hand back 2 claimed invocation(s) (Error 111" in caplog.text
+    thread = eng._timers._thread
+    assert thread is None or not thread.is_alive()
+    eng.shutdown()
+    assert retired == ["retired"]
