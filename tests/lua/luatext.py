@@ -184,6 +184,59 @@ def top_level_names(text: str) -> list[str]:
     return names
 
 
+def main_chunk_locals(text: str) -> list[str]:
+    """The locals a Lua text's main chunk declares, at any block depth outside every
+    function (`local x`, `local function f`, a numeric or generic `for`'s variables): an
+    upper bound of how many are active at once, which Lua 5.1 caps at 200 per function."""
+    toks = tokens(text)
+    stack: list[str] = []
+    names: list[str] = []
+    for i, t in enumerate(toks):
+        if t.kind != "name":
+            continue
+        if t.text in KEYWORDS_OPENING:
+            stack.append(t.text)
+        elif t.text in KEYWORDS_CLOSING:
+            stack.pop()
+        elif "function" in stack:
+            continue
+        elif t.text == "local" and toks[i + 1].text == "function":
+            names.append(toks[i + 2].text)
+        elif t.text in ("local", "for"):
+            j = i + 1
+            while toks[j].kind == "name":
+                names.append(toks[j].text)
+                if toks[j + 1].text != ",":
+                    break
+                j += 2
+    return names
+
+
+def upvalues(text: str) -> dict[str, set[str]]:
+    """Each outermost function -> the main chunk's locals its body names (nested functions
+    included): an upper bound of its upvalues, which Lua 5.1 caps at 60 per function."""
+    toks = tokens(text)
+    outer = set(main_chunk_locals(text))
+    found: dict[str, set[str]] = {}
+    stack: list[str] = []
+    current = ""
+    for i, t in enumerate(toks):
+        if t.kind != "name":
+            continue
+        if t.text in KEYWORDS_OPENING:
+            if t.text == "function" and "function" not in stack:
+                current = toks[i + 1].text if toks[i + 1].kind == "name" else f"line {t.line}"
+                found[current] = set()
+            stack.append(t.text)
+        elif t.text in KEYWORDS_CLOSING:
+            stack.pop()
+        elif "function" in stack and t.text in outer and toks[i - 1].text not in (".", ":"):
+            found[current].add(t.text)
+    for name, used in found.items():
+        used.discard(name)  # a recursive local function names itself: not an upvalue
+    return found
+
+
 # ---- key families -----------------------------------------------------------------------
 
 
