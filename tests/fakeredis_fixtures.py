@@ -4,7 +4,7 @@ lupa), so the store contract and calendar-store suites run the real Lua scripts 
 
 fakeredis 2.41 does not parse a script's ``#!lua`` shebang line (a Redis 7 feature: its
 ``flags=allow-oom`` lets outcome-recording scripts run on an out-of-memory server,
-RELIABILITY §2), so the client made here turns that first line into a Lua comment when a
+docs/shared-mode.md), so the client made here turns that first line into a Lua comment when a
 script is registered with it. The line count, and so every Lua error's line number, is
 unchanged. Only this tier does that: the shipped scripts keep their shebang
 (tests/lua/test_fakeredis_tier.py checks both).

@@ -3,7 +3,7 @@
 -- at; a claim may add ready), or all the changes of one kind that one batch script call
 -- made (fields kind, detail, at, n, batch: n lines "<sched>|<attempt>|<ready>|<job>",
 -- ready empty unless later than sched, attempt empty for a change of no invocation, as
--- add.lua's `scheduled`; SPEC §6). Every reader expands both forms through
+-- add.lua's `scheduled`; docs/operating.md). Every reader expands both forms through
 -- one parser (scheduler/stores/redis/codec.py, `events`). Batch scripts add counters up
 -- and write their entries and counters once per call (flush_tally).
 -- stats also holds `live`, the namespace's count of live jobs (lua/README.md), and

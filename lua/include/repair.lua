@@ -14,7 +14,7 @@
 -- Repaired: an orphan (a live job with no due entry, no retry, nothing running) is
 -- queued again at its pending time, except a one-off at-most-once job whose invocation
 -- was issued (`running` > 0 with no RUNNING entry): that one is recorded as abandoned
--- (RELIABILITY §2: never run twice); a `running` count that no RUNNING entry backs is
+-- (docs/shared-mode.md, the delivery contract: never run twice); a `running` count that no RUNNING entry backs is
 -- set right (a parked occurrence is then released). A job whose data does not parse is
 -- moved aside (include/aside.lua, found by "reconcile"), as a claim would when it comes
 -- due: an orphan that does not parse would never come due. So is a RUNNING entry that

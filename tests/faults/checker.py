@@ -1,4 +1,4 @@
-"""Check the delivery invariants I1-I7 (RELIABILITY §2) over a recorded history.
+"""Check the delivery invariants I1-I7 (docs/reliability.md) over a recorded history.
 
 A history is what a fault run leaves behind: the namespace's event stream (Redis time,
 in stream order), the witness's execution log (one entry per start of a task), the job
@@ -6,7 +6,7 @@ ids whose enqueue was acknowledged, the recurring jobs and their periods, and th
 that were injected (with wall-clock times, same host as both Redis servers).
 
 ``check(history)`` returns a ``Report``: a readable list of violations (empty = every
-invariant holds) and the figures of RELIABILITY §4 (lost, duplicates by cause, duplicate
+invariant holds) and the figures of docs/reliability.md (lost, duplicates by cause, duplicate
 commits, recovery times, lateness). Each extra execution is attributed to a fault whose
 pid or window explains it; an extra execution nothing explains is a violation (I6).
 

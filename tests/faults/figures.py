@@ -1,4 +1,4 @@
-"""Run the full fault matrix and print the RELIABILITY §4 table (markdown).
+"""Run the full fault matrix and print docs/reliability.md's table (markdown).
 
     python -m tests.faults.figures                  # every case once
     python -m tests.faults.figures --repeat 3       # medians of 3 runs per case

@@ -1,6 +1,6 @@
 """A small TCP proxy between replicas and Redis that injects network faults.
 
-(``tc netem`` is missing on this kernel, RELIABILITY §0.7.) Modes, switchable at any time:
+(``tc netem`` is missing on this kernel.) Modes, switchable at any time:
 
 - ``delay(ms, jitter_ms)``: every reply chunk (Redis -> client) waits ms ± jitter first,
   so a round trip takes ms longer (requests are not delayed).

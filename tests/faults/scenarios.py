@@ -1,4 +1,4 @@
-"""The fault cases of RELIABILITY §3.1, each a function that runs one case on the harness
+"""The fault cases of docs/reliability.md, each a function that runs one case on the harness
 and returns an ``Outcome``: the checker's report plus the case's own figures. Tests
 assert on outcomes (tests/faults/test_*.py); ``python -m tests.faults.figures`` repeats
 them at full size and prints the §4 table.

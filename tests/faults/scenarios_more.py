@@ -1,4 +1,4 @@
-"""More fault cases of RELIABILITY §3.1 (see scenarios.py): F4, F7, F8, F10, F10d, F11, F12."""
+"""More fault cases of docs/reliability.md (see scenarios.py): F4, F7, F8, F10, F10d, F11, F12."""
 
 from __future__ import annotations
 

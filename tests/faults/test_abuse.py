@@ -1,4 +1,4 @@
-"""Bad data in Redis and secrets (RELIABILITY §3.2, §3.3) that the other suites leave
+"""Bad data in Redis and secrets (docs/reliability.md) that the other suites leave
 open: a pickle blob where a definition belongs, data naming code to import, and a
 password in the Redis URL that must never reach a log line or an error message."""
 

@@ -1,4 +1,4 @@
-"""The CI subset of the fault matrix (RELIABILITY §3.1) at small N: F1, F2, F3, F5, F6,
+"""The CI subset of the fault matrix (docs/reliability.md) at small N: F1, F2, F3, F5, F6,
 F10d, F13 on real replica processes and real redis-servers. The full-size matrix is
 ``python -m pytest -m faults_full tests/faults`` (test_faults_full.py)."""
 

@@ -1,4 +1,4 @@
-"""The full fault matrix (RELIABILITY §3.1), excluded from the default run:
+"""The full fault matrix (docs/reliability.md), excluded from the default run:
 
     python -m pytest -m faults_full tests/faults        (several minutes)
 

@@ -1,4 +1,5 @@
-"""Malformed data found in Redis is quarantined with a reason; the loop goes on (SPEC §5).
+"""Malformed data found in Redis is quarantined with a reason; the loop goes on
+(docs/reliability.md).
 
 The quarantine (lua/README.md): a record in the namespace's ``quarantined`` hash, the job
 key renamed to ``quarantined:<job>`` as it was, one ``quarantined`` event."""

@@ -1,5 +1,5 @@
 """Issue 15: add.lua (several jobs per call), claim.lua and complete_many.lua record one
-stream entry per call and event kind (SPEC §6), and every reader expands it through one
+stream entry per call and event kind (docs/operating.md), and every reader expands it through one
 parser (codec.events): N jobs added, claimed and acked in batches are exactly N scheduled
 (no attempt), N claimed and N succeeded events wherever events are read (Client.events,
 AsyncClient.events, ``duetime events``, the inspection queries, the lag computation, the

@@ -1,5 +1,6 @@
 """Redis goes away and comes back: a replica keeps running, reconnects with backoff and
-resumes claiming without a restart (SPEC §5); with appendfsync always nothing is lost."""
+resumes claiming without a restart (docs/shared-mode.md); with appendfsync always nothing
+is lost."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 def monitor_commands() -> list[list[str]]:
     text = README.read_text()
     heading = re.search(r"(?m)^#+ Monitor with redis-cli$", text)
-    assert heading is not None, "README.md has no 'Monitor with redis-cli' section (SPEC §6)"
+    assert heading is not None, "README.md has no 'Monitor with redis-cli' section"
     section = text[heading.start() :]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     return [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.strip()]

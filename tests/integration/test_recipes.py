@@ -1,6 +1,6 @@
 """Issue 14's recipes, run against a real redis-server: a FastAPI app that enqueues with
 an ``AsyncClient`` opened in its lifespan, a plain asyncio program that embeds a replica
-with ``Scheduler.serve()`` (cancelling it is the SPEC §4.8 shutdown), and a Django site
+with ``Scheduler.serve()`` (cancelling it is a clean shutdown), and a Django site
 whose settings name the namespace (views enqueue; a management command runs a replica)."""
 
 from __future__ import annotations

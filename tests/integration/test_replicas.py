@@ -1,4 +1,5 @@
-"""Replicas as real processes against a real redis-server (SPEC §4.4, issue 3 tests).
+"""Replicas as real processes against a real redis-server (the delivery contract,
+docs/shared-mode.md).
 Kills, pauses and clock skew are in tests/faults (the fault harness).
 
 Executions are counted by an independent witness (tests/faults/witness.py), not

@@ -1,4 +1,5 @@
-"""The SPEC §3 facades and the engine over a real RedisStore (Redis TIME, real clock)."""
+"""The two facades (docs/facades.md) and the engine over a real RedisStore (Redis TIME,
+real clock)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""TLS through the URL (SPEC §7): a throwaway CA on loopback. The right CA works; no CA, or
-plaintext to the TLS port, fails with a clear error."""
+"""TLS through the URL (docs/operating.md): a throwaway CA on loopback. The right CA works;
+no CA, or plaintext to the TLS port, fails with a clear error."""
 
 from __future__ import annotations
 

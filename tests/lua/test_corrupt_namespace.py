@@ -1,4 +1,4 @@
-"""Namespace-wide keys of the wrong type (issue 12, RELIABILITY §3.2): a due set, `lease`,
+"""Namespace-wide keys of the wrong type (docs/reliability.md, bad data): a due set, `lease`,
 `running`, `events`, `stats`, `fence`, `seq`, `gen`, `epoch`, `layout`, `lanes`,
 `quarantined` cannot be moved aside like one job. Every script that touches one answers
 ``ERR duetime corrupt <key> is a <type>, expected <type>`` before its first write (the

@@ -1,5 +1,5 @@
 """The fakeredis tier's one liberty with the scripts (tests/fakeredis_fixtures.py): the
-shipped source keeps its ``#!lua`` line (RELIABILITY §2: ``flags=allow-oom`` lets a
+shipped source keeps its ``#!lua`` line (docs/shared-mode.md: ``flags=allow-oom`` lets a
 script that records an outcome run on an out-of-memory server, which refuses every
 shebang-less script whole), and only the source registered with the fakeredis client
 has that line commented out, and still runs there."""

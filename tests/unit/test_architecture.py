@@ -1,4 +1,4 @@
-"""Rules that keep the architecture true (STYLE §3, the house of issue 11) and SPEC §5's
+"""Rules that keep the architecture true (docs/layout.md) and bad input's
 "never pickle". Each rule reads the code itself (ast) or imports it in a fresh interpreter,
 so a change that breaks a rule fails here, whatever the rest of the suite imports first."""
 
@@ -59,7 +59,7 @@ def ids(p: pathlib.Path) -> str:
     return str(p.relative_to(ROOT))
 
 
-# ---- SPEC §5 ---------------------------------------------------------------------------------
+# ---- bad input ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", MODULES, ids=ids)

@@ -1,4 +1,4 @@
-"""The dispatcher loop, driven step by step with the fake clock (SPEC §4.1-4.3)."""
+"""The dispatcher loop, driven step by step with the fake clock (docs/guarantees.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The facades grow up, keyword-only (issue 13, bullet 6): lanes and ``lane=`` keep long
 jobs from starving short ones, and ``stats()`` reads out the dispatch delay and what
-waits per lane, with no optional dependency. SPEC §3's positional signatures stay."""
+waits per lane, with no optional dependency. The facades' positional signatures stay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The two SPEC §3 facades: behaviour, upsert, cancel, shutdown, re-entrancy."""
+"""The two facades (docs/facades.md): behaviour, upsert, cancel, shutdown, re-entrancy."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def test_no_store_call_runs_on_the_timer_thread():
 
 def test_cancel_takes_back_a_job_claimed_ahead_that_has_not_started(make_engine, clock):
     """Claimed ahead of the workers (look-ahead) but not started: cancel returns True,
-    and it never starts (SPEC: after cancel returns, no new invocation starts)."""
+    and it never starts (docs/guarantees.md: after cancel returns, no new invocation starts)."""
     eng = make_engine(num_workers=1)
     ran: list[str] = []
     eng.after(lambda: ran.append("warm"), 0, job_id="warm")  # the lane learns its pace

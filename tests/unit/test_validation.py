@@ -1,4 +1,4 @@
-"""SPEC §5: every bad input gets a clear error, and nothing is written."""
+"""Every bad input gets a clear error, and nothing is written."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Recipe: a plain asyncio program that embeds a replica (``Scheduler.serve()``) and runs
-``async def`` jobs; cancelling the serve task is a clean shutdown (SPEC §4.8).
+``async def`` jobs; cancelling the serve task is a clean shutdown (docs/async.md).
 
     DUETIME_REDIS_URL=redis://127.0.0.1:6379/0 python deploy/example/recipes/asyncio_embed.py
 """

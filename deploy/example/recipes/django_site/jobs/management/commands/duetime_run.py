@@ -1,6 +1,6 @@
 """``python -m django duetime_run``: a duetime replica for the site's namespace, with
 Django set up (tasks may use the ORM). The same as ``duetime run`` with the settings'
-URL, namespace and task modules; SIGTERM/SIGINT stop it cleanly (SPEC §4.8)."""
+URL, namespace and task modules; SIGTERM/SIGINT stop it cleanly (docs/operating.md)."""
 
 from __future__ import annotations
 
