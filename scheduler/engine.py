@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from scheduler import tasks, timeinput, validation
@@ -423,9 +423,16 @@ class Scheduler(Client):
             if self._closed:
                 return
             self._closed = True
-        self._unsubscribe()
-        self._dispatcher.close()
-        self._hand_back(self._lanes.close())
+        each_step(  # every step runs whatever the ones before it raised
+            self._unsubscribe,
+            self._dispatcher.close,
+            lambda: self._runner.release_unstarted(self._lanes.close()),
+            lambda: self._wind_down(wait, timeout, exiting),
+            self._retire,
+        )
+
+    def _wind_down(self, wait: bool, timeout: float | None, exiting: bool) -> None:
+        """Commit what finished; with ``wait``, wait for running jobs up to ``timeout``."""
         if not wait:
             self._runner.flush_acks()
         elif self._lanes.join(timeout):
@@ -442,22 +449,6 @@ class Scheduler(Client):
                     if handed
                     else "",
                 )
-        self._retire()
-
-    def _hand_back(self, unstarted: Sequence[Work]) -> None:
-        """Release claimed-but-unstarted invocations (others run them now). A failing store
-        is not asked again: the rest run when their leases end; the shutdown goes on."""
-        for i, work in enumerate(unstarted):
-            try:
-                self.store.release(work.claim)
-            except Exception as exc:
-                log.warning(
-                    "shutdown: could not hand back %d claimed invocation(s) (%s); they run "
-                    "again when their leases end",
-                    len(unstarted) - i,
-                    exc,
-                )
-                return
 
     def abandon(self) -> tuple[int, int]:
         """For a process about to exit while ``shutdown`` still waits for running jobs (a
@@ -492,3 +483,15 @@ class Scheduler(Client):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def each_step(*steps: Callable[[], object]) -> None:
+    """Run every step, whatever the ones before it raised; then raise the first error."""
+    errors: list[Exception] = []
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]

@@ -327,6 +327,21 @@ class Runner:
         leases."""
         return 0 if self._heartbeat is None else self._heartbeat.hand_back()
 
+    def release_unstarted(self, unstarted: Sequence[Work]) -> None:
+        """Release claimed-but-unstarted invocations (others run them now). A failing store
+        is not asked again: the rest run when their leases end."""
+        for i, work in enumerate(unstarted):
+            try:
+                self._store.release(work.claim)
+            except Exception as exc:
+                log.warning(
+                    "shutdown: could not hand back %d claimed invocation(s) (%s); they run "
+                    "again when their leases end",
+                    len(unstarted) - i,
+                    exc,
+                )
+                return
+
     def flush_acks(self) -> None:
         """Commit the successes still queued for a batched ack (no-op without batching)."""
         if self._acks is not None:

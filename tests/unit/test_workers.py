@@ -10,6 +10,7 @@ import os
 import random
 import sys
 import threading
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -447,3 +448,20 @@ def test_a_failing_hand_back_does_not_stop_the_shutdown(
     assert thread is None or not thread.is_alive()
     eng.shutdown()
     assert retired == ["retired"]
+
+
+def test_each_shutdown_step_runs_whatever_the_ones_before_raised():
+    from scheduler.engine import each_step
+
+    ran: list[str] = []
+
+    def fails(name: str) -> Callable[[], None]:
+        def step() -> None:
+            ran.append(name)
+            raise RuntimeError(name)
+
+        return step
+
+    with pytest.raises(RuntimeError, match="first"):
+        each_step(fails("first"), lambda: ran.append("second"), fails("third"))
+    assert ran == ["first", "second", "third"]
