@@ -10,7 +10,8 @@ import difflib
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from scheduler import cron as crons
 from scheduler import tasks, timeinput, validation
@@ -32,18 +33,72 @@ from scheduler.model import (
 
 JobTarget = Callable[[], Any] | str
 
-# make_spec's options, and the other keywords of the calls that take them (for hints)
-OPTIONS = (
-    "kwargs",
-    "lane",
-    "timeout",
-    "retry",
-    "misfire",
-    "misfire_grace",
-    "catch_up_window",
-    "overlap",
-    "delivery",
+
+@dataclass(frozen=True)
+class JobOption:
+    """One option of a job's definition, as every producer takes it: a keyword of
+    ``Client.enqueue``, ``AsyncClient.enqueue`` and the facades, and a flag of ``duetime
+    enqueue`` (``cli`` is its spelling there; ``kind`` how the command line reads it)."""
+
+    name: str
+    cli: str
+    kind: Literal["text", "duration", "choice", "retry"]
+    help: str
+    choices: tuple[str, ...] = ()
+
+
+#: A job's options, in one place: the Python calls take these keywords (``make_spec``'s),
+#: the CLI builds its flags from this table (tests/unit/test_job_options.py holds them
+#: together). A job's ``timeout`` is ``--job-timeout`` on the command line, where
+#: ``--redis-timeout`` bounds each Redis call.
+JOB_OPTIONS = (
+    JobOption("lane", "--lane", "text", "The lane (worker pool) that runs it.  [default: default]"),
+    JobOption("timeout", "--job-timeout", "duration", "Ask a run to stop after DURATION."),
+    JobOption(
+        "retry",
+        "--retry",
+        "retry",
+        'Retry policy as JSON, e.g. \'{"max_attempts": 5, "backoff": 2}\' (fields: '
+        "max_attempts, backoff, factor, max_backoff, jitter, max_stalls).",
+    ),
+    JobOption(
+        "misfire",
+        "--misfire",
+        "choice",
+        "A run missed by more than its grace: skip it, "
+        "run it once, or catch up every one.  [default: skip]",
+        tuple(m.value for m in Misfire),
+    ),
+    JobOption(
+        "misfire_grace",
+        "--misfire-grace",
+        "duration",
+        "A run later than this is missed (--misfire decides).  [default: the interval, at "
+        "most 60s]",
+    ),
+    JobOption(
+        "catch_up_window",
+        "--catch-up-window",
+        "duration",
+        "--misfire catch_up: older missed runs are skipped.  [default: none is]",
+    ),
+    JobOption(
+        "overlap",
+        "--overlap",
+        "choice",
+        "A run due while the last one runs: skip it, queue it, or allow both.  [default: skip]",
+        tuple(o.value for o in Overlap),
+    ),
+    JobOption(
+        "delivery",
+        "--delivery",
+        "choice",
+        "After a lost owner: run again or never.  [default: at_least_once]",
+        tuple(d.value for d in Delivery),
+    ),
 )
+# make_spec's options, and the other keywords of the calls that take them (for hints)
+OPTIONS = ("kwargs", *(o.name for o in JOB_OPTIONS))
 _KNOWN = (*OPTIONS, "job_id", "delay", "at", "every", "anchor", "cron", "tz", "allow_past")
 
 

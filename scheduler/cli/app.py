@@ -5,7 +5,7 @@ Exit codes: 0 success; 1 the operation was refused or had no effect (nothing to 
 pause or resume; an unknown job for ``show``; a replica refused an unsafe server); 2 bad
 usage or setup (click's own, a missing URL, a malformed job id or namespace, a task module
 that cannot be imported, a replica with no task, a missing extra, a metrics port in use);
-3 the store could not be reached (connection refused, no answer within ``--timeout``),
+3 the store could not be reached (connection refused, no answer within ``--redis-timeout``),
 refused the credentials or the command (NOAUTH, WRONGPASS, NOPERM: the message names the
 user and the command), or answered with an error. Whatever fails, the command ends with
 one line on stderr, never a traceback (``DUETIME_TRACEBACK=1`` shows it, for a bug report).
@@ -115,12 +115,12 @@ def _remember_timeout(ctx: click.Context, _param: Any, value: float) -> float:
     return value
 
 
-timeout_option = click.option(
-    "--timeout",
+_redis_timeout = click.option(
+    "--redis-timeout",
     type=FiniteRange(min=0.1, max=3600),
     default=TIMEOUT,
     show_default=True,
-    envvar="DUETIME_TIMEOUT",
+    envvar=["DUETIME_REDIS_TIMEOUT", "DUETIME_TIMEOUT"],
     expose_value=False,
     is_eager=True,
     callback=_remember_timeout,
@@ -128,8 +128,31 @@ timeout_option = click.option(
 )
 
 
+def _renamed_timeout(_ctx: click.Context, _param: Any, value: str | None) -> None:
+    if value is not None:
+        raise click.UsageError(
+            "--timeout is now --redis-timeout (the seconds any one Redis call may take); a "
+            "job's own timeout is `duetime enqueue --job-timeout`"
+        )
+
+
+_old_timeout = click.option(  # the old spelling, which named two things: refused
+    "--timeout",
+    hidden=True,
+    default=None,
+    expose_value=False,
+    callback=_renamed_timeout,
+)
+
+
+def timeout_option(fn: Any) -> Any:
+    """``--redis-timeout``, and the old ``--timeout`` refused with the new names."""
+    return _redis_timeout(_old_timeout(fn))
+
+
 def with_url(fn: Any) -> Any:
-    """``--redis URL`` (required) and ``--timeout``: what every namespace command takes."""
+    """``--redis URL`` (required) and ``--redis-timeout``: what every namespace command
+    takes."""
     return url_option(timeout_option(fn))
 
 
@@ -304,7 +327,7 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
             if where.lower().startswith("rediss://")
             else ""
         )
-        return f"Redis at {where} did not answer within {timeout:g}s (--timeout): {text}{tls}"
+        return f"Redis at {where} did not answer within {timeout:g}s (--redis-timeout): {text}{tls}"
     if isinstance(exc, redis.ConnectionError):
         hint = server_checks.tls_refused(text) or "is it running, and is the URL right?"
         return f"cannot reach Redis at {where}: {text}; {hint}"
@@ -389,8 +412,8 @@ def remember_url(url: str) -> None:
 
 
 def bounded_client(url: str, **kwargs: Any) -> Any:
-    """A redis-py client for ``url`` whose every call is bounded by ``--timeout`` (the URL
-    is remembered for the command's error messages)."""
+    """A redis-py client for ``url`` whose every call is bounded by ``--redis-timeout``
+    (the URL is remembered for the command's error messages)."""
     from scheduler.stores.redis import urls
 
     remember_url(url)
@@ -399,7 +422,7 @@ def bounded_client(url: str, **kwargs: Any) -> Any:
 
 
 def preflight(url: str) -> None:
-    """One PING bounded by --timeout before anything else (a server that never answers
+    """One PING bounded by --redis-timeout before anything else (a server that never answers
     fails here, at once, instead of hanging a replica's or the demo's start)."""
     from scheduler.stores.redis import urls
 
@@ -414,7 +437,7 @@ def connect(
     redis_url: str, namespace: str, *, shards: int | None = None, **kwargs: Any
 ) -> AnyStore:
     """The store of a namespace for one command: every Redis call bounded by
-    ``--timeout``, no reconnect-and-resend (a command fails at once and says why); a
+    ``--redis-timeout``, no reconnect-and-resend (a command fails at once and says why); a
     ``ShardedStore`` if the URL says ``?shards=N`` or $DUETIME_SHARDS is set."""
     from scheduler.stores.redis import open_store, urls
 

@@ -23,9 +23,53 @@ from scheduler.cli.app import (
     with_url,
     with_wait_options,
 )
-from scheduler.model import Ambiguous, Cron, Missing
+from scheduler.model import Ambiguous, Cron, Missing, RetryPolicy
+from scheduler.specs import JOB_OPTIONS, JobOption
 from scheduler.stores.redis import fleet, namespaces
 from scheduler.validation import MAX_DEPTH
+
+
+def job_options(fn: Any) -> Any:
+    """A flag per job option (``specs.JOB_OPTIONS``), each passed as ``opt_<name>``."""
+    for o in reversed(JOB_OPTIONS):
+        metavar = {"duration": when.DURATION, "retry": "JSON", "text": "NAME"}.get(o.kind)
+        kind = click.Choice(o.choices) if o.kind == "choice" else None
+        fn = click.option(o.cli, f"opt_{o.name}", type=kind, metavar=metavar, help=o.help)(fn)
+    return fn
+
+
+def _read(o: JobOption, text: str) -> Any:
+    if o.kind == "duration":
+        return when.duration(o.cli, text)
+    if o.kind != "retry":
+        return text
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{o.cli} is not JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise click.BadParameter(f"{o.cli} must be a JSON object of RetryPolicy fields")
+    try:
+        return RetryPolicy(**fields)
+    except TypeError:
+        raise click.BadParameter(
+            f"{o.cli} has unknown field(s) {sorted(set(fields) - _RETRY_FIELDS)}; its fields: "
+            f"{', '.join(sorted(_RETRY_FIELDS))}"
+        ) from None
+    except ValueError as exc:
+        raise click.BadParameter(f"{o.cli}: {exc}") from None
+
+
+_RETRY_FIELDS = set(RetryPolicy.__dataclass_fields__)
+
+
+def given_options(values: dict[str, Any]) -> dict[str, Any]:
+    """The job options given on the command line, read (``opt_<name>`` -> ``name``)."""
+    return {
+        o.name: _read(o, values[f"opt_{o.name}"])
+        for o in JOB_OPTIONS
+        if values.get(f"opt_{o.name}") is not None
+    }
 
 
 @main.command()
@@ -85,6 +129,7 @@ from scheduler.validation import MAX_DEPTH
     help="--cron: delay each run by a fixed, job-id-seeded part of DURATION.",
 )
 @click.option("--id", "job_id", default=None, help="Job id (an upsert if it exists).")
+@job_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @with_wait_options
 @shards_option
@@ -108,6 +153,7 @@ def enqueue(
     wait_replicas: int,
     wait_timeout_ms: int,
     shards: int | None,
+    **opts: Any,
 ) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
@@ -130,6 +176,7 @@ def enqueue(
         "every": when.duration("--every", every),
     }
     spread = when.duration("--jitter", jitter) or 0.0
+    options = given_options(opts)
     (times["at"],) = when.instants(("--at", at), allow_past=allow_past)
     (times["anchor"],) = when.instants(("--anchor", anchor), due=False)
     try:
@@ -153,7 +200,13 @@ def enqueue(
         )
         with Client(store) as client:
             jid = client.enqueue(
-                task, kwargs=kwargs, cron=cron, job_id=job_id, allow_past=True, **times
+                task,
+                kwargs=kwargs,
+                cron=cron,
+                job_id=job_id,
+                allow_past=True,
+                **times,
+                **options,
             )
             note = namespaces.unserved_note(store, namespace)  # -n defualt, say
             if note is None:  # replicas are alive: does one of them have the task?

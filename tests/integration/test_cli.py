@@ -4,6 +4,7 @@ over a real Redis namespace: text, ``--json``, exit codes 0/1/2/3 and ``--help``
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -508,3 +509,38 @@ def test_enqueue_command(redis_url, redis_ns):
     assert runner.invoke(main, [*base, "x", "--kwargs", "{not json"]).exit_code == 2
     assert runner.invoke(main, [*base, "x", "--in", "-1"]).exit_code == 2
     assert runner.invoke(main, [*base, "x", "--in", "1", "--every", "2"]).exit_code == 2
+
+
+def test_enqueue_takes_every_job_option_as_the_client_does(redis_url, redis_ns):
+    """The same options through `duetime enqueue` and `Client.enqueue` store the same
+    definition (the CLI's flags come from specs.JOB_OPTIONS)."""
+    from scheduler import Client
+    from scheduler.model import RetryPolicy
+
+    flags = [
+        *("--lane", "reports", "--job-timeout", "90s"),
+        *("--retry", '{"max_attempts": 4, "backoff": 2, "max_stalls": 2}'),
+        *("--misfire", "catch_up", "--misfire-grace", "5s", "--catch-up-window", "1h"),
+        *("--overlap", "queue", "--delivery", "at_most_once"),
+    ]
+    base = ["enqueue", "--redis", redis_url, "-n", redis_ns, "billing.report", "--every", "60"]
+    out = CliRunner().invoke(main, [*base, "--anchor", "0", "--id", "by-cli", *flags])
+    assert out.exit_code == 0, out.output
+    with Client(redis_url, namespace=redis_ns) as client:
+        client.enqueue(
+            "billing.report",
+            every=60,
+            anchor=0,
+            job_id="by-python",
+            lane="reports",
+            timeout=90,
+            retry=RetryPolicy(max_attempts=4, backoff=2, max_stalls=2),
+            misfire="catch_up",
+            misfire_grace=5,
+            catch_up_window=3600,
+            overlap="queue",
+            delivery="at_most_once",
+        )
+        by_cli, by_python = (queries.definition(client.store, j) for j in ("by-cli", "by-python"))
+    assert by_cli is not None and by_cli.lane == "reports" and by_cli.timeout == 90
+    assert by_cli == dataclasses.replace(by_python, job_id="by-cli")

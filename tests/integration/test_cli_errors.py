@@ -1,6 +1,6 @@
 """Issue 13's error matrix: every subcommand against every failure class ends with one
 line on stderr that says what to do and the documented exit code, never a traceback:
-unreachable (3), a server that never answers (3, within --timeout plus a second),
+unreachable (3), a server that never answers (3, within --redis-timeout plus a second),
 WRONGPASS (3), NOPERM (3, naming the user and the refused command), the `redis` extra
 missing (2), bad input (2); and for `run`: a task module that cannot be imported (2), a
 metrics port in use (2)."""

@@ -92,7 +92,7 @@ def test_a_unix_socket_url_is_shown_as_given_in_a_message(tmp_path):
     from scheduler.cli import main
 
     url = f"unix://{tmp_path}/none.sock?db=1&password=s3cret"  # tmp_path is absolute
-    result = CliRunner().invoke(main, ["stats", "--redis", url, "--timeout", "1"])
+    result = CliRunner().invoke(main, ["stats", "--redis", url, "--redis-timeout", "1"])
     assert result.exit_code == 3, result.output
     shown = f"unix://{tmp_path}/none.sock?db=1&password=***"
     assert f"error: cannot reach Redis at {shown}: " in result.stderr, result.stderr
