@@ -72,6 +72,17 @@ def given_options(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _kwargs(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
+    except RecursionError:
+        raise click.BadParameter(
+            f"--kwargs is nested too deeply (more than {MAX_DEPTH} levels of lists and objects)"
+        ) from None
+
+
 @main.command()
 @with_url
 @namespace_option
@@ -161,14 +172,7 @@ def enqueue(
     from scheduler.stores.redis.shards import ShardCountError
 
     redis_url = need_url("enqueue", redis_url)
-    try:
-        kwargs = json.loads(kwargs_json)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
-    except RecursionError:
-        raise click.BadParameter(
-            f"--kwargs is nested too deeply (more than {MAX_DEPTH} levels of lists and objects)"
-        ) from None
+    kwargs = _kwargs(kwargs_json)
     if cron_expr is None and (tz or jitter or ambiguous or missing):
         raise click.UsageError("--tz, --jitter, --ambiguous and --missing apply to --cron only")
     times: dict[str, Any] = {

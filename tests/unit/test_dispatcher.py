@@ -215,3 +215,33 @@ def test_a_store_on_the_same_clock_sets_when_the_next_wake_counts_from(clock):
         assert again.wait(WAIT) and calls == [t0, t0 + 10]
     finally:
         d.close()
+
+
+def test_the_loop_state_transitions():
+    """LoopState's named transitions: why a round starts, what a freed worker leaves,
+    and that a close is never undone by a round that ends after it."""
+    from scheduler.dispatcher import LoopState, Phase, Round
+
+    st = LoopState()
+    st.start_round()  # the first round claims at once
+    assert (st.phase, st.reason, st.woken) == (Phase.CLAIMING, Round.WOKEN, False)
+    st.note_freed()
+    assert st.end_round(starved=True, deadline=5.0, again=False) is False  # a round follows
+    assert st.woken and st.phase is Phase.AWAKE
+    st.start_round()
+    st.note_freed()
+    assert st.end_round(starved=False, deadline=5.0, again=True) is True  # none follows
+    assert not st.woken and st.deadline_round is Round.AGAIN
+    st.start_round()
+    assert st.reason is Round.AGAIN
+    st.end_round(starved=False, deadline=9.0, again=False)
+    st.park()
+    assert st.quiet(now=8.0) and not st.quiet(now=9.0)
+    st.unpark()
+    st.start_round()
+    assert st.reason is Round.DUE
+    st.close()
+    st.end_round(starved=False, deadline=None, again=False)
+    st.park()
+    st.unpark()
+    assert st.phase is Phase.CLOSED and st.quiet(now=0.0)
