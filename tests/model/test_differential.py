@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -215,6 +216,20 @@ def ms(t: float | None) -> int | None:
     return None if t is None else round(t * 1000)
 
 
+def advance_to(clock: FakeClock, target: float) -> None:
+    """Move ``clock`` to exactly ``target`` (the double nearest a whole ms). Adding up
+    advances drifts off the grid (1000.0 plus 0.001 a thousand times reads
+    1000.9999999999764), and a time just off a whole ms is where the stores' ms
+    roundings can differ by 1 ms."""
+    d = target - clock.now()
+    while clock.now() + d > target:  # the sum rounds: the step whose sum is exact
+        d = math.nextafter(d, -math.inf)
+    while clock.now() + d < target:
+        d = math.nextafter(d, math.inf)
+    clock.advance(d)
+    assert clock.now() == target
+
+
 def cron_lane(job_id: str) -> str:
     """A cron job's lane: its own (see CRON_RERUN_AND_ON_TIME_OCCURRENCE)."""
     return f"cron-{job_id}"
@@ -290,6 +305,7 @@ class Differential(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         self.clock = FakeClock(start=START)
+        self.now_ms = round(START * 1000)  # the clock's time in whole ms: it stays on the ms grid
         self.mem: Store = MemoryStore(self.clock)
         self.red: Store = self.make_redis(self.clock)
         self.specs: dict[str, JobSpec] = {}
@@ -461,7 +477,8 @@ class Differential(RuleBasedStateMachine):
             if h.mem.lease_until is not None and h.mem.lease_until <= self.now() + dt:
                 self.handed_back.add(h.job_id)  # its lease will expire: a re-run
                 self.expired = True
-        self.clock.advance(dt)
+        self.now_ms += round(dt * 1000)
+        advance_to(self.clock, self.now_ms / 1000)
 
     # ---- the dispatcher's side -------------------------------------------------------------
 
@@ -631,6 +648,15 @@ def real_redis_store(url: str) -> Callable[[FakeClock], Store]:
         return RedisStore(url, f"d{uuid.uuid4().hex[:10]}", clock=clock)
 
     return make
+
+
+def test_the_machine_keeps_its_clock_on_the_ms_grid() -> None:
+    """Its advances add up in whole ms: the clock reads the double nearest each ms."""
+    machine = Differential(MemoryStore)
+    machine.start()
+    for dt in [3_700] + [0.001] * 1_000 + [0.25, 0.5]:
+        machine.advance(dt)
+    assert machine.clock.now() == (START * 1000 + 3_700_000 + 1_000 + 750) / 1000 == 4_701.75
 
 
 @pytest.mark.timeout(600)  # a failure's shrinking can take minutes
