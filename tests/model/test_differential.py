@@ -176,12 +176,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "(in the comparison): next_run not compared for a paused job that was handed back "
         "and whose memory next_run is None"
     ),
-    "TRIGGER_AFTER_AN_OPERATOR_RETRY": (
-        "a one-off dead-lettered, then Client.retry (its run queued again, due now), then "
-        "trigger: memory True (brought forward), Redis False (a retry waits: nothing to "
-        "bring forward). Found by this machine. Guard (in the comparison): trigger's "
-        "answer not compared for a one-off an operator retried"
-    ),
     "DUE_IN_OF_A_PAST_AT": (
         "add of a one-off At(an instant already past): memory answers a negative due_in "
         "(-3.0 for 3 s ago), Redis 0. Guard (in the comparison): a negative due_in of "
@@ -317,7 +311,6 @@ class Differential(RuleBasedStateMachine):
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
         self.cancelled_retry = False  # NEXT_DUE_IN_OF_A_CANCELLED_RETRY
-        self.redone: set[str] = set()  # Client.retry (TRIGGER_AFTER_AN_OPERATOR_RETRY)
 
     def teardown(self) -> None:
         red = getattr(self, "red", None)
@@ -451,8 +444,6 @@ class Differential(RuleBasedStateMachine):
     @rule(job_id=st.sampled_from(JOB_IDS))
     def trigger(self, job_id: str) -> None:
         a, b = self.both(lambda s: s.trigger(job_id))
-        if job_id in self.redone:
-            b = a  # guard TRIGGER_AFTER_AN_OPERATOR_RETRY
         self.agree("trigger", a, b)
         if a:
             self.handed_back.add(job_id)
@@ -467,7 +458,6 @@ class Differential(RuleBasedStateMachine):
 
         self.agree("Client.retry", *self.both(retry))
         self.handed_back.add(job_id)
-        self.redone.add(job_id)
 
     # ---- time --------------------------------------------------------------------------
 
