@@ -189,6 +189,22 @@ def test_trigger_of_a_released_one_off(pair: Pair) -> None:
     assert mt == rt
 
 
+def test_trigger_after_an_operator_retry(pair: Pair) -> None:
+    """An operator's retry queues a dead-lettered one-off's run again as a retry, due at
+    once: trigger has nothing to bring forward (memory answered True, Redis False)."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", None) == pair.red.fail(r.claims[0], "boom", None)
+    pair.clock.advance(1)
+    assert pair.both(lambda s: Client(s).retry("a")) == (1, 1)
+    assert pair.both(lambda s: s.trigger("a")) == (False, False)
+    nm, nr = pair.both(lambda s: s.get("a"))
+    assert nm is not None and nr is not None
+    assert (nm.state, nm.next_run) == (nr.state, nr.next_run) == ("scheduled", START + 1)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("a", START, 1)]  # its first scheduled time, at once
+
+
 def test_next_run_of_a_released_one_off(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(1))))
     pair.clock.advance(1)

@@ -31,6 +31,7 @@ class Pending:
     stalls: int = 0  # how many owners lost their lease on this invocation
     wall: float | None = None  # a calendar occurrence's epoch instant
     ready: float = 0.0  # claimable from (store clock): max(due, when it was pushed)
+    redo: bool = False  # queued by an operator's retry: a retry, not a first run pending
 
 
 @dataclass(slots=True)

@@ -71,8 +71,10 @@ class MemorySteering(MemoryViews):
             now = self.clock.now()
             pending = Pending(now, 1, now)
             if not job.spec.recurring:  # a one-off's run is brought forward, never doubled
-                if job.paused is not None or not any(p.attempt == 1 for p in job.pending.values()):
-                    return False  # paused, running, or a retry waits: no run to bring forward
+                # paused, running, or a retry waits (an operator's too): none to bring forward
+                first = any(p.attempt == 1 and not p.redo for p in job.pending.values())
+                if job.paused is not None or not first:
+                    return False
                 self._drop_pending_locked(job)
                 self._push_locked(job, pending)
                 self._event_locked(now, "triggered", job_id, now, 1, "brought forward")
@@ -129,7 +131,7 @@ class MemorySteering(MemoryViews):
                 job.outcome = ""
             for t in scheds:
                 if t is not None:
-                    self._pend_locked(job, Pending(t, 1, now))
+                    self._pend_locked(job, Pending(t, 1, now, redo=True))
             job.dead_letters = None
             self._event_locked(
                 now, "retried_by_operator", job_id, detail=f"{len(scheds)} invocation(s) queued"
