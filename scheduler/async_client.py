@@ -42,6 +42,11 @@ class AsyncClient:
     """Enqueue, steer and inspect a shared namespace from asyncio code; see ``Client``
     for what each method does and guarantees (it returns when the sync one would)."""
 
+    def __new__(cls, redis_url: str | Store = "redis://127.0.0.1:6379/0", **_: Any) -> AsyncClient:
+        if cls is AsyncClient and not isinstance(redis_url, str):
+            return object.__new__(StoreInThread)  # a Store object: the sync Client, threaded
+        return object.__new__(cls)
+
     def __init__(
         self,
         redis_url: str | Store = "redis://127.0.0.1:6379/0",
@@ -51,26 +56,21 @@ class AsyncClient:
         wait_timeout_ms: int = 100,
         shards: int | None = None,
     ) -> None:
-        self.sync: Client | None = None
-        self.store: AsyncStore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first native call
-        if isinstance(redis_url, str):
-            from scheduler.stores.redis.async_store import AsyncStore
-            from scheduler.stores.redis.shards import shard_count_for
+        from scheduler.stores.redis.async_store import AsyncStore
+        from scheduler.stores.redis.shards import shard_count_for
 
-            self.store = AsyncStore(
-                redis_url,
-                namespace,
-                shards=shard_count_for(redis_url, shards),
-                wait_replicas=wait_replicas,
-                wait_timeout_ms=wait_timeout_ms,
-            )
-        else:
-            self.sync = Client(redis_url, namespace=namespace)
+        assert isinstance(redis_url, str)  # a Store object makes a StoreInThread (__new__)
+        self.store: AsyncStore = AsyncStore(
+            redis_url,
+            namespace,
+            shards=shard_count_for(redis_url, shards),
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by the first call
 
     def _native(self) -> AsyncStore:
         """The store, on the event loop that owns its connections (the first it ran on)."""
-        assert self.store is not None
         loop = asyncio.get_running_loop()
         if loop is not self._loop and not isinstance(self.store, ClosedStore):  # closed: says so
             if self._loop is not None:
@@ -81,9 +81,6 @@ class AsyncClient:
     @staticmethod
     def _wall(st: AsyncStore) -> float:
         return st.clock.wall() if st.clock is not None else time.time()
-
-    async def _thread(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(functools.partial(getattr(self.sync, name), *args, **kwargs))
 
     async def enqueue(
         self,
@@ -104,10 +101,6 @@ class AsyncClient:
         make = job_spec(
             task, when, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, **options
         )
-        if self.sync is not None:
-            spec = make(self.sync._wall())
-            await asyncio.to_thread(self.sync.store.add, spec)
-            return spec.job_id
         from scheduler.stores.redis import ops
 
         st = self._native()
@@ -117,8 +110,6 @@ class AsyncClient:
         return spec.job_id
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
-        if self.sync is not None:
-            return list(await self._thread("enqueue_many", list(jobs)))
         from scheduler.stores.redis import ops
 
         st = self._native()
@@ -131,8 +122,6 @@ class AsyncClient:
         return [spec.job_id for spec in specs]
 
     async def _flag(self, name: str, job_id: str) -> bool:
-        if self.sync is not None:
-            return bool(await self._thread(name, job_id))
         from scheduler.stores.redis import ops
 
         jid, st = validation.job_id(job_id), self._native()
@@ -142,8 +131,6 @@ class AsyncClient:
     async def cancel(self, job_id: str, *, interrupt: bool = False) -> bool:
         """As ``Client.cancel`` (``interrupt``: each replica running an invocation of the
         job is asked to stop it at its next lease renewal)."""
-        if self.sync is not None:
-            return bool(await self._thread("cancel", job_id, interrupt=interrupt))
         prevented = await self._flag("cancel", job_id)
         if interrupt:
             try:
@@ -164,8 +151,6 @@ class AsyncClient:
     async def backfill(
         self, job_id: str, start: dt.datetime | float, end: dt.datetime | float
     ) -> int:
-        if self.sync is not None:
-            return int(await self._thread("backfill", job_id, start, end))
         from scheduler.stores.redis import ops
 
         a, b = backfill_window(start, end)
@@ -174,9 +159,6 @@ class AsyncClient:
         return await st.run(ops.backfill(layout.part(jid), jid, a, b))
 
     async def get(self, job_id: str) -> JobInfo:
-        if self.sync is not None:
-            info: JobInfo = await self._thread("get", job_id)
-            return info
         from scheduler.stores.redis import ops
 
         jid, st = validation.job_id(job_id), self._native()
@@ -187,8 +169,6 @@ class AsyncClient:
         return found
 
     async def jobs(self) -> list[JobInfo]:
-        if self.sync is not None:
-            return list(await self._thread("jobs"))
         from scheduler.stores.redis import ops
 
         st = self._native()
@@ -197,8 +177,6 @@ class AsyncClient:
         return ops.by_next_run(i for infos in each for i in infos)
 
     async def events(self, limit: int = 100) -> list[Event]:
-        if self.sync is not None:
-            return list(await self._thread("events", limit))
         from scheduler.stores.redis import ops
 
         st = self._native()
@@ -216,11 +194,6 @@ class AsyncClient:
         lane: str | None = None,
         prefix: str | None = None,
     ) -> Page:
-        if self.sync is not None:
-            page: Page = await self._thread(
-                "list_jobs", state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix
-            )
-            return page
         from scheduler.stores.redis import listing
 
         st = self._native()
@@ -232,8 +205,6 @@ class AsyncClient:
         )
 
     async def retry(self, job_id: str) -> int:
-        if self.sync is not None:
-            return int(await self._thread("retry", job_id))
         from scheduler.stores.redis import redo
 
         jid, st = validation.job_id(job_id), self._native()
@@ -241,8 +212,6 @@ class AsyncClient:
         return (await st.run(redo.retry_op(layout.part(jid), jid))).count()
 
     async def retry_failed(self, task: str | None = None) -> dict[str, int]:
-        if self.sync is not None:
-            return dict(await self._thread("retry_failed", task))
         from scheduler.stores.redis import redo
 
         st = self._native()
@@ -250,8 +219,6 @@ class AsyncClient:
         return {r.job_id: r.queued for r in await st.run(redo.retry_failed_op(layout, task))}
 
     async def delete(self, job_id: str) -> bool:
-        if self.sync is not None:
-            return bool(await self._thread("delete", job_id))
         from scheduler.stores.redis import redo
 
         jid, st = validation.job_id(job_id), self._native()
@@ -259,8 +226,6 @@ class AsyncClient:
         return await st.run(redo.delete_op(layout.part(jid), jid))
 
     async def quarantined(self) -> list[Quarantined]:
-        if self.sync is not None:
-            return list(await self._thread("quarantined"))
         from scheduler.stores.redis import upkeep
 
         st = self._native()
@@ -268,8 +233,6 @@ class AsyncClient:
         return [q for k in layout.parts for q in await st.run(upkeep.quarantined_op(k))]
 
     async def restore(self, entry_id: str) -> str:
-        if self.sync is not None:
-            return str(await self._thread("restore", entry_id))
         from scheduler.stores.redis import upkeep
 
         eid, st = validation.job_id(entry_id), self._native()
@@ -282,8 +245,6 @@ class AsyncClient:
         return "missing"
 
     async def purge_quarantined(self, entry_id: str = "*") -> int:
-        if self.sync is not None:
-            return int(await self._thread("purge_quarantined", entry_id))
         from scheduler.stores.redis import upkeep
 
         eid = entry_id if entry_id == "*" else validation.job_id(entry_id)
@@ -292,9 +253,6 @@ class AsyncClient:
         return sum([await st.run(upkeep.purge_op(k, eid)) for k in layout.parts])
 
     async def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        if self.sync is not None:
-            done: Reconciled = await self._thread("reconcile", dry_run=dry_run)
-            return done
         from scheduler.stores.redis import upkeep
 
         st = self._native()
@@ -306,10 +264,7 @@ class AsyncClient:
         """Close the connections. Any later use raises ``ClientClosedError`` (redis.asyncio
         would reconnect silently, with a connection nobody closes); closing again is
         harmless."""
-        if self.sync is not None:
-            await self._thread("close")  # (Client.close: idempotent)
-            self.sync.store = ClosedStore("AsyncClient")
-        elif self.store is not None and not isinstance(self.store, ClosedStore):
+        if not isinstance(self.store, ClosedStore):
             store, self.store = self.store, ClosedStore("AsyncClient")  # type: ignore[assignment]
             if self._loop is None or self._loop is asyncio.get_running_loop():
                 await store.close()
@@ -325,3 +280,49 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class StoreInThread(AsyncClient):
+    """``AsyncClient(store)`` for a ``Store`` object (a ``MemoryStore`` in tests): each
+    method is the sync ``Client``'s, run in a worker thread (``asyncio.to_thread``), so it
+    answers exactly as ``Client`` does over that store."""
+
+    def __init__(self, redis_url: str | Store, *, namespace: str = "default", **_: Any) -> None:
+        assert not isinstance(redis_url, str)
+        self.sync = Client(redis_url, namespace=namespace)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)  # idempotent
+        self.sync.store = ClosedStore("AsyncClient")
+
+
+def _in_thread(name: str) -> Callable[..., Any]:
+    async def call(self: StoreInThread, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(functools.partial(getattr(self.sync, name), *args, **kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = getattr(AsyncClient, name).__doc__
+    return call
+
+
+for _name in (
+    "enqueue",
+    "enqueue_many",
+    "cancel",
+    "pause",
+    "resume",
+    "trigger",
+    "backfill",
+    "get",
+    "jobs",
+    "events",
+    "list_jobs",
+    "retry",
+    "retry_failed",
+    "delete",
+    "quarantined",
+    "restore",
+    "purge_quarantined",
+    "reconcile",
+):
+    setattr(StoreInThread, _name, _in_thread(_name))
