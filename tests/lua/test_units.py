@@ -224,3 +224,31 @@ def test_a_unit_with_a_shebang_is_refused(tmp_path):
     d = write(tmp_path, {"include/a.lua": "#!lua\nA\n"})
     with pytest.raises(lua.IncludeError, match="must not start with #!"):
         lua.unit_order("#!lua\n--@include a\n", "s.lua", d)
+
+
+def _readme_table(heading: str) -> list[list[str]]:
+    """The rows of the first table under ``heading`` in lua/README.md, as cells."""
+    text = (UNITS.parent / "README.md").read_text()
+    section = text.split(heading, 1)[1]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    end = next((i for i, r in enumerate(rows) if i and not rows[i - 1].startswith("|")), None)
+    return [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:end]]
+
+
+def test_the_readme_names_every_unit():
+    named = {
+        name.strip("`")
+        for row in _readme_table("## Units and `--@include`")
+        for name in row[0].split(", ")
+    }
+    assert named == {p.stem for p in UNIT_FILES}
+
+
+def test_the_readme_says_which_scripts_run_on_a_full_redis():
+    runs, refused = set(), set()
+    for row in _readme_table("## A full Redis"):
+        names = {n.split(" ")[0].strip("`") for n in row[0].split(", ")}
+        (runs if row[1] in ("runs", "run") else refused).update(names)
+    shebangs = {p.stem: split(p)[0] for p in SCRIPT_FILES}
+    assert runs == {n for n, line in shebangs.items() if "allow-oom" in line}
+    assert refused == {n for n, line in shebangs.items() if "allow-oom" not in line}
