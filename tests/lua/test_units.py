@@ -229,10 +229,14 @@ def test_a_unit_with_a_shebang_is_refused(tmp_path):
 def _readme_table(heading: str) -> list[list[str]]:
     """The rows of the first table under ``heading`` in lua/README.md, as cells."""
     text = (UNITS.parent / "README.md").read_text()
-    section = text.split(heading, 1)[1]
-    rows = [line for line in section.splitlines() if line.startswith("|")]
-    end = next((i for i, r in enumerate(rows) if i and not rows[i - 1].startswith("|")), None)
-    return [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:end]]
+    lines = text.split(heading, 1)[1].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[first + 2 :]:  # past the header row and its |---| line
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
 
 
 def test_the_readme_names_every_unit():
