@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler import validation
 from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
-from scheduler.errors import EventLoopMismatchError, JobNotFoundError
+from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
-from scheduler.stores.redis.server_checks import StoreFullError, not_interrupted
+from scheduler.stores.redis.server_checks import not_interrupted
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.async_store import AsyncStore

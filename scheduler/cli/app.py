@@ -244,7 +244,7 @@ def explain(exc: BaseException, ctx: click.Context) -> tuple[int, str]:
         from redis.exceptions import RedisClusterException
     except ImportError:  # pragma: no cover - handled above when a command needed it
         redis = None  # type: ignore[assignment]
-    from scheduler.stores.redis.server_checks import StoreFullError
+    from scheduler.errors import StoreFullError
 
     if isinstance(exc, StoreFullError):  # the library's line, not its cause's raw text
         return EXIT_UNREACHABLE, str(exc)

@@ -168,8 +168,8 @@ def enqueue(
 ) -> None:
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
+    from scheduler.errors import ShardCountError
     from scheduler.stores.redis import namespaces
-    from scheduler.stores.redis.shards import ShardCountError
 
     redis_url = need_url("enqueue", redis_url)
     kwargs = _kwargs(kwargs_json)

@@ -369,7 +369,7 @@ def _open_checked(url: str, namespace: str, **options: Any) -> Any:
         store = open_store(url, namespace, **options)
     except ValueError as exc:  # a malformed URL or namespace
         bad_input(exc)
-    from scheduler.stores.redis.server_checks import WrongServerError
+    from scheduler.errors import WrongServerError
 
     try:
         store.check_server()  # refuses eviction and old servers; warns if AOF is off

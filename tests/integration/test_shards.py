@@ -9,11 +9,11 @@ import time
 
 import pytest
 
+from scheduler.errors import ShardCountError
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.shard_rounds import SHARD_RETRY
 from scheduler.stores.redis.sharded import ShardedStore, open_store
-from scheduler.stores.redis.shards import ShardCountError
 from tests.helpers import spec
 
 pytestmark = [pytest.mark.redis]

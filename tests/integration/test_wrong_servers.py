@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from scheduler import AsyncClient, Client, RedisStore, Scheduler
 from scheduler.cli import main
+from scheduler.errors import StoreConfigError
 from scheduler.stores.redis import StoreUnavailableError
-from scheduler.stores.redis.server_checks import StoreConfigError
 
 pytestmark = pytest.mark.redis
 

@@ -317,3 +317,22 @@ def test_functions_stay_short(path):
         and n.end_lineno - n.lineno + 1 > FUNCTION_LINES
     ]
     assert not long, long
+
+
+def test_duetimes_errors_live_in_one_module():
+    """Every error class of duetime's own (a subclass of one in scheduler/errors.py) is
+    defined there, whatever module re-exports it."""
+    ours = {
+        n.name
+        for n in ast.walk(ast.parse((ROOT / "scheduler" / "errors.py").read_text()))
+        if isinstance(n, ast.ClassDef)
+    }
+    elsewhere = [
+        f"{path.relative_to(ROOT)}: {node.name}"
+        for path in sorted((ROOT / "scheduler").rglob("*.py"))
+        if path.name != "errors.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(b, ast.Name) and b.id in ours for b in node.bases)
+    ]
+    assert elsewhere == [] and "StoreFullError" in ours

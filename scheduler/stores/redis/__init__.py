@@ -14,10 +14,15 @@ entries stored under it (codec.py). Rooms of this wing:
 * queries.py - read-side queries for the CLI and operators (``duetime ls``, ``show``...).
 """
 
-from scheduler.stores.redis.server_checks import StoreConfigError, StoreCorruptError
+from scheduler.errors import (  # the store's errors, importable from here too
+    ShardCountError,
+    StoreConfigError,
+    StoreCorruptError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 from scheduler.stores.redis.sharded import ShardedStore, open_store
-from scheduler.stores.redis.shards import ShardCountError
-from scheduler.stores.redis.store import RedisStore, StoreFullError, StoreUnavailableError
+from scheduler.stores.redis.store import RedisStore
 
 __all__ = [
     "RedisStore",

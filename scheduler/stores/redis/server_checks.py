@@ -11,14 +11,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.errors import DuetimeError
+from scheduler.errors import (
+    StoreConfigError,
+    StoreCorruptError,
+    StoreFullError,
+    StoreUnavailableError,
+    WrongServerError,
+)
 from scheduler.stores.redis.keys import Keys
 
 MIN_REDIS = (7, 0)
-
-
-class StoreConfigError(DuetimeError, RuntimeError):
-    """The Redis server is configured in a way that breaks duetime's guarantees."""
 
 
 def check_info(info: Mapping[str, Any], url: str) -> list[str]:
@@ -144,25 +146,6 @@ class EvictionCheck:
         self.judge(info, url)
 
 
-class WrongServerError(StoreConfigError):
-    """The URL reaches a server of another kind than it says: a database the server lacks,
-    a plain server named as a sentinel, a sentinel named as a server (``handshake_refused``;
-    the CLI's exit 3, as for a server it cannot reach)."""
-
-
-class StoreCorruptError(StoreConfigError):
-    """A namespace-wide key (a due set, ``lease``, ``running``, ``events``, ``stats``, a
-    counter, ...) holds the wrong type or a counter that is not an integer. Such a key
-    cannot be moved aside like one job: every script that meets it refuses to run
-    (nothing written) until an operator repairs it. ``key`` names it; ``logged`` is True
-    once the store has reported it (at most one log line per key per minute)."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
-        self.logged = False
-
-
 log = logging.getLogger("duetime.redis")
 LOG_EVERY = 60.0  # seconds between two log lines about the same corrupt key
 _logged: dict[str, float] = {}
@@ -248,22 +231,6 @@ _INTEGER = re.compile(r"^-?\d{1,18}$")
 
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-class StoreUnavailableError(DuetimeError, ConnectionError):
-    """Redis could not be reached (or answered with an error we cannot act on)."""
-
-
-class StoreFullError(DuetimeError, RuntimeError):
-    """Redis is out of memory (``maxmemory`` reached under ``noeviction``): nothing was
-    written. Replicas still claim what is due and record outcomes (lua/README.md).
-    ``url``: the server's, without its password."""
-
-    url = ""
-
-    def __init__(self, message: str, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
 
 
 def full_message(url: str, done: str = "nothing was written") -> str:

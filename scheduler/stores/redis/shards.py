@@ -15,17 +15,13 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from scheduler.errors import DuetimeError
+from scheduler.errors import ShardCountError
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Op, call, one, pipelined
 from scheduler.stores.redis.server_checks import handshake_refused
 from scheduler.stores.redis.urls import MAX_SHARDS, split_shards
 
-__all__ = ["MAX_SHARDS", "ShardCountError", "shard_of", "shard_count", "check_count"]
-
-
-class ShardCountError(DuetimeError, RuntimeError):
-    """The namespace was created with another shard count than this store's."""
+__all__ = ["MAX_SHARDS", "shard_of", "shard_count", "check_count"]
 
 
 def shard_of(job_id: str, shards: int) -> int:

@@ -23,6 +23,12 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.errors import (
+    StoreConfigError,
+    StoreCorruptError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import TRACEBACK_MAX, AckedClaim
 from scheduler.stores.redis import (
@@ -43,16 +49,7 @@ from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.checks import CheckMethods
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.replication import ReplicationWatch, Waiter
-from scheduler.stores.redis.server_checks import (
-    UNREACHABLE,
-    EvictionCheck,
-    StoreConfigError,
-    StoreCorruptError,
-    StoreFullError,
-    StoreUnavailableError,
-    refused,
-    unreachable,
-)
+from scheduler.stores.redis.server_checks import UNREACHABLE, EvictionCheck, refused, unreachable
 from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 __all__ = [
