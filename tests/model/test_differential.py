@@ -181,11 +181,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "bring forward). Found by this machine. Guard (in the comparison): trigger's "
         "answer not compared for a one-off an operator retried"
     ),
-    "DUE_IN_OF_A_PAST_AT": (
-        "add of a one-off At(an instant already past): memory answers a negative due_in "
-        "(-3.0 for 3 s ago), Redis 0. Guard (in the comparison): a negative due_in of "
-        "memory's compares as 0. Test: test_due_in_of_a_past_at"
-    ),
 }
 
 
@@ -401,8 +396,6 @@ class Differential(RuleBasedStateMachine):
         )
         a, b = self.both(lambda s: s.add(sp))
         due_in = a.due_in
-        if due_in is not None and due_in < 0:
-            due_in = 0.0  # guard DUE_IN_OF_A_PAST_AT
         if self._rerun_pending_tolerated(job_id, ms(due_in), ms(b.due_in)):
             due_in = b.due_in  # guard NEXT_RUN_OF_A_PENDING_RERUN (an unchanged re-add)
         outcome = a.outcome

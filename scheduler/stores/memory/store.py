@@ -98,7 +98,7 @@ class MemoryStore(MemorySteering):
             self._push_locked(job, first)
             outcome = "created" if old is None else "replaced"
             self._event_locked(now, "scheduled", spec.job_id, first.scheduled, detail=outcome)
-            due_in = first.due - now
+            due_in = max(0.0, first.due - now)  # due already (At a past instant): 0
         self._wake(due_in)
         return AddResult(outcome, due_in)
 
