@@ -117,13 +117,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "None) and the job had a release, retry, trigger or lease expiry. Tests: "
         "test_next_run_*"
     ),
-    "NEXT_DUE_IN_AFTER_RENEW": (
-        "after a renew, memory's claim_due answers next_due_in to the claim's old lease "
-        "deadline (its lease heap keeps the renewed entry and _next_due_in_locked drops "
-        "only finished tokens), Redis to the new one: memory wakes early, for nothing. "
-        "Guard (in the comparison): once a claim was renewed, memory's next_due_in may be "
-        "the earlier. Test: test_next_due_in_after_a_renew"
-    ),
     "READY_AFTER_A_RELEASE": (
         "the claim of a released invocation: memory's Claim.ready is the release's "
         "instant, Redis's the invocation's due time (dispatch lag counts from ready). "
@@ -290,7 +283,6 @@ class Differential(RuleBasedStateMachine):
         self.specs: dict[str, JobSpec] = {}
         self.held: list[Held] = []
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
-        self.renewed = False  # a claim was renewed (NEXT_DUE_IN_AFTER_RENEW)
         self.expired = False  # a lease expired (ORDER_OF_A_REAPED_RERUN)
         self.cancelled_running: set[str] = set()  # ADD_AFTER_A_CANCEL_WHILE_RUNNING
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
@@ -478,8 +470,6 @@ class Differential(RuleBasedStateMachine):
             and (any(self.paused(j) for j in JOB_IDS) or self.cancelled_retry)
         ):
             na = (na[0], nb[1], *na[2:])
-        if self.renewed and na[1] is not None and nb[1] is not None and na[1] < nb[1]:
-            na = (na[0], nb[1], *na[2:])  # guard NEXT_DUE_IN_AFTER_RENEW
         self.agree("claim_due", na, nb)
 
         def key(c: Claim) -> tuple[str, int | None, int]:
@@ -550,7 +540,6 @@ class Differential(RuleBasedStateMachine):
         h = self.held[i % len(self.held)]
         a, b = self.mem.renew([h.mem], lease), self.red.renew([h.red], lease)
         self.agree("renew", a, b)
-        self.renewed = True
         # the new deadline, as both stores now hold it (a lost lease keeps the old one)
         info = self.mem.get(h.job_id)
         for inv in info.running if info else ():

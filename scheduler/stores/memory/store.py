@@ -378,11 +378,16 @@ class MemoryStore(MemorySteering):
     def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
         _, entry = earliest(self._heaps, lanes, self._is_live)
         nxt = None if entry is None else entry.due
-        while self._leases and self._leases[0][1] not in self._running:
-            heapq.heappop(self._leases)
+        while self._leases and not self._lease_live(*self._leases[0]):
+            heapq.heappop(self._leases)  # finished, or renewed (a later entry holds it)
         if self._leases:
             nxt = self._leases[0][0] if nxt is None else min(nxt, self._leases[0][0])
         return None if nxt is None else max(0.0, nxt - now)
+
+    def _lease_live(self, lease_until: float, token: str) -> bool:
+        """Is this lease-heap entry its invocation's current deadline?"""
+        r = self._running.get(token)
+        return r is not None and r.lease_until == lease_until
 
     def _skip_locked(self, job: JobRecord, now: float, skip: Skip) -> None:
         job.note_skip(skip)
