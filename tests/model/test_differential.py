@@ -156,12 +156,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "(in the comparison, with NEXT_DUE_IN_OF_A_PAUSED_RETRY's): once a handed-back "
         "job was cancelled, Redis's next_due_in may be the earlier"
     ),
-    "ADD_AFTER_A_CANCEL_WHILE_RUNNING": (
-        "a one-off cancelled while its invocation runs, then added again (the same "
-        "definition): memory answers 'replaced', Redis 'created'. Found by this machine. "
-        "Guard (in the comparison): for a job cancelled while claimed, 'replaced' and "
-        "'created' compare equal. Test: test_add_after_a_cancel_while_running"
-    ),
     "NEXT_RUN_OF_A_PAUSED_RETRY": (
         "a one-off waiting for its retry, then paused: memory's next_run is None (nothing "
         "starts until resume), Redis's the retry's due time. Found by this machine. Guard "
@@ -284,7 +278,6 @@ class Differential(RuleBasedStateMachine):
         self.held: list[Held] = []
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
         self.expired = False  # a lease expired (ORDER_OF_A_REAPED_RERUN)
-        self.cancelled_running: set[str] = set()  # ADD_AFTER_A_CANCEL_WHILE_RUNNING
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
         self.cancelled_retry = False  # NEXT_DUE_IN_OF_A_CANCELLED_RETRY
@@ -390,11 +383,7 @@ class Differential(RuleBasedStateMachine):
         due_in = a.due_in
         if self._rerun_pending_tolerated(job_id, ms(due_in), ms(b.due_in)):
             due_in = b.due_in  # guard NEXT_RUN_OF_A_PENDING_RERUN (an unchanged re-add)
-        outcome = a.outcome
-        if job_id in self.cancelled_running and {a.outcome, b.outcome} == {"replaced", "created"}:
-            outcome = b.outcome  # guard ADD_AFTER_A_CANCEL_WHILE_RUNNING
-        self.agree("add", (outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
-        self.cancelled_running.discard(job_id)
+        self.agree("add", (a.outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
         self.specs[job_id] = sp
         if a.outcome == "replaced" and job_id in self.handed_back:
             self.replaced_rerun = True  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
@@ -406,8 +395,6 @@ class Differential(RuleBasedStateMachine):
         self.agree("cancel", *self.both(lambda s: s.cancel(job_id)))
         if job_id in self.handed_back:
             self.cancelled_retry = True  # guard NEXT_DUE_IN_OF_A_CANCELLED_RETRY
-        if any(h.job_id == job_id for h in self.held):
-            self.cancelled_running.add(job_id)
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def pause(self, job_id: str) -> None:

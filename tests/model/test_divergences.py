@@ -274,14 +274,29 @@ def test_next_due_in_after_a_replaced_retry(pair: Pair) -> None:
     assert m.next_due_in == r.next_due_in == 5  # the new claim's lease
 
 
-@issue31("a one-off cancelled while running, added again: memory 'replaced', Redis 'created'")
 def test_add_after_a_cancel_while_running(pair: Pair) -> None:
+    """A cancelled job is over, running or not: an add of its id creates a new job."""
     spec = job("a", After(0))
     pair.both(lambda s: s.add(spec))
-    claim(pair)
-    pair.both(lambda s: s.cancel("a"))
+    m, r = claim(pair)
+    assert pair.both(lambda s: s.cancel("a")) == (False, False)  # nothing was to start
     am, ar = pair.both(lambda s: s.add(spec))
-    assert am.outcome == ar.outcome
+    assert am.outcome == ar.outcome == "created"
+    # the old invocation still commits (its outcome recorded), as one of a replaced job
+    assert pair.mem.complete(m.claims[0], "old") == pair.red.complete(r.claims[0], "old")
+    im, ir = pair.both(lambda s: s.get("a"))
+    assert (im.state, im.runs, im.last_result) == (ir.state, ir.runs, ir.last_result)
+    assert (im.state, im.next_run) == ("scheduled", START)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("a", START, 1)]  # the new job's run
+
+
+def test_add_after_a_cancel_of_an_idle_job(pair: Pair) -> None:
+    spec = job("a", After(1))
+    pair.both(lambda s: s.add(spec))
+    assert pair.both(lambda s: s.cancel("a")) == (True, True)
+    am, ar = pair.both(lambda s: s.add(spec))
+    assert am.outcome == ar.outcome == "created"
 
 
 def test_due_in_of_a_past_at(pair: Pair) -> None:

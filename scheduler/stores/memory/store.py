@@ -96,7 +96,7 @@ class MemoryStore(MemorySteering):
             self._jobs[spec.job_id] = job
             self._history.pop(spec.job_id, None)
             self._push_locked(job, first)
-            outcome = "created" if old is None else "replaced"
+            outcome = "replaced" if old is not None and not old.cancelled else "created"
             self._event_locked(now, "scheduled", spec.job_id, first.scheduled, detail=outcome)
             due_in = max(0.0, first.due - now)  # due already (At a past instant): 0
         self._wake(due_in)
