@@ -123,13 +123,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "Guard (in the comparison): Claim.ready is not compared for a job that was "
         "released. Test: test_ready_of_a_released_invocation"
     ),
-    "ORDER_OF_A_REAPED_RERUN": (
-        "a lease-expired invocation's re-run and a job added at the reap's instant, due "
-        "then, claimed together: memory hands out the new job first (the re-run is "
-        "pushed at the reap, after it), Redis the re-run first (its original due time). "
-        "Guard (in the comparison): once a lease expired, one claim's claims are compared "
-        "in any order. Test: test_order_of_a_reaped_rerun"
-    ),
     "NEXT_DUE_IN_AFTER_A_REPLACED_RETRY": (
         "a job replaced (changed definition) while a retry of its old definition waits: "
         "Redis's claim_due still answers next_due_in to the old retry's due time, memory "
@@ -277,7 +270,6 @@ class Differential(RuleBasedStateMachine):
         self.specs: dict[str, JobSpec] = {}
         self.held: list[Held] = []
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
-        self.expired = False  # a lease expired (ORDER_OF_A_REAPED_RERUN)
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
         self.cancelled_retry = False  # NEXT_DUE_IN_OF_A_CANCELLED_RETRY
@@ -432,7 +424,6 @@ class Differential(RuleBasedStateMachine):
         for h in self.held:
             if h.mem.lease_until is not None and h.mem.lease_until <= self.now() + dt:
                 self.handed_back.add(h.job_id)  # its lease will expire: a re-run
-                self.expired = True
         self.clock.advance(dt)
 
     # ---- the dispatcher's side -------------------------------------------------------------
@@ -445,10 +436,8 @@ class Differential(RuleBasedStateMachine):
                 ([c[:-1] + ((None,) if c[0] in self.released else c[-1:]) for c in x[0]], *x[1:])
                 for x in (na, nb)
             )
-        if self.expired:  # guard ORDER_OF_A_REAPED_RERUN
-            na, nb = ((sorted(x[0], key=repr), *x[1:]) for x in (na, nb))
-        else:  # BY_DESIGN: the order within each lane only
-            na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
+        # BY_DESIGN: the order within each lane only
+        na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
         if self.replaced_rerun:  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
             na = (na[0], nb[1], *na[2:])
         if (  # guard NEXT_DUE_IN_OF_A_PAUSED_RETRY
