@@ -117,11 +117,14 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "None) and the job had a release, retry, trigger or lease expiry. Tests: "
         "test_next_run_*"
     ),
-    "READY_AFTER_A_RELEASE": (
-        "the claim of a released invocation: memory's Claim.ready is the release's "
-        "instant, Redis's the invocation's due time (dispatch lag counts from ready). "
-        "Guard (in the comparison): Claim.ready is not compared for a job that was "
-        "released. Test: test_ready_of_a_released_invocation"
+    "READY_AFTER_A_RELEASED_RETRY": (
+        "the claim of a released retry (or re-run after a lost lease, or run an operator "
+        "retried): Redis's Claim.ready is the invocation's scheduled time (release.lua "
+        "queues it at that time and its RUNNING entry does not keep the claim's ready), "
+        "memory's the released claim's ready (the retry's due time), as decided: a release "
+        "does not change when an invocation became ready. Guard (in the comparison): "
+        "Claim.ready is not compared for a job one such claim of which was released. Test: "
+        "test_ready_of_a_released_retry"
     ),
     "NEXT_DUE_IN_AFTER_A_REPLACED_RETRY": (
         "a job replaced (changed definition) while a retry of its old definition waits: "
@@ -271,7 +274,7 @@ class Differential(RuleBasedStateMachine):
         self.held: list[Held] = []
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
-        self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
+        self.released: set[str] = set()  # READY_AFTER_A_RELEASED_RETRY
         self.cancelled_retry = False  # NEXT_DUE_IN_OF_A_CANCELLED_RETRY
         self.redone: set[str] = set()  # Client.retry (TRIGGER_AFTER_AN_OPERATOR_RETRY)
 
@@ -431,7 +434,7 @@ class Differential(RuleBasedStateMachine):
     def _claim(self, capacity: dict[str, int], lease: float) -> None:
         a, b = self.both(lambda s: s.claim_due(capacity, lease, OWNER))
         na, nb = normal_batch(a), normal_batch(b)
-        if self.released:  # guard READY_AFTER_A_RELEASE
+        if self.released:  # guard READY_AFTER_A_RELEASED_RETRY
             na, nb = (
                 ([c[:-1] + ((None,) if c[0] in self.released else c[-1:]) for c in x[0]], *x[1:])
                 for x in (na, nb)
@@ -508,7 +511,8 @@ class Differential(RuleBasedStateMachine):
         assert h is not None
         self.agree("release", self.mem.release(h.mem), self.red.release(h.red))
         self.handed_back.add(h.job_id)
-        self.released.add(h.job_id)
+        if h.mem.attempt > 1 or h.job_id in self.redone:  # a retry, re-run or operator's
+            self.released.add(h.job_id)
 
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 7), lease=LEASES)

@@ -229,15 +229,50 @@ def test_due_in_of_an_unchanged_re_add_of_a_released_one_off(pair: Pair) -> None
     assert (am.outcome, am.due_in) == (ar.outcome, ar.due_in) == ("unchanged", 0)
 
 
-@issue31("a released invocation's claim: ready is the release (memory) or the due time (Redis)")
 def test_ready_of_a_released_invocation(pair: Pair) -> None:
+    """A release does not change when the invocation became ready: its due time."""
     pair.both(lambda s: s.add(job("a", After(0))))
     pair.clock.advance(0.5)
     m, r = claim(pair)
     assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
     pair.clock.advance(0.5)
     m, r = claim(pair)
-    assert m.claims[0].ready == r.claims[0].ready
+    assert m.claims[0].ready == r.claims[0].ready == START
+
+
+def test_ready_of_a_released_occurrence(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("e", Every(10))))
+    pair.clock.advance(12)
+    m, r = claim(pair)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 10]
+
+
+def test_ready_of_a_released_past_at(pair: Pair) -> None:
+    """A job given a time already past is ready when it was scheduled, released or not."""
+    pair.both(lambda s: s.add(job("a", At(START - 3))))
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START]
+
+
+@issue31("a released retry's claim: Redis's ready is its scheduled time, not the retry's")
+def test_ready_of_a_released_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    m, r = claim(pair)
+    pair.clock.advance(1)
+    assert pair.mem.fail(m.claims[0], "boom", 2) == pair.red.fail(r.claims[0], "boom", 2)
+    pair.clock.advance(3)
+    m, r = claim(pair)  # the retry, due at START + 3
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 3]
 
 
 def test_order_of_a_reaped_rerun(pair: Pair) -> None:

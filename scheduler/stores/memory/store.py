@@ -175,8 +175,17 @@ class MemoryStore(MemorySteering):
         self._fence += 1
         token = f"{owner}:{self._fence}"
         lease_until = None if lease is None else now + lease
+        ready = max(scheduled, p.ready)
         self._running[token] = Running(
-            spec.job_id, job.generation, scheduled, attempt, self._fence, lease_until, spec, stalls
+            spec.job_id,
+            job.generation,
+            scheduled,
+            attempt,
+            self._fence,
+            lease_until,
+            spec,
+            stalls,
+            ready,
         )
         self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
         if lease_until is not None:
@@ -193,7 +202,7 @@ class MemoryStore(MemorySteering):
             spec,
             job.generation,
             spec.lane,
-            max(scheduled, p.ready),
+            ready,
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
@@ -273,7 +282,10 @@ class MemoryStore(MemorySteering):
             self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
             if same:
                 assert job is not None
-                woke = self._pend_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
+                p = Pending(r.scheduled, r.attempt, r.scheduled)
+                woke = self._pend_locked(job, p)
+                if woke is not None:  # queued again: ready as when claimed (a resume: then)
+                    p.ready = r.ready
         elif how == "succeeded":
             self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
             if job is not None:
