@@ -118,25 +118,14 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "None) and the job had a release, retry, trigger or lease expiry. Tests: "
         "test_next_run_*"
     ),
-    "NEXT_DUE_IN_AFTER_RENEW": (
-        "after a renew, memory's claim_due answers next_due_in to the claim's old lease "
-        "deadline (its lease heap keeps the renewed entry and _next_due_in_locked drops "
-        "only finished tokens), Redis to the new one: memory wakes early, for nothing. "
-        "Guard (in the comparison): once a claim was renewed, memory's next_due_in may be "
-        "the earlier. Test: test_next_due_in_after_a_renew"
-    ),
-    "READY_AFTER_A_RELEASE": (
-        "the claim of a released invocation: memory's Claim.ready is the release's "
-        "instant, Redis's the invocation's due time (dispatch lag counts from ready). "
-        "Guard (in the comparison): Claim.ready is not compared for a job that was "
-        "released. Test: test_ready_of_a_released_invocation"
-    ),
-    "ORDER_OF_A_REAPED_RERUN": (
-        "a lease-expired invocation's re-run and a job added at the reap's instant, due "
-        "then, claimed together: memory hands out the new job first (the re-run is "
-        "pushed at the reap, after it), Redis the re-run first (its original due time). "
-        "Guard (in the comparison): once a lease expired, one claim's claims are compared "
-        "in any order. Test: test_order_of_a_reaped_rerun"
+    "READY_AFTER_A_RELEASED_RETRY": (
+        "the claim of a released retry (or re-run after a lost lease, or run an operator "
+        "retried): Redis's Claim.ready is the invocation's scheduled time (release.lua "
+        "queues it at that time and its RUNNING entry does not keep the claim's ready), "
+        "memory's the released claim's ready (the retry's due time), as decided: a release "
+        "does not change when an invocation became ready. Guard (in the comparison): "
+        "Claim.ready is not compared for a job one such claim of which was released. Test: "
+        "test_ready_of_a_released_retry"
     ),
     "NEXT_DUE_IN_AFTER_A_REPLACED_RETRY": (
         "a job replaced (changed definition) while a retry of its old definition waits: "
@@ -164,22 +153,11 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "(in the comparison, with NEXT_DUE_IN_OF_A_PAUSED_RETRY's): once a handed-back "
         "job was cancelled, Redis's next_due_in may be the earlier"
     ),
-    "ADD_AFTER_A_CANCEL_WHILE_RUNNING": (
-        "a one-off cancelled while its invocation runs, then added again (the same "
-        "definition): memory answers 'replaced', Redis 'created'. Found by this machine. "
-        "Guard (in the comparison): for a job cancelled while claimed, 'replaced' and "
-        "'created' compare equal. Test: test_add_after_a_cancel_while_running"
-    ),
     "NEXT_RUN_OF_A_PAUSED_RETRY": (
         "a one-off waiting for its retry, then paused: memory's next_run is None (nothing "
         "starts until resume), Redis's the retry's due time. Found by this machine. Guard "
         "(in the comparison): next_run not compared for a paused job that was handed back "
         "and whose memory next_run is None"
-    ),
-    "DUE_IN_OF_A_PAST_AT": (
-        "add of a one-off At(an instant already past): memory answers a negative due_in "
-        "(-3.0 for 3 s ago), Redis 0. Guard (in the comparison): a negative due_in of "
-        "memory's compares as 0. Test: test_due_in_of_a_past_at"
     ),
 }
 
@@ -305,11 +283,9 @@ class Differential(RuleBasedStateMachine):
         self.specs: dict[str, JobSpec] = {}
         self.held: list[Held] = []
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
-        self.renewed = False  # a claim was renewed (NEXT_DUE_IN_AFTER_RENEW)
-        self.expired = False  # a lease expired (ORDER_OF_A_REAPED_RERUN)
-        self.cancelled_running: set[str] = set()  # ADD_AFTER_A_CANCEL_WHILE_RUNNING
         self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
-        self.released: set[str] = set()  # jobs with a released claim (READY_AFTER_A_RELEASE)
+        self.released: set[str] = set()  # READY_AFTER_A_RELEASED_RETRY
+        self.redone: set[str] = set()  # Client.retry (READY_AFTER_A_RELEASED_RETRY)
         self.cancelled_retry = False  # NEXT_DUE_IN_OF_A_CANCELLED_RETRY
 
     def teardown(self) -> None:
@@ -410,15 +386,9 @@ class Differential(RuleBasedStateMachine):
         )
         a, b = self.both(lambda s: s.add(sp))
         due_in = a.due_in
-        if due_in is not None and due_in < 0:
-            due_in = 0.0  # guard DUE_IN_OF_A_PAST_AT
         if self._rerun_pending_tolerated(job_id, ms(due_in), ms(b.due_in)):
             due_in = b.due_in  # guard NEXT_RUN_OF_A_PENDING_RERUN (an unchanged re-add)
-        outcome = a.outcome
-        if job_id in self.cancelled_running and {a.outcome, b.outcome} == {"replaced", "created"}:
-            outcome = b.outcome  # guard ADD_AFTER_A_CANCEL_WHILE_RUNNING
-        self.agree("add", (outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
-        self.cancelled_running.discard(job_id)
+        self.agree("add", (a.outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
         self.specs[job_id] = sp
         if a.outcome == "replaced" and job_id in self.handed_back:
             self.replaced_rerun = True  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
@@ -430,8 +400,6 @@ class Differential(RuleBasedStateMachine):
         self.agree("cancel", *self.both(lambda s: s.cancel(job_id)))
         if job_id in self.handed_back:
             self.cancelled_retry = True  # guard NEXT_DUE_IN_OF_A_CANCELLED_RETRY
-        if any(h.job_id == job_id for h in self.held):
-            self.cancelled_running.add(job_id)
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def pause(self, job_id: str) -> None:
@@ -458,6 +426,7 @@ class Differential(RuleBasedStateMachine):
 
         self.agree("Client.retry", *self.both(retry))
         self.handed_back.add(job_id)
+        self.redone.add(job_id)
 
     # ---- time --------------------------------------------------------------------------
 
@@ -466,7 +435,6 @@ class Differential(RuleBasedStateMachine):
         for h in self.held:
             if h.mem.lease_until is not None and h.mem.lease_until <= self.now() + dt:
                 self.handed_back.add(h.job_id)  # its lease will expire: a re-run
-                self.expired = True
         self.now_ms += round(dt * 1000)
         advance_to(self.clock, self.now_ms / 1000)
 
@@ -475,15 +443,13 @@ class Differential(RuleBasedStateMachine):
     def _claim(self, capacity: dict[str, int], lease: float) -> None:
         a, b = self.both(lambda s: s.claim_due(capacity, lease, OWNER))
         na, nb = normal_batch(a), normal_batch(b)
-        if self.released:  # guard READY_AFTER_A_RELEASE
+        if self.released:  # guard READY_AFTER_A_RELEASED_RETRY
             na, nb = (
                 ([c[:-1] + ((None,) if c[0] in self.released else c[-1:]) for c in x[0]], *x[1:])
                 for x in (na, nb)
             )
-        if self.expired:  # guard ORDER_OF_A_REAPED_RERUN
-            na, nb = ((sorted(x[0], key=repr), *x[1:]) for x in (na, nb))
-        else:  # BY_DESIGN: the order within each lane only
-            na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
+        # BY_DESIGN: the order within each lane only
+        na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
         if self.replaced_rerun:  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
             na = (na[0], nb[1], *na[2:])
         if (  # guard NEXT_DUE_IN_OF_A_PAUSED_RETRY
@@ -492,8 +458,6 @@ class Differential(RuleBasedStateMachine):
             and (any(self.paused(j) for j in JOB_IDS) or self.cancelled_retry)
         ):
             na = (na[0], nb[1], *na[2:])
-        if self.renewed and na[1] is not None and nb[1] is not None and na[1] < nb[1]:
-            na = (na[0], nb[1], *na[2:])  # guard NEXT_DUE_IN_AFTER_RENEW
         self.agree("claim_due", na, nb)
 
         def key(c: Claim) -> tuple[str, int | None, int]:
@@ -556,7 +520,8 @@ class Differential(RuleBasedStateMachine):
         assert h is not None
         self.agree("release", self.mem.release(h.mem), self.red.release(h.red))
         self.handed_back.add(h.job_id)
-        self.released.add(h.job_id)
+        if h.mem.attempt > 1 or h.job_id in self.redone:  # a retry, re-run or operator's
+            self.released.add(h.job_id)
 
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 7), lease=LEASES)
@@ -564,7 +529,6 @@ class Differential(RuleBasedStateMachine):
         h = self.held[i % len(self.held)]
         a, b = self.mem.renew([h.mem], lease), self.red.renew([h.red], lease)
         self.agree("renew", a, b)
-        self.renewed = True
         # the new deadline, as both stores now hold it (a lost lease keeps the old one)
         info = self.mem.get(h.job_id)
         for inv in info.running if info else ():

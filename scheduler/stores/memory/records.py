@@ -44,6 +44,7 @@ class Running:
     lease_until: float | None
     spec: JobSpec
     stalls: int = 0
+    ready: float = 0.0  # its claim's ready: a release keeps it (dispatch lag counts from it)
 
 
 @dataclass(slots=True)

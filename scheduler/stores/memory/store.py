@@ -96,9 +96,9 @@ class MemoryStore(MemorySteering):
             self._jobs[spec.job_id] = job
             self._history.pop(spec.job_id, None)
             self._push_locked(job, first)
-            outcome = "created" if old is None else "replaced"
+            outcome = "replaced" if old is not None and not old.cancelled else "created"
             self._event_locked(now, "scheduled", spec.job_id, first.scheduled, detail=outcome)
-            due_in = first.due - now
+            due_in = max(0.0, first.due - now)  # due already (At a past instant): 0
         self._wake(due_in)
         return AddResult(outcome, due_in)
 
@@ -175,8 +175,17 @@ class MemoryStore(MemorySteering):
         self._fence += 1
         token = f"{owner}:{self._fence}"
         lease_until = None if lease is None else now + lease
+        ready = max(scheduled, p.ready)
         self._running[token] = Running(
-            spec.job_id, job.generation, scheduled, attempt, self._fence, lease_until, spec, stalls
+            spec.job_id,
+            job.generation,
+            scheduled,
+            attempt,
+            self._fence,
+            lease_until,
+            spec,
+            stalls,
+            ready,
         )
         self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
         if lease_until is not None:
@@ -193,7 +202,7 @@ class MemoryStore(MemorySteering):
             spec,
             job.generation,
             spec.lane,
-            max(scheduled, p.ready),
+            ready,
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
@@ -273,7 +282,10 @@ class MemoryStore(MemorySteering):
             self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
             if same:
                 assert job is not None
-                woke = self._pend_locked(job, Pending(r.scheduled, r.attempt, r.scheduled))
+                p = Pending(r.scheduled, r.attempt, r.scheduled)
+                woke = self._pend_locked(job, p)
+                if woke is not None:  # queued again: ready as when claimed (a resume: then)
+                    p.ready = r.ready
         elif how == "succeeded":
             self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
             if job is not None:
@@ -378,11 +390,16 @@ class MemoryStore(MemorySteering):
     def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
         _, entry = earliest(self._heaps, lanes, self._is_live)
         nxt = None if entry is None else entry.due
-        while self._leases and self._leases[0][1] not in self._running:
-            heapq.heappop(self._leases)
+        while self._leases and not self._lease_live(*self._leases[0]):
+            heapq.heappop(self._leases)  # finished, or renewed (a later entry holds it)
         if self._leases:
             nxt = self._leases[0][0] if nxt is None else min(nxt, self._leases[0][0])
         return None if nxt is None else max(0.0, nxt - now)
+
+    def _lease_live(self, lease_until: float, token: str) -> bool:
+        """Is this lease-heap entry its invocation's current deadline?"""
+        r = self._running.get(token)
+        return r is not None and r.lease_until == lease_until
 
     def _skip_locked(self, job: JobRecord, now: float, skip: Skip) -> None:
         job.note_skip(skip)
