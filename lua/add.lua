@@ -2,12 +2,13 @@
 -- add.lua: insert, replace or keep jobs (the linearization point of schedule/enqueue).
 --
 -- Equal definition of a live job: no-op, the anchor and pending occurrence are kept.
--- Changed definition: replaced atomically (new generation; the old pending occurrence
--- is removed, old retries become stale; a running invocation may finish). Decide, then
--- write: an old job that does not parse is moved aside first (include/replace.lua). One
--- call may carry several jobs (enqueue_many): every job's arguments and the namespace's
--- keys are checked before the first write, then each job is decided and written in turn
--- (a later one sees the earlier ones' writes: the same id twice is an upsert of the first).
+-- Changed definition: replaced atomically (new generation; the old pending occurrence and
+-- waiting re-runs are removed, include/reruns.lua; a running invocation may finish).
+-- Decide, then write: an old job that does not parse is moved aside first
+-- (include/replace.lua). One call may carry several jobs (enqueue_many): every job's
+-- arguments and the namespace's keys are checked before the first write, then each job is
+-- decided and written in turn (a later one sees the earlier ones' writes: the same id
+-- twice is an upsert of the first).
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats, layout,

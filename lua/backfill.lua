@@ -20,7 +20,9 @@
 
 --@include core
 --@include events
+--@include job
 --@include due
+--@include reruns
 --@include skips
 --@include check
 --@include aside
@@ -36,7 +38,8 @@ end
 
 local corrupt = aside_ok() or seq_ok() or events_ok('backfilled', 'quarantined')
 if corrupt then return corrupt end
-local f, why, t = read_job(job, {'gen', 'cancelled', 'state', 'next', 'since', 'lane', 'retries'})
+local f, why, t = read_job(job, {'gen', 'cancelled', 'state', 'next', 'since', 'lane', 'retries',
+  'paused', 'stash', 'reruns'})
 local bft = redis.call('TYPE', P .. 'bf:' .. job)['ok']
 if f and (skips_problem(job) or (bft ~= 'none' and bft ~= 'zset')) then
   why, t = 'malformed job data: ' .. (skips_problem(job) or 'bf:' .. job .. ' is a ' .. bft ..
@@ -66,13 +69,14 @@ end
 
 local now = now_ms()
 local bf = P .. 'bf:' .. job
-local queued = 0
+local queued, acc = 0, {}  -- the runs' lines, written to the job once (include/reruns.lua)
 for _, t in ipairs(cands) do
   if (not pending or t < pending) and never_ran(t) and not redis.call('ZSCORE', bf, t) then
     redis.call('ZADD', bf, t, fmt(t))
-    push_retry(job, f.lane, gen, t, 1, 0, now)
+    push_retry(job, f.lane, gen, t, 1, 0, now, acc)
     event(now, 'backfilled', job, t, 1, '')
     queued = queued + 1
   end
 end
+flush_lines(jkey(job), acc)
 return queued

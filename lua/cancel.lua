@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- cancel.lua: remove a job's pending and future invocations: the linearization point of
--- cancel/deschedule. After it, no invocation of the job can be claimed (stale retry
--- entries are dropped by claim.lua). A RUNNING invocation is not touched and may finish.
+-- cancel/deschedule. After it, no invocation of the job can be claimed: its waiting
+-- re-runs (`reruns`, include/reruns.lua) leave the due set with its occurrence (an
+-- unlisted stale retry entry is dropped by claim.lua). A RUNNING invocation is not touched and may finish.
 -- Decide, then write: the job's key type and fields are checked first; a job whose data
 -- does not parse is moved aside (the quarantine, include/aside.lua), and a corrupt
 -- namespace key stops the call before any write.
@@ -23,6 +24,7 @@
 --@include check
 --@include aside
 --@include park
+--@include reruns
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -30,7 +32,7 @@ local corrupt = aside_ok() or events_ok('cancelled', 'quarantined')
 if corrupt then return corrupt end
 local jk, now = jkey(job), now_ms()
 local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'e', 'lane', 'retries',
-  'stash', 'queued', 'running'})
+  'stash', 'queued', 'running', 'reruns'})
 if why then
   move_aside(now, 'cancel', {id = job, job = job, reason = why, type = t})
   return 0
@@ -46,8 +48,9 @@ end
 if tonumber(f.retries) > 0 or (f.stash and f.stash ~= '') or (f.queued and f.queued ~= '') then
   prevented = 1
 end
+take_reruns(f.lane, f.reruns, function(m) return drop_parked(f.def, m) end)
 redis.call('HSET', jk, 'cancelled', '1')
-redis.call('HDEL', jk, 'e', 'retries', 'stash', 'queued', 'paused')
+redis.call('HDEL', jk, 'e', 'retries', 'stash', 'queued', 'paused', 'reruns')
 event(now, 'cancelled', job, nil, nil, '')
 if tonumber(f.running) <= 0 then retire(job, 'cancelled') end
 return prevented

@@ -1,6 +1,8 @@
 #!lua
--- pause.lua: stop claiming a job until resume.lua; its pending occurrence is moved out of
--- the due set into the job hash (retry entries are moved there when claim.lua meets them).
+-- pause.lua: stop claiming a job until resume.lua; its pending occurrence and its waiting
+-- re-runs (`reruns`, include/reruns.lua) are moved out of the due set (or out of the jobs
+-- waiting for a replica) into the job hash (`stash`); a re-run pushed while it is paused
+-- goes there too (include/due.lua), so nothing of it is due or counted until resume.
 -- Decide, then write: the job's key type and fields are checked first; a job whose data
 -- does not parse is moved aside (the quarantine, include/aside.lua), and a corrupt
 -- namespace key stops the call before any write.
@@ -21,13 +23,15 @@
 --@include check
 --@include aside
 --@include park
+--@include reruns
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local corrupt = aside_ok() or events_ok('paused', 'quarantined')
 if corrupt then return corrupt end
 local jk = jkey(job)
-local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'e', 'lane', 'paused', 'next'})
+local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'e', 'lane', 'paused', 'next',
+  'reruns'})
 if why then
   move_aside(now_ms(), 'pause', {id = job, job = job, reason = why, type = t})
   return 0
@@ -44,7 +48,9 @@ if member then
   drop_parked(f.def, member)                        -- or it waited for a replica
   stash = f.next .. ' ' .. member .. '\n'
 end
+stash = stash .. take_reruns(f.lane, f.reruns, function(m) return drop_parked(f.def, m) end)
 redis.call('HSET', jk, 'paused', '1', 'stash', stash, 'e', '')
+redis.call('HDEL', jk, 'reruns')
 redis.pcall('SADD', P .. 'paused', job)  -- the listing index (derived: pcall)
 event(now_ms(), 'paused', job, nil, nil, '')
 return 1

@@ -1,6 +1,7 @@
 #!lua
--- resume.lua: make a paused job claimable again; occurrences missed meanwhile follow the
--- job's misfire policy when claim.lua meets them. Releases a held (queued) occurrence if
+-- resume.lua: make a paused job claimable again: what its stash holds is due again (its
+-- re-runs listed in `reruns` again, include/reruns.lua); occurrences missed meanwhile
+-- follow the job's misfire policy when claim.lua meets them. Releases a held (queued) occurrence if
 -- nothing of the job runs.
 -- Decide, then write: the job's key type and fields are checked first; a job whose data
 -- does not parse is moved aside (the quarantine, include/aside.lua), and a corrupt
@@ -22,6 +23,7 @@
 --@include settle
 --@include check
 --@include aside
+--@include reruns
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -29,7 +31,7 @@ local corrupt = aside_ok() or seq_ok() or events_ok('resumed', 'quarantined')
 if corrupt then return corrupt end
 local jk, now = jkey(job), now_ms()
 local f, why, t = read_job(job, {'gen', 'paused', 'stash', 'lane', 'running', 'queued',
-  'cancelled', 'kind', 'e', 'retries', 'state'})
+  'cancelled', 'kind', 'e', 'retries', 'state', 'reruns'})
 if why then
   move_aside(now, 'resume', {id = job, job = job, reason = why, type = t})
   return 0
@@ -40,12 +42,15 @@ if corrupt then return corrupt end
 redis.call('HDEL', jk, 'paused', 'stash')
 redis.call('HSET', jk, 'ready', fmt(now))  -- its due members are claimable from now (lag)
 redis.pcall('SREM', P .. 'paused', job)  -- the listing index (derived: pcall)
+local got, acc = {nil, nil, nil, f.reruns}, {}  -- its re-runs' lines, written once
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
   redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)
   local seq = string.match(member, '^(%x+)|s|')
   if seq then redis.call('HSET', jk, 'e', seq) end
+  if not seq then keep_line(jk, 'reruns', got, 4, rerun_line(tonumber(score), member), RERUNS_MAX, acc) end
   wake_if_head(f.lane, member, tonumber(score))
 end
+flush_lines(jk, acc)
 event(now, 'resumed', job, nil, nil, '')
 if tonumber(f.running) <= 0 and f.queued and f.queued ~= '' then
   redis.call('HINCRBY', jk, 'running', 1)  -- settle() releases the queued occurrence

@@ -47,7 +47,8 @@ if job == '' then return redis.error_reply('ERR duetime bad-input id') end
 local corrupt = aside_ok() or seq_ok() or events_ok('retried_by_operator', 'quarantined')
 if corrupt then return corrupt end
 local jk, now = jkey(job), now_ms()
-local f, why, t = read_job(job, {'gen', 'state', 'cancelled', 'lane', 'running', 'kind'})
+local f, why, t = read_job(job, {'gen', 'state', 'cancelled', 'lane', 'running', 'kind', 'paused',
+  'stash', 'reruns'})
 if not why and f and dead_problem(job) then
   why, t = 'malformed job data: ' .. dead_problem(job), 'hash'
 end

@@ -31,7 +31,7 @@ local corrupt = aside_ok() or seq_ok() or events_ok('triggered', 'quarantined')
 if corrupt then return corrupt end
 local now = now_ms()
 local f, why, t = read_job(job, {'gen', 'def', 'cancelled', 'state', 'lane', 'retries', 'kind',
-  'e', 'paused'})
+  'e', 'paused', 'stash', 'reruns'})
 if why then
   move_aside(now, 'trigger', {id = job, job = job, reason = why, type = t})
   return 0

@@ -15,6 +15,7 @@
 --@include issue
 --@include calendar
 --@include fixed_rate
+--@include reruns
 
 -- Keep the due member of a paused job in its hash (resume.lua puts it back), scored by
 -- its occurrence (`kind` 's') or by now (a retry, whose count it keeps).
@@ -88,7 +89,7 @@ local function admit(b, lane, x)
   if not f or f.cancelled == '1' then return false end              -- gone or cancelled
   if m.kind == 's' and f.e ~= m.seq then return false end           -- replaced: stale
   if m.kind == 'r' and f.gen ~= m.gen then return false end         -- old generation
-  if m.kind == 'r' then redis.call('HINCRBY', jk, 'retries', -1) end
+  if m.kind == 'r' then drop_rerun(jk, f, x) end                   -- no longer waits
   if f.paused == '1' then                                           -- paused: stash it
     stash(b.now, jk, m.kind, f.next, x.member, f.stash)
     return false

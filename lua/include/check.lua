@@ -16,7 +16,7 @@ local function rule_ok(name, v) return (RULE[name] or sized)(v) end
 
 -- Why value `v` of field `name` does not parse (nil: it does).
 local function field_problem(name, v)
-  local max = (name == 'def' or name == 'stash') and DEF_MAX or FIELD_MAX
+  local max = (name == 'def' or name == 'stash' or name == 'reruns') and DEF_MAX or FIELD_MAX
   if #v > max then return 'field ' .. name .. ' is over ' .. fmt(max) .. ' bytes' end
   if rule_ok(name, v) then return nil end
   return 'field ' .. name .. ' is not ' .. what_of(name)

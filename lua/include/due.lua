@@ -11,6 +11,8 @@
 --@include core
 --@include job
 --@include utf8
+--@include rules
+--@include reruns
 
 -- Namespace checks, before the first write: the due set of `lane`; the seq counter.
 local function lane_ok(lane) return expect(P .. 'due:' .. lane, 'zset') end
@@ -66,16 +68,22 @@ local function push_series(job, lane, due, k)
   return member
 end
 
--- A retry (or released / queued) invocation of `sched`, due at `due`. A one-off's `next`
--- becomes its due time (its only pending run: readouts show when it is due); a series'
--- `next` stays its next occurrence.
-local function push_retry(job, lane, gen, sched, attempt, stalls, due)
+-- A re-run (a retry; a released, reaped, queued, triggered, backfilled or operator-retried
+-- invocation) of `sched`, due at `due`: in its lane and listed in the job's `reruns`; or,
+-- the job paused, kept in its stash (resume.lua puts it back). A one-off's `next` becomes
+-- its due time. `acc`: a call that pushes many collects the lines (include/reruns.lua).
+-- The caller checked the job's `stash` and `reruns` (include/check.lua).
+local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc)
   local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
+  local jk, line = jkey(job), rerun_line(due, member)
+  redis.call('HINCRBY', jk, 'retries', 1)
+  local got = acc and acc.got or redis.call('HMGET', jk, 'kind', 'paused', 'stash', 'reruns')
+  if acc then acc.got = got end
+  if got[2] == '1' and keep_line(jk, 'stash', got, 3, line, DEF_MAX, acc) then return end
   redis.call('ZADD', P .. 'due:' .. lane, due, member)
-  redis.call('HINCRBY', jkey(job), 'retries', 1)
-  local kind = redis.call('HGET', jkey(job), 'kind')
-  if kind ~= 'every' and kind ~= 'cron' then redis.call('HSET', jkey(job), 'next', fmt(due)) end
+  keep_line(jk, 'reruns', got, 4, line, RERUNS_MAX, acc)
+  if got[1] ~= 'every' and got[1] ~= 'cron' then redis.call('HSET', jk, 'next', fmt(due)) end
   wake_if_head(lane, member, due)
 end
 

@@ -18,10 +18,11 @@
 --@include admit
 --@include serve
 --@include park
+--@include reruns
 
--- The fields admission may parse: of every job (CLAIM_FIELDS); then only of a recurring
--- job (SERIES_FIELDS) or of a paused one-off (PAUSED_FIELDS: its stash). Each is read once
--- per member, checked, and passed on.
+-- The fields admission may parse: of every job (CLAIM_FIELDS); then only of a recurring job
+-- (SERIES_FIELDS), a paused one-off (PAUSED_FIELDS: its stash), a re-run's (RERUN_FIELDS:
+-- include/reruns.lua). Each is read once per member, checked, and passed on.
 local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next',
   'retries', 'ready'}
 local SERIES_FIELDS = {'overlap', 'misfire', 'k', 'anchor', 'interval', 'grace', 'queued',
@@ -52,6 +53,7 @@ local function inspect(member, score)
   if series or (f and f.paused == '1') then
     f, why, t = read_more(m.job, f, series and SERIES_FIELDS or PAUSED_FIELDS)
   end
+  if f and m.kind == 'r' then f, why, t = read_more(m.job, f, RERUN_FIELDS) end  -- its line
   if series and not why and skips_problem(m.job) then
     why, t = 'malformed job data: ' .. skips_problem(m.job), 'hash'
   end

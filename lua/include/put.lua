@@ -13,6 +13,7 @@
 --@include rules
 --@include aside
 --@include replace
+--@include reruns
 
 -- One job's 12 arguments (add.lua's groups), checked: a table; or nil and the error reply.
 local function add_input(job, def, lane, kind, n, anchor, grace, misfire, overlap, delivery,
@@ -94,13 +95,12 @@ local function put(a, now, up, c)
   if aside then move_aside(now, 'add', aside) end
   local live = old.def and old.cancelled ~= '1' and (not old.state or old.state == '')
   if live and old.def == a.def then
-    return 'unchanged', (old.e and old.e ~= '') and math.max(0, tonumber(old.next) - now) or -1, false
+    return 'unchanged', pending_in(old, now), false  -- its occurrence or a re-run
   end
   local jk, member = jkey(job), old.def and series_member(job, old.e)
-  if member then
-    redis.call('ZREM', P .. 'due:' .. old.lane, member)
-    if heads[old.lane] and heads[old.lane][2] == member then heads[old.lane] = nil end
-  end
+  if member then redis.call('ZREM', P .. 'due:' .. old.lane, member) end
+  take_reruns(old.lane, old.reruns)  -- a replaced definition's runs never start
+  if member or old.reruns then heads[old.lane] = nil end  -- its head may be gone: asked
   redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
   local due, k, anchor = first_due(a, now, up)
   a.due_s = fmt(due)  -- formatted once: the hash, the due member's score, the event

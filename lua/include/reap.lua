@@ -23,7 +23,7 @@
 
 -- Every field reaping and settling may parse.
 local REAP_FIELDS = {'gen', 'cancelled', 'delivery', 'max_stalls', 'lane', 'queued', 'paused',
-  'kind', 'e', 'retries', 'running', 'started'}
+  'kind', 'e', 'retries', 'running', 'started', 'stash', 'reruns'}
 
 -- What reaping expired lease `token` needs, read only: {token, r, data (the RUNNING entry
 -- as stored), f (its job's checked fields; nil: gone)} or `bad` (what to record when it is

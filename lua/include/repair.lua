@@ -43,7 +43,8 @@ local function running_jobs()
 end
 
 local REPAIR_FIELDS = {'gen', 'state', 'cancelled', 'paused', 'kind', 'lane', 'e', 'next',
-  'running', 'retries', 'queued', 'delivery', 'replan', 'def', 'anchor', 'interval', 'grace'}
+  'running', 'retries', 'queued', 'delivery', 'replan', 'def', 'anchor', 'interval', 'grace',
+  'reruns'}
 
 local function recount(now, job, jk, running, count, dry)
   local what = 'running count ' .. fmt(running) .. ' with ' .. fmt(count) .. ' running'

@@ -9,7 +9,7 @@
 --@include core
 --@include check
 
-local OLD_FIELDS = {'gen', 'def', 'cancelled', 'state', 'next', 'e', 'lane', 'running'}
+local OLD_FIELDS = {'gen', 'def', 'cancelled', 'state', 'next', 'e', 'lane', 'running', 'reruns'}
 
 -- The fields of `job` (an empty table if there is none), or nil and an error reply; and
 -- what to record if it must be moved aside first.

@@ -1,5 +1,5 @@
 -- include/rules.lua: what each field of a job's hash may hold, as one predicate per field
--- (RULE; sizes included: a definition or stash at most DEF_MAX bytes, any other field at
+-- (RULE; sizes included: a definition, stash or reruns at most DEF_MAX bytes, any other field at
 -- most FIELD_MAX), plain functions, some shared, so a read checks a field with one table
 -- lookup and one call. Integers as core's int() reads them, parsed once; enumerations by
 -- comparison (interned strings); a definition's UTF-8 scan only when it holds a byte
@@ -72,7 +72,8 @@ local function fill_rules()
     lane = function(v) return v ~= '' and #v <= FIELD_MAX end,
     def = function(v) return v ~= '' and #v <= DEF_MAX and (ascii(v) or utf8_ok(v)) end,
     queued = function(v) return #v <= FIELD_MAX and (v == '' or queued_ok(v)) end,
-    stash = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end}
+    stash = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end,
+    reruns = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end}
 end
 RULE = setmetatable({}, {__index = function(_, name) fill_rules() return RULE[name] end})
 
@@ -84,7 +85,7 @@ local function what_of(name)
     after = 'an integer or empty', since = 'an integer or empty', ready = 'an integer or empty',
     window = 'empty or >= 0', interval = 'whole ms >= 1 or "<p>/<q>" ms', e = 'hex or empty',
     lane = 'a lane name', def = 'non-empty UTF-8 text', queued = '"<ms>|<k>" or empty',
-    stash = 'lines of "<ms> <due member>"', kind = 'after, at, every or cron',
+    stash = 'lines of "<ms> <due member>"', reruns = 'lines of "<ms> <due member>"', kind = 'after, at, every or cron',
     misfire = 'skip, run_once or catch_up', overlap = 'skip, allow or queue',
     delivery = 'at_least_once or at_most_once', state = 'a final state or empty'})[name] or
     '0, 1 or empty'

@@ -254,6 +254,7 @@ def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end
         except ValueError as exc:
             fail(str(exc), EXIT_REFUSED)
         info = store.get(job_id)
+        pending = store.pending_occurrence(job_id)  # the series' own (next_run: a run queued)
         if not queued and info is None:
             hint = namespaces.hint(store, namespace)
             fail(f"no job with id {job_id!r} in namespace {namespace!r}{hint}", EXIT_REFUSED)
@@ -266,7 +267,6 @@ def backfill(redis_url: str | None, namespace: str, job_id: str, start: str, end
     window = f"[{iso_utc(a)}, {iso_utc(b)})"
     line = f"queued {queued} run(s) of job {job_id!r}, due now: its occurrences in {window}"
     line += " that never ran"
-    pending = info.next_run if info is not None else None
     if pending is not None and pending < b:  # the series' own: not queued, run at their times
         line += f"; from its next occurrence ({iso_utc(pending)}) on, they run on schedule"
     click.echo(line)

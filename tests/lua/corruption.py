@@ -189,11 +189,12 @@ RULES = {
     "def": (lambda v: v != b"" and utf8(v), "non-empty UTF-8 text"),
     "queued": (_blank_or(_queued), '"<ms>|<k>" or empty'),
     "stash": (_blank_or(_stash), 'lines of "<ms> <due member>"'),
+    "reruns": (_blank_or(_stash), 'lines of "<ms> <due member>"'),
 }
 
 
 def field_problem(name: str, v: bytes) -> str | None:
-    limit = DEF_MAX if name in ("def", "stash") else FIELD_MAX
+    limit = DEF_MAX if name in ("def", "stash", "reruns") else FIELD_MAX
     if len(v) > limit:
         return f"field {name} is over {limit} bytes"
     rule = RULES.get(name)

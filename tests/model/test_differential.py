@@ -110,14 +110,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "Guard: every cron job has a lane of its own, not claimed while the job needs a "
         "plan and was handed back. Test: test_cron_rerun_and_on_time_occurrence_after_a_gap"
     ),
-    "NEXT_RUN_OF_A_PENDING_RERUN": (
-        "Redis shows the series' next time for a recurring job with a triggered, released "
-        "or retried run pending; memory shows the pending run's due time (a one-off's "
-        "release or retry agrees: test_next_run_of_a_* without xfail). Guard (in the "
-        "comparison): next_run is not compared when memory's is the earlier (or Redis's "
-        "None) and the job had a release, retry, trigger or lease expiry. Tests: "
-        "test_next_run_*"
-    ),
     "READY_AFTER_A_RELEASED_RETRY": (
         "the claim of a released retry (or re-run after a lost lease, or run an operator "
         "retried): Redis's Claim.ready is the invocation's scheduled time (release.lua "
@@ -126,38 +118,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "does not change when an invocation became ready. Guard (in the comparison): "
         "Claim.ready is not compared for a job one such claim of which was released. Test: "
         "test_ready_of_a_released_retry"
-    ),
-    "NEXT_DUE_IN_AFTER_A_REPLACED_RETRY": (
-        "a job replaced (changed definition) while a retry of its old definition waits: "
-        "Redis's claim_due still answers next_due_in to the old retry's due time, memory "
-        "not (Redis wakes early, for nothing). Guard (in the comparison): once a job "
-        "with a re-run waiting was replaced, next_due_in is not compared. Test: "
-        "test_next_due_in_after_a_replaced_retry"
-    ),
-    "NEXT_RUN_OF_A_PARKED_CRON_CATCH_UP": (
-        "a cron job with misfire catch_up whose occurrence waits while an earlier one runs "
-        "(Redis parks the series): Redis shows next_run None, memory the waiting "
-        "occurrence. Found by this machine (cron '* * * * *', catch_up, advance 125 s, "
-        "claim with room for 2). Guard (in the comparison): next_run not compared for a "
-        "running catch_up cron job whose Redis next_run is None. No xfail test yet"
-    ),
-    "NEXT_DUE_IN_OF_A_PAUSED_RETRY": (
-        "a one-off waiting for its retry, then paused: Redis's claim_due answers "
-        "next_due_in to the retry's due time (0.5 s), memory None (Redis wakes for a paused "
-        "job). Found by this machine. Guard (in the comparison): while a job is paused, "
-        "Redis's next_due_in may be the earlier (or memory's None). No xfail test yet"
-    ),
-    "NEXT_DUE_IN_OF_A_CANCELLED_RETRY": (
-        "a one-off waiting for its retry, then cancelled: Redis's claim_due answers "
-        "next_due_in to the retry's due time, memory None. Found by this machine. Guard "
-        "(in the comparison, with NEXT_DUE_IN_OF_A_PAUSED_RETRY's): once a handed-back "
-        "job was cancelled, Redis's next_due_in may be the earlier"
-    ),
-    "NEXT_RUN_OF_A_PAUSED_RETRY": (
-        "a one-off waiting for its retry, then paused: memory's next_run is None (nothing "
-        "starts until resume), Redis's the retry's due time. Found by this machine. Guard "
-        "(in the comparison): next_run not compared for a paused job that was handed back "
-        "and whose memory next_run is None"
     ),
 }
 
@@ -283,10 +243,8 @@ class Differential(RuleBasedStateMachine):
         self.specs: dict[str, JobSpec] = {}
         self.held: list[Held] = []
         self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
-        self.replaced_rerun = False  # NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         self.released: set[str] = set()  # READY_AFTER_A_RELEASED_RETRY
         self.redone: set[str] = set()  # Client.retry (READY_AFTER_A_RELEASED_RETRY)
-        self.cancelled_retry = False  # NEXT_DUE_IN_OF_A_CANCELLED_RETRY
 
     def teardown(self) -> None:
         red = getattr(self, "red", None)
@@ -303,10 +261,6 @@ class Differential(RuleBasedStateMachine):
 
     def agree(self, what: str, a: Any, b: Any) -> None:
         assert a == b, f"{what}: memory {a!r} != redis {b!r}"
-
-    def paused(self, job_id: str) -> bool:
-        info = self.mem.get(job_id)
-        return info is not None and info.state == "paused"
 
     # ---- guards (KNOWN_DIVERGENCES) --------------------------------------------------------
 
@@ -328,26 +282,6 @@ class Differential(RuleBasedStateMachine):
             if after is not None and t < now - grace - 1e-9 and after <= now + 1e-9:
                 out.append(jid)
         return out
-
-    def _rerun_pending_tolerated(self, job_id: str, mem: int | None, red: int | None) -> bool:
-        """NEXT_RUN_OF_A_PENDING_RERUN: memory's pending time (ms) is the earlier, or Redis
-        shows none, for a job that was handed back (release, retry, trigger, lease
-        expiry)."""
-        sp = self.specs.get(job_id)
-        if (  # guard NEXT_RUN_OF_A_PARKED_CRON_CATCH_UP
-            sp is not None
-            and isinstance(sp.schedule, Cron)
-            and sp.misfire is Misfire.CATCH_UP
-            and red is None
-            and any(h.job_id == job_id for h in self.held)
-        ):
-            return True
-        return (
-            job_id in self.handed_back
-            and mem is not None
-            and mem != red
-            and (red is None or mem < red)
-        )
 
     # ---- producers -------------------------------------------------------------------------
 
@@ -386,20 +320,14 @@ class Differential(RuleBasedStateMachine):
         )
         a, b = self.both(lambda s: s.add(sp))
         due_in = a.due_in
-        if self._rerun_pending_tolerated(job_id, ms(due_in), ms(b.due_in)):
-            due_in = b.due_in  # guard NEXT_RUN_OF_A_PENDING_RERUN (an unchanged re-add)
         self.agree("add", (a.outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
         self.specs[job_id] = sp
-        if a.outcome == "replaced" and job_id in self.handed_back:
-            self.replaced_rerun = True  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
         if a.outcome != "unchanged":  # a new definition: the old one's runs never start
             self.handed_back.discard(job_id)
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def cancel(self, job_id: str) -> None:
         self.agree("cancel", *self.both(lambda s: s.cancel(job_id)))
-        if job_id in self.handed_back:
-            self.cancelled_retry = True  # guard NEXT_DUE_IN_OF_A_CANCELLED_RETRY
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def pause(self, job_id: str) -> None:
@@ -450,14 +378,6 @@ class Differential(RuleBasedStateMachine):
             )
         # BY_DESIGN: the order within each lane only
         na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
-        if self.replaced_rerun:  # guard NEXT_DUE_IN_AFTER_A_REPLACED_RETRY
-            na = (na[0], nb[1], *na[2:])
-        if (  # guard NEXT_DUE_IN_OF_A_PAUSED_RETRY
-            nb[1] is not None
-            and (na[1] is None or nb[1] < na[1])
-            and (any(self.paused(j) for j in JOB_IDS) or self.cancelled_retry)
-        ):
-            na = (na[0], nb[1], *na[2:])
         self.agree("claim_due", na, nb)
 
         def key(c: Claim) -> tuple[str, int | None, int]:
@@ -543,20 +463,6 @@ class Differential(RuleBasedStateMachine):
             return
         for jid in JOB_IDS:
             a, b = normal_info(self.mem.get(jid)), normal_info(self.red.get(jid))
-            if (
-                a is not None
-                and b is not None
-                and self._rerun_pending_tolerated(jid, a["next_run"], b["next_run"])
-            ):
-                b["next_run"] = a["next_run"]  # guard NEXT_RUN_OF_A_PENDING_RERUN
-            if (  # guard NEXT_RUN_OF_A_PAUSED_RETRY
-                a is not None
-                and b is not None
-                and a["state"] == "paused"
-                and a["next_run"] is None
-                and jid in self.handed_back
-            ):
-                b["next_run"] = None
             self.agree(f"get({jid!r})", a, b)
 
 

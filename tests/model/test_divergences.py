@@ -224,7 +224,6 @@ def test_next_run_of_a_one_off_waiting_for_its_retry(pair: Pair) -> None:
     assert nm == nr == START + 5
 
 
-@issue31("Redis shows the series' next time for a recurring job with a retry pending")
 def test_next_run_of_a_recurring_job_waiting_for_its_retry(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("e", Every(10), retry=RetryPolicy(max_attempts=2))))
     pair.clock.advance(10)
@@ -317,7 +316,6 @@ def test_order_within_each_lane(pair: Pair) -> None:
     assert [c[0] for c in claims(r)] == ["a", "b", "c"]  # lane by lane
 
 
-@issue31("a job replaced while its old retry waits: Redis's next_due_in counts to that retry")
 def test_next_due_in_after_a_replaced_retry(pair: Pair) -> None:
     pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=2))))
     m, r = claim(pair)
@@ -326,6 +324,80 @@ def test_next_due_in_after_a_replaced_retry(pair: Pair) -> None:
     m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
     assert claims(m) == claims(r)
     assert m.next_due_in == r.next_due_in == 5  # the new claim's lease
+
+
+# ---- next_run and next_due_in: the earliest new start, re-runs included -----------------
+
+
+def test_next_run_of_a_triggered_series(pair: Pair) -> None:
+    """A triggered run of a series is its next start, before the series' next time."""
+    pair.both(lambda s: s.add(job("e", Every(60))))
+    pair.clock.advance(1)
+    assert pair.both(lambda s: s.trigger("e")) == (True, True)
+    assert pair.both(lambda s: s.get("e").next_run) == (START + 1, START + 1)  # type: ignore[union-attr]
+
+
+def test_next_run_of_a_released_series_run(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("e", Every(10))))
+    pair.clock.advance(10)
+    m, r = claim(pair)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    assert pair.both(lambda s: s.get("e").next_run) == (START + 10, START + 10)  # type: ignore[union-attr]
+
+
+def test_next_run_of_a_paused_retry(pair: Pair) -> None:
+    """Paused: nothing starts until resume, so no next run; resumed: the retry's time."""
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    assert pair.both(lambda s: s.pause("a")) == (True, True)
+    assert pair.both(lambda s: s.get("a").next_run) == (None, None)  # type: ignore[union-attr]
+    assert pair.both(lambda s: s.resume("a")) == (True, True)
+    assert pair.both(lambda s: s.get("a").next_run) == (START + 0.5, START + 0.5)  # type: ignore[union-attr]
+
+
+def test_next_due_in_of_a_paused_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    assert pair.both(lambda s: s.pause("a")) == (True, True)
+    m, r = claim(pair)
+    assert m.next_due_in == r.next_due_in is None  # nothing wakes for a paused job
+    assert pair.both(lambda s: s.resume("a")) == (True, True)
+    pair.clock.advance(0.5)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("a", START, 2)]
+
+
+def test_next_due_in_of_a_retry_pushed_while_paused(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    m, r = claim(pair)
+    assert pair.both(lambda s: s.pause("a")) == (True, True)
+    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    m, r = claim(pair)
+    assert m.next_due_in == r.next_due_in is None
+
+
+def test_next_due_in_of_a_cancelled_retry(pair: Pair) -> None:
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    assert pair.both(lambda s: s.cancel("a")) == (True, True)
+    m, r = claim(pair)
+    assert m.next_due_in == r.next_due_in is None
+
+
+def test_next_run_of_a_parked_cron_catch_up(pair: Pair) -> None:
+    """cron with catch_up: one occurrence runs, the next waits for it (held behind the
+    run): next_run is the waiting occurrence's due time while the run runs."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), misfire=Misfire.CATCH_UP)))
+    pair.clock.advance(125)  # START is 00:16:40: 00:17:00 and 00:18:00 are due
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r) == [("c", START + 20, 1)]
+    assert pair.both(lambda s: s.get("c").next_run) == (START + 80, START + 80)  # type: ignore[union-attr]
+    m, r = claim(pair, capacity=2)  # the next occurrence is held behind the run
+    assert claims(m) == claims(r) == []
+    assert pair.both(lambda s: s.get("c").next_run) == (START + 80, START + 80)  # type: ignore[union-attr]
 
 
 def test_add_after_a_cancel_while_running(pair: Pair) -> None:

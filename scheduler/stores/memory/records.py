@@ -130,7 +130,8 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         state = "scheduled"
     else:
         state = job.outcome or "failed"
-    dues = [p.due for p in job.pending.values()]
+    # the earliest new start: a pending occurrence or re-run, or one held behind a run
+    dues = [p.due for p in job.pending.values()] + ([job.queued.due] if job.queued else [])
     task, args = describe_target(job.spec.target)
     return JobInfo(
         job_id=job.spec.job_id,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from enum import Enum
@@ -382,6 +383,23 @@ def is_retry(member: str) -> bool:
     """Whether a due member is a retry's (``<seq>|r|...``: it holds its due time in its
     score only; the job hash counts pending retries, ``retries``)."""
     return member.split("|", 2)[1:2] == ["r"]
+
+
+def queued_due(text: str) -> int:
+    """The due time (ms) of a job's held occurrence, field ``queued`` (``<ms>|<k>``)."""
+    return int(text.split("|", 1)[0])
+
+
+_RERUN_LINE = re.compile(r"([0-9]+) ([^\n]+)\n")
+
+
+def rerun_dues(text: str) -> list[int]:
+    """The due times (ms) of a job's waiting re-runs, field ``reruns`` (lines ``<ms>
+    <member>``, lua/include/reruns.lua); ValueError if it does not parse."""
+    lines = _RERUN_LINE.findall(text)
+    if sum(len(s) + len(m) + 2 for s, m in lines) != len(text):
+        raise ValueError('field reruns is not lines of "<ms> <due member>"')
+    return [int(s) for s, _ in lines]
 
 
 def task_token(name: str) -> str:

@@ -123,6 +123,12 @@ def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
     return queued
 
 
+def pending_occurrence(keys: Keys, job_id: str) -> Op[float | None]:
+    """A series' pending occurrence (epoch s; its waiting re-runs aside), None if none."""
+    e, nxt = yield from one(keys.shard, "hmget", keys.job(job_id), "e", "next")
+    return int(nxt) / 1000 if e and codec.is_int(nxt) else None
+
+
 def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
     """A snapshot of the job, None if there is none."""
     h, skips, dead, running = yield Calls(

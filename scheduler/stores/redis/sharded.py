@@ -351,6 +351,9 @@ class ShardedStore(WakeSubscriptions):
     def get(self, job_id: str) -> JobInfo | None:
         return self.shard(job_id).get(job_id)
 
+    def pending_occurrence(self, job_id: str) -> float | None:
+        return self.shard(job_id).pending_occurrence(job_id)
+
     def jobs(self) -> list[JobInfo]:
         """Every live job of every shard (a SCAN per shard: an operator's call)."""
         self._count()

@@ -9,7 +9,15 @@ from typing import Any, TypeVar
 
 from scheduler import validation
 from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
-from scheduler.stores.redis.codec import dead_letter, decode, is_int, running_entries, skip_entry
+from scheduler.stores.redis.codec import (
+    dead_letter,
+    decode,
+    is_int,
+    queued_due,
+    rerun_dues,
+    running_entries,
+    skip_entry,
+)
 
 T = TypeVar("T")
 
@@ -109,7 +117,6 @@ def _job_info(
         state = "running"
     else:
         state = "scheduled"
-    entry = h.get("e")
     skipped = _parsed(skip_entry, reversed(skips))  # history: a garbled entry is left out
     dead_letters = _parsed(lambda d: dead_letter(job_id, d), reversed(dead))
     result = h.get("last_result")
@@ -118,7 +125,7 @@ def _job_info(
         schedule=spec.schedule.describe() if spec else "(unreadable)",
         lane=h.get("lane", "default"),
         state=state,
-        next_run=int(h["next"]) / 1000 if entry or _retry_waits(h, spec) else None,
+        next_run=_next_run(h, spec, state),
         runs=_count(h, "runs"),
         failures=_count(h, "failures"),
         attempts=_count(h, "attempts"),
@@ -143,6 +150,23 @@ def _parsed(parse: Callable[[str], T], entries: Iterable[str]) -> list[T]:
         except (ValueError, KeyError, TypeError):
             continue
     return out
+
+
+def _next_run(h: Mapping[str, str], spec: JobSpec | None, state: str) -> float | None:
+    """The earliest instant a new start of the job may happen (docs/guarantees.md): its
+    pending occurrence (``e``/``next``), one held while a run of it runs (``queued``) or a
+    waiting re-run (``reruns``, lua/include/reruns.lua); None for a paused, cancelled or
+    finished job (what it holds waits in its stash, or never starts)."""
+    if state not in ("scheduled", "running"):
+        return None
+    dues = [int(h["next"])] if h.get("e") else []
+    if h.get("queued"):
+        dues.append(queued_due(h["queued"]))
+    if "reruns" in h:
+        dues += rerun_dues(h["reruns"])
+    elif _retry_waits(h, spec):  # written before `reruns`: a one-off's retry is its `next`
+        dues.append(int(h["next"]))
+    return min(dues) / 1000 if dues else None
 
 
 def _retry_waits(h: Mapping[str, str], spec: JobSpec | None) -> bool:

@@ -447,6 +447,9 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     def get(self, job_id: str) -> JobInfo | None:
         return sansio.run(self, ops.get(self.keys, job_id))
 
+    def pending_occurrence(self, job_id: str) -> float | None:
+        return sansio.run(self, ops.pending_occurrence(self.keys, job_id))
+
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
