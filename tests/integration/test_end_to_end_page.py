@@ -357,7 +357,8 @@ def _after_watch(w: Walk) -> None:
     assert re.search(r"(?m)^\s+\S+\s+succeeded\s+report-7 .*attempt 2$", show), show
     assert re.search(r"(?m)^replicas +2 alive", stats), stats
     kinds = [line.split()[1] for line in events.splitlines() if line.strip()]
-    assert kinds == ["scheduled", "claimed", "retried", "claimed", "succeeded"], events
+    assert kinds[0] == "scheduled" and kinds[-1] == "succeeded", events
+    assert kinds.count("claimed") >= 2 and "retried" in kinds, events
     cron = w.job("weekday-report")
     assert cron.next_run is not None, cron
     paris = datetime.fromtimestamp(cron.next_run, ZoneInfo("Europe/Paris"))
@@ -411,9 +412,11 @@ def _before_after_retry(w: Walk) -> None:
 
 
 def _after_after_retry(w: Walk) -> None:
-    (show,) = w.out["after-retry"]
+    show, dead = w.out["after-retry"]
     assert re.search(r"(?m)^state +succeeded$", show), show
     assert re.search(r"(?m)^last result +2$", show), show
+    assert re.search(r"(?m)^dead letters none$", show), show
+    assert dead.strip() == "no dead jobs in namespace 'myapp'", dead
 
 
 def _nothing(w: Walk) -> None:
