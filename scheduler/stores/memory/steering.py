@@ -75,7 +75,10 @@ class MemorySteering(MemoryViews):
                 first = [s for s, p in job.pending.items() if p.attempt == 1 and not p.redo]
                 if job.paused is not None or not first:
                     return False
-                self._drop_pending_locked(job)  # its seq kept: FIFO among runs due at once
+                # only that run moves (a retry an operator queued beside it stays), under
+                # its seq: FIFO among the runs due at once by when it was first scheduled
+                del job.pending[first[0]]
+                self._heaps[job.spec.lane].mark_stale()
                 self._push_locked(job, pending, seq=first[0])
                 self._event_locked(now, "triggered", job_id, now, 1, "brought forward")
             elif job.paused is not None:
