@@ -71,19 +71,22 @@ end
 -- A re-run (a retry; a released, reaped, queued, triggered, backfilled or operator-retried
 -- invocation) of `sched`, due at `due`: in its lane and listed in the job's `reruns`; or,
 -- the job paused, kept in its stash (resume.lua puts it back). A one-off's `next` becomes
--- its due time. `acc`: a call that pushes many collects the lines (include/reruns.lua).
+-- its due time, unless its first run is still pending (`e`: a replaced one-off whose old
+-- run an operator retried): `next` is that run's time, the claim's scheduled one. `acc`: a call that pushes many collects the lines (include/reruns.lua).
 -- The caller checked the job's `stash` and `reruns` (include/check.lua).
 local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc)
   local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
   local jk, line = jkey(job), rerun_line(due, member)
   redis.call('HINCRBY', jk, 'retries', 1)
-  local got = acc and acc.got or redis.call('HMGET', jk, 'kind', 'paused', 'stash', 'reruns')
+  local got = acc and acc.got or redis.call('HMGET', jk, 'kind', 'paused', 'stash', 'reruns', 'e')
   if acc then acc.got = got end
   if got[2] == '1' and keep_line(jk, 'stash', got, 3, line, DEF_MAX, acc) then return end
   redis.call('ZADD', P .. 'due:' .. lane, due, member)
   keep_line(jk, 'reruns', got, 4, line, RERUNS_MAX, acc)
-  if got[1] ~= 'every' and got[1] ~= 'cron' then redis.call('HSET', jk, 'next', fmt(due)) end
+  if got[1] ~= 'every' and got[1] ~= 'cron' and (got[5] or '') == '' then
+    redis.call('HSET', jk, 'next', fmt(due))
+  end
   wake_if_head(lane, member, due)
 end
 

@@ -58,3 +58,17 @@ def test_delete_removes_a_job_and_a_second_delete_finds_nothing(store, clock):
     assert client.delete("d") is False
     clock.advance(5)
     assert claim(store) == []
+
+
+def test_retry_of_a_replaced_definitions_dead_letter_then_trigger(store, clock):
+    """The retried run (of a definition replaced while it ran) and the current one's own
+    run are two runs: a trigger brings the current one forward and leaves the retry be."""
+    store.add(spec("a", After(0)))
+    (c,) = claim(store)
+    assert store.add(spec("a", After(5))).outcome == "replaced"
+    assert store.fail(c, "boom", retry_in=None) is Commit.OK
+    assert Client(store).retry("a") == 1
+    clock.advance(1)
+    assert store.trigger("a") is True
+    runs = sorted((x.scheduled, x.attempt) for x in claim(store))
+    assert runs == [(c.scheduled, 1), (c.scheduled + 1, 1)]

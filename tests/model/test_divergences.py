@@ -448,3 +448,53 @@ def test_client_retry_in_process(pair: Pair) -> None:
     pair.red.fail(r.claims[0], "boom", None)
     assert Client(pair.red).retry("a") == 1
     assert Client(pair.mem).retry("a") == 1
+
+
+@pytest.mark.parametrize("delay", [0, 10])
+def test_a_one_off_brought_forward_keeps_its_place(pair: Pair, delay: float) -> None:
+    """FIFO by when it was first scheduled (memory re-queued it behind "b")."""
+    pair.both(lambda s: s.add(job("a", After(delay))))
+    pair.clock.advance(delay / 10)  # 0: both due at once, "a" brought forward in place
+    pair.both(lambda s: s.add(job("b", After(0))))
+    assert pair.both(lambda s: s.trigger("a")) == (True, True)
+    for expected in ("a", "b", None):  # None: nothing left at its old due time
+        pair.clock.advance(0 if expected else 10)
+        m, r = claim(pair, capacity=1, lease=60)
+        assert claims(m) == claims(r) == ([(expected, START + delay / 10, 1)] if expected else [])
+
+
+def test_operator_retry_of_a_replaced_one_off(pair: Pair) -> None:
+    """Retried as a run of the current definition; the current one's run stays as it was."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair, lease=30)
+    assert [a.outcome for a in pair.both(lambda s: s.add(job("a", After(5))))] == ["replaced"] * 2
+    assert pair.mem.fail(m.claims[0], "boom", None) == pair.red.fail(r.claims[0], "boom", None)
+    assert pair.both(lambda s: Client(s).retry("a")) == (1, 1)
+    assert [claims(b) for b in claim(pair, lease=30)] == [[("a", START, 1)]] * 2
+    assert pair.both(lambda s: s.get("a").next_run) == (START + 5, START + 5)  # type: ignore[union-attr]
+    pair.clock.advance(5)
+    assert [claims(b) for b in claim(pair)] == [[("a", START + 5, 1)]] * 2
+
+
+def test_grid_of_a_series_anchored_off_the_second(pair: Pair) -> None:
+    """Memory put 4698.003 of a series anchored at 1000.003 a rounding error late (9e-13)."""
+    pair.clock.advance(0.003)
+    pair.both(lambda s: s.add(job("e", Every(2), misfire=Misfire.SKIP, overlap=Overlap.QUEUE)))
+    pair.clock.advance(3_700)
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r) == [("e", 4_698.003, 1)]
+    assert m.next_due_in == r.next_due_in == 5  # 4700.003 waits for the run: the lease
+    assert pair.both(lambda s: s.get("e").next_run) == (4_700.003, 4_700.003)  # type: ignore[union-attr]
+
+
+def test_a_release_keeps_the_stalls(pair: Pair) -> None:
+    """A release is a clean hand-back, not a stall, and forgives none."""
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_stalls=2))))
+    claim(pair, lease=5)
+    pair.clock.advance(5)
+    m, r = claim(pair, lease=5)  # reaps the lease (1 stall) and claims the re-run
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    assert [claims(b) for b in claim(pair, lease=5)] == [[("a", START, 2)]] * 2
+    pair.clock.advance(5)
+    assert [claims(b) for b in claim(pair)] == [[], []]  # the second stall: dead-lettered
+    assert pair.both(lambda s: len(s.get("a").dead_letters)) == (1, 1)  # type: ignore[union-attr]

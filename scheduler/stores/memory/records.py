@@ -51,7 +51,7 @@ class Running:
 class JobRecord:
     spec: JobSpec
     generation: int
-    anchor: float | None
+    anchor: int | None  # a fixed-rate series' anchor, in grid units (series.grid_step)
     pending: dict[int, Pending] = field(default_factory=dict)  # seq -> pending
     paused: list[Pending] | None = None
     queued: Pending | None = None  # overlap=queue: one occurrence held while another runs

@@ -72,11 +72,14 @@ class MemorySteering(MemoryViews):
             pending = Pending(now, 1, now)
             if not job.spec.recurring:  # a one-off's run is brought forward, never doubled
                 # paused, running, or a retry waits (an operator's too): none to bring forward
-                first = any(p.attempt == 1 and not p.redo for p in job.pending.values())
+                first = [s for s, p in job.pending.items() if p.attempt == 1 and not p.redo]
                 if job.paused is not None or not first:
                     return False
-                self._drop_pending_locked(job)
-                self._push_locked(job, pending)
+                # only that run moves (a retry an operator queued beside it stays), under
+                # its seq: FIFO among the runs due at once by when it was first scheduled
+                del job.pending[first[0]]
+                self._heaps[job.spec.lane].mark_stale()
+                self._push_locked(job, pending, seq=first[0])
                 self._event_locked(now, "triggered", job_id, now, 1, "brought forward")
             elif job.paused is not None:
                 job.paused.append(pending)
@@ -166,13 +169,19 @@ class MemorySteering(MemoryViews):
 
     # ---- the primitives -------------------------------------------------------------
 
-    def _push_locked(self, job: JobRecord, p: Pending, *, on_time: bool = False) -> float:
+    def _push_locked(
+        self, job: JobRecord, p: Pending, *, on_time: bool = False, seq: int | None = None
+    ) -> float:
         """Put ``p`` in its lane; ready (dispatch lag counts from) at its due time if
         ``on_time`` (its series held it: the next occurrence, one queued behind a run),
-        else from now for a time already past."""
+        else from now for a time already past. ``seq``: its place among the entries due
+        at the same instant (default: after every entry pushed so far); one reused moves
+        an invocation to ``p.due`` keeping its place, its old entry stale (``_is_live``
+        checks the due time too)."""
         now = self.clock.now()
         p.ready = p.due if on_time else max(p.due, now)
-        seq = next(self._seq)
+        if seq is None:
+            seq = next(self._seq)
         job.pending[seq] = p
         heap = self._heaps.get(job.spec.lane)
         if heap is None:

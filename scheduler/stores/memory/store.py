@@ -282,7 +282,8 @@ class MemoryStore(MemorySteering):
             self._event_locked(now, "released", r.job_id, r.scheduled, r.attempt)
             if same:
                 assert job is not None
-                p = Pending(r.scheduled, r.attempt, r.scheduled)
+                # a clean hand-back: no stall, and the owners lost before still count
+                p = Pending(r.scheduled, r.attempt, r.scheduled, stalls=r.stalls)
                 woke = self._pend_locked(job, p)
                 if woke is not None:  # queued again: ready as when claimed (a resume: then)
                     p.ready = r.ready
@@ -384,8 +385,13 @@ class MemoryStore(MemorySteering):
     # ---- internals ---------------------------------------------------------------------
 
     def _is_live(self, e: DueEntry) -> bool:
+        """Is ``e`` its pending invocation's current entry? (A trigger re-pushes a one-off
+        under its ``seq`` at a new due time: the old entry, due otherwise, is stale.)"""
         job = self._jobs.get(e.job_id)
-        return job is not None and job.generation == e.generation and e.seq in job.pending
+        if job is None or job.generation != e.generation:
+            return False
+        p = job.pending.get(e.seq)
+        return p is not None and p.due == e.due
 
     def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
         _, entry = earliest(self._heaps, lanes, self._is_live)
