@@ -192,6 +192,66 @@ def skips(p: Pair, job_id: str) -> tuple[Any, ...]:
     return m.skipped
 
 
+def _every_rerun_due_with_an_occurrence(pair: Pair, **kw: Any) -> tuple[Any, Any]:
+    """Every(5): the occurrence at +5 claimed with a 5 s lease; at +10 the claim that reaps
+    it finds the re-run and the occurrence at +10 due: the re-run alone is claimed."""
+    pair.both(lambda s: s.add(job("r", Every(5), **kw)))
+    pair.clock.advance(5)
+    m, r = claim(pair, lease=5)
+    assert claims(m) == claims(r) == [("r", START + 5, 1)]
+    pair.clock.advance(5)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 5, 2)]
+    assert skips(pair, "r") == ()
+    nm, nr = pair.both(lambda s: s.get("r"))
+    assert nm is not None and nr is not None and nm.next_run == nr.next_run == START + 10
+    return m.claims[0], r.claims[0]
+
+
+def test_every_rerun_goes_first_then_overlap_skip(pair: Pair) -> None:
+    cm, cr = _every_rerun_due_with_an_occurrence(pair, overlap=Overlap.SKIP)
+    m, r = claim(pair)  # the re-run still runs: the occurrence is judged, skipped
+    assert claims(m) == claims(r) == []
+    assert [(s.first, s.reason) for s in skips(pair, "r")] == [(START + 10, "overlap")]
+    assert pair.mem.complete(cm, None) == pair.red.complete(cr, None)
+    pair.clock.advance(5)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 15, 1)]
+
+
+def test_every_rerun_goes_first_then_overlap_allow(pair: Pair) -> None:
+    _every_rerun_due_with_an_occurrence(pair, overlap=Overlap.ALLOW)
+    m, r = claim(pair)  # allowed beside the running re-run, in the next claim
+    assert claims(m) == claims(r) == [("r", START + 10, 1)]
+    assert skips(pair, "r") == ()
+
+
+def test_every_rerun_goes_first_then_catch_up_waits(pair: Pair) -> None:
+    spec = {"overlap": Overlap.SKIP, "misfire": Misfire.CATCH_UP}
+    cm, cr = _every_rerun_due_with_an_occurrence(pair, **spec)
+    m, r = claim(pair)  # catch_up skips nothing: parked until the re-run ends
+    assert claims(m) == claims(r) == []
+    assert pair.mem.complete(cm, None) == pair.red.complete(cr, None)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 10, 1)]
+    assert skips(pair, "r") == ()
+
+
+def test_a_retry_claimed_first_holds_the_occurrence_met_after_it(pair: Pair) -> None:
+    """A retry due before the occurrence is claimed first in the claim; the occurrence met
+    after it waits, overlap "allow" too, and the lane's other due jobs go on."""
+    pair.both(lambda s: s.add(job("r", Every(5), overlap=Overlap.ALLOW, retry=RetryPolicy(3))))
+    pair.clock.advance(5)
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 3) == pair.red.fail(r.claims[0], "boom", 3)
+    pair.clock.advance(5)  # the retry is due at +8, the occurrence at +10
+    pair.both(lambda s: s.add(job("o", After(0))))
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 5, 2), ("o", START + 10, 1)]
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 10, 1)]
+
+
 # ---- the smaller ones ----------------------------------------------------------------------
 
 
