@@ -252,6 +252,22 @@ def test_a_retry_claimed_first_holds_the_occurrence_met_after_it(pair: Pair) -> 
     assert claims(m) == claims(r) == [("r", START + 10, 1)]
 
 
+@issue31("cron series waiting for a plan take no capacity: Redis plans past it")
+def test_cron_plans_past_capacity(pair: Pair) -> None:
+    """Two cron jobs in one lane, both several occurrences behind, claimed one at a time:
+    memory claims the first and does not touch the second; Redis plans both (claim.lua's
+    replan path uses no capacity), so the second's misfire skip is recorded and its next
+    run moves on in a claim that did not claim it."""
+    for j in ("a", "b"):
+        pair.both(lambda s, j=j: s.add(job(j, Cron("* * * * *"))))
+    pair.clock.advance(125)  # 00:17:00 missed (past its grace), 00:18:00 due
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == [("a", START + 80, 1)]
+    nm, nr = pair.both(lambda s: s.get("b"))
+    assert nm is not None and nr is not None
+    assert (nm.next_run, nm.skipped) == (nr.next_run, nr.skipped)
+
+
 # ---- the smaller ones ----------------------------------------------------------------------
 
 
