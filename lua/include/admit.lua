@@ -67,12 +67,16 @@ local function early(b, lane, x, f)
 end
 
 -- Would admitting inspected series member `x` be judged against a run of its job claimed
--- in this call (overlap, catch-up)? Then it waits for a later call, as one claimed by a
--- free worker after that run ended would be judged (as in process: MemoryStore).
-local function defers(x)
-  local f = x.f
-  return x.m.kind == 's' and f ~= nil and not x.bad and (f.kind == 'every' or f.kind == 'cron')
-    and (f.overlap ~= 'allow' or f.misfire == 'catch_up')
+-- in call `b` (overlap, catch-up), or does a re-run of the job go first (one claimed in `b`,
+-- or listed as due, whatever the overlap)? Then it waits for a later call, as one claimed
+-- by a free worker after that run ended would be judged (as in process: MemoryStore).
+local function defers(b, x)
+  local f, got = x.f, b.issued[x.m and x.m.job or '']
+  if x.bad or not f or x.m.kind ~= 's' or (f.kind ~= 'every' and f.kind ~= 'cron') then
+    return false
+  end
+  if got == 'r' or rerun_due(f, b.now) then return true end
+  return got ~= nil and (f.overlap ~= 'allow' or f.misfire == 'catch_up')
 end
 
 -- Decide about inspected due member `x` of `lane` for claim batch `b`; true if it became
@@ -99,6 +103,7 @@ local function admit(b, lane, x)
   b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
     issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)
+    b.issued[job] = 'r'  -- a re-run: the job's occurrences in this call wait (defers)
     return true
   end
   if f.kind ~= 'every' and f.kind ~= 'cron' then

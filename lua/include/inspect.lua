@@ -53,7 +53,8 @@ local function inspect(member, score)
   if series or (f and f.paused == '1') then
     f, why, t = read_more(m.job, f, series and SERIES_FIELDS or PAUSED_FIELDS)
   end
-  if f and m.kind == 'r' then f, why, t = read_more(m.job, f, RERUN_FIELDS) end  -- its line
+  local lines = f and (m.kind == 'r' or (series and tonumber(f.retries) > 0))  -- a re-run's
+  if lines then f, why, t = read_more(m.job, f, RERUN_FIELDS) end  -- line; a series' (defers)
   if series and not why and skips_problem(m.job) then
     why, t = 'malformed job data: ' .. skips_problem(m.job), 'hash'
   end
@@ -63,21 +64,20 @@ end
 
 -- The due members `due` (member, score, ...) of `lane` fetched by one round, sorted: to
 -- admit (looks; their members to remove), to park (their task has no live replica), or
--- passed over (counted, left due: a live replica serves their task; or an occurrence of a
--- job whose run this call claimed, judged after that run ends: include/admit.lua, defers;
--- the lane's other due members go on). The round ends before a second member of a job.
+-- passed over (counted, left due: a live replica serves their task; or an occurrence that
+-- waits for a run of its job claimed in this call, or for its due re-run: include/admit.lua,
+-- defers; the lane's other due members go on). The round ends before a second member of a job.
 local function sort_round(b, lane, due)
   local looks, members, jobs, parks, passed = {}, {}, {}, {}, 0
   for i = 1, #due, 2 do
     local x = inspect(due[i], tonumber(due[i + 1]))
     local job = x.m and x.m.job
-    local tok
-    if job and b.issued[job] and defers(x) then
+    if job and defers(b, x) then
       passed = passed + 1
     else
       if job and jobs[job] then break end
       if job then jobs[job] = true end
-      tok = foreign(b, x)
+      local tok = foreign(b, x)
       if not tok then
         looks[#looks + 1], members[#members + 1] = x, due[i]
       elseif not served_elsewhere(b.owner, tok) and parked_ok(tok) then

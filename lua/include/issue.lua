@@ -12,7 +12,8 @@
 -- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
 -- expiry); `fence_before` is the fence counter before the call. `plans` lists the
 -- calendar jobs the caller must plan (include/calendar.lua); `issued` the series claimed
--- in this call (their next occurrence waits for a later call: include/admit.lua, defers).
+-- in this call, 'r' for a re-run (their next occurrence waits for a later call:
+-- include/admit.lua, defers).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
     claims = {}, n = 0, issued = {}, running_set = {}, lease_add = {},

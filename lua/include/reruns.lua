@@ -8,7 +8,7 @@
 -- A line that would take `reruns` past RERUNS_MAX (or a stash past DEF_MAX) is not
 -- written: its member is due, unlisted, as before the field (claim.lua meets it).
 -- Provides: RERUNS_MAX, RERUN_FIELDS, rerun_line, keep_line, flush_lines, take_reruns,
---   drop_rerun, pending_in
+--   drop_rerun, pending_in, rerun_due
 -- Key families: layout, due:<lane>
 
 --@include core
@@ -77,4 +77,13 @@ local function pending_in(f, now)
     if not due or tonumber(score) < due then due = tonumber(score) end
   end
   return due and math.max(0, due - now) or -1
+end
+
+-- Is a re-run of a job (checked fields `f`, with RERUN_FIELDS) listed as due at `now`? It
+-- goes first: the job's due occurrence waits for a later claim (include/admit.lua, defers).
+local function rerun_due(f, now)
+  for score in string.gmatch(f.reruns or '', '(%d+) [^\n]+\n') do
+    if tonumber(score) <= now then return true end
+  end
+  return false
 end

@@ -42,7 +42,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from scheduler import cron as crons
 from scheduler.client import Client
 from scheduler.model import (
     After,
@@ -59,7 +58,6 @@ from scheduler.model import (
     RetryPolicy,
     TaskRef,
 )
-from scheduler.schedules import calendar_grace
 from scheduler.stores.base import Store
 from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
@@ -103,12 +101,13 @@ def _never(*_: Any) -> bool:
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
 KNOWN_DIVERGENCES: dict[str, str] = {
-    "CRON_RERUN_AND_ON_TIME_OCCURRENCE": (
-        "a cron job that missed several occurrences while a lease-expired re-run of it "
-        "waits: memory runs the re-run and the on-time occurrence at once (overlap skip "
-        "notwithstanding), Redis runs the re-run and skips the occurrence as an overlap. "
-        "Guard: every cron job has a lane of its own, not claimed while the job needs a "
-        "plan and was handed back. Test: test_cron_rerun_and_on_time_occurrence_after_a_gap"
+    "CRON_PLANS_PAST_CAPACITY": (
+        "two cron jobs in one lane that each missed several occurrences, claimed with "
+        "capacity 1: memory claims the first and leaves the second untouched; Redis sends "
+        "both to be planned (a series waiting for a plan takes no capacity), so the second "
+        "records its misfire skip and moves its next run on before any claim reaches it. "
+        "Guard: every cron job has a lane of its own (cron_lane). Test: "
+        "test_cron_plans_past_capacity"
     ),
     "READY_AFTER_A_RELEASED_RETRY": (
         "the claim of a released retry (or re-run after a lost lease, or run an operator "
@@ -163,7 +162,7 @@ def advance_to(clock: FakeClock, target: float) -> None:
 
 
 def cron_lane(job_id: str) -> str:
-    """A cron job's lane: its own (see CRON_RERUN_AND_ON_TIME_OCCURRENCE)."""
+    """A cron job's lane: its own (guard CRON_PLANS_PAST_CAPACITY)."""
     return f"cron-{job_id}"
 
 
@@ -240,9 +239,7 @@ class Differential(RuleBasedStateMachine):
         self.now_ms = round(START * 1000)  # the clock's time in whole ms: it stays on the ms grid
         self.mem: Store = MemoryStore(self.clock)
         self.red: Store = self.make_redis(self.clock)
-        self.specs: dict[str, JobSpec] = {}
         self.held: list[Held] = []
-        self.handed_back: set[str] = set()  # release, retry, trigger or lease expiry seen
         self.released: set[str] = set()  # READY_AFTER_A_RELEASED_RETRY
         self.redone: set[str] = set()  # Client.retry (READY_AFTER_A_RELEASED_RETRY)
 
@@ -261,27 +258,6 @@ class Differential(RuleBasedStateMachine):
 
     def agree(self, what: str, a: Any, b: Any) -> None:
         assert a == b, f"{what}: memory {a!r} != redis {b!r}"
-
-    # ---- guards (KNOWN_DIVERGENCES) --------------------------------------------------------
-
-    def _cron_needing_a_plan(self) -> list[str]:
-        """CRON_RERUN_AND_ON_TIME_OCCURRENCE: the cron jobs whose pending occurrence t was
-        missed (more than its grace ago) and the one after it is due too (claim.lua's
-        cron_step cannot decide: a replica plans)."""
-        now = self.now()
-        out = []
-        for jid, sp in self.specs.items():
-            if not isinstance(sp.schedule, Cron) or sp.misfire is Misfire.CATCH_UP:
-                continue
-            info = self.mem.get(jid)
-            if info is None or info.next_run is None or info.state in ("paused", "cancelled"):
-                continue
-            t = info.next_run
-            after = crons.next_after(sp.schedule, t, jid)
-            grace = calendar_grace(sp.schedule, jid, t, sp.misfire_grace)
-            if after is not None and t < now - grace - 1e-9 and after <= now + 1e-9:
-                out.append(jid)
-        return out
 
     # ---- producers -------------------------------------------------------------------------
 
@@ -321,9 +297,6 @@ class Differential(RuleBasedStateMachine):
         a, b = self.both(lambda s: s.add(sp))
         due_in = a.due_in
         self.agree("add", (a.outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
-        self.specs[job_id] = sp
-        if a.outcome != "unchanged":  # a new definition: the old one's runs never start
-            self.handed_back.discard(job_id)
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def cancel(self, job_id: str) -> None:
@@ -341,8 +314,6 @@ class Differential(RuleBasedStateMachine):
     def trigger(self, job_id: str) -> None:
         a, b = self.both(lambda s: s.trigger(job_id))
         self.agree("trigger", a, b)
-        if a:
-            self.handed_back.add(job_id)
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def retry_dead_letters(self, job_id: str) -> None:
@@ -353,16 +324,12 @@ class Differential(RuleBasedStateMachine):
                 return type(exc).__name__
 
         self.agree("Client.retry", *self.both(retry))
-        self.handed_back.add(job_id)
         self.redone.add(job_id)
 
     # ---- time --------------------------------------------------------------------------
 
     @rule(dt=ADVANCES)
     def advance(self, dt: float) -> None:
-        for h in self.held:
-            if h.mem.lease_until is not None and h.mem.lease_until <= self.now() + dt:
-                self.handed_back.add(h.job_id)  # its lease will expire: a re-run
         self.now_ms += round(dt * 1000)
         advance_to(self.clock, self.now_ms / 1000)
 
@@ -387,11 +354,7 @@ class Differential(RuleBasedStateMachine):
             self.held.append(Held(ca, cb))
 
     def _capacity(self, n: int) -> dict[str, int]:
-        """Every lane but those of the cron jobs that need a plan and were handed back
-        (guard CRON_RERUN_AND_ON_TIME_OCCURRENCE)."""
-        lanes = LANES + [cron_lane(j) for j in JOB_IDS]
-        held = {cron_lane(j) for j in self._cron_needing_a_plan() if j in self.handed_back}
-        return {lane: n for lane in lanes if lane not in held}
+        return {lane: n for lane in LANES + [cron_lane(j) for j in JOB_IDS]}
 
     @rule(lease=LEASES)
     def claim_one(self, lease: float) -> None:
@@ -431,7 +394,6 @@ class Differential(RuleBasedStateMachine):
         a = self.mem.fail(h.mem, "boom", retry_in)
         b = self.red.fail(h.red, "boom", retry_in)
         self.agree("fail(retry_in)", a, b)
-        self.handed_back.add(h.job_id)
 
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 7))
@@ -439,7 +401,6 @@ class Differential(RuleBasedStateMachine):
         h = self._pick(i)
         assert h is not None
         self.agree("release", self.mem.release(h.mem), self.red.release(h.red))
-        self.handed_back.add(h.job_id)
         if h.mem.attempt > 1 or h.job_id in self.redone:  # a retry, re-run or operator's
             self.released.add(h.job_id)
 

@@ -162,20 +162,110 @@ def test_ready_of_a_caught_up_occurrence(pair: Pair) -> None:
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 2]
 
 
-@issue31("cron after a gap with a lease-expired re-run waiting: Redis skips the on-time one")
 def test_cron_rerun_and_on_time_occurrence_after_a_gap(pair: Pair) -> None:
-    """Memory runs the re-run and the on-time occurrence; Redis runs the re-run and
-    records the on-time one as an overlap skip (claims over two claims, so that the
-    two-claim planning of test_cron_catch_up_in_one_claim does not hide this one)."""
+    """A re-run goes first (docs/guarantees.md, "Overlap"): the claim that reaps the lease
+    claims the re-run alone and leaves the series' due occurrence due; the next claim finds
+    the re-run still running and judges the occurrence by its overlap policy (skip). Memory
+    used to claim both at once; Redis skipped the on-time one in the claim it planned."""
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
     pair.clock.advance(20)  # START is 00:16:40: the first occurrence is at 00:17:00
     m, r = claim(pair, lease=5)
-    assert claims(m) == claims(r) != []
+    assert claims(m) == claims(r) == [("c", START + 20, 1)]
     pair.clock.advance(3_600)  # the lease expired long ago; 59 occurrences missed
     m1, r1 = claim(pair)
+    assert claims(m1) == claims(r1) == [("c", START + 20, 2)]  # the re-run, alone
+    assert pair.mem.get("c").skipped == pair.red.get("c").skipped == ()  # type: ignore[union-attr]
     m2, r2 = claim(pair)
-    assert sorted(claims(m1) + claims(m2)) == sorted(claims(r1) + claims(r2))
-    assert pair.mem.get("c").skipped == pair.red.get("c").skipped  # type: ignore[union-attr]
+    assert claims(m2) == claims(r2) == []
+    skipped = [(s.first - START, s.last - START, s.count, s.reason) for s in skips(pair, "c")]
+    assert skipped == [
+        (80, 3_500, 58, "misfire"),
+        (3_560, 3_560, 1, "overlap"),  # within its grace (60 s): on time, the re-run runs
+        (3_620, 3_620, 1, "overlap"),
+    ]
+
+
+def skips(p: Pair, job_id: str) -> tuple[Any, ...]:
+    """The job's skipped ranges, the same in both stores."""
+    m, r = p.both(lambda s: s.get(job_id))
+    assert m is not None and r is not None and m.skipped == r.skipped
+    return m.skipped
+
+
+def _every_rerun_due_with_an_occurrence(pair: Pair, **kw: Any) -> tuple[Any, Any]:
+    """Every(5): the occurrence at +5 claimed with a 5 s lease; at +10 the claim that reaps
+    it finds the re-run and the occurrence at +10 due: the re-run alone is claimed."""
+    pair.both(lambda s: s.add(job("r", Every(5), **kw)))
+    pair.clock.advance(5)
+    m, r = claim(pair, lease=5)
+    assert claims(m) == claims(r) == [("r", START + 5, 1)]
+    pair.clock.advance(5)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 5, 2)]
+    assert skips(pair, "r") == ()
+    nm, nr = pair.both(lambda s: s.get("r"))
+    assert nm is not None and nr is not None and nm.next_run == nr.next_run == START + 10
+    return m.claims[0], r.claims[0]
+
+
+def test_every_rerun_goes_first_then_overlap_skip(pair: Pair) -> None:
+    cm, cr = _every_rerun_due_with_an_occurrence(pair, overlap=Overlap.SKIP)
+    m, r = claim(pair)  # the re-run still runs: the occurrence is judged, skipped
+    assert claims(m) == claims(r) == []
+    assert [(s.first, s.reason) for s in skips(pair, "r")] == [(START + 10, "overlap")]
+    assert pair.mem.complete(cm, None) == pair.red.complete(cr, None)
+    pair.clock.advance(5)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 15, 1)]
+
+
+def test_every_rerun_goes_first_then_overlap_allow(pair: Pair) -> None:
+    _every_rerun_due_with_an_occurrence(pair, overlap=Overlap.ALLOW)
+    m, r = claim(pair)  # allowed beside the running re-run, in the next claim
+    assert claims(m) == claims(r) == [("r", START + 10, 1)]
+    assert skips(pair, "r") == ()
+
+
+def test_every_rerun_goes_first_then_catch_up_waits(pair: Pair) -> None:
+    spec = {"overlap": Overlap.SKIP, "misfire": Misfire.CATCH_UP}
+    cm, cr = _every_rerun_due_with_an_occurrence(pair, **spec)
+    m, r = claim(pair)  # catch_up skips nothing: parked until the re-run ends
+    assert claims(m) == claims(r) == []
+    assert pair.mem.complete(cm, None) == pair.red.complete(cr, None)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 10, 1)]
+    assert skips(pair, "r") == ()
+
+
+def test_a_retry_claimed_first_holds_the_occurrence_met_after_it(pair: Pair) -> None:
+    """A retry due before the occurrence is claimed first in the claim; the occurrence met
+    after it waits, overlap "allow" too, and the lane's other due jobs go on."""
+    pair.both(lambda s: s.add(job("r", Every(5), overlap=Overlap.ALLOW, retry=RetryPolicy(3))))
+    pair.clock.advance(5)
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", 3) == pair.red.fail(r.claims[0], "boom", 3)
+    pair.clock.advance(5)  # the retry is due at +8, the occurrence at +10
+    pair.both(lambda s: s.add(job("o", After(0))))
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 5, 2), ("o", START + 10, 1)]
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("r", START + 10, 1)]
+
+
+@issue31("cron series waiting for a plan take no capacity: Redis plans past it")
+def test_cron_plans_past_capacity(pair: Pair) -> None:
+    """Two cron jobs in one lane, both several occurrences behind, claimed one at a time:
+    memory claims the first and does not touch the second; Redis plans both (claim.lua's
+    replan path uses no capacity), so the second's misfire skip is recorded and its next
+    run moves on in a claim that did not claim it."""
+    for j in ("a", "b"):
+        pair.both(lambda s, j=j: s.add(job(j, Cron("* * * * *"))))
+    pair.clock.advance(125)  # 00:17:00 missed (past its grace), 00:18:00 due
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == [("a", START + 80, 1)]
+    nm, nr = pair.both(lambda s: s.get("b"))
+    assert nm is not None and nr is not None
+    assert (nm.next_run, nm.skipped) == (nr.next_run, nr.skipped)
 
 
 # ---- the smaller ones ----------------------------------------------------------------------

@@ -107,6 +107,13 @@ def defers(job: JobRecord, p: Pending) -> bool:
     )
 
 
+def rerun_due(job: JobRecord, now: float) -> bool:
+    """Is a re-run of ``job`` (a retry; a reaped, released, triggered, backfilled or
+    operator-retried run: a pending run that is not an occurrence) due at ``now``? It goes
+    first: the job's due occurrence waits for a later claim (docs/guarantees.md, Overlap)."""
+    return any(p.k is None and p.due <= now for p in job.pending.values())
+
+
 def lane_depths(jobs: Iterable[JobRecord], now: float) -> dict[str, tuple[int, int]]:
     """Per lane: pending invocations of ``jobs``, and how many are due at ``now``."""
     out: dict[str, tuple[int, int]] = {}

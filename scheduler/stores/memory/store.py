@@ -35,7 +35,7 @@ from scheduler.model import (
 )
 from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
-from scheduler.stores.memory.records import JobRecord, Pending, Running, defers
+from scheduler.stores.memory.records import JobRecord, Pending, Running, defers, rerun_due
 from scheduler.stores.memory.steering import MemorySteering
 
 
@@ -111,6 +111,7 @@ class MemoryStore(MemorySteering):
             left = {lane: n for lane, n in capacity.items() if n > 0}
             claims: list[Claim] = []
             batch_jobs: set[str] = set()
+            reran: set[str] = set()  # jobs a re-run of which this claim claimed
             deferred: list[tuple[str, DueEntry]] = []
             while left:
                 if len(left) == 1:  # one lane asks (the usual case): its heap alone
@@ -122,15 +123,18 @@ class MemoryStore(MemorySteering):
                 if entry is None or entry.due > now:
                     break
                 job = self._jobs[entry.job_id]
-                if entry.job_id in batch_jobs and defers(job, job.pending[entry.seq]):
+                pending = job.pending[entry.seq]
+                if (entry.job_id in batch_jobs and defers(job, pending)) or (
+                    pending.k is not None and (entry.job_id in reran or rerun_due(job, now))
+                ):
                     deferred.append((lane, self._heaps[lane].pop()))  # judged once its run
-                    continue  # (claimed just now) has ended; the lane's others go on
+                    continue  # (claimed just now, or a re-run: first) has ended; others go on
                 self._heaps[lane].pop()
-                pending = job.pending.pop(entry.seq)
+                del job.pending[entry.seq]
                 claim = self._admit_locked(job, pending, now, lease, owner)
                 if claim is not None:
-                    if pending.k is not None:  # an occurrence of a series
-                        batch_jobs.add(claim.job_id)
+                    # an occurrence of a series, or a re-run (it goes first: docs/guarantees.md)
+                    (batch_jobs if pending.k is not None else reran).add(claim.job_id)
                     claims.append(claim)
                     left[claim.lane] -= 1
                     if not left[claim.lane]:
