@@ -71,5 +71,11 @@ if skip_first then record_skip_at(now, job, skip_first, skip_last, skip_count, r
 redis.call('ZREM', P .. 'due:' .. f.lane, seq .. '|s|' .. job)
 redis.call('HDEL', jk, 'replan')
 redis.call('HSET', jk, 'go', go == '1' and '1' or '', 'after', fmt(occ2))
-push_series(job, f.lane, occ1, 0)
+if go == '1' and occ1 <= now then  -- due now: it keeps the missed occurrence's place in line
+  redis.call('ZADD', P .. 'due:' .. f.lane, pending, seq .. '|s|' .. job)
+  redis.call('HSET', jk, 'next', fmt(occ1))
+  wake_if_head(f.lane, seq .. '|s|' .. job, pending)
+else
+  push_series(job, f.lane, occ1, 0)
+end
 return 1

@@ -80,7 +80,7 @@ local function defers(b, x)
 end
 
 -- Decide about inspected due member `x` of `lane` for claim batch `b`; true if it became
--- a claim.
+-- a claim, or a calendar series sent to be planned (its run comes in the call's next claim).
 local function admit(b, lane, x)
   if x.bad then
     local q = x.bad
@@ -111,7 +111,7 @@ local function admit(b, lane, x)
     return true
   end
   local run = series_due(b, job, lane, f)
-  if not run then return false end
+  if not run then return b.waits == job end  -- sent to be planned: it takes a place
   b.ready = math.max(run, since)
   issue(b, job, jk, f, f.gen, run, 1, 0)
   b.issued[job] = true  -- its series' next occurrence in this call waits (defers)

@@ -35,11 +35,12 @@ end
 
 -- Keep a calendar series waiting for a replica's plan: re-announced every second.
 -- `b`: the claim batch (include/issue.lua), whose `plans` the reply lists.
-local function wait_for_plan(b, job, lane)
-  local seq = next_seq()
+-- It keeps its sequence number `seq`: its plan's occurrence keeps its place (plan.lua).
+local function wait_for_plan(b, job, lane, seq)
   redis.call('ZADD', P .. 'due:' .. lane, b.now + 1000, seq .. '|s|' .. job)
   redis.call('HSET', jkey(job), 'e', seq)
   b.plans[#b.plans + 1] = job
+  b.waits = job  -- it takes its lane's place in this call, as the run it will make
 end
 
 -- The due occurrence `next` of calendar series `job` (hash fields `f`; `busy`: one of
@@ -54,7 +55,7 @@ local function cron_due(b, job, lane, f, busy, window)
   local decided, skip = cron_step(f, t, b.now, window)
   if not decided then                       -- a replica must apply the policy
     redis.call('HSET', jk, 'replan', '1')
-    wait_for_plan(b, job, lane)
+    wait_for_plan(b, job, lane, f.e)
     return nil
   end
   local run

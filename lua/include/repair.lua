@@ -110,7 +110,8 @@ local function repair_job(now, job, counts, dry)
   if not score and retries <= 0 and count == 0 and not queued then
     return requeue_orphan(now, job, jk, f, running, due, dry)
   end
-  if score and tonumber(score) ~= due and f.replan ~= '1' then  -- replan: re-announced
+  local early = score and tonumber(score) < due and due > now  -- else: due, in its place
+  if score and (tonumber(score) > due or early) and f.replan ~= '1' then  -- replan: re-announced
     return rescore(now, job, f, member, score, due, dry)
   end
   if running > count then return recount(now, job, jk, running, count, dry) end

@@ -101,14 +101,6 @@ def _never(*_: Any) -> bool:
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
 KNOWN_DIVERGENCES: dict[str, str] = {
-    "CRON_PLANS_PAST_CAPACITY": (
-        "two cron jobs in one lane that each missed several occurrences, claimed with "
-        "capacity 1: memory claims the first and leaves the second untouched; Redis sends "
-        "both to be planned (a series waiting for a plan takes no capacity), so the second "
-        "records its misfire skip and moves its next run on before any claim reaches it. "
-        "Guard: every cron job has a lane of its own (cron_lane). Test: "
-        "test_cron_plans_past_capacity"
-    ),
     "READY_AFTER_A_RELEASED_RETRY": (
         "the claim of a released retry (or re-run after a lost lease, or run an operator "
         "retried): Redis's Claim.ready is the invocation's scheduled time (release.lua "
@@ -159,11 +151,6 @@ def advance_to(clock: FakeClock, target: float) -> None:
         d = math.nextafter(d, math.inf)
     clock.advance(d)
     assert clock.now() == target
-
-
-def cron_lane(job_id: str) -> str:
-    """A cron job's lane: its own (guard CRON_PLANS_PAST_CAPACITY)."""
-    return f"cron-{job_id}"
 
 
 # ---- normalisation (BY_DESIGN) --------------------------------------------------------------
@@ -282,8 +269,6 @@ class Differential(RuleBasedStateMachine):
     ) -> None:
         if isinstance(schedule, tuple):
             schedule = At(self.now() + schedule[1])
-        if isinstance(schedule, Cron):
-            lane = cron_lane(job_id)
         sp = JobSpec(
             job_id=job_id,
             target=TaskRef("t.x"),
@@ -354,7 +339,7 @@ class Differential(RuleBasedStateMachine):
             self.held.append(Held(ca, cb))
 
     def _capacity(self, n: int) -> dict[str, int]:
-        return {lane: n for lane in LANES + [cron_lane(j) for j in JOB_IDS]}
+        return {lane: n for lane in LANES}
 
     @rule(lease=LEASES)
     def claim_one(self, lease: float) -> None:

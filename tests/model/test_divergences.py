@@ -252,12 +252,10 @@ def test_a_retry_claimed_first_holds_the_occurrence_met_after_it(pair: Pair) -> 
     assert claims(m) == claims(r) == [("r", START + 10, 1)]
 
 
-@issue31("cron series waiting for a plan take no capacity: Redis plans past it")
-def test_cron_plans_past_capacity(pair: Pair) -> None:
+def test_cron_plans_take_capacity(pair: Pair) -> None:
     """Two cron jobs in one lane, both several occurrences behind, claimed one at a time:
-    memory claims the first and does not touch the second; Redis plans both (claim.lua's
-    replan path uses no capacity), so the second's misfire skip is recorded and its next
-    run moves on in a claim that did not claim it."""
+    the first is planned and runs, in its place in line; the second is not touched (a
+    series sent to be planned takes a place of the claim, as the run it will make)."""
     for j in ("a", "b"):
         pair.both(lambda s, j=j: s.add(job(j, Cron("* * * * *"))))
     pair.clock.advance(125)  # 00:17:00 missed (past its grace), 00:18:00 due
