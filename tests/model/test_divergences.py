@@ -448,3 +448,27 @@ def test_client_retry_in_process(pair: Pair) -> None:
     pair.red.fail(r.claims[0], "boom", None)
     assert Client(pair.red).retry("a") == 1
     assert Client(pair.mem).retry("a") == 1
+
+
+@pytest.mark.parametrize(
+    ("misfire", "overlap"), [(Misfire.CATCH_UP, Overlap.SKIP), (Misfire.SKIP, Overlap.QUEUE)]
+)
+def test_ready_of_a_held_occurrence_after_resume(
+    pair: Pair, misfire: Misfire, overlap: Overlap
+) -> None:
+    """An occurrence due while its job was paused, then held behind a run (catch_up parks
+    the series, overlap queue queues it), is ready when the job was resumed: a hold does
+    not move it back to its due time."""
+    spec = job("r", Every(1), misfire=misfire, overlap=overlap)
+    pair.both(lambda s: s.add(spec))
+    pair.clock.advance(0.001)
+    pair.both(lambda s: s.pause("r"))
+    pair.both(lambda s: s.trigger("r"))
+    pair.clock.advance(1)
+    pair.both(lambda s: s.resume("r"))  # at START + 1.001; the occurrence was due at + 1
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r) == [("r", START + 0.001, 1)]  # the trigger's; + 1 held
+    pair.clock.advance(5)  # its lease expires: the held occurrence is released
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == [("r", START + 1, 1)]
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 1.001]
