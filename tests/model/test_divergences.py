@@ -276,8 +276,9 @@ def test_ready_of_a_released_past_at(pair: Pair) -> None:
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START]
 
 
-@issue31("a released retry's claim: Redis's ready is its scheduled time, not the retry's")
 def test_ready_of_a_released_retry(pair: Pair) -> None:
+    """A release does not change when a retry became ready: its own due time (Redis keeps
+    its claim's ready in its RUNNING entry, then in its due member)."""
     pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
     m, r = claim(pair)
     pair.clock.advance(1)
@@ -288,6 +289,57 @@ def test_ready_of_a_released_retry(pair: Pair) -> None:
     pair.clock.advance(1)
     m, r = claim(pair)
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 3]
+
+
+def test_ready_of_a_released_rerun(pair: Pair) -> None:
+    """A re-run after a lost lease is ready at the reap; released, it still is."""
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    claim(pair, lease=2)
+    pair.clock.advance(3)
+    m, r = claim(pair)  # reaped at START + 3, then claimed again
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("a", START, 2)]
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 3]
+
+
+def test_ready_of_a_released_operator_retry(pair: Pair) -> None:
+    """A run an operator retried is ready at the retry; released, paused and resumed, at
+    the resume (a resume makes a waiting run claimable from then)."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", None) == pair.red.fail(r.claims[0], "boom", None)
+    pair.clock.advance(2)
+    assert pair.both(lambda s: Client(s).retry("a")) == (1, 1)
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 2]
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 2]
+    pair.both(lambda s: s.pause("a"))
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    pair.both(lambda s: s.resume("a"))
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 5]
+
+
+def test_ready_of_a_run_released_after_a_resume(pair: Pair) -> None:
+    """A pause and resume while a run is claimed does not make it ready later: the run
+    did not wait meanwhile; released, it keeps its claim's ready."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    pair.clock.advance(1)
+    pair.both(lambda s: s.pause("a"))
+    pair.clock.advance(1)
+    pair.both(lambda s: s.resume("a"))
+    pair.clock.advance(1)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START]
 
 
 def test_order_of_a_reaped_rerun(pair: Pair) -> None:
