@@ -44,7 +44,8 @@ if f.gen == r.gen and f.cancelled ~= '1' then
     push_series(job, f.lane, r.sched, 0)  -- a one-off's first run: pending as before its claim
     redis.call('HSET', jk, 'ready', fmt(math.max(r.sched, r.ready)))  -- ready as claimed
   else
-    push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched, nil, r.ready)
+    push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched, nil,
+      math.max(r.sched, r.ready))  -- ready as claimed
   end
 end
 settle(now, job, 'released')

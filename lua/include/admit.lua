@@ -95,7 +95,7 @@ local function admit(b, lane, x)
     return false
   end
   if early(b, lane, x, f) then return false end
-  local since = math.max(tonumber(f.ready or '') or 0, m.ready or 0)  -- a release kept m's
+  local since = (m.ready or 0) > 0 and m.ready or tonumber(f.ready or '') or 0  -- released
   b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
     issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)

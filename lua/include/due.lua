@@ -1,8 +1,8 @@
 -- include/due.lua: the due sorted sets, one per lane, scored by due epoch ms. Members are
 -- "<seq>|s|<job>" (the job's series or one-off occurrence; `e` in its hash holds the
 -- seq) or "<seq>|r|<gen>|<sched>[@<ready>]|<attempt>|<stalls>|<job>" (a retry, released
--- or queued invocation; "@<ready>": a released claim's ready, kept when later than
--- sched); the seq counter keeps equal due times in FIFO order. A push
+-- or queued invocation; "@<ready>": a released claim's ready, dropped by a resume);
+-- the seq counter keeps equal due times in FIFO order. A push
 -- publishes a wake-up when the new member heads its lane (add.lua: wake_new, told by the
 -- head it read while checking the set).
 -- Provides: lane_ok, seq_ok, next_seq, wake_if_head, heads_read, wake_new, push_series,
@@ -73,10 +73,10 @@ end
 -- invocation) of `sched`, due at `due`: in its lane and listed in the job's `reruns`; or,
 -- the job paused, kept in its stash (resume.lua puts it back). A one-off's `next` becomes
 -- its due time. `acc`: a call that pushes many collects the lines (include/reruns.lua);
--- `ready`: a released claim's ready, kept in the member if later than `sched`.
+-- `ready`: a released claim's ready, kept in the member ("@<ready>"; claim takes it as is).
 -- The caller checked the job's `stash` and `reruns` (include/check.lua).
 local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc, ready)
-  local at = ready and ready > sched and '@' .. fmt(ready) or ''
+  local at = ready and '@' .. fmt(ready) or ''
   local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. at .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
   local jk, line = jkey(job), rerun_line(due, member)

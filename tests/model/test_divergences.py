@@ -342,6 +342,20 @@ def test_ready_of_a_run_released_after_a_resume(pair: Pair) -> None:
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START]
 
 
+def test_ready_of_a_released_occurrence_after_a_resume(pair: Pair) -> None:
+    """The same for a series' occurrence (queued as a re-run when released)."""
+    pair.both(lambda s: s.add(job("e", Every(1))))
+    pair.clock.advance(2)
+    m, r = claim(pair)
+    pair.both(lambda s: s.pause("e"))
+    pair.clock.advance(0.5)
+    pair.both(lambda s: s.resume("e"))
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == [("e", START + 1, 1)]
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 1]
+
+
 def test_order_of_a_reaped_rerun(pair: Pair) -> None:
     """A re-run after a lost lease is queued at the reap (due then), behind what was queued
     before it: FIFO among entries due at one instant, in both stores. (They once seemed to
