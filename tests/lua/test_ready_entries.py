@@ -1,7 +1,7 @@
 """A claim's ready kept across a release (docs/decisions.md, "Dispatch lag counts from..."):
-a RUNNING entry and a retry's due member carry it after their sched ("<sched>@<ready>",
-lua/include/issue.lua, include/due.lua) when it is later; entries of the previous form
-(without it) still read; a malformed one is moved aside as any other."""
+a RUNNING entry carries it after its sched ("<sched>@<ready>", lua/include/issue.lua) when
+it is later, the re-run member a release queues always (include/due.lua); entries of the
+previous form (without it) still read; a malformed one is moved aside as any other."""
 
 from __future__ import annotations
 
