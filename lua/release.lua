@@ -2,7 +2,8 @@
 -- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
 -- by a shutting-down replica so nobody waits for its lease). A one-off's first run is
 -- pending again exactly as before its claim (its entry, `next`: trigger brings it forward
--- and readouts show when it is due); any other run waits as a retry entry. Token-checked.
+-- and readouts show when it is due; its `ready`: its claim's); any other run waits as a
+-- retry entry, which keeps its claim's ready (include/due.lua). Token-checked.
 -- Decide, then write: the RUNNING entry and the job are checked before the first write;
 -- one that does not parse is moved aside (include/commit.lua), and a corrupt namespace key
 -- stops the call before any write.
@@ -41,8 +42,10 @@ event(now, 'released', job, r.sched, r.attempt, '')
 if f.gen == r.gen and f.cancelled ~= '1' then
   if r.attempt == 1 and f.kind ~= 'every' and f.kind ~= 'cron' and (f.e or '') == '' then
     push_series(job, f.lane, r.sched, 0)  -- a one-off's first run: pending as before its claim
+    redis.call('HSET', jk, 'ready', fmt(math.max(r.sched, r.ready)))  -- ready as claimed
   else
-    push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched)
+    push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched, nil,
+      math.max(r.sched, r.ready))  -- ready as claimed
   end
 end
 settle(now, job, 'released')

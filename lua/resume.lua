@@ -44,6 +44,7 @@ redis.call('HSET', jk, 'ready', fmt(now))  -- its due members are claimable from
 redis.pcall('SREM', P .. 'paused', job)  -- the listing index (derived: pcall)
 local got, acc = {nil, nil, nil, f.reruns}, {}  -- its re-runs' lines, written once
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
+  member = string.gsub(member, '^(%x+|r|%d+|%d+)@%d+|', '%1|')  -- ready from now (a release's: dropped)
   redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)
   local seq = string.match(member, '^(%x+)|s|')
   if seq then redis.call('HSET', jk, 'e', seq) end

@@ -99,7 +99,7 @@ local function admit(b, lane, x)
     return false
   end
   if early(b, lane, x, f) then return false end
-  local since = tonumber(f.ready or '') or 0
+  local since = (m.ready or 0) > 0 and m.ready or tonumber(f.ready or '') or 0  -- released
   b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
     issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)

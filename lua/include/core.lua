@@ -1,6 +1,6 @@
 -- include/core.lua: what every script runs first: the key prefix, number helpers, the
 -- check of ARGV[2], the check of the namespace's data layout, and the clock.
--- Provides: P, DIGITS, fmt, int, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT, layout, now_ms,
+-- Provides: P, DIGITS, fmt, int, at_ms, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT, layout, now_ms,
 --   now_ms_us, now_up
 -- Key families: layout
 --
@@ -24,6 +24,13 @@ local function int(s)
     return tonumber(s)
   end
   return nil
+end
+
+-- The "@<ms>" a RUNNING entry or a retry's due member may carry after its sched (its
+-- claim's ready, include/issue.lua): that ms, 0 for none (''), nil if it does not parse.
+local function at_ms(at)
+  if at == '' then return 0 end
+  return string.sub(at, 1, 1) == '@' and int(string.sub(at, 2)) or nil
 end
 
 -- Namespace-wide keys (due sets, lease, running, events, stats, counters, ...) cannot be

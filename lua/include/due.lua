@@ -1,7 +1,8 @@
 -- include/due.lua: the due sorted sets, one per lane, scored by due epoch ms. Members are
 -- "<seq>|s|<job>" (the job's series or one-off occurrence; `e` in its hash holds the
--- seq) or "<seq>|r|<gen>|<sched>|<attempt>|<stalls>|<job>" (a retry, released or
--- queued invocation); the seq counter keeps equal due times in FIFO order. A push
+-- seq) or "<seq>|r|<gen>|<sched>[@<ready>]|<attempt>|<stalls>|<job>" (a retry, released
+-- or queued invocation; "@<ready>": a released claim's ready, dropped by a resume);
+-- the seq counter keeps equal due times in FIFO order. A push
 -- publishes a wake-up when the new member heads its lane (add.lua: wake_new, told by the
 -- head it read while checking the set).
 -- Provides: lane_ok, seq_ok, next_seq, wake_if_head, heads_read, wake_new, push_series,
@@ -72,10 +73,13 @@ end
 -- invocation) of `sched`, due at `due`: in its lane and listed in the job's `reruns`; or,
 -- the job paused, kept in its stash (resume.lua puts it back). A one-off's `next` becomes
 -- its due time, unless its first run is still pending (`e`: a replaced one-off whose old
--- run an operator retried): `next` is that run's time, the claim's scheduled one. `acc`: a call that pushes many collects the lines (include/reruns.lua).
+-- run an operator retried): `next` is that run's time, the claim's scheduled one. `acc`: a
+-- call that pushes many collects the lines (include/reruns.lua); `ready`: a released
+-- claim's ready, kept in the member ("@<ready>"; claim takes it as is).
 -- The caller checked the job's `stash` and `reruns` (include/check.lua).
-local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc)
-  local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. '|' .. fmt(attempt) ..
+local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc, ready)
+  local at = ready and '@' .. fmt(ready) or ''
+  local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. at .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
   local jk, line = jkey(job), rerun_line(due, member)
   redis.call('HINCRBY', jk, 'retries', 1)
@@ -90,8 +94,8 @@ local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc)
   wake_if_head(lane, member, due)
 end
 
--- A due member, parsed: {seq, kind = 's' | 'r', job; a retry also has gen, sched,
--- attempt, stalls}; nil if malformed (numbers as core's int() reads them, a UTF-8 job id).
+-- A due member, parsed: {seq, kind = 's' | 'r', job; a retry also has gen, sched, ready
+-- (0: none), attempt, stalls}; nil if malformed (numbers as core's int() reads them, a UTF-8 job id).
 local function parse_member(member)
   if #member > 2048 then return nil end
   local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$')
@@ -100,11 +104,13 @@ local function parse_member(member)
   if kind == 's' then
     m = {seq = seq, kind = kind, job = rest}
   elseif kind == 'r' then
-    local gen, sched, attempt, stalls, job = string.match(rest, '^(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
+    local gen, sched, at, attempt, stalls, job =
+      string.match(rest, '^(%d+)|(%d+)(@?%d*)|(%d+)|(%d+)|(.+)$')
     -- digits only (the pattern), so int() is the length check, then tonumber
-    if not job or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 then return nil end
+    local ready = job and at_ms(at)
+    if not ready or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 then return nil end
     m = {seq = seq, kind = kind, gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
-      stalls = tonumber(stalls), job = job}
+      stalls = tonumber(stalls), job = job, ready = ready}
   else
     m = {seq = seq, kind = kind}
   end

@@ -30,10 +30,13 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   local fence = (b.fence or b.fence_before) + 1
   b.fence = fence
   local s, a, fe = fmt(sched), fmt(attempt), fmt(fence)  -- each number formatted once
+  local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
+  local later = ready > sched and fmt(ready)
   local token = b.token_head .. fe
   local rs = b.running_set
-  rs[#rs + 1] = token
-  rs[#rs + 1] = gen .. '|' .. s .. '|' .. a .. '|' .. fmt(stalls) .. '|' .. fe .. '|' .. job
+  rs[#rs + 1] = token  -- its entry keeps a later ready (a release keeps it: release.lua)
+  rs[#rs + 1] = gen .. '|' .. s .. (later and '@' .. later or '') .. '|' .. a .. '|' ..
+    fmt(stalls) .. '|' .. fe .. '|' .. job
   if b.lease then
     local la = b.lease_add
     la[#la + 1] = b.lease_until
@@ -45,8 +48,6 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   else
     redis.call('HSET', jk, 'running', running, 'attempts', a, ...)
   end
-  local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
-  local later = ready > sched and fmt(ready)
   event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, later and ready or nil,
     s .. '|' .. a .. '|' .. (later or '') .. '|' .. job)
   local c = b.claims  -- the reply's claim record (claim.lua's header), def last

@@ -14,28 +14,30 @@ local function running_ok()
   return expect(P .. 'lease', 'zset') or expect(P .. 'running', 'hash')
 end
 
--- A RUNNING entry ("gen|sched|attempt|stalls|fence|job"), parsed; nil for none, false if
--- it does not parse (numbers as core's int() reads them, a UTF-8 job id); sched_text and
+-- A RUNNING entry ("gen|sched[@ready]|attempt|stalls|fence|job"; "@ready": its claim's
+-- ready, when later than sched, include/issue.lua), parsed; nil for none, false if it
+-- does not parse (numbers as core's int() reads them, a UTF-8 job id); sched_text and
 -- attempt_text: those numbers as stored (an event line needs no second formatting).
 local function parse_running(data)
   if not data then return nil end
   if #data > 2048 then return false end
-  local gen, sched, attempt, stalls, fence, job =
-    string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
+  local gen, sched, at, attempt, stalls, fence, job =
+    string.match(data, '^(%d+)|(%d+)(@?%d*)|(%d+)|(%d+)|(%d+)|(.+)$')
   -- digits only (the pattern), so int() is the length check, then tonumber
-  if not job or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 or #fence > 16 or
+  local ready = job and at_ms(at)
+  if not ready or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 or #fence > 16 or
       (string.find(job, '[\128-\255]') and not utf8_ok(job)) then
     return false
   end
   return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
           stalls = tonumber(stalls), fence = tonumber(fence), job = job,
-          sched_text = sched, attempt_text = attempt}
+          sched_text = sched, attempt_text = attempt, ready = ready}
 end
 
--- The job id of a RUNNING entry without parse_running's checks (nil if it has none): for
+-- The job id of a RUNNING entry (either form) without parse_running's checks (nil if it has none): for
 -- counting every entry of the hash, where parsing each one would cost ~3x as much.
 local function running_job(data)
-  return string.match(data, '^%d+|%d+|%d+|%d+|%d+|(.*)$')
+  return string.match(data, '^%d+|%d+@?%d*|%d+|%d+|%d+|(.*)$')
 end
 
 -- The running invocation held under `token`, parsed (nil: none; false: does not parse),

@@ -106,10 +106,12 @@ def parse_member(member: bytes) -> dict[str, Any] | None:
     if kind == b"s":
         out["job"] = rest
     elif kind == b"r":
-        r = re.fullmatch(rb"([0-9]+)\|([0-9]+)\|([0-9]+)\|([0-9]+)\|(.+)", rest, re.DOTALL)
-        if not r or any(lua_int(x) is None for x in r.groups()[:4]):
+        r = re.fullmatch(
+            rb"([0-9]+)\|([0-9]+)(?:@([0-9]+))?\|([0-9]+)\|([0-9]+)\|(.+)", rest, re.DOTALL
+        )
+        if not r or any(lua_int(x) is None for x in r.groups()[:5] if x is not None):
             return None
-        out.update(gen=r.group(1), sched=int(r.group(2)), job=r.group(5))
+        out.update(gen=r.group(1), sched=int(r.group(2)), job=r.group(6))
     if "job" not in out or not utf8(out["job"]):
         return None
     return out
@@ -119,10 +121,14 @@ def parse_running(entry: bytes) -> dict[str, Any] | None:
     """include/tokens.lua's parse_running (None: does not parse)."""
     if len(entry) > 2048:
         return None
-    m = re.fullmatch(rb"([0-9]+)\|([0-9]+)\|([0-9]+)\|([0-9]+)\|([0-9]+)\|(.+)", entry, re.DOTALL)
-    if not m or any(lua_int(x) is None for x in m.groups()[:5]) or not utf8(m.group(6)):
+    m = re.fullmatch(
+        rb"([0-9]+)\|([0-9]+)(?:@([0-9]+))?\|([0-9]+)\|([0-9]+)\|([0-9]+)\|(.+)", entry, re.DOTALL
+    )
+    if not m or any(lua_int(x) is None for x in m.groups()[:6] if x is not None):
         return None
-    return {"gen": m.group(1), "sched": int(m.group(2)), "job": m.group(6)}
+    if not utf8(m.group(7)):
+        return None
+    return {"gen": m.group(1), "sched": int(m.group(2)), "job": m.group(7)}
 
 
 def _at_least(lo: int | None):

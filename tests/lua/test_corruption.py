@@ -378,7 +378,10 @@ def _without(h: dict[bytes, bytes], name: str) -> dict[bytes, bytes]:
 
 
 GARBAGE = st.one_of(
-    st.sampled_from([b"", b"!!!", b"zzz", b"1|2|3", b"00ff|q|j", b"00ff|r|x|1|1|0|j"]),
+    st.sampled_from(
+        [b"", b"!!!", b"zzz", b"1|2|3", b"00ff|q|j", b"00ff|r|x|1|1|0|j", b"00ff|r|1|5@|1|0|j"]
+        + [b"1|5@|1|0|7|j", b"1|5@x|1|0|7|j", b"1|5@" + b"9" * 17 + b"|1|0|7|j"]
+    ),
     st.binary(max_size=40),
     st.text(max_size=40).map(str.encode),
     st.tuples(st.sampled_from([b"1", b"x", b"9" * 20, b"-1", b""]), st.integers(0, 5)).map(

@@ -100,17 +100,7 @@ def _never(*_: Any) -> bool:
 
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
-KNOWN_DIVERGENCES: dict[str, str] = {
-    "READY_AFTER_A_RELEASED_RETRY": (
-        "the claim of a released retry (or re-run after a lost lease, or run an operator "
-        "retried): Redis's Claim.ready is the invocation's scheduled time (release.lua "
-        "queues it at that time and its RUNNING entry does not keep the claim's ready), "
-        "memory's the released claim's ready (the retry's due time), as decided: a release "
-        "does not change when an invocation became ready. Guard (in the comparison): "
-        "Claim.ready is not compared for a job one such claim of which was released. Test: "
-        "test_ready_of_a_released_retry"
-    ),
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}
 
 
 # ---- what the machine generates -------------------------------------------------------------
@@ -227,8 +217,6 @@ class Differential(RuleBasedStateMachine):
         self.mem: Store = MemoryStore(self.clock)
         self.red: Store = self.make_redis(self.clock)
         self.held: list[Held] = []
-        self.released: set[str] = set()  # READY_AFTER_A_RELEASED_RETRY
-        self.redone: set[str] = set()  # Client.retry (READY_AFTER_A_RELEASED_RETRY)
 
     def teardown(self) -> None:
         red = getattr(self, "red", None)
@@ -309,7 +297,6 @@ class Differential(RuleBasedStateMachine):
                 return type(exc).__name__
 
         self.agree("Client.retry", *self.both(retry))
-        self.redone.add(job_id)
 
     # ---- time --------------------------------------------------------------------------
 
@@ -323,11 +310,6 @@ class Differential(RuleBasedStateMachine):
     def _claim(self, capacity: dict[str, int], lease: float) -> None:
         a, b = self.both(lambda s: s.claim_due(capacity, lease, OWNER))
         na, nb = normal_batch(a), normal_batch(b)
-        if self.released:  # guard READY_AFTER_A_RELEASED_RETRY
-            na, nb = (
-                ([c[:-1] + ((None,) if c[0] in self.released else c[-1:]) for c in x[0]], *x[1:])
-                for x in (na, nb)
-            )
         # BY_DESIGN: the order within each lane only
         na, nb = ((sorted(x[0], key=lambda c: c[6]), *x[1:]) for x in (na, nb))
         self.agree("claim_due", na, nb)
@@ -386,8 +368,6 @@ class Differential(RuleBasedStateMachine):
         h = self._pick(i)
         assert h is not None
         self.agree("release", self.mem.release(h.mem), self.red.release(h.red))
-        if h.mem.attempt > 1 or h.job_id in self.redone:  # a retry, re-run or operator's
-            self.released.add(h.job_id)
 
     @precondition(lambda self: bool(self.held))
     @rule(i=st.integers(0, 7), lease=LEASES)

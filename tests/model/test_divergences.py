@@ -364,8 +364,9 @@ def test_ready_of_a_released_past_at(pair: Pair) -> None:
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START]
 
 
-@issue31("a released retry's claim: Redis's ready is its scheduled time, not the retry's")
 def test_ready_of_a_released_retry(pair: Pair) -> None:
+    """A release does not change when a retry became ready: its own due time (Redis keeps
+    its claim's ready in its RUNNING entry, then in its due member)."""
     pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
     m, r = claim(pair)
     pair.clock.advance(1)
@@ -376,6 +377,71 @@ def test_ready_of_a_released_retry(pair: Pair) -> None:
     pair.clock.advance(1)
     m, r = claim(pair)
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 3]
+
+
+def test_ready_of_a_released_rerun(pair: Pair) -> None:
+    """A re-run after a lost lease is ready at the reap; released, it still is."""
+    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
+    claim(pair, lease=2)
+    pair.clock.advance(3)
+    m, r = claim(pair)  # reaped at START + 3, then claimed again
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert claims(m) == claims(r) == [("a", START, 2)]
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 3]
+
+
+def test_ready_of_a_released_operator_retry(pair: Pair) -> None:
+    """A run an operator retried is ready at the retry; released, paused and resumed, at
+    the resume (a resume makes a waiting run claimable from then)."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    assert pair.mem.fail(m.claims[0], "boom", None) == pair.red.fail(r.claims[0], "boom", None)
+    pair.clock.advance(2)
+    assert pair.both(lambda s: Client(s).retry("a")) == (1, 1)
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 2]
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 2]
+    pair.both(lambda s: s.pause("a"))
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    pair.clock.advance(1)
+    pair.both(lambda s: s.resume("a"))
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 5]
+
+
+def test_ready_of_a_run_released_after_a_resume(pair: Pair) -> None:
+    """A pause and resume while a run is claimed does not make it ready later: the run
+    did not wait meanwhile; released, it keeps its claim's ready."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    m, r = claim(pair)
+    pair.clock.advance(1)
+    pair.both(lambda s: s.pause("a"))
+    pair.clock.advance(1)
+    pair.both(lambda s: s.resume("a"))
+    pair.clock.advance(1)
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    m, r = claim(pair)
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START]
+
+
+def test_ready_of_a_released_occurrence_after_a_resume(pair: Pair) -> None:
+    """The same for a series' occurrence (queued as a re-run when released)."""
+    pair.both(lambda s: s.add(job("e", Every(1))))
+    pair.clock.advance(2)
+    m, r = claim(pair)
+    pair.both(lambda s: s.pause("e"))
+    pair.clock.advance(0.5)
+    pair.both(lambda s: s.resume("e"))
+    assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == [("e", START + 1, 1)]
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 1]
 
 
 def test_order_of_a_reaped_rerun(pair: Pair) -> None:
@@ -586,3 +652,27 @@ def test_a_release_keeps_the_stalls(pair: Pair) -> None:
     pair.clock.advance(5)
     assert [claims(b) for b in claim(pair)] == [[], []]  # the second stall: dead-lettered
     assert pair.both(lambda s: len(s.get("a").dead_letters)) == (1, 1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("misfire", "overlap"), [(Misfire.CATCH_UP, Overlap.SKIP), (Misfire.SKIP, Overlap.QUEUE)]
+)
+def test_ready_of_a_held_occurrence_after_resume(
+    pair: Pair, misfire: Misfire, overlap: Overlap
+) -> None:
+    """An occurrence due while its job was paused, then held behind a run (catch_up parks
+    the series, overlap queue queues it), is ready when the job was resumed: a hold does
+    not move it back to its due time."""
+    spec = job("r", Every(1), misfire=misfire, overlap=overlap)
+    pair.both(lambda s: s.add(spec))
+    pair.clock.advance(0.001)
+    pair.both(lambda s: s.pause("r"))
+    pair.both(lambda s: s.trigger("r"))
+    pair.clock.advance(1)
+    pair.both(lambda s: s.resume("r"))  # at START + 1.001; the occurrence was due at + 1
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r) == [("r", START + 0.001, 1)]  # the trigger's; + 1 held
+    assert pair.mem.complete(m.claims[0], None) == pair.red.complete(r.claims[0], None)
+    m, r = claim(pair, capacity=1)  # the run ended: the held occurrence is released
+    assert claims(m) == claims(r) == [("r", START + 1, 1)]
+    assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 1.001]

@@ -171,7 +171,7 @@ class MemoryStore(MemorySteering):
             scheduled = step.run
             if busy:
                 if spec.overlap is Overlap.QUEUE and job.queued is None:
-                    job.queued = Pending(scheduled, 1, scheduled)
+                    job.queued = Pending(scheduled, 1, scheduled, ready=p.ready)
                 else:
                     reason = "overlap" if spec.overlap is Overlap.SKIP else "overlap-queue-full"
                     self._skip_locked(job, now, Skip(scheduled, scheduled, 1, reason))
@@ -337,7 +337,9 @@ class MemoryStore(MemorySteering):
         woke = 0.0 if job.pending and job.due_in(now) == 0.0 else None
         if job.queued is not None and not job.cancelled and job.paused is None:
             queued, job.queued = job.queued, None
+            ready = queued.ready  # a held occurrence keeps it (a resume's instant: lag)
             pushed = self._push_locked(job, queued, on_time=True)
+            queued.ready = max(queued.ready, ready)
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)

@@ -309,7 +309,8 @@ def _malformed(at: float, job_id: str, what: str, raw: object) -> Event:
 
 class RunningEntry(NamedTuple):
     """One entry of the namespace's RUNNING hash (token -> ``gen|sched|attempt|stalls|
-    fence|job``; lua/include/issue.lua writes it), times in epoch seconds."""
+    fence|job``, sched followed by ``@<ready>`` when its claim's ready is later;
+    lua/include/issue.lua writes it), times in epoch seconds."""
 
     generation: int
     scheduled: float
@@ -317,12 +318,33 @@ class RunningEntry(NamedTuple):
     stalls: int
     fence: int
     job_id: str
+    ready: float | None = None  # its claim's ready, when later than scheduled
+
+
+_AT_READY = re.compile(r"([0-9]+)(?:@([0-9]+))?")
+
+
+def _at_ready(text: str) -> tuple[int, int | None]:
+    """``<ms>`` or ``<ms>@<ready ms>`` (digits only, as the scripts read them)."""
+    m = _AT_READY.fullmatch(text)
+    if not m:
+        raise ValueError(f"not <ms> or <ms>@<ms>: {text!r}")
+    return int(m[1]), None if m[2] is None else int(m[2])
 
 
 def running_entry(data: str) -> RunningEntry:
     """Parse one RUNNING entry (the one parser of that format on the Python side)."""
-    gen, sched, attempt, stalls, fence, job = data.split("|", 5)
-    return RunningEntry(int(gen), int(sched) / 1000, int(attempt), int(stalls), int(fence), job)
+    gen, sched_text, attempt, stalls, fence, job = data.split("|", 5)
+    sched, ready = _at_ready(sched_text)
+    return RunningEntry(
+        int(gen),
+        sched / 1000,
+        int(attempt),
+        int(stalls),
+        int(fence),
+        job,
+        None if ready is None else ready / 1000,
+    )
 
 
 def running_entries(entries: Mapping[str, str]) -> dict[str, RunningEntry]:
@@ -369,8 +391,8 @@ def run_entry(data: str) -> tuple[float, int, float | None, float, str]:
 
 
 def member_job(member: str) -> str:
-    """The job id of a due member (``<seq>|s|<job>``, ``<seq>|r|gen|sched|attempt|stalls|
-    <job>``; include/due.lua) or of a listing index entry (the job id itself)."""
+    """The job id of a due member (``<seq>|s|<job>``, ``<seq>|r|gen|sched[@ready]|attempt|
+    stalls|<job>``; include/due.lua) or of a listing index entry (the job id itself)."""
     head = member.split("|", 2)
     if len(head) == 3 and head[1] == "s":
         return head[2]

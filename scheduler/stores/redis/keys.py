@@ -44,7 +44,7 @@ class Keys:
         p = self.prefix
         self.lanes = p + "lanes"  # set: lanes that ever had a job
         self.lease = p + "lease"  # zset: token -> lease deadline (epoch ms)
-        self.running = p + "running"  # hash: token -> gen|sched|attempt|stalls|fence|job
+        self.running = p + "running"  # hash: token -> gen|sched[@ready]|attempt|stalls|fence|job
         self.events = p + "events"  # stream, capped at ~10,000
         # hash: counters per event kind, and the live-job count (LIVE_FIELDS, upkeep.py)
         self.stats = p + "stats"
