@@ -79,6 +79,7 @@ end
 -- The caller checked the job's `stash` and `reruns` (include/check.lua).
 local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc, ready)
   local at = ready and '@' .. fmt(ready) or ''
+  if ready then need_layout(LAYOUT_READY) end
   local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. at .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
   local jk, line = jkey(job), rerun_line(due, member)

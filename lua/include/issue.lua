@@ -32,6 +32,7 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   local s, a, fe = fmt(sched), fmt(attempt), fmt(fence)  -- each number formatted once
   local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
   local later = ready > sched and fmt(ready)
+  if later then need_layout(LAYOUT_READY) end
   local token = b.token_head .. fe
   local rs = b.running_set
   rs[#rs + 1] = token  -- its entry keeps a later ready (a release keeps it: release.lua)

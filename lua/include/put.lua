@@ -80,8 +80,7 @@ local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
   if a.kind == 'at' and due < now then opt(set, 'ready', fmt(now)) end  -- lag from now
   redis.call('HSET', jk, unpack(set))
   if not lanes[a.lane] then redis.call('SADD', P .. 'lanes', a.lane); lanes[a.lane] = true end
-  local lay = (a.iv and a.iv.b > 0) and LAYOUT_EXACT or LAYOUT  -- a fractional interval: layout 2
-  if layout ~= lay and layout ~= LAYOUT_EXACT then redis.call('SET', P .. 'layout', lay); layout = lay end
+  need_layout((a.iv and a.iv.b > 0) and LAYOUT_EXACT or LAYOUT)  -- a fractional interval: 2
 end
 
 -- Decide, then write job `a` at `now` (`up`: now rounded up) for call `c`: c.lanes (the

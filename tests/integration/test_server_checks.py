@@ -80,8 +80,8 @@ def test_a_namespace_of_another_data_layout_is_refused_loudly(
     store = RedisStore(redis_url, redis_ns, clock=clock)
     store.add(spec("a", After(0)))
     assert redis_client.get(store.keys.layout) == b"1"
-    redis_client.set(store.keys.layout, "3")  # written by another version (2: exact rates)
-    with pytest.raises(StoreConfigError, match="layout 3 in this namespace"):
+    redis_client.set(store.keys.layout, "4")  # a newer version's (2: exact rates, 3: ready)
+    with pytest.raises(StoreConfigError, match="layout 4 in this namespace"):
         store.claim_due({"default": 1}, 30, "o")
     store.close()
 
