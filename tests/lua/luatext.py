@@ -172,15 +172,21 @@ def top_level_names(text: str) -> list[str]:
         elif t.text in KEYWORDS_CLOSING:
             depth -= 1
         elif t.text == "local" and depth == 0:
-            j = i + 1
-            if toks[j].text == "function":
-                names.append(toks[j + 1].text)
-                continue
-            while toks[j].kind == "name":
-                names.append(toks[j].text)
-                if toks[j + 1].text != ",":
-                    break
-                j += 2
+            names += _declared(toks, i + 1)
+    return names
+
+
+def _declared(toks: list[Token], j: int) -> list[str]:
+    """The names declared from token ``j`` on, after a ``local`` or a ``for``: the name of
+    a ``local function``, or a comma-separated list of names."""
+    if toks[j].text == "function":
+        return [toks[j + 1].text]
+    names = []
+    while toks[j].kind == "name":
+        names.append(toks[j].text)
+        if toks[j + 1].text != ",":
+            break
+        j += 2
     return names
 
 
@@ -200,15 +206,8 @@ def main_chunk_locals(text: str) -> list[str]:
             stack.pop()
         elif "function" in stack:
             continue
-        elif t.text == "local" and toks[i + 1].text == "function":
-            names.append(toks[i + 2].text)
         elif t.text in ("local", "for"):
-            j = i + 1
-            while toks[j].kind == "name":
-                names.append(toks[j].text)
-                if toks[j + 1].text != ",":
-                    break
-                j += 2
+            names += _declared(toks, i + 1)
     return names
 
 

@@ -499,11 +499,16 @@ def test_next_run_of_a_released_series_run(pair: Pair) -> None:
     assert pair.both(lambda s: s.get("e").next_run) == (START + 10, START + 10)  # type: ignore[union-attr]
 
 
-def test_next_run_of_a_paused_retry(pair: Pair) -> None:
-    """Paused: nothing starts until resume, so no next run; resumed: the retry's time."""
+def failed_once(pair: Pair) -> None:
+    """One-off "a" (3 attempts) claimed and failed: its retry due at START + 0.5."""
     pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
     m, r = claim(pair)
     assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+
+
+def test_next_run_of_a_paused_retry(pair: Pair) -> None:
+    """Paused: nothing starts until resume, so no next run; resumed: the retry's time."""
+    failed_once(pair)
     assert pair.both(lambda s: s.pause("a")) == (True, True)
     assert pair.both(lambda s: s.get("a").next_run) == (None, None)  # type: ignore[union-attr]
     assert pair.both(lambda s: s.resume("a")) == (True, True)
@@ -511,9 +516,7 @@ def test_next_run_of_a_paused_retry(pair: Pair) -> None:
 
 
 def test_next_due_in_of_a_paused_retry(pair: Pair) -> None:
-    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
-    m, r = claim(pair)
-    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    failed_once(pair)
     assert pair.both(lambda s: s.pause("a")) == (True, True)
     m, r = claim(pair)
     assert m.next_due_in == r.next_due_in is None  # nothing wakes for a paused job
@@ -533,9 +536,7 @@ def test_next_due_in_of_a_retry_pushed_while_paused(pair: Pair) -> None:
 
 
 def test_next_due_in_of_a_cancelled_retry(pair: Pair) -> None:
-    pair.both(lambda s: s.add(job("a", After(0), retry=RetryPolicy(max_attempts=3))))
-    m, r = claim(pair)
-    assert pair.mem.fail(m.claims[0], "boom", 0.5) == pair.red.fail(r.claims[0], "boom", 0.5)
+    failed_once(pair)
     assert pair.both(lambda s: s.cancel("a")) == (True, True)
     m, r = claim(pair)
     assert m.next_due_in == r.next_due_in is None
