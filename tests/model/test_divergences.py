@@ -677,3 +677,17 @@ def test_ready_of_a_held_occurrence_after_resume(
     m, r = claim(pair, capacity=1)  # the run ended: the held occurrence is released
     assert claims(m) == claims(r) == [("r", START + 1, 1)]
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 1.001]
+
+
+@issue31("a second claim.lua call of one claim judges an occurrence against the first's run")
+def test_overlap_across_a_planned_claim(pair: Pair) -> None:
+    """Cron "c" back from a gap needs a plan (Redis: a second call in the same claim);
+    "e" (every 1 s) is claimed at 1030 in the first call and its 1031 occurrence is due:
+    memory leaves it due (judged at the next claim), Redis skips it as an overlap."""
+    pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"))))
+    pair.both(lambda s: s.add(job("e", Every(1))))
+    pair.clock.advance(31)
+    m, r = claim(pair, capacity=4)
+    assert sorted(claims(m)) == sorted(claims(r)) == [("c", START + 30, 1), ("e", START + 30, 1)]
+    im, ir = pair.both(lambda s: s.get("e"))
+    assert (im.skipped, im.next_run) == (ir.skipped, ir.next_run)  # type: ignore[union-attr]
