@@ -266,6 +266,17 @@ def test_cron_plans_take_capacity(pair: Pair) -> None:
     assert (nm.next_run, nm.skipped) == (nr.next_run, nr.skipped)
 
 
+def test_a_plan_that_runs_nothing_gives_its_place_back(pair: Pair) -> None:
+    """An hourly cron job two hours behind, claimed with room for one: its plan skips what
+    it missed (misfire skip) and runs nothing now; the claim says when to ask next (its
+    next hour), as in process (the plan had taken the claim's one place)."""
+    pair.both(lambda s: s.add(job("h", Cron("0 * * * *"))))
+    pair.clock.advance(7_400)
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == []
+    assert m.next_due_in == r.next_due_in is not None
+
+
 # ---- the smaller ones ----------------------------------------------------------------------
 
 

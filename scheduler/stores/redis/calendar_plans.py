@@ -88,9 +88,10 @@ class PlanStore(Protocol):
 
 
 def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> bool:
-    """Compute and write the plans claim.lua asked for; whether one of them made an
-    occurrence due at ``now_ms`` (a series that missed several: the caller claims again,
-    so that the on-time occurrence starts in the claim that planned it). Never raises: a
+    """Compute and write the plans claim.lua asked for; whether one of them was a replan
+    (a series that missed several, which took a place of the claim: the caller claims
+    again, so that its on-time occurrence starts in the claim that planned it, or the
+    place goes to the next due job as in process). Never raises: a
     job that cannot be planned (or a store error) is logged and left waiting; claim.lua
     asks again."""
     jobs = list(dict.fromkeys(jobs))
@@ -102,17 +103,16 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> bool:
     except Exception:  # noqa: BLE001 - the caller's claims must still be returned
         log.warning("calendar plans not written; they are asked for again", exc_info=True)
         return False
-    due_now = False
+    replanned = False
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
             if args is not None and store.call_script("plan", *args) == 1:
-                mode, keep = args[4], args[5]  # plan.lua's ARGV[7], ARGV[8] (plan_args)
-                due_now = due_now or (mode == "replan" and int(keep) <= now_ms)
+                replanned = replanned or args[4] == "replan"  # plan.lua's ARGV[7] (plan_args)
         except Exception as exc:  # noqa: BLE001 - one bad series must not stop the dispatcher
             _cannot_plan(store, job, exc)
-    return due_now
+    return replanned
 
 
 def _cannot_plan(store: PlanStore, job: str, exc: Exception) -> None:
