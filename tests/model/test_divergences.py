@@ -702,3 +702,16 @@ def test_overlap_across_a_planned_claim(pair: Pair) -> None:
     assert sorted(claims(m)) == sorted(claims(r)) == [("c", START + 30, 1), ("e", START + 30, 1)]
     im, ir = pair.both(lambda s: s.get("e"))
     assert (im.skipped, im.next_run) == (ir.skipped, ir.next_run)  # type: ignore[union-attr]
+
+
+@issue31("a claim that plans a cron series: Redis orders its claims by time, memory by place")
+def test_order_of_a_planned_occurrence(pair: Pair) -> None:
+    """Cron "c" missed its 00:17 (due at START + 20) and "a" is due at START + 30: memory
+    meets c's entry first and runs its on-time occurrence in that place; Redis plans c in
+    its first claim.lua call, claims "a", then c in the second call, and sorts the claims
+    by time (a before c)."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    pair.both(lambda s: s.add(job("a", At(START + 30))))
+    pair.clock.advance(3_700)
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r)
