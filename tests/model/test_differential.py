@@ -110,12 +110,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "rarely (500 examples did not); model_full may. Test: "
         "test_overlap_across_a_planned_claim"
     ),
-    "ORDER_OF_A_PLANNED_OCCURRENCE": (
-        "a claim that plans a cron series and claims other jobs of its lane: memory lists "
-        "the series' on-time occurrence in the place of its missed entry (its heap "
-        "position), Redis sorts the two claim.lua calls' claims by time. Found by the long "
-        "run (model_full). Not guarded. Test: test_order_of_a_planned_occurrence"
-    ),
 }
 
 

@@ -704,14 +704,12 @@ def test_overlap_across_a_planned_claim(pair: Pair) -> None:
     assert (im.skipped, im.next_run) == (ir.skipped, ir.next_run)  # type: ignore[union-attr]
 
 
-@issue31("a claim that plans a cron series: Redis orders its claims by time, memory by place")
 def test_order_of_a_planned_occurrence(pair: Pair) -> None:
-    """Cron "c" missed its 00:17 (due at START + 20) and "a" is due at START + 30: memory
-    meets c's entry first and runs its on-time occurrence in that place; Redis plans c in
-    its first claim.lua call, claims "a", then c in the second call, and sorts the claims
-    by time (a before c)."""
+    """Cron "c" missed its 00:17 (due at START + 20) and "a" is due at START + 30: c's
+    on-time occurrence runs in the missed one's place, before "a" (Redis plans c in a
+    first claim.lua call and claims it in a second, then orders the claims by place)."""
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
     pair.both(lambda s: s.add(job("a", At(START + 30))))
     pair.clock.advance(3_700)
     m, r = claim(pair, capacity=2)
-    assert claims(m) == claims(r)
+    assert claims(m) == claims(r) == [("c", START + 3_680, 1), ("a", START + 30, 1)]

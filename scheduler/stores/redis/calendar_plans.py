@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from scheduler import cron as crons
 from scheduler import schedules
-from scheduler.model import Cron, JobSpec
+from scheduler.model import Claim, Cron, JobSpec
 from scheduler.stores.redis import rates
 from scheduler.stores.redis.keys import Keys
 
@@ -87,11 +87,12 @@ class PlanStore(Protocol):
     def _record(self, kind: str, detail: str, job: str = "") -> None: ...
 
 
-def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> bool:
-    """Compute and write the plans claim.lua asked for; whether one of them was a replan
-    (a series that missed several, which took a place of the claim: the caller claims
-    again, so that its on-time occurrence starts in the claim that planned it, or the
-    place goes to the next due job as in process). Never raises: a
+def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> dict[str, float]:
+    """Compute and write the plans claim.lua asked for; the replans among them (a series
+    that missed several, which took a place of the claim), each job's missed occurrence in
+    epoch seconds: its place in line. The caller claims again, so that the on-time
+    occurrence starts in the claim that planned it, in that place (or the place goes to
+    the next due job, as in process). Never raises: a
     job that cannot be planned (or a store error) is logged and left waiting; claim.lua
     asks again."""
     jobs = list(dict.fromkeys(jobs))
@@ -102,14 +103,16 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> bool:
             rows = p.execute()
     except Exception:  # noqa: BLE001 - the caller's claims must still be returned
         log.warning("calendar plans not written; they are asked for again", exc_info=True)
-        return False
-    replanned = False
+        return {}
+    replanned: dict[str, float] = {}
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
-            if args is not None and store.call_script("plan", *args) == 1:
-                replanned = replanned or args[4] == "replan"  # plan.lua's ARGV[7] (plan_args)
+            if args is None or store.call_script("plan", *args) != 1:
+                continue
+            if args[4] == "replan":  # plan.lua's ARGV[7]; ARGV[6]: the missed occurrence
+                replanned[job] = int(args[3]) / 1000
         except Exception as exc:  # noqa: BLE001 - one bad series must not stop the dispatcher
             _cannot_plan(store, job, exc)
     return replanned
@@ -156,3 +159,12 @@ def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: floa
         return [int(x) for x in ms]
     cron = sched if isinstance(sched, Cron) else None
     return [_ms(x) for x in schedules.window(spec.job_id, cron, None, start, end)]
+
+
+def place(claim: Claim, places: dict[str, float]) -> float:
+    """A claim's place in line among one claim's claims of a lane: a planned series'
+    on-time occurrence takes its missed one's (``write_plans``), as in process, where the
+    series' due entry is met there; any other, when it became claimable."""
+    if claim.job_id in places and claim.attempt == 1:
+        return places[claim.job_id]
+    return max(claim.scheduled, claim.ready or claim.scheduled)

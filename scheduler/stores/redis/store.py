@@ -370,7 +370,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         for job, token, exc in bad:
             self._quarantine(job, token, exc)
         # never raises: the claims above must still be returned
-        replanned = bool(reply.plans) and calendar_plans.write_plans(self, reply.plans, now)
+        replanned = calendar_plans.write_plans(self, reply.plans, now) if reply.plans else {}
         nxt = reply.next
         # from Redis's time to the µs: "now" alone is rounded down, which made every wake
         # for a due time up to 1 ms late (0.5 ms on average)
@@ -382,10 +382,12 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
             due_in = 0.0  # the capacity those claims took is free again: ask again now
         batch = ClaimBatch(claims, due_in, now / 1000, now / 1000 if self._fixed_clock else None)
         if replanned and request.round + 1 < PLAN_ROUNDS:
-            return self._claim_planned(batch, request)
+            return self._claim_planned(batch, request, replanned)
         return batch
 
-    def _claim_planned(self, batch: ClaimBatch, request: acked_claims.ClaimRequest) -> ClaimBatch:
+    def _claim_planned(
+        self, batch: ClaimBatch, request: acked_claims.ClaimRequest, places: dict[str, float]
+    ) -> ClaimBatch:
         """``batch`` and a second claim for what its calendar plans made due now (a cron
         series back from a gap: its on-time occurrence starts in the claim that planned
         it, as in the in-process store; docs/guarantees.md, "Misfires"), in due order
@@ -402,7 +404,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         lanes = {lane: i for i, lane in enumerate(request.capacity)}
         claims = sorted(
             batch.claims + more.claims,
-            key=lambda c: (lanes.get(c.lane, 0), max(c.scheduled, c.ready or c.scheduled)),
+            key=lambda c: (lanes.get(c.lane, 0), calendar_plans.place(c, places)),
         )
         return dataclasses.replace(more, claims=claims)
 
