@@ -17,30 +17,30 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
---   claimed:<owner>, replica:<owner>, epoch, layout,
---   dead-jobs, done:<state>, paused, runs:<job_id>, tasks, parked, parked:<task>
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, claimed:<owner>,
+--   replica:<owner>, epoch, layout, dead-jobs, done:<state>, paused, runs:<job_id>, tasks,
+--   parked, parked:<task>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)
 -- ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6] the tasks the owner serves: "*" (every task) or "\n<task>\n<task>...\n" (names
 --         as definitions spell them, JSON-escaped without quotes; "\n": none)
--- ARGV[7..] lane, capacity pairs (capacity 0..1000)
+-- ARGV[7] "<fence> <fence> ...": those the claim's earlier calls were handed ("" if none;
+--         RedisStore claims again after writing plans: include/admit.lua, claimed_before)
+-- ARGV[8..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
---          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready> <job bytes>
---          <def bytes>\n<job><def>", then per plan "<job bytes>\n<job>" (times in ms;
---          parsed by scheduler/stores/redis/claims.py, claim_reply). The token of a claim is
---          "<owner>:<fence>"; "now us" is the microseconds past "now" (so that "next" - "now"
---          can be read without the up to 1 ms that "now"'s rounding down adds); "next" (-1 =
---          nothing) covers lanes with capacity left and the next lease expiry
---          (include/ask.lua; an owner with no task: leases only); "lease until" is -1 with no
---          lease; "epoch" is the namespace's epoch key ("" if missing: Redis lost its data); "fence" is the fence counter
---          before this call (below a fence already handed out: claims lost); the plans are
---          calendar jobs that need the caller to compute occurrences; "ready" is when the
---          job became claimable (dispatch lag counts from it);
---          or an error reply "ERR duetime corrupt ..." (nothing written)
+--          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready>
+--          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes>\n<job>" (times in
+--          ms; parsed by scheduler/stores/redis/claims.py, claim_reply): "now us", the µs past
+--          "now" ("next" - "now" without now's rounding down); "next" (-1: nothing), for lanes
+--          with capacity left and the next lease expiry (include/ask.lua; no task: leases
+--          only); "lease until", -1 with no lease; "epoch", the namespace's epoch key ("": Redis
+--          lost its data); "fence", the fence counter before this call (below one handed out:
+--          claims lost); the plans, calendar jobs whose occurrences the caller computes;
+--          "ready", when the job became claimable (lag counts from it); a claim's token is
+--          "<owner>:<fence>"; or an error reply "ERR duetime corrupt ..." (nothing written)
 
 --@include core
 --@include resend
@@ -49,6 +49,7 @@
 --@include ask
 
 local owner, req, lease, served = ARGV[3], ARGV[4], ARGV[5], ARGV[6] or ''
+local prior = fence_set(ARGV[7] or '')  -- include/defer.lua
 if owner == '' or not string.match(req, '^[%w%-]+$') then
   return redis.error_reply('ERR duetime bad-input owner')
 end
@@ -59,8 +60,9 @@ end
 if lease ~= '' and not (int(lease) and int(lease) > 0) then
   return redis.error_reply('ERR duetime bad-input lease')
 end
+if prior == false then return redis.error_reply('ERR duetime bad-input fences') end
 local caps = {}
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local n = int(ARGV[i + 1])
   if not n or n < 0 or n > 1000 or ARGV[i] == '' then  -- one call stays short
     return redis.error_reply('ERR duetime bad-input capacity')
@@ -97,7 +99,7 @@ if served ~= '\n' then unpark(served, lanes, 1000) end
 
 -- 3. claim, lane by lane; the batch's fences, RUNNING entries and leases are written once
 local b = new_batch(owner, now, lease, fence_before)
-b.serves, b.passed = served, {}
+b.serves, b.passed, b.prior = served, {}, prior
 local left = {}
 for _, lc in ipairs(caps) do
   -- a deferred occurrence is asked for again when the run it waits for ends (its poke)
@@ -110,8 +112,7 @@ local nxt = next_due(now, served ~= '\n' and left or {}, b.passed)  -- no task: 
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 register_serves(owner, served)
 
--- 5. the reply, kept as the resend record (include/resend.lua); the claims' records are
--- joined once, with the header first and the plans last
+-- 5. the reply, kept as the resend record (include/resend.lua): joined once, plans last
 local parts, epoch_text = b.claims, epoch or ''
 table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
   lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us) .. epoch_text)

@@ -4,7 +4,7 @@
 -- paused job's is stashed in its hash; a retry or a one-off becomes a claim; a series
 -- occurrence follows the misfire policy (include/fixed_rate.lua, include/calendar.lua),
 -- then the overlap policy if an invocation of the job runs.
--- Provides: stash, overlap, series_due, early, defers, admit
+-- Provides: stash, overlap, series_due, early, admit
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
 
@@ -66,19 +66,6 @@ local function early(b, lane, x, f)
   return true
 end
 
--- Would admitting inspected series member `x` be judged against a run of its job claimed
--- in call `b` (overlap, catch-up), or does a re-run of the job go first (one claimed in `b`,
--- or listed as due, whatever the overlap)? Then it waits for a later call, as one claimed
--- by a free worker after that run ended would be judged (as in process: MemoryStore).
-local function defers(b, x)
-  local f, got = x.f, b.issued[x.m and x.m.job or '']
-  if x.bad or not f or x.m.kind ~= 's' or (f.kind ~= 'every' and f.kind ~= 'cron') then
-    return false
-  end
-  if got == 'r' or rerun_due(f, b.now) then return true end
-  return got ~= nil and (f.overlap ~= 'allow' or f.misfire == 'catch_up')
-end
-
 -- Decide about inspected due member `x` of `lane` for claim batch `b`; true if it became
 -- a claim, or a calendar series sent to be planned (its run comes in the call's next claim).
 local function admit(b, lane, x)
@@ -104,6 +91,9 @@ local function admit(b, lane, x)
   if m.kind == 'r' then
     issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)
     b.issued[job] = 'r'  -- a re-run: the job's occurrences in this call wait (defers)
+    if f.kind == 'every' or f.kind == 'cron' then  -- and in a later call of this claim
+      redis.call('HSET', jk, 'rerun', fmt(b.fence))
+    end
     return true
   end
   if f.kind ~= 'every' and f.kind ~= 'cron' then

@@ -16,6 +16,7 @@
 --@include check
 --@include aside
 --@include admit
+--@include defer
 --@include serve
 --@include park
 --@include reruns
@@ -64,9 +65,8 @@ end
 
 -- The due members `due` (member, score, ...) of `lane` fetched by one round, sorted: to
 -- admit (looks; their members to remove), to park (their task has no live replica), or
--- passed over (counted, left due: a live replica serves their task; or an occurrence that
--- waits for a run of its job claimed in this call, or for its due re-run: include/admit.lua,
--- defers; the lane's other due members go on). The round ends before a second member of a job.
+-- passed over (counted, left due: a live replica serves their task, or an occurrence waits,
+-- include/defer.lua; the lane's other due members go on). A round ends before a job's second.
 local function sort_round(b, lane, due)
   local looks, members, jobs, parks, passed = {}, {}, {}, {}, 0
   for i = 1, #due, 2 do

@@ -13,7 +13,7 @@
 -- expiry); `fence_before` is the fence counter before the call. `plans` lists the
 -- calendar jobs the caller must plan (include/calendar.lua); `issued` the series claimed
 -- in this call, 'r' for a re-run (their next occurrence waits for a later call:
--- include/admit.lua, defers).
+-- include/defer.lua, defers).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
     claims = {}, n = 0, issued = {}, running_set = {}, lease_add = {},

@@ -80,7 +80,7 @@ local function pending_in(f, now)
 end
 
 -- Is a re-run of a job (checked fields `f`, with RERUN_FIELDS) listed as due at `now`? It
--- goes first: the job's due occurrence waits for a later claim (include/admit.lua, defers).
+-- goes first: the job's due occurrence waits for a later claim (include/defer.lua, defers).
 local function rerun_due(f, now)
   for score in string.gmatch(f.reruns or '', '(%d+) [^\n]+\n') do
     if tonumber(score) <= now then return true end

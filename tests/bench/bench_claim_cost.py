@@ -94,7 +94,7 @@ def one_run(client: redis.Redis, scripts: dict[str, str], jobs: int, per_call: i
     while True:
         reply = client.evalsha(
             claim_sha, 1, store.keys.epoch, store.keys.prefix, "1000000", "bench",
-            uuid.uuid4().hex, "30000", "*", "default", str(per_call),
+            uuid.uuid4().hex, "30000", "*", "", "default", str(per_call),
         )  # fmt: skip
         calls += 1
         batch = claimed(reply)

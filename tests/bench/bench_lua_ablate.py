@@ -118,7 +118,7 @@ def one_run(client: redis.Redis, claim: str, ack: str, jobs: int) -> dict[str, f
         left = client.zcard(due)
         client.evalsha(
             claim_sha, 1, store.keys.epoch, store.keys.prefix, "1000000", "bench",
-            uuid.uuid4().hex, "30000", "*", "default", "100",
+            uuid.uuid4().hex, "30000", "*", "", "default", "100",
         )  # fmt: skip
         if client.zcard(due) == left:
             break

@@ -107,7 +107,7 @@ def test_a_queued_overlap_occurrence_is_released_as_by_complete(rs, clock, redis
 def test_a_capacity_over_1000_is_bad_input_and_writes_nothing(rs, redis_client):
     rs.add(spec("a", After(0)))
     before = dump(redis_client, rs.keys.prefix)
-    reply = attempt(rs, "claim", "o1", "req", "10000", "*", "default", "1001")
+    reply = attempt(rs, "claim", "o1", "req", "10000", "*", "", "default", "1001")
     assert reply.startswith("ERROR: duetime bad-input capacity")
     assert changed(before, dump(redis_client, rs.keys.prefix)) == []
 
@@ -190,8 +190,8 @@ def test_stale_entries_in_a_batch_are_dropped_and_do_not_use_capacity(rs, redis_
 def test_redis_py_resending_a_batch_claim_gets_the_same_claims(rs, redis_client):
     for i in range(5):
         rs.add(spec(f"j{i}", After(0)))
-    first = raw(rs, "claim", "o1", "req-9", "10000", "*", "default", "100")
-    again = raw(rs, "claim", "o1", "req-9", "10000", "*", "default", "100")
+    first = raw(rs, "claim", "o1", "req-9", "10000", "*", "", "default", "100")
+    again = raw(rs, "claim", "o1", "req-9", "10000", "*", "", "default", "100")
     assert first == again
     assert redis_client.hlen(rs.keys.running) == 5
 

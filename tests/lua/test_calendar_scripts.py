@@ -50,7 +50,7 @@ def test_a_series_waiting_for_a_plan_is_reannounced_until_a_replica_plans_it(
 ):
     rs.add(spec("c", Cron("*/10 * * * * *"), misfire_grace=1))
     clock.advance(45)  # :10 .. :40 missed
-    reply = raw(rs, "claim", "o", "r1", "", "*", "default", "10")  # raw: no Python plan step
+    reply = raw(rs, "claim", "o", "r1", "", "*", "", "default", "10")  # raw: no Python plan step
     assert claim_reply(reply).plans == ["c"]
     h = job_hash(rs, redis_client, "c")
     assert h["replan"] == "1" and h["next"] == "1010000"

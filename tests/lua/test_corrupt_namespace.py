@@ -88,7 +88,7 @@ def args_of(rs: RedisStore, script: str, held: dict[str, str]) -> list[str]:
     job, token = held["job"], held["token"]
     gen = rs.redis.hget(rs.keys.job("tick"), "gen")
     return {
-        "claim": ["o2", "req1", "30000", "*", "default", "10"],
+        "claim": ["o2", "req1", "30000", "*", "", "default", "10"],
         "complete": [job, token, "null"],
         "complete_many": [job, token, "null"],
         "fail": [job, token, "boom", ""],

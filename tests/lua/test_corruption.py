@@ -267,7 +267,7 @@ def claim_all(w: World, owner: str, cap: int, extra: dict[str, list[set[str]]]) 
     reply, _ = w.call(
         allowed,
         "claim",
-        lambda: w.raw("claim", owner, uuid.uuid4().hex, LEASE, "*", "default", str(cap)),
+        lambda: w.raw("claim", owner, uuid.uuid4().hex, LEASE, "*", "", "default", str(cap)),
     )
     claims = claim_reply(reply if isinstance(reply, str) else reply.decode()).claims
     for c in claims:
@@ -514,7 +514,9 @@ def run_reap(url: str, n: int, data: st.DataObject) -> World:
         allowed["bad"] = [REAPED]
     allowed[item] = [effect]
     w.call(
-        allowed, "reap", lambda: w.raw("claim", "r1", uuid.uuid4().hex, LEASE, "*", "default", "0")
+        allowed,
+        "reap",
+        lambda: w.raw("claim", "r1", uuid.uuid4().hex, LEASE, "*", "", "default", "0"),
     )
     assert w.moved[item] == 1
     (rec,) = [d.records[item] for d in w.diffs if item in d.records]

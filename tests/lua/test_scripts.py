@@ -68,7 +68,7 @@ def attempt(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> An
 def raw_claim(
     rs: RedisStore, req: str, lease: str = "10000", *pairs: str, owner: str = "o1"
 ) -> tuple[str, ClaimReply]:
-    reply = raw(rs, "claim", owner, req, lease, "*", *(pairs or ("default", "100")))
+    reply = raw(rs, "claim", owner, req, lease, "*", "", *(pairs or ("default", "100")))
     return reply, claim_reply(reply)
 
 
@@ -170,12 +170,13 @@ BAD_INPUT = {
     "add-delivery": ("add", add_args(delivery="exactly_once")),
     "add-existing-job-bad-delivery": ("add", add_args(job="later", delivery="")),
     "add-missing-argv": ("add", add_args()[:5]),
-    "claim-empty-owner": ("claim", ["", "req", "10000", "*", "default", "1"]),
+    "claim-empty-owner": ("claim", ["", "req", "10000", "*", "", "default", "1"]),
     "claim-empty-request": ("claim", ["o1", "", "10000"]),
-    "claim-lease": ("claim", ["o1", "req", "long", "*", "default", "1"]),
-    "claim-capacity": ("claim", ["o1", "req", "10000", "*", "default", "lots"]),
-    "claim-capacity-missing": ("claim", ["o1", "req", "10000", "*", "default"]),
-    "claim-tasks": ("claim", ["o1", "req", "10000", "a\nb", "default", "1"]),
+    "claim-lease": ("claim", ["o1", "req", "long", "*", "", "default", "1"]),
+    "claim-capacity": ("claim", ["o1", "req", "10000", "*", "", "default", "lots"]),
+    "claim-capacity-missing": ("claim", ["o1", "req", "10000", "*", "", "default"]),
+    "claim-tasks": ("claim", ["o1", "req", "10000", "a\nb", "", "default", "1"]),
+    "claim-fences": ("claim", ["o1", "req", "10000", "*", "1,2", "default", "1"]),
     "renew-lease-0": ("renew", ["0", "{tok}"]),
     "renew-lease-negative": ("renew", ["-1", "{tok}"]),
     "renew-lease-empty": ("renew", ["", "{tok}"]),

@@ -100,17 +100,7 @@ def _never(*_: Any) -> bool:
 
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
-KNOWN_DIVERGENCES: dict[str, str] = {
-    "OVERLAP_ACROSS_A_PLANNED_CLAIM": (
-        "a claim that plans a cron series (Redis: a second claim.lua call in the same "
-        "claim_due) and claims a series occurrence of another job in its first call: that "
-        "job's next occurrence, due too, is judged in the second call against the run just "
-        "claimed (an overlap skip) where memory leaves it due for the next claim (the call "
-        "does not know what the first one claimed). Not guarded: the machine meets it "
-        "rarely (500 examples did not); model_full may. Test: "
-        "test_overlap_across_a_planned_claim"
-    ),
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}  # none known
 
 
 # ---- what the machine generates -------------------------------------------------------------

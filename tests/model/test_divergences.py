@@ -690,11 +690,11 @@ def test_ready_of_a_held_occurrence_after_resume(
     assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 1.001]
 
 
-@issue31("a second claim.lua call of one claim judges an occurrence against the first's run")
 def test_overlap_across_a_planned_claim(pair: Pair) -> None:
     """Cron "c" back from a gap needs a plan (Redis: a second call in the same claim);
     "e" (every 1 s) is claimed at 1030 in the first call and its 1031 occurrence is due:
-    memory leaves it due (judged at the next claim), Redis skips it as an overlap."""
+    both leave it due, judged at the next claim (Redis: the second call knows the fences
+    the first was handed, lua/include/admit.lua, claimed_before)."""
     pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"))))
     pair.both(lambda s: s.add(job("e", Every(1))))
     pair.clock.advance(31)
@@ -702,6 +702,23 @@ def test_overlap_across_a_planned_claim(pair: Pair) -> None:
     assert sorted(claims(m)) == sorted(claims(r)) == [("c", START + 30, 1), ("e", START + 30, 1)]
     im, ir = pair.both(lambda s: s.get("e"))
     assert (im.skipped, im.next_run) == (ir.skipped, ir.next_run)  # type: ignore[union-attr]
+
+
+def test_a_rerun_goes_first_across_a_planned_claim(pair: Pair) -> None:
+    """ "e" (every 1 s, overlap allow) has a lease-expired re-run due beside its 1002
+    occurrence, and cron "c" needs a plan: the re-run goes first and the occurrence waits
+    for the next claim in both stores (Redis: the second claim.lua call reads e's `rerun`
+    fence, lua/include/defer.lua), where Redis ran 1031 and 1032 in that claim."""
+    pair.both(lambda s: s.add(job("e", Every(1), overlap=Overlap.ALLOW)))
+    pair.clock.advance(1)
+    m, r = claim(pair, capacity=1, lease=5)
+    assert claims(m) == claims(r) == [("e", START + 1, 1)]
+    pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"))))
+    pair.clock.advance(31)
+    m, r = claim(pair, capacity=6)
+    assert claims(m) == claims(r) == [("c", START + 30, 1), ("e", START + 1, 2)]
+    im, ir = pair.both(lambda s: s.get("e"))
+    assert (im.skipped, im.next_run) == (ir.skipped, ir.next_run) == ((), START + 2)  # type: ignore[union-attr]
 
 
 def test_order_of_a_planned_occurrence(pair: Pair) -> None:

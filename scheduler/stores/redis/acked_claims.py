@@ -37,13 +37,14 @@ class ClaimRequest(NamedTuple):
     """One claim.lua call: its arguments after the prefix and time, and what reading its
     reply needs."""
 
-    argv: list[str]  # owner, request id, lease ms, tasks served, lane/capacity pairs
+    argv: list[str]  # owner, request id, lease ms, tasks served, fences, lane/capacity pairs
     capacity: dict[str, int]
     owner: str
     sent: float  # monotonic time, just before sending (the clock offset of the reply)
     high: int  # the highest fence this store was handed before (lost-claim detection)
     lease: float | None = None  # as asked (argv holds it in ms)
     round: int = 0  # > 0: a claim that calendar plans asked for (RedisStore.claimed)
+    prior: tuple[int, ...] = ()  # the fences the claim's earlier calls were handed
 
 
 class Riding(Protocol):

@@ -188,15 +188,12 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         """EVALSHA of a redis-py Script straight through ``execute_command`` (what
         ``Script.__call__`` ends in, without its per-call set-up); a script missing from
         the server's cache (NOSCRIPT: nothing ran) is loaded and the call sent again."""
+        route = self._route
         try:
-            return self._r.execute_command(
-                "EVALSHA", script.sha, len(self._route), *self._route, *argv
-            )
+            return self._r.execute_command("EVALSHA", script.sha, len(route), *route, *argv)
         except self._redis_mod.exceptions.NoScriptError:
             script.sha = self._r.script_load(script.script)
-            return self._r.execute_command(
-                "EVALSHA", script.sha, len(self._route), *self._route, *argv
-            )
+            return self._r.execute_command("EVALSHA", script.sha, len(route), *route, *argv)
 
     def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]:
         """``call_script`` for each ``(name, args)``, in order, in one round trip (then WAIT
@@ -336,19 +333,24 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         return self._served[1]
 
     def claim_request(
-        self, capacity: Mapping[str, int], lease: float | None, owner: str
+        self,
+        capacity: Mapping[str, int],
+        lease: float | None,
+        owner: str,
+        prior: tuple[int, ...] = (),
     ) -> acked_claims.ClaimRequest:
-        """claim.lua's arguments after the prefix and time (a fresh request id), and what
-        ``claimed`` needs to read its reply; runs the reconciler first when it is due."""
+        """claim.lua's arguments after the prefix and time (a fresh request id; ``prior``, the
+        fences the claim's earlier calls were handed), and what ``claimed`` needs to read
+        its reply; runs the reconciler first when it is due."""
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
         self.watch_eviction()  # a clock read, and INFO every REPLICA_CHECK_S seconds
         pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
         lease_ms = "" if lease is None else _ms(lease)
-        argv = [owner, next(self._request_ids), lease_ms, self._served_arg(), *pairs]
-        return acked_claims.ClaimRequest(
-            argv, dict(capacity), owner, time.monotonic(), self.replication.fence_high, lease
-        )
+        fences = " ".join(map(str, prior))
+        argv = [owner, next(self._request_ids), lease_ms, self._served_arg(), fences, *pairs]
+        sent, high = time.monotonic(), self.replication.fence_high
+        return acked_claims.ClaimRequest(argv, dict(capacity), owner, sent, high, lease, 0, prior)
 
     def claimed(self, text: str, request: acked_claims.ClaimRequest) -> ClaimBatch:
         """The batch of claim.lua's reply ``text`` to ``request``: claims built, malformed
@@ -389,16 +391,16 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self, batch: ClaimBatch, request: acked_claims.ClaimRequest, places: dict[str, float]
     ) -> ClaimBatch:
         """``batch`` and a second claim for what its calendar plans made due now (a cron
-        series back from a gap: its on-time occurrence starts in the claim that planned
-        it, as in the in-process store; docs/guarantees.md, "Misfires"), in due order
-        within each lane. That claim may need a plan in turn (an occurrence it skipped as
-        an overlap): at most ``PLAN_ROUNDS`` claims in all."""
+        series back from a gap starts in the claim that planned it, as in process;
+        docs/guarantees.md, "Misfires"), in order within each lane; that one may plan in
+        turn: at most ``PLAN_ROUNDS`` claims in all."""
         rest = dict(request.capacity)
         for c in batch.claims:
             rest[c.lane] -= 1
         if not any(n > 0 for n in rest.values()):
             return dataclasses.replace(batch, next_due_in=0.0)  # full: claimed next
-        again = self.claim_request(rest, request.lease, request.owner)
+        prior = request.prior + tuple(c.fence for c in batch.claims)  # lua/include/defer.lua
+        again = self.claim_request(rest, request.lease, request.owner, prior)
         again = again._replace(round=request.round + 1)
         more = self.claimed(self.call_script("claim", *again.argv), again)
         lanes = {lane: i for i, lane in enumerate(request.capacity)}
