@@ -27,20 +27,20 @@
 -- ARGV[6] the tasks the owner serves: "*" (every task) or "\n<task>\n<task>...\n" (names
 --         as definitions spell them, JSON-escaped without quotes; "\n": none)
 -- ARGV[7] "<fence> <fence> ...": those the claim's earlier calls were handed ("" if none;
---         RedisStore claims again after writing plans: include/admit.lua, claimed_before)
+--         RedisStore claims again after writing plans: include/defer.lua, claimed_before)
 -- ARGV[8..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
 --          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready>
---          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes>\n<job>" (times in
---          ms; parsed by scheduler/stores/redis/claims.py, claim_reply): "now us", the µs past
---          "now" ("next" - "now" without now's rounding down); "next" (-1: nothing), for lanes
---          with capacity left and the next lease expiry (include/ask.lua; no task: leases
---          only); "lease until", -1 with no lease; "epoch", the namespace's epoch key ("": Redis
---          lost its data); "fence", the fence counter before this call (below one handed out:
---          claims lost); the plans, calendar jobs whose occurrences the caller computes;
---          "ready", when the job became claimable (lag counts from it); a claim's token is
---          "<owner>:<fence>"; or an error reply "ERR duetime corrupt ..." (nothing written)
+--          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes> <at>\n<job>" (ms;
+--          parsed by scheduler/stores/redis/claims.py, claim_reply): "now us", the µs past "now"
+--          ("next" - "now" without now's rounding down); "next" (-1: nothing), for lanes with
+--          capacity left and the next lease expiry (include/ask.lua; no task: leases only);
+--          "lease until", -1 with no lease; "epoch", the namespace's epoch key ("": Redis lost
+--          its data); "fence", the fence counter before this call (below one handed out: claims
+--          lost); plans, calendar jobs whose occurrences the caller computes ("at": the claims
+--          before it, its place); "ready", when the job became claimable (lag counts from it);
+--          a token is "<owner>:<fence>"; or an error reply "ERR duetime corrupt ..." (no write)
 
 --@include core
 --@include resend
@@ -116,5 +116,5 @@ register_serves(owner, served)
 local parts, epoch_text = b.claims, epoch or ''
 table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
   lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us) .. epoch_text)
-for _, job in ipairs(b.plans) do parts[#parts + 1] = fmt(#job) .. '\n' .. job end
+plan_records(b, parts)  -- include/calendar.lua
 return remember_reply(owner, table.concat(parts))

@@ -90,7 +90,9 @@ class InvocationContext(NamedTuple):
         return self.token.reason
 
 
-_current: contextvars.ContextVar[InvocationContext | None] = contextvars.ContextVar(
+#: The invocation running in this context: set around each job by the runner
+#: (workers/runner.py), read by ``current_invocation``.
+CURRENT: contextvars.ContextVar[InvocationContext | None] = contextvars.ContextVar(
     "duetime_invocation", default=None
 )
 
@@ -98,7 +100,7 @@ _current: contextvars.ContextVar[InvocationContext | None] = contextvars.Context
 def current_invocation() -> InvocationContext:
     """The context of the invocation running on this thread. Raises ``RuntimeError``
     outside a job."""
-    ctx = _current.get()
+    ctx = CURRENT.get()
     if ctx is None:
         raise RuntimeError("current_invocation() is only available inside a running job")
     return ctx

@@ -21,7 +21,7 @@ from scheduler.stores.base import Store
 from workers import commits, coroutines, failpoints, failures
 from workers.acks import Acks
 from workers.calls import AsyncFlags
-from workers.context import INTERRUPTED, CancelToken, InvocationContext, _current
+from workers.context import CURRENT, INTERRUPTED, CancelToken, InvocationContext
 from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
@@ -190,7 +190,7 @@ class Runner:
             self._acks.starting()  # successes queued so far do not wait for this job
         error: BaseException | None = None
         result: Any = None
-        cv = _current.set(ctx)
+        cv = CURRENT.set(ctx)
         started = self._clock.now()
         try:
             if is_coroutine:  # on this thread's loop, as a task named after the job
@@ -203,7 +203,7 @@ class Runner:
         finally:
             asked = token.reason  # why it was asked to stop before it ended, if it was
             ran = _new_record(Ran, (started - work.claimed_at, self._clock.now() - started))
-            _current.reset(cv)
+            CURRENT.reset(cv)
             if timer is not None:
                 self._timers.cancel(timer)
             self._untrack(token)

@@ -6,7 +6,7 @@
 -- `after` (plan.lua). Otherwise (several missed, or `after` not known yet) the job waits
 -- in state `replan`, re-announced every second, until a replica applies the misfire
 -- policy in Python and writes the result.
--- Provides: cron_step, wait_for_plan, cron_due
+-- Provides: cron_step, ask_plan, plan_records, wait_for_plan, cron_due
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>
 
 --@include core
@@ -33,13 +33,27 @@ local function cron_step(f, t, now, window)
   return true, why
 end
 
+-- Ask the caller to plan calendar series `job` (the reply's plans, include/issue.lua),
+-- noting how many claims batch `b` made before it: its place among them.
+local function ask_plan(b, job)
+  b.plans[#b.plans + 1] = job
+  b.plan_at[#b.plans] = b.n
+end
+
+-- Append the reply's plan records of batch `b` to `parts`: "<job bytes> <at>\n<job>" each.
+local function plan_records(b, parts)
+  for i, job in ipairs(b.plans) do
+    parts[#parts + 1] = fmt(#job) .. ' ' .. fmt(b.plan_at[i]) .. '\n' .. job
+  end
+end
+
 -- Keep a calendar series waiting for a replica's plan: re-announced every second.
 -- `b`: the claim batch (include/issue.lua), whose `plans` the reply lists.
 -- It keeps its sequence number `seq`: its plan's occurrence keeps its place (plan.lua).
 local function wait_for_plan(b, job, lane, seq)
   redis.call('ZADD', P .. 'due:' .. lane, b.now + 1000, seq .. '|s|' .. job)
   redis.call('HSET', jkey(job), 'e', seq)
-  b.plans[#b.plans + 1] = job
+  ask_plan(b, job)
   b.waits = job  -- it takes its lane's place in this call, as the run it will make
 end
 
@@ -62,6 +76,6 @@ local function cron_due(b, job, lane, f, busy, window)
   if skip then record_skip_at(b.now, job, t, t, 1, skip) else run = t end
   redis.call('HSET', jk, 'after', '', 'go', '')
   push_series(job, lane, tonumber(f.after), 0)
-  b.plans[#b.plans + 1] = job
+  ask_plan(b, job)
   return run
 end

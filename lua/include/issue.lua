@@ -17,7 +17,7 @@
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
     claims = {}, n = 0, issued = {}, running_set = {}, lease_add = {},
-    plans = {}, token_head = owner .. ':', started_tail = '@' .. fmt(now),
+    plans = {}, plan_at = {}, token_head = owner .. ':', started_tail = '@' .. fmt(now),
     lease_until = lease and fmt(now + lease)}
 end
 

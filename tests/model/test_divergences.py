@@ -730,3 +730,32 @@ def test_order_of_a_planned_occurrence(pair: Pair) -> None:
     pair.clock.advance(3_700)
     m, r = claim(pair, capacity=2)
     assert claims(m) == claims(r) == [("c", START + 3_680, 1), ("a", START + 30, 1)]
+
+
+def test_a_planned_occurrence_keeps_its_place_before_a_series_that_missed_earlier(
+    pair: Pair,
+) -> None:
+    """Cron "c" missed 00:17 (due at START + 20) and every-second "e" missed START + 1:
+    e's on-time run (START + 124) goes first, in its missed occurrence's earlier place, and
+    c's planned one (START + 80) second, as in process; Redis put the planned one first
+    (it ordered the two calls' claims by time). Found by the long differential run."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    pair.both(lambda s: s.add(job("e", Every(1))))
+    pair.clock.advance(125)
+    m, r = claim(pair, capacity=2)
+    assert claims(m) == claims(r) == [("e", START + 124, 1), ("c", START + 80, 1)]
+
+
+def test_a_resumed_series_backlog_is_ready_from_the_resume(pair: Pair) -> None:
+    """A catch-up series paused and resumed after 61 s: every occurrence due before the
+    resume is claimable from it (dispatch lag, docs/facades.md), the first and the ones
+    after it alike; in process only the first was. Found by the long differential run."""
+    spec = job("e", Every(1), misfire=Misfire.CATCH_UP, overlap=Overlap.ALLOW)
+    pair.both(lambda s: s.add(spec))
+    pair.clock.advance(61)
+    pair.both(lambda s: s.pause("e"))
+    pair.both(lambda s: s.resume("e"))
+    for k in (1, 2, 3):
+        m, r = claim(pair, capacity=1)
+        assert claims(m) == claims(r) == [("e", START + k, 1)]
+        assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 61]

@@ -65,6 +65,7 @@ class JobRecord:
     last_traceback: str = ""
     last_token: str = ""  # token of the last commit: a resend answers OK again
     since: float | None = None  # the series' first occurrence (lowered by backfill)
+    resumed: float = 0.0  # its last resume: occurrences due before it are ready from it
     backfilled: set[float] | None = None  # occurrences a backfill has queued
     skipped: deque[Skip] | None = None  # created on first use: most jobs never skip
     dead_letters: deque[Event] | None = None

@@ -55,7 +55,7 @@ class MemorySteering(MemoryViews):
             if job is None or job.paused is None:
                 return False
             now = self.clock.now()
-            stash, job.paused = job.paused, None
+            stash, job.paused, job.resumed = job.paused, None, now
             for p in stash:
                 self._push_locked(job, p)
             self._event_locked(now, "resumed", job_id)
@@ -174,12 +174,13 @@ class MemorySteering(MemoryViews):
     ) -> float:
         """Put ``p`` in its lane; ready (dispatch lag counts from) at its due time if
         ``on_time`` (its series held it: the next occurrence, one queued behind a run),
-        else from now for a time already past. ``seq``: its place among the entries due
+        or at the job's resume if that came later (a resumed series' backlog), else from
+        now for a time already past. ``seq``: its place among the entries due
         at the same instant (default: after every entry pushed so far); one reused moves
         an invocation to ``p.due`` keeping its place, its old entry stale (``_is_live``
         checks the due time too)."""
         now = self.clock.now()
-        p.ready = p.due if on_time else max(p.due, now)
+        p.ready = max(p.due, job.resumed) if on_time else max(p.due, now)
         if seq is None:
             seq = next(self._seq)
         job.pending[seq] = p

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from scheduler import cron as crons
@@ -87,12 +87,11 @@ class PlanStore(Protocol):
     def _record(self, kind: str, detail: str, job: str = "") -> None: ...
 
 
-def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> dict[str, float]:
+def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> list[str]:
     """Compute and write the plans claim.lua asked for; the replans among them (a series
-    that missed several, which took a place of the claim), each job's missed occurrence in
-    epoch seconds: its place in line. The caller claims again, so that the on-time
-    occurrence starts in the claim that planned it, in that place (or the place goes to
-    the next due job, as in process). Never raises: a
+    that missed several, which took a place of the claim). The caller claims again, so
+    that the on-time occurrence starts in the claim that planned it, in that place
+    (``in_place``; or the place goes to the next due job, as in process). Never raises: a
     job that cannot be planned (or a store error) is logged and left waiting; claim.lua
     asks again."""
     jobs = list(dict.fromkeys(jobs))
@@ -103,16 +102,16 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> dict[str,
             rows = p.execute()
     except Exception:  # noqa: BLE001 - the caller's claims must still be returned
         log.warning("calendar plans not written; they are asked for again", exc_info=True)
-        return {}
-    replanned: dict[str, float] = {}
+        return []
+    replanned: list[str] = []
     for job, row in zip(jobs, rows, strict=True):
         h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
         try:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
             if args is None or store.call_script("plan", *args) != 1:
                 continue
-            if args[4] == "replan":  # plan.lua's ARGV[7]; ARGV[6]: the missed occurrence
-                replanned[job] = int(args[3]) / 1000
+            if args[4] == "replan":  # plan.lua's ARGV[7]
+                replanned.append(job)
         except Exception as exc:  # noqa: BLE001 - one bad series must not stop the dispatcher
             _cannot_plan(store, job, exc)
     return replanned
@@ -161,10 +160,21 @@ def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: floa
     return [_ms(x) for x in schedules.window(spec.job_id, cron, None, start, end)]
 
 
-def place(claim: Claim, places: dict[str, float]) -> float:
-    """A claim's place in line among one claim's claims of a lane: a planned series'
-    on-time occurrence takes its missed one's (``write_plans``), as in process, where the
-    series' due entry is met there; any other, when it became claimable."""
-    if claim.job_id in places and claim.attempt == 1:
-        return places[claim.job_id]
-    return max(claim.scheduled, claim.ready or claim.scheduled)
+def in_place(first: Sequence[Claim], more: Sequence[Claim], at: dict[str, int]) -> list[Claim]:
+    """The claims of one claim's two calls in one line: ``first``'s, with the claim of a
+    series planned in between (``at``: job -> how many of ``first``'s claims came before
+    its plan) in the place its plan took, as in process, where the series' due entry is
+    met there (docs/guarantees.md, "Misfires"); ``more``'s other claims after them."""
+    at = dict(at)
+    placed: dict[int, list[Claim]] = {}
+    rest: list[Claim] = []
+    for c in more:
+        if c.job_id in at and c.attempt == 1:
+            placed.setdefault(min(at.pop(c.job_id), len(first)), []).append(c)
+        else:
+            rest.append(c)
+    line: list[Claim] = []
+    for i, c in enumerate(first):
+        line += placed.get(i, ())
+        line.append(c)
+    return line + placed.get(len(first), []) + rest

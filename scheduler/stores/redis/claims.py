@@ -44,6 +44,7 @@ class ClaimReply(NamedTuple):
     claims: list[RawClaim]
     plans: list[str]  # calendar jobs whose occurrences the caller computes
     now_us: int = 0  # microseconds past ``now`` (0 from a script older than this field)
+    plan_at: tuple[int, ...] = ()  # per plan, the claims before it: its place among them
 
 
 def claim_reply(text: str) -> ClaimReply:
@@ -73,14 +74,17 @@ def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimRe
             (text(data[end + 1 : pos]), sched, attempt, f, gen, ready, text(data[pos : pos + dl]))
         )
         pos += dl
-    plans = []
+    plans, at = [], []
     for _ in range(n_plans):
         end = data.index(nl, pos)
-        pos = end + 1 + int(data[pos:end])
+        length, *before = map(int, data[pos:end].split())  # "<at>": since issue 31
+        pos = end + 1 + length
         plans.append(text(data[end + 1 : pos]))
+        at.append(before[0] if before else n)
     if pos != len(data):
         raise ValueError(f"claim reply: {len(data) - pos} bytes left over")
-    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans, *now_us[:1])
+    us = now_us[0] if now_us else 0
+    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans, us, tuple(at))
 
 
 def _json_claim_reply(text: str) -> ClaimReply:

@@ -372,7 +372,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         for job, token, exc in bad:
             self._quarantine(job, token, exc)
         # never raises: the claims above must still be returned
-        replanned = calendar_plans.write_plans(self, reply.plans, now) if reply.plans else {}
+        replanned = calendar_plans.write_plans(self, reply.plans, now) if reply.plans else []
         nxt = reply.next
         # from Redis's time to the µs: "now" alone is rounded down, which made every wake
         # for a due time up to 1 ms late (0.5 ms on average)
@@ -384,16 +384,17 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
             due_in = 0.0  # the capacity those claims took is free again: ask again now
         batch = ClaimBatch(claims, due_in, now / 1000, now / 1000 if self._fixed_clock else None)
         if replanned and request.round + 1 < PLAN_ROUNDS:
-            return self._claim_planned(batch, request, replanned)
+            at = dict(zip(reply.plans, reply.plan_at, strict=True))
+            return self._claim_planned(batch, request, {j: at[j] for j in replanned})
         return batch
 
     def _claim_planned(
-        self, batch: ClaimBatch, request: acked_claims.ClaimRequest, places: dict[str, float]
+        self, batch: ClaimBatch, request: acked_claims.ClaimRequest, at: dict[str, int]
     ) -> ClaimBatch:
         """``batch`` and a second claim for what its calendar plans made due now (a cron
         series back from a gap starts in the claim that planned it, as in process;
-        docs/guarantees.md, "Misfires"), in order within each lane; that one may plan in
-        turn: at most ``PLAN_ROUNDS`` claims in all."""
+        docs/guarantees.md, "Misfires"), each in the place its plan took (``at``); that one
+        may plan in turn: at most ``PLAN_ROUNDS`` claims in all."""
         rest = dict(request.capacity)
         for c in batch.claims:
             rest[c.lane] -= 1
@@ -403,11 +404,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         again = self.claim_request(rest, request.lease, request.owner, prior)
         again = again._replace(round=request.round + 1)
         more = self.claimed(self.call_script("claim", *again.argv), again)
-        lanes = {lane: i for i, lane in enumerate(request.capacity)}
-        claims = sorted(
-            batch.claims + more.claims,
-            key=lambda c: (lanes.get(c.lane, 0), calendar_plans.place(c, places)),
-        )
+        claims = calendar_plans.in_place(batch.claims, more.claims, at)
         return dataclasses.replace(more, claims=claims)
 
     def _quarantine(self, job: str, token: str, exc: Exception) -> None:
