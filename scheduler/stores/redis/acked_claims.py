@@ -2,8 +2,8 @@
 
 A replica records its successes in batches (workers/acks.py, complete_many.lua). When its
 dispatcher claims while successes wait, both go in one non-transactional pipeline on one
-connection: EVALSHA complete_many.lua, then EVALSHA claim.lua (``RedisStore.call_scripts``,
-scripts.calls_in_one_trip). Both route by the namespace's (shard's) key, so on a cluster
+connection: complete_many.lua, then claim.lua (``RedisStore.call_scripts``, one
+``gateway.Trip``). Both route by the namespace's (shard's) key, so on a cluster
 they reach the node of that slot together.
 
 * **Acks first.** What they end (a RUNNING entry, a lease, a recurring job's ``running``

@@ -15,7 +15,6 @@ from typing import Any
 
 from scheduler.model import AddResult
 from scheduler.stores.redis import codec
-from scheduler.stores.redis import scripts as lua
 from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
 
 ADD_BATCH = 50  # jobs per add.lua call: ~1 ms of Redis at most (~17 us a job)
@@ -64,25 +63,12 @@ def store_error(exc: Exception, url: str) -> Exception:
 
 def add_many(store: Any, args: Sequence[list[Any]]) -> list[AddResult]:
     """``RedisStore.add_many`` for jobs whose add.lua arguments are ``args``: the calls
-    pipelined in one round trip (then WAIT), the lost-write check, then the first refusal
-    raised as the store's error (the other jobs were stored)."""
+    in one round trip (``call_scripts``, then WAIT), the lost-write check, then the first
+    refusal raised as the store's error (the other jobs were stored)."""
     if not args:
         return []
-    script, high = store._scripts["add"], store.replication.seq_high
-    head = [store.keys.prefix, store._now_arg()]
-    with store.reachable():
-        store.replication.refresh()
-        replies = lua.pipelined(
-            store._r,
-            script,
-            store._route,
-            [head + call for call in calls(args)],
-            store.waiter.replicas,
-            store.waiter.timeout_ms,
-            raise_on_error=False,
-        )
-    if store.waiter.replicas:
-        store.waiter.check(replies.pop(), len(args))
+    high = store.replication.seq_high
+    replies = store.call_scripts(*[("add", call) for call in calls(args)], writes=len(args))
     items = per_job(len(args), replies)
     with store.reachable():
         store.replication.after_add(

@@ -36,6 +36,7 @@ from scheduler.stores.redis import (
     adds,
     calendar_plans,
     codec,
+    gateway,
     ops,
     presence,
     redo,
@@ -177,37 +178,25 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         try:
             self.replication.refresh()
             if self.waiter.replicas:
-                return self.waiter.call(self._scripts[name], argv, self._route)
-            return self._evalsha(self._scripts[name], argv)
+                trip = gateway.Trip([(self._scripts[name], argv)], self._route, self.waiter.wait())
+                return gateway.run(self._r, trip)[0]
+            return gateway.call(self._r, self._scripts[name], self._route, argv)
         except UNREACHABLE as exc:  # first: it holds redis-py's out-of-memory ResponseError
             raise unreachable(exc, self.url) from exc
         except self._redis_mod.ResponseError as exc:
             raise refused(exc, self.url) from exc
 
-    def _evalsha(self, script: Any, argv: list[Any]) -> Any:
-        """EVALSHA of a redis-py Script straight through ``execute_command`` (what
-        ``Script.__call__`` ends in, without its per-call set-up); a script missing from
-        the server's cache (NOSCRIPT: nothing ran) is loaded and the call sent again."""
-        route = self._route
-        try:
-            return self._r.execute_command("EVALSHA", script.sha, len(route), *route, *argv)
-        except self._redis_mod.exceptions.NoScriptError:
-            script.sha = self._r.script_load(script.script)
-            return self._r.execute_command("EVALSHA", script.sha, len(route), *route, *argv)
-
-    def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]:
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]], writes: int = 0) -> list[Any]:
         """``call_script`` for each ``(name, args)``, in order, in one round trip (then WAIT
-        with ``wait_replicas``): the replies, an error reply as its exception, not raised
-        (scripts.calls_in_one_trip: every script sent must be safe to resend)."""
-        argvs = [(self._scripts[n], [self.keys.prefix, self._now_arg(), *a]) for n, a in calls]
+        with ``wait_replicas``, counting ``writes`` writes, or one per call): the replies,
+        an error reply as its exception, not raised (gateway.py: every script sent must be
+        safe to resend)."""
+        head = [self.keys.prefix, self._now_arg()]
+        wait = self.waiter.wait(writes or len(calls))
+        sent = [(self._scripts[name], head + list(args)) for name, args in calls]
         with self.reachable():
             self.replication.refresh()
-            replies, acked = lua.calls_in_one_trip(
-                self._r, argvs, self._route, self.waiter.replicas, self.waiter.timeout_ms
-            )
-            if self.waiter.replicas:
-                self.waiter.check(acked, len(calls))
-        return replies
+            return gateway.run(self._r, gateway.Trip(sent, self._route, wait, raises=False))
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:

@@ -32,7 +32,6 @@ of bare due members: it is listed, and purged by ``purge(ALL)``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -40,8 +39,9 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
+from scheduler.stores.redis import gateway
 from scheduler.stores.redis.keys import LIVE_FIELDS, Keys
-from scheduler.stores.redis.sansio import Calls, Op, Scan, Script, one, run_on
+from scheduler.stores.redis.sansio import Calls, Eval, Op, Scan, Script, one, run_on
 
 PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
 DOCTOR_KEYS = 1000  # per call of a full scan
@@ -147,7 +147,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 'live', ARGV[1], 'live_since', string.format('%d', now))
 return 1
 """
-START_SHA = hashlib.sha1(START_COUNT.encode()).hexdigest()
+START = gateway.Lua(START_COUNT)
 
 
 def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -> Op[Reconciled]:
@@ -178,10 +178,8 @@ def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -
     started = 0
     healthy = not any(f.action in UNREPAIRED for f in findings)
     if counted is None and start_count and not dry_run and churn == 0 and healthy:
-        start: tuple[Any, ...] = (START_SHA, 1, keys.stats, live, _events_total(before))
-        # SCRIPT LOAD (every node of a cluster), then EVALSHA: what a least-privilege ACL allows
-        yield Calls(keys.shard, (("script_load", (START_COUNT,), {}),))
-        (started,) = yield Calls(keys.shard, (("evalsha", start, {}),))
+        start = (live, _events_total(before))
+        started = yield Eval(keys.shard, START, (keys.stats,), start)  # gateway.py
         if started:
             counted, lost = live, 0
     return Reconciled(
