@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import adds, gateway, scripts, shards, urls
+from scheduler.stores.redis import adds, gateway, script_args, scripts, shards, urls
 from scheduler.stores.redis.checks import eviction_cause
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
@@ -164,8 +164,8 @@ class AsyncStore:
     ) -> gateway.Trip:
         """Scripts ``calls`` (name, args after the prefix and time) on the part of ``keys``,
         then WAIT with ``wait_replicas`` (``writes`` writes); ``raises`` as gateway.Trip."""
-        now = "" if self.clock is None else str(round(self.clock.now() * 1000))
-        sent = [(_script(name), [keys.prefix, now, *args]) for name, args in calls]
+        head = script_args.head(keys.prefix, None if self.clock is None else self.clock.now())
+        sent = [(_script(name), [*head, *args]) for name, args in calls]
         return gateway.Trip(sent, [keys.epoch], self.waiter.wait(writes), raises)
 
     async def _script(self, s: Script) -> Any:
@@ -226,7 +226,7 @@ class AsyncStore:
 
     async def _add_batch(self, part: int, args: list[list[Any]]) -> list[Any]:
         keys, high = self.layout.parts[part], self.seq_high[part]
-        calls = [("add", call) for call in adds.calls(args)]  # up to ADD_BATCH jobs a call
+        calls = [("add", call) for call in script_args.add_calls(args)]
         try:
             items = adds.per_job(
                 len(args), await gateway.arun(self._r, self._trip(keys, calls, len(args), False))

@@ -39,7 +39,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
-from scheduler.stores.redis import gateway
+from scheduler.stores.redis import gateway, script_args
 from scheduler.stores.redis.keys import LIVE_FIELDS, Keys
 from scheduler.stores.redis.sansio import Calls, Eval, Op, Scan, Script, one, run_on
 
@@ -119,7 +119,7 @@ def background_pass(store: UpkeepStore) -> None:
 
 def reconcile_pass(store: UpkeepStore, count: int = PASS_KEYS) -> Reconciled:
     """One background pass from the namespace's shared cursor (repairs)."""
-    reply = json.loads(store.call_script("reconcile", count, "0", ""))
+    reply = json.loads(store.call_script("reconcile", *script_args.reconcile(count, False, "")))
     return _reconciled(reply, reply["cursor"] == "0")
 
 
@@ -156,7 +156,7 @@ def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -
     findings: list[Finding] = []
     before = yield from _stats_op(keys)
     while True:
-        args = (DOCTOR_KEYS, "1" if dry_run else "0", cursor)
+        args = script_args.reconcile(DOCTOR_KEYS, dry_run, cursor)
         reply = json.loads((yield Script(keys.shard, "reconcile", args)))
         scanned += reply["scanned"]
         leases = max(leases, reply["leases"])
@@ -353,7 +353,7 @@ def restore_op(keys: Keys, entry: str) -> Op[str]:
             codec.decode(text, entry)
         except codec.UNREADABLE as exc:
             return f"still-bad definition does not parse ({type(exc).__name__}: {exc})"[:300]
-    return str((yield Script(keys.shard, "restore", (entry,))))
+    return str((yield Script(keys.shard, "restore", script_args.entry(entry))))
 
 
 def purge(store: UpkeepStore, entry: str) -> int:
@@ -367,10 +367,10 @@ def purge_op(keys: Keys, entry: str) -> Op[int]:
     if entry != ALL:
         if entry.startswith(LEGACY):
             raise ValueError("legacy entries are purged together: purge all of them")
-        return int((yield Script(keys.shard, "purge", (entry,))))
+        return int((yield Script(keys.shard, "purge", script_args.entry(entry))))
     dropped = 0
     for e in (yield from one(keys.shard, "hkeys", keys.quarantined)):
-        dropped += int((yield Script(keys.shard, "purge", (e,))))
+        dropped += int((yield Script(keys.shard, "purge", script_args.entry(e))))
     legacy, _ = yield Calls(
         keys.shard, (("llen", (keys.quarantine,), {}), ("delete", (keys.quarantine,), {}))
     )
