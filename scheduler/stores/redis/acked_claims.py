@@ -2,8 +2,8 @@
 
 A replica records its successes in batches (workers/acks.py, complete_many.lua). When its
 dispatcher claims while successes wait, both go in one non-transactional pipeline on one
-connection: EVALSHA complete_many.lua, then EVALSHA claim.lua (``RedisStore.call_scripts``,
-scripts.calls_in_one_trip). Both route by the namespace's (shard's) key, so on a cluster
+connection: complete_many.lua, then claim.lua (``RedisStore.call_scripts``, one
+``gateway.Trip``). Both route by the namespace's (shard's) key, so on a cluster
 they reach the node of that slot together.
 
 * **Acks first.** What they end (a RUNNING entry, a lease, a recurring job's ``running``
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, Protocol
 
 from scheduler.model import Claim, ClaimBatch, Commit
 from scheduler.stores.base import AckedClaim
-from scheduler.stores.redis import codec
+from scheduler.stores.redis import codec, script_args
 from scheduler.stores.redis.server_checks import refused
 
 
@@ -70,10 +70,10 @@ class Riding(Protocol):
 
 
 def ack_args(done: Sequence[tuple[Claim, Any]]) -> list[str]:
-    """complete_many.lua's job id, token, result triples for ``done``."""
-    return [
-        x for claim, result in done for x in (claim.job_id, claim.token, codec.result_json(result))
-    ]
+    """complete_many.lua's arguments for ``done`` (script_args.complete_many)."""
+    return script_args.complete_many(
+        (claim.job_id, claim.token, codec.result_json(result)) for claim, result in done
+    )
 
 
 def complete_many(store: Riding, done: Sequence[tuple[Claim, Any]], max_acks: int) -> list[Commit]:

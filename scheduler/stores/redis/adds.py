@@ -11,27 +11,19 @@ are written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from scheduler.model import AddResult
-from scheduler.stores.redis import codec
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis import codec, script_args
 from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
 
-ADD_BATCH = 50  # jobs per add.lua call: ~1 ms of Redis at most (~17 us a job)
-
-
-def calls(args: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """add.lua's ARGV[3..] of each call for the jobs' arguments ``args`` (codec.add_args),
-    in order, ADD_BATCH jobs per call."""
-    return [
-        [x for job in args[i : i + ADD_BATCH] for x in job] for i in range(0, len(args), ADD_BATCH)
-    ]
+ADD_BATCH = script_args.ADD_BATCH  # jobs per add.lua call (script_args.add_calls)
 
 
 def per_job(n: int, replies: Sequence[Any]) -> list[Any]:
-    """The ``replies`` of the calls that ``calls`` made for ``n`` jobs, as one item per
-    job: ``[outcome, due_in_ms, seq_before, seq_after]`` (the call's counters), or the
+    """The ``replies`` of the calls that ``script_args.add_calls`` made for ``n`` jobs, as
+    one item per job: ``[outcome, due_in_ms, seq_before, seq_after]`` (the call's counters), or the
     exception that refused it (a whole call's error stands for each of its jobs)."""
     out: list[Any] = []
     for i, reply in enumerate(replies):
@@ -62,27 +54,29 @@ def store_error(exc: Exception, url: str) -> Exception:
     return unreachable(exc, url) if isinstance(exc, UNREACHABLE) else refused(exc, url)
 
 
-def add_many(store: Any, args: Sequence[list[Any]]) -> list[AddResult]:
+class Adding(Protocol):
+    """What ``add_many`` needs of a ``RedisStore`` (its public surface, nothing more)."""
+
+    url: str
+
+    @property
+    def replication(self) -> Any: ...  # a ReplicationWatch
+
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]], writes: int = 0) -> list[Any]: ...
+
+    def reachable(self) -> AbstractContextManager[None]: ...
+
+
+def add_many(store: Adding, args: Sequence[list[Any]]) -> list[AddResult]:
     """``RedisStore.add_many`` for jobs whose add.lua arguments are ``args``: the calls
-    pipelined in one round trip (then WAIT), the lost-write check, then the first refusal
-    raised as the store's error (the other jobs were stored)."""
+    in one round trip (``call_scripts``, then WAIT), the lost-write check, then the first
+    refusal raised as the store's error (the other jobs were stored)."""
     if not args:
         return []
-    script, high = store._scripts["add"], store.replication.seq_high
-    head = [store.keys.prefix, store._now_arg()]
-    with store.reachable():
-        store.replication.refresh()
-        replies = lua.pipelined(
-            store._r,
-            script,
-            store._route,
-            [head + call for call in calls(args)],
-            store.waiter.replicas,
-            store.waiter.timeout_ms,
-            raise_on_error=False,
-        )
-    if store.waiter.replicas:
-        store.waiter.check(replies.pop(), len(args))
+    high = store.replication.seq_high
+    replies = store.call_scripts(
+        *[("add", call) for call in script_args.add_calls(args)], writes=len(args)
+    )
     items = per_job(len(args), replies)
     with store.reachable():
         store.replication.after_add(

@@ -1,8 +1,8 @@
 """``AsyncStore``: the producer's and inspector's side of a shared namespace on
 ``redis.asyncio``, for ``AsyncClient``. It runs the same operations as the sync stores
 (ops.py, listing.py, redo.py, upkeep.py, shards.py: generators of requests, sansio.py);
-only the execution of a request is its own: a script by EVALSHA (EVAL once after a
-NOSCRIPT, which loads it), redis-py calls in one pipeline, a SCAN step, Redis's TIME.
+only the execution of a request is its own: a script through gateway.py (``arun``, the
+sync store's rules), redis-py calls in one pipeline, a SCAN step, Redis's TIME.
 Errors are the sync store's (server_checks.unreachable / refused).
 
 Every URL form of the sync stores (``redis://``, ``rediss://``, ``unix://``,
@@ -17,7 +17,6 @@ Sentinel finds the primary again on each new connection).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import cache
@@ -26,20 +25,20 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import adds, scripts, shards, urls
+from scheduler.stores.redis import adds, gateway, script_args, scripts, shards, urls
 from scheduler.stores.redis.checks import eviction_cause
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
 from scheduler.stores.redis.replication import (
     FAILOVER,
-    RAISE_FENCE,
+    RAISE,
     Waiter,
     event_fields,
     log_data_loss,
     lost_writes_detail,
     seq_seen,
 )
-from scheduler.stores.redis.sansio import Calls, Now, Op, Request, Scan, Script
+from scheduler.stores.redis.sansio import Calls, Eval, Now, Op, Request, Scan, Script
 from scheduler.stores.redis.server_checks import UNREACHABLE, EvictionCheck, refused, unreachable
 
 T = TypeVar("T")
@@ -51,8 +50,9 @@ IN_FLIGHT = 64
 
 
 @cache
-def _sha(name: str) -> str:
-    return hashlib.sha1(scripts.source(name).encode()).hexdigest()
+def _script(name: str) -> gateway.Lua:
+    """lua/NAME.lua as the gateway sends it (made once per process)."""
+    return gateway.Lua(scripts.source(name))
 
 
 class AsyncStore:
@@ -149,6 +149,8 @@ class AsyncStore:
                 return await self._calls(request)
             if isinstance(request, Scan):
                 return await self._scan(request)
+            if isinstance(request, Eval):
+                return await gateway.acall(self._r, request.script, request.keys, request.args)
             assert isinstance(request, Now)
             if self.clock is not None:
                 return round(self.clock.now() * 1000)
@@ -157,9 +159,14 @@ class AsyncStore:
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
 
-    def _argv(self, keys: Keys, name: str, args: Sequence[Any]) -> list[Any]:
-        now = "" if self.clock is None else str(round(self.clock.now() * 1000))
-        return [_sha(name), 1, keys.epoch, keys.prefix, now, *args]
+    def _trip(
+        self, keys: Keys, calls: Sequence[tuple[str, Sequence[Any]]], writes: int, raises: bool
+    ) -> gateway.Trip:
+        """Scripts ``calls`` (name, args after the prefix and time) on the part of ``keys``,
+        then WAIT with ``wait_replicas`` (``writes`` writes); ``raises`` as gateway.Trip."""
+        head = script_args.head(keys.prefix, None if self.clock is None else self.clock.now())
+        sent = [(_script(name), [*head, *args]) for name, args in calls]
+        return gateway.Trip(sent, [keys.epoch], self.waiter.wait(writes), raises)
 
     async def _script(self, s: Script) -> Any:
         high = self.seq_high[s.part]
@@ -171,34 +178,11 @@ class AsyncStore:
     async def _send(self, s: Script) -> Any:
         import redis
 
-        argv = self._argv(self.layout.parts[s.part], s.name, s.args)
+        trip = self._trip(self.layout.parts[s.part], [(s.name, s.args)], 1, raises=True)
         try:
-            if self.waiter.replicas:
-                return await self._with_wait(s.name, argv)
-            try:
-                return await self._r.execute_command("EVALSHA", *argv)
-            except redis.exceptions.NoScriptError:  # EVAL runs it once and caches it
-                return await self._r.execute_command("EVAL", scripts.source(s.name), *argv[1:])
+            return (await gateway.arun(self._r, trip))[0]
         except redis.exceptions.ResponseError as exc:
             raise refused(exc, self.url) from exc
-
-    async def _with_wait(self, name: str, argv: list[Any]) -> Any:
-        """The script, then WAIT, on one connection (replication.Waiter's rule)."""
-        import redis
-
-        for attempt in (0, 1):
-            async with self._r.pipeline(transaction=False) as pipe:
-                pipe.execute_command("EVALSHA" if attempt == 0 else "EVAL", *argv)
-                pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
-                reply, acked = await pipe.execute(raise_on_error=False)
-            if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
-                argv = [scripts.source(name), *argv[1:]]
-                continue
-            self.waiter.check(acked)
-            if isinstance(reply, Exception):
-                raise reply
-            return reply
-        raise AssertionError("unreachable")
 
     async def _calls(self, request: Calls) -> list[Any]:
         if len(request.calls) == 1 and not request.lenient:
@@ -223,8 +207,8 @@ class AsyncStore:
         self, specs: Sequence[JobSpec], args: Sequence[list[Any]]
     ) -> list[AddResult]:
         """add.lua for each of ``specs`` (``args``: their arguments, ops.add_args), one
-        pipeline per shard (each add atomic on its own; a batch that met a NOSCRIPT is
-        sent again: add.lua is an upsert)."""
+        round trip per shard (each add atomic on its own; a call that met a NOSCRIPT is
+        sent again: gateway.py)."""
         from scheduler.stores.redis import codec
 
         groups: dict[int, list[int]] = defaultdict(list)
@@ -241,35 +225,19 @@ class AsyncStore:
         return [r for r in out if r is not None]
 
     async def _add_batch(self, part: int, args: list[list[Any]]) -> list[Any]:
-        import redis
-
         keys, high = self.layout.parts[part], self.seq_high[part]
+        calls = [("add", call) for call in script_args.add_calls(args)]
         try:
-            for attempt in (0, 1):
-                async with self._r.pipeline(transaction=False) as pipe:
-                    for call in adds.calls(args):  # up to ADD_BATCH jobs per add.lua call
-                        argv = self._argv(keys, "add", call)
-                        pipe.execute_command("EVALSHA", *argv)
-                    if self.waiter.replicas:
-                        pipe.execute_command("WAIT", self.waiter.replicas, self.waiter.timeout_ms)
-                    replies = list(await pipe.execute(raise_on_error=False))
-                if attempt == 0 and any(
-                    isinstance(r, redis.exceptions.NoScriptError) for r in replies
-                ):
-                    await self._r.execute_command("EVAL", scripts.source("add"), *argv[1:])
-                    continue
-                if self.waiter.replicas:
-                    self.waiter.check(replies.pop(), len(args))
-                items = adds.per_job(len(args), replies)
-                done = [r for r in items if not isinstance(r, Exception)]
-                await self._after_add(part, high, done)
-                bad = adds.first_error(items)
-                if bad is not None:
-                    raise adds.store_error(bad, self.url) from bad
-                return items
+            items = adds.per_job(
+                len(args), await gateway.arun(self._r, self._trip(keys, calls, len(args), False))
+            )
+            await self._after_add(part, high, [r for r in items if not isinstance(r, Exception)])
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
-        raise AssertionError("unreachable")
+        bad = adds.first_error(items)
+        if bad is not None:
+            raise adds.store_error(bad, self.url) from bad
+        return items
 
     async def _after_add(self, part: int, high: int, replies: list[Any]) -> None:
         """The sync store's lost-write check (ReplicationWatch.after_add), for shard
@@ -284,7 +252,7 @@ class AsyncStore:
         self.lost_writes += high - before
         self.data_loss_alarms += 1
         keys = self.layout.parts[part]
-        old = await self._r.eval(RAISE_FENCE, 1, keys.prefix + "seq", self.seq_high[part])
+        old = await gateway.acall(self._r, RAISE, [keys.prefix + "seq"], [self.seq_high[part]])
         detail = lost_writes_detail(before, high, int(old))
         try:
             cause = eviction_cause(await self._r.info("memory", "stats"))

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Claim, Cron, JobSpec
-from scheduler.stores.redis import rates
+from scheduler.stores.redis import rates, script_args
 from scheduler.stores.redis.keys import Keys
 
 log = logging.getLogger("duetime.redis")
@@ -48,28 +48,28 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
     sched = spec.schedule
     if not isinstance(sched, Cron) or not h.get("e") or not h.get("next"):
         return None
-    head = [spec.job_id, h["gen"], h["e"], h["next"]]
+    head = (spec.job_id, h["gen"], h["e"], h["next"])
     t = int(h["next"]) / 1000
     if h.get("replan") != "1":
         if h.get("after"):
             return None
         nxt = crons.next_after(sched, t, spec.job_id)
-        return None if nxt is None else [*head, "after", str(_ms(nxt))]
+        return None if nxt is None else script_args.plan_after(*head, _ms(nxt))
     grace = schedules.calendar_grace(sched, spec.job_id, t, spec.misfire_grace)
     p = schedules.plan_calendar(
         sched, spec.job_id, t, now_ms / 1000, spec.misfire, grace, spec.catch_up_window
     )
-    keep, go = (p.run, "1") if p.run is not None else (p.pending, "0")
+    keep, go = (p.run, True) if p.run is not None else (p.pending, False)
     if keep is None:
         return None
     after = crons.next_after(sched, keep, spec.job_id)
     if after is None:
         return None
-    skip = ["", "", "", ""]
+    skip = None
     if p.skipped is not None:
         first, last, count = p.skipped
-        skip = [str(_ms(first)), str(_ms(last)), str(count), p.reason]
-    return [*head, "replan", str(_ms(keep)), go, str(_ms(after)), *skip]
+        skip = (_ms(first), _ms(last), count, p.reason)
+    return script_args.plan_replan(*head, _ms(keep), go, _ms(after), skip)
 
 
 class PlanStore(Protocol):

@@ -36,7 +36,7 @@ from scheduler.model import (
     TaskRef,
 )
 from scheduler.schedules import grace_for
-from scheduler.stores.redis import calendar_plans, rates
+from scheduler.stores.redis import calendar_plans, rates, script_args
 
 
 def task_ref(target: Any) -> TaskRef:
@@ -219,20 +219,9 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
         anchor = "" if s.anchor is None else ms_up(s.anchor)
         grace = _ms(grace_for(s.interval, spec.misfire_grace))
     window = "" if spec.catch_up_window is None else _ms(spec.catch_up_window)
-    return [
-        spec.job_id,
-        text,
-        spec.lane,
-        kind,
-        num,
-        anchor,
-        grace,
-        _WIRE[spec.misfire],
-        _WIRE[spec.overlap],
-        _WIRE[spec.delivery],
-        spec.retry.max_stalls,
-        window,
-    ]
+    wire = (_WIRE[spec.misfire], _WIRE[spec.overlap], _WIRE[spec.delivery])
+    job, lane, stalls = spec.job_id, spec.lane, spec.retry.max_stalls
+    return script_args.add(job, text, lane, kind, num, anchor, grace, wire, stalls, window)
 
 
 def _ms(seconds: float) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scheduler.model import AddResult, Event, JobInfo, JobSpec
-from scheduler.stores.redis import calendar_plans, codec, snapshots
+from scheduler.stores.redis import calendar_plans, codec, script_args, snapshots
 from scheduler.stores.redis import shards as sharding
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.sansio import Calls, Now, Op, Scan, Script, one
@@ -63,7 +63,7 @@ def add(keys: Keys, spec: JobSpec, payload_limit: int) -> Op[tuple[AddResult, An
 
 
 def _flag(keys: Keys, script: str, job_id: str) -> Op[bool]:
-    return bool((yield Script(keys.shard, script, (job_id,))))
+    return bool((yield Script(keys.shard, script, script_args.job(job_id))))
 
 
 def cancel(keys: Keys, job_id: str) -> Op[bool]:
@@ -114,7 +114,8 @@ def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
         return 0
     spec = codec.decode(h["def"], job_id)
     times = calendar_plans.occurrences(spec, h, start, end)
-    queued = int((yield Script(keys.shard, "backfill", (job_id, h["gen"], *times))))
+    args = tuple(script_args.backfill(job_id, h["gen"], times))
+    queued = int((yield Script(keys.shard, "backfill", args)))
     if queued < 0:
         raise ValueError(
             f"job {job_id!r} changed while the backfill was computed (it was "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scheduler.model import Retried
-from scheduler.stores.redis import listing, queries, upkeep
+from scheduler.stores.redis import listing, queries, script_args, upkeep
 from scheduler.stores.redis.keys import Keys
 from scheduler.stores.redis.ops import Layout
 from scheduler.stores.redis.sansio import Op, Script, run
@@ -23,7 +23,7 @@ def retry(store: AnyStore, job_id: str) -> Retried:
 
 def retry_op(keys: Keys, job_id: str) -> Op[Retried]:
     """``retry`` as an operation (sansio.py) on the part that holds the job."""
-    reply = yield Script(keys.shard, "retry", (job_id,))
+    reply = yield Script(keys.shard, "retry", script_args.job(job_id))
     if isinstance(reply, int):
         return Retried(job_id, reply)
     return Retried(job_id, 0, str(reply))
@@ -67,7 +67,7 @@ def delete(store: AnyStore, job_id: str) -> bool:
 
 
 def delete_op(keys: Keys, job_id: str) -> Op[bool]:
-    return int((yield Script(keys.shard, "delete", (job_id,)))) == 1
+    return int((yield Script(keys.shard, "delete", script_args.job(job_id)))) == 1
 
 
 def _layout(store: AnyStore) -> Layout:

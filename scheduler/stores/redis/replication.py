@@ -25,6 +25,7 @@ stronger: docs/failover.md); it offers two things:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -32,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scheduler.stores.redis import urls
+from scheduler.stores.redis import gateway, urls
 
 log = logging.getLogger("duetime.redis")
 
@@ -44,6 +45,7 @@ local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return c
 """
+RAISE = gateway.Lua(RAISE_FENCE)
 
 RECENT_S = 30.0  # seconds of acknowledged adds a Sentinel producer checks after a failover
 RECENT_MAX = 20_000  # at most this many (~2 MB of job ids)
@@ -94,8 +96,9 @@ def event_fields(kind: str, detail: str, job: str = "") -> dict[str, str]:
 
 
 class Waiter:
-    """Runs a script and ``WAIT`` in one pipeline (WAIT counts the writes of *its own*
-    connection, so both must share one)."""
+    """A store's ``WAIT`` after writes: what follows a round trip of scripts (``wait``;
+    gateway.py sends both on one connection: WAIT counts the writes of *its own*
+    connection), and the judgement of its answer (``check``)."""
 
     def __init__(self, client: Any, replicas: int, timeout_ms: int) -> None:
         if replicas < 0:
@@ -111,25 +114,14 @@ class Waiter:
         self._lock = threading.Lock()
         self._warned = 0.0
 
-    def call(self, script: Any, argv: Sequence[Any], keys: Sequence[str] = ()) -> Any:
-        """``script`` (a redis-py Script) with ``argv``, then WAIT; the script's reply.
-        A script missing from the server's cache is loaded and the pair sent again (it
-        had not run: NOSCRIPT means nothing was executed)."""
-        import redis
-
-        for attempt in (0, 1):
-            with self._r.pipeline(transaction=False) as pipe:
-                pipe.evalsha(script.sha, len(keys), *keys, *argv)
-                pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
-                reply, acked = pipe.execute(raise_on_error=False)
-            if isinstance(reply, redis.exceptions.NoScriptError) and attempt == 0:
-                script.sha = self._r.script_load(script.script)
-                continue
-            self.check(acked)
-            if isinstance(reply, Exception):
-                raise reply
-            return reply
-        raise AssertionError("unreachable")
+    def wait(self, writes: int = 1) -> gateway.Wait | None:
+        """The WAIT that follows a round trip of ``writes`` writes (gateway.py), its answer
+        judged by ``check``; None when ``replicas`` is 0 (no WAIT)."""
+        if not self.replicas:
+            return None
+        return gateway.Wait(
+            self.replicas, self.timeout_ms, functools.partial(self.check, writes=writes)
+        )
 
     def check(self, acked: Any, writes: int = 1) -> None:
         """Count and (at most every WARN_EVERY s) log writes that WAIT did not confirm.
@@ -195,7 +187,6 @@ class ReplicationWatch:
         self._url = url
         self._prefix = prefix
         self._record = record
-        self._raise = client.register_script(RAISE_FENCE)
         self._lock = threading.Lock()
         self.primary = urls.primary_address(client)
         self._refreshed = 0.0
@@ -223,7 +214,7 @@ class ReplicationWatch:
         with self._lock:
             self.lost_claims += lost
         reissued = sum(1 for f in fences if f <= high)
-        old = self._raise(keys=[self._prefix + "fence"], args=[max(high, *fences, 0)])
+        old = gateway.call(self._r, RAISE, [self._prefix + "fence"], [max(high, *fences, 0)])
         if reported:
             return
         self._alarm(
@@ -250,7 +241,7 @@ class ReplicationWatch:
                 self.seq_high = after
         if before >= high:
             return
-        old = self._raise(keys=[self._prefix + "seq"], args=[self.seq_high])
+        old = gateway.call(self._r, RAISE, [self._prefix + "seq"], [self.seq_high])
         if found:  # reported by id already
             return
         with self._lock:

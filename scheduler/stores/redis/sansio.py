@@ -2,11 +2,12 @@
 
 An operation (``ops.py``, ``listing.py``, ``redo.py``, ``upkeep.py``, ``shards.py``) is a
 generator: it yields requests (run this Lua script, these redis-py calls in one pipeline,
-one SCAN step, Redis's time) and is sent each reply; its return value is the result. It
-names no connection and never blocks, so the sync stores (``run`` below, on a
-``RedisStore`` or ``ShardedStore``) and the asyncio executor (``async_store.py``, on
-``redis.asyncio``) run the same code: which script, which keys and arguments, how a reply
-is parsed, how shards are merged. A request names the part (shard index) it goes to.
+one SCAN step, a Lua text of its own, Redis's time) and is sent each reply; its return
+value is the result. It names no connection and never blocks, so the sync stores (``run``
+below, on a ``RedisStore`` or ``ShardedStore``) and the asyncio executor
+(``async_store.py``, on ``redis.asyncio``) run the same code: which script, which keys
+and arguments, how a reply is parsed, how shards are merged. A request names the part
+(shard index) it goes to.
 
     def cancel(job_id):                      # an operation
         return bool((yield Script(0, "cancel", (job_id,))))
@@ -18,6 +19,9 @@ from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
+
+from scheduler.stores.redis import gateway
+from scheduler.stores.redis.gateway import Lua
 
 T = TypeVar("T")
 
@@ -57,13 +61,25 @@ class Scan:
 
 
 @dataclass(frozen=True)
+class Eval:
+    """Run a Lua text that is not a lua/ file (``gateway.Lua``, e.g. upkeep.START_COUNT)
+    on part ``part`` with KEYS ``keys`` and ARGV ``args``; the reply is the script's, an
+    error reply raised as redis-py's error."""
+
+    part: int
+    script: Lua
+    keys: tuple[str, ...]
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class Now:
     """Redis's time in epoch ms (a test store's fixed clock if it has one)."""
 
     part: int = 0
 
 
-Request: TypeAlias = Script | Calls | Scan | Now
+Request: TypeAlias = Script | Calls | Scan | Eval | Now
 Op: TypeAlias = Generator[Request, Any, T]
 
 
@@ -131,6 +147,8 @@ def _do(part: Part, request: Request) -> Any:
             return pipelined(part.redis, request)
         if isinstance(request, Scan):
             return scan_step(part.redis, request)
+        if isinstance(request, Eval):
+            return gateway.call(part.redis, request.script, request.keys, request.args)
         return part.redis_now_ms()
 
 

@@ -1,5 +1,6 @@
-"""Load the Lua scripts once, registered with redis-py (which re-loads a script on
-NOSCRIPT, e.g. after a Redis restart or SCRIPT FLUSH).
+"""The Lua scripts' sources: read once from lua/, their units inlined, and registered
+with a redis-py client as ``Script`` objects (their SHA1 and text). Sending them, and
+loading one again after a NOSCRIPT (a Redis restart, SCRIPT FLUSH), is gateway.py's.
 
 A script (``lua/NAME.lua``) names the units it needs, one ``--@include UNIT`` line each;
 units live in ``lua/include/UNIT.lua`` and may include units themselves. ``source(name)``
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import pathlib
 import re
-from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -114,92 +114,6 @@ def source(name: str) -> str:
     if not text.startswith("#!lua"):
         raise ValueError(f"{name}.lua must start with a #!lua shebang")
     return assemble(text, f"{name}.lua")
-
-
-def pipelined(
-    client: Any,
-    script: Any,
-    keys: Sequence[str],
-    argvs: Sequence[Sequence[Any]],
-    wait_replicas: int = 0,
-    wait_timeout_ms: int = 0,
-    *,
-    raise_on_error: bool = True,
-) -> list[Any]:
-    """Run ``script`` once per argument list in one pipeline (then ``WAIT``, if
-    ``wait_replicas``); the replies (an error reply raised, or, with ``raise_on_error``
-    false, returned as its exception). A cluster pipeline refuses redis-py's Script
-    objects, so there the calls go as plain EVALSHA, after the script is loaded on every
-    primary (again after a NOSCRIPT, then the batch is sent again: callers send idempotent
-    scripts, e.g. add.lua, an upsert)."""
-    import redis
-    from redis.cluster import RedisCluster
-
-    cluster = isinstance(client, RedisCluster)
-    for attempt in (0, 1):
-        with client.pipeline(transaction=False) as pipe:
-            for argv in argvs:
-                if cluster:
-                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
-                else:
-                    script(keys=keys, args=argv, client=pipe)
-            if wait_replicas:  # WAIT covers every write sent before it on this connection
-                pipe.execute_command("WAIT", wait_replicas, wait_timeout_ms)
-            try:
-                replies = list(pipe.execute(raise_on_error=raise_on_error))
-            except redis.exceptions.NoScriptError:
-                if not cluster or attempt:
-                    raise
-                client.script_load(script.script)
-                continue
-            noscript = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
-            if not noscript or not cluster or attempt:
-                return replies
-            client.script_load(script.script)
-    raise AssertionError("unreachable")
-
-
-def calls_in_one_trip(
-    client: Any,
-    calls: Sequence[tuple[Any, Sequence[Any]]],
-    keys: Sequence[str],
-    wait_replicas: int = 0,
-    wait_timeout_ms: int = 0,
-) -> tuple[list[Any], Any]:
-    """Run each ``(script, argv)`` of ``calls``, in order, in one non-transactional
-    pipeline of plain EVALSHA (no ``SCRIPT EXISTS`` first; the same on a cluster, where
-    ``keys`` route every call to one node), then ``WAIT`` if ``wait_replicas``. Returns
-    the replies, in order, an error reply as its exception (not raised), and WAIT's
-    answer (None without). A call answered NOSCRIPT did not run: its script is loaded
-    and that call alone is sent again (once). A connection error raises; redis-py
-    resends the whole pipeline first (``urls.resend_policy``), which callers must make
-    safe: every script sent here is idempotent on resend."""
-    import redis
-
-    replies: list[Any] = [None] * len(calls)
-    todo = list(range(len(calls)))
-    acked: Any = None
-    for attempt in (0, 1):
-        with client.pipeline(transaction=False) as pipe:
-            for i in todo:
-                script, argv = calls[i]
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
-            if wait_replicas:  # WAIT covers every write sent before it on this connection
-                pipe.execute_command("WAIT", wait_replicas, wait_timeout_ms)
-            out = list(pipe.execute(raise_on_error=False))
-        if wait_replicas:
-            acked = out.pop()
-        missing = []
-        for i, reply in zip(todo, out, strict=True):
-            replies[i] = reply
-            if isinstance(reply, redis.exceptions.NoScriptError) and not attempt:
-                missing.append(i)
-        if not missing:
-            break
-        for script in {id(calls[i][0]): calls[i][0] for i in missing}.values():
-            script.sha = client.script_load(script.script)
-        todo = missing
-    return replies, acked
 
 
 def register(client: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from scheduler.errors import (
     StoreUnavailableError,
     WrongServerError,
 )
+from scheduler.stores.redis import gateway
 from scheduler.stores.redis.keys import Keys
 
 MIN_REDIS = (7, 0)
@@ -358,8 +359,9 @@ def handshake_refused(exc: BaseException, url: str) -> Exception | None:
 
 # Data commands every Redis server knows (never renamed in practice) that a sentinel,
 # which answers PING and INFO, refuses: told for the one a command or a handshake met
+# (the gateway's command that runs a script, gateway.COMMAND, among them)
 _UNKNOWN_TO_SENTINEL = re.compile(
     r"unknown command '(get|select|time|type|exists|hgetall|hmget|smembers|zrange|"
-    r"zscore|lrange|xrevrange|scan|evalsha|script)'",
+    rf"zscore|lrange|xrevrange|scan|{gateway.COMMAND.lower()}|script)'",
     re.IGNORECASE,
 )

@@ -30,16 +30,18 @@ from scheduler.errors import (
     StoreUnavailableError,
 )
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
-from scheduler.stores.base import TRACEBACK_MAX, AckedClaim
+from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import (
     acked_claims,
     adds,
     calendar_plans,
     codec,
+    gateway,
     ops,
     presence,
     redo,
     sansio,
+    script_args,
     shards,
     upkeep,
     urls,
@@ -67,10 +69,6 @@ RESEND_RETRIES = 2  # reconnect-and-resend attempts after a connection error
 MAX_BATCH = 100  # claims per lane per script call: keeps each call well under 1 ms of Redis
 MAX_ACKS = 200  # completions per complete_many call (same bound on one call's Redis time)
 PLAN_ROUNDS = 3  # claims one claim_due makes while calendar plans make occurrences due
-
-
-def _ms(seconds: float) -> str:
-    return str(round(seconds * 1000))
 
 
 class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
@@ -157,7 +155,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     # ---- plumbing ------------------------------------------------------------------------
 
     def _now_arg(self) -> str:
-        return _ms(self.clock.now()) if self._fixed_clock else ""
+        return script_args.ms(self.clock.now()) if self._fixed_clock else ""
 
     @contextlib.contextmanager
     def reachable(self) -> Iterator[None]:
@@ -173,41 +171,29 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         ``args``; its reply. Bad input refused by the script raises ValueError; a
         namespace key of the wrong type, ``StoreCorruptError`` (logged at most once a
         minute per key)."""
-        argv = [self.keys.prefix, self._now_arg(), *args]
+        argv = [self.keys.prefix, self._now_arg(), *args]  # script_args.head, inlined
         try:
             self.replication.refresh()
             if self.waiter.replicas:
-                return self.waiter.call(self._scripts[name], argv, self._route)
-            return self._evalsha(self._scripts[name], argv)
+                trip = gateway.Trip([(self._scripts[name], argv)], self._route, self.waiter.wait())
+                return gateway.run(self._r, trip)[0]
+            return gateway.call(self._r, self._scripts[name], self._route, argv)
         except UNREACHABLE as exc:  # first: it holds redis-py's out-of-memory ResponseError
             raise unreachable(exc, self.url) from exc
         except self._redis_mod.ResponseError as exc:
             raise refused(exc, self.url) from exc
 
-    def _evalsha(self, script: Any, argv: list[Any]) -> Any:
-        """EVALSHA of a redis-py Script straight through ``execute_command`` (what
-        ``Script.__call__`` ends in, without its per-call set-up); a script missing from
-        the server's cache (NOSCRIPT: nothing ran) is loaded and the call sent again."""
-        route = self._route
-        try:
-            return self._r.execute_command("EVALSHA", script.sha, len(route), *route, *argv)
-        except self._redis_mod.exceptions.NoScriptError:
-            script.sha = self._r.script_load(script.script)
-            return self._r.execute_command("EVALSHA", script.sha, len(route), *route, *argv)
-
-    def call_scripts(self, *calls: tuple[str, Sequence[Any]]) -> list[Any]:
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]], writes: int = 0) -> list[Any]:
         """``call_script`` for each ``(name, args)``, in order, in one round trip (then WAIT
-        with ``wait_replicas``): the replies, an error reply as its exception, not raised
-        (scripts.calls_in_one_trip: every script sent must be safe to resend)."""
-        argvs = [(self._scripts[n], [self.keys.prefix, self._now_arg(), *a]) for n, a in calls]
+        with ``wait_replicas``, counting ``writes`` writes, or one per call): the replies,
+        an error reply as its exception, not raised (gateway.py: every script sent must be
+        safe to resend)."""
+        head = script_args.head(self.keys.prefix, self.clock.now() if self._fixed_clock else None)
+        wait = self.waiter.wait(writes or len(calls))
+        sent = [(self._scripts[name], head + list(args)) for name, args in calls]
         with self.reachable():
             self.replication.refresh()
-            replies, acked = lua.calls_in_one_trip(
-                self._r, argvs, self._route, self.waiter.replicas, self.waiter.timeout_ms
-            )
-            if self.waiter.replicas:
-                self.waiter.check(acked, len(calls))
-        return replies
+            return gateway.run(self._r, gateway.Trip(sent, self._route, wait, raises=False))
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
@@ -345,10 +331,8 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         if time.monotonic() >= self._upkeep_at:
             self._upkeep()
         self.watch_eviction()  # a clock read, and INFO every REPLICA_CHECK_S seconds
-        pairs = [str(x) for lane, n in capacity.items() if n > 0 for x in (lane, min(n, MAX_BATCH))]
-        lease_ms = "" if lease is None else _ms(lease)
-        fences = " ".join(map(str, prior))
-        argv = [owner, next(self._request_ids), lease_ms, self._served_arg(), fences, *pairs]
+        request_id, served = next(self._request_ids), self._served_arg()
+        argv = script_args.claim(owner, request_id, lease, served, prior, capacity, MAX_BATCH)
         sent, high = time.monotonic(), self.replication.fence_high
         return acked_claims.ClaimRequest(argv, dict(capacity), owner, sent, high, lease, 0, prior)
 
@@ -413,18 +397,17 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         renames the job key and records why), instead of crashing the loop."""
         reason = f"malformed job data in Redis ({type(exc).__name__}: {exc})"
         log.error("job %s: %s; moved aside (quarantined)", job, reason)
-        self.call_script("quarantine", job, token, reason[:1000])
+        self.call_script("quarantine", *script_args.quarantine(job, token, reason))
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
         if not claims:
             return []
-        codes = self.call_script("renew", _ms(lease), *[c.token for c in claims])
+        codes = self.call_script("renew", *script_args.renew(lease, [c.token for c in claims]))
         return acked_claims.commits(codes)
 
     def complete(self, claim: Claim, result: Any) -> Commit:
-        return Commit(
-            self.call_script("complete", claim.job_id, claim.token, codec.result_json(result))
-        )
+        args = script_args.complete(claim.job_id, claim.token, codec.result_json(result))
+        return Commit(self.call_script("complete", *args))
 
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
         """``complete`` for a batch of (claim, result), ``MAX_ACKS`` per script call (batched
@@ -432,16 +415,15 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         return acked_claims.complete_many(self, done, MAX_ACKS)
 
     def fail(self, claim: Claim, error: str, retry_in: float | None, traceback: str = "") -> Commit:
-        tb = traceback.encode()[-TRACEBACK_MAX:].decode(errors="ignore")
-        retry = "" if retry_in is None else _ms(retry_in)
-        return Commit(self.call_script("fail", claim.job_id, claim.token, error[:4000], retry, tb))
+        args = script_args.fail(claim.job_id, claim.token, error, retry_in, traceback)
+        return Commit(self.call_script("fail", *args))
 
     def end_interrupted(self, claim: Claim, detail: str) -> Commit:
-        job, token = claim.job_id, claim.token  # fail.lua's ARGV[8] "1": interrupted
-        return Commit(self.call_script("fail", job, token, detail[:4000], "", "", "1"))
+        args = script_args.fail(claim.job_id, claim.token, detail, None, interrupted=True)
+        return Commit(self.call_script("fail", *args))
 
     def release(self, claim: Claim) -> Commit:
-        return Commit(self.call_script("release", claim.job_id, claim.token))
+        return Commit(self.call_script("release", *script_args.release(claim.job_id, claim.token)))
 
     # ---- inspection -------------------------------------------------------------------------
 

@@ -32,7 +32,6 @@ of bare due members: it is listed, and purged by ``purge(ALL)``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -40,8 +39,9 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
+from scheduler.stores.redis import gateway, script_args
 from scheduler.stores.redis.keys import LIVE_FIELDS, Keys
-from scheduler.stores.redis.sansio import Calls, Op, Scan, Script, one, run_on
+from scheduler.stores.redis.sansio import Calls, Eval, Op, Scan, Script, one, run_on
 
 PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
 DOCTOR_KEYS = 1000  # per call of a full scan
@@ -119,7 +119,7 @@ def background_pass(store: UpkeepStore) -> None:
 
 def reconcile_pass(store: UpkeepStore, count: int = PASS_KEYS) -> Reconciled:
     """One background pass from the namespace's shared cursor (repairs)."""
-    reply = json.loads(store.call_script("reconcile", count, "0", ""))
+    reply = json.loads(store.call_script("reconcile", *script_args.reconcile(count, False, "")))
     return _reconciled(reply, reply["cursor"] == "0")
 
 
@@ -147,7 +147,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 'live', ARGV[1], 'live_since', string.format('%d', now))
 return 1
 """
-START_SHA = hashlib.sha1(START_COUNT.encode()).hexdigest()
+START = gateway.Lua(START_COUNT)
 
 
 def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -> Op[Reconciled]:
@@ -156,7 +156,7 @@ def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -
     findings: list[Finding] = []
     before = yield from _stats_op(keys)
     while True:
-        args = (DOCTOR_KEYS, "1" if dry_run else "0", cursor)
+        args = script_args.reconcile(DOCTOR_KEYS, dry_run, cursor)
         reply = json.loads((yield Script(keys.shard, "reconcile", args)))
         scanned += reply["scanned"]
         leases = max(leases, reply["leases"])
@@ -178,10 +178,8 @@ def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -
     started = 0
     healthy = not any(f.action in UNREPAIRED for f in findings)
     if counted is None and start_count and not dry_run and churn == 0 and healthy:
-        start: tuple[Any, ...] = (START_SHA, 1, keys.stats, live, _events_total(before))
-        # SCRIPT LOAD (every node of a cluster), then EVALSHA: what a least-privilege ACL allows
-        yield Calls(keys.shard, (("script_load", (START_COUNT,), {}),))
-        (started,) = yield Calls(keys.shard, (("evalsha", start, {}),))
+        start = (live, _events_total(before))
+        started = yield Eval(keys.shard, START, (keys.stats,), start)  # gateway.py
         if started:
             counted, lost = live, 0
     return Reconciled(
@@ -355,7 +353,7 @@ def restore_op(keys: Keys, entry: str) -> Op[str]:
             codec.decode(text, entry)
         except codec.UNREADABLE as exc:
             return f"still-bad definition does not parse ({type(exc).__name__}: {exc})"[:300]
-    return str((yield Script(keys.shard, "restore", (entry,))))
+    return str((yield Script(keys.shard, "restore", script_args.entry(entry))))
 
 
 def purge(store: UpkeepStore, entry: str) -> int:
@@ -369,10 +367,10 @@ def purge_op(keys: Keys, entry: str) -> Op[int]:
     if entry != ALL:
         if entry.startswith(LEGACY):
             raise ValueError("legacy entries are purged together: purge all of them")
-        return int((yield Script(keys.shard, "purge", (entry,))))
+        return int((yield Script(keys.shard, "purge", script_args.entry(entry))))
     dropped = 0
     for e in (yield from one(keys.shard, "hkeys", keys.quarantined)):
-        dropped += int((yield Script(keys.shard, "purge", (e,))))
+        dropped += int((yield Script(keys.shard, "purge", script_args.entry(e))))
     legacy, _ = yield Calls(
         keys.shard, (("llen", (keys.quarantine,), {}), ("delete", (keys.quarantine,), {}))
     )
