@@ -358,3 +358,71 @@ def test_duetimes_errors_live_in_one_module():
         and any(isinstance(b, ast.Name) and b.id in ours for b in node.bases)
     ]
     assert elsewhere == [] and "StoreFullError" in ours
+
+
+# ---- no module reaches into another's underscore names ----------------------------------
+
+#: Underscore names of other code that a module may use: namedtuple's API is spelled so
+#: (``_replace``, ``_make``, ``_asdict``, ``_fields``), ``os._exit`` ends a forked child
+#: at once, and ``asyncio.events._set_running_loop`` lets a job's coroutine start on a
+#: worker thread's own loop (workers/coroutines.py says why).
+FOREIGN_PRIVATE_OK = {"_replace", "_make", "_asdict", "_fields", "_exit", "_set_running_loop"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own_names(tree: ast.AST) -> set[str]:
+    """The names a module defines itself: functions, classes, assigned names and
+    attributes (``self._x = ...``), annotated fields."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Name):
+                    own.add(sub.id)
+                elif isinstance(sub, ast.Attribute):
+                    own.add(sub.attr)
+    return own
+
+
+def reach_ins(text: str) -> list[str]:
+    """Where ``text`` uses an underscore name that another module defines: imported, or
+    read off an object that is not ``self``, ``cls`` or ``super()`` (a name the module
+    defines itself is its own business)."""
+    tree = ast.parse(text)
+    own, found = _own_names(tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                continue
+            if isinstance(base, ast.Call) and ast.unparse(base.func) == "super":
+                continue
+            if node.attr not in own and node.attr not in FOREIGN_PRIVATE_OK:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=ids)
+def test_no_module_reaches_into_anothers_private_names(path):
+    """A module uses another's public surface only: what it needs is named without an
+    underscore there (or passed in), so a module's underscore names can change freely."""
+    found = reach_ins(path.read_text())
+    assert not found, f"{ids(path)} uses another module's private names: {found}"
+
+
+def test_the_reach_in_rule_can_fail():
+    text = "from m import _x\n\ndef f(store):\n    return store._r, self._own, store._mine\n"
+    text += "\n_mine = 1\n"
+    assert reach_ins(text) == ["1: import _x", "4: store._r"]

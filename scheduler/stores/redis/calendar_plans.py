@@ -84,7 +84,7 @@ class PlanStore(Protocol):
 
     def call_script(self, name: str, *args: Any) -> Any: ...
 
-    def _record(self, kind: str, detail: str, job: str = "") -> None: ...
+    def record_event(self, kind: str, detail: str, job: str = "") -> None: ...
 
 
 def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> list[str]:
@@ -140,7 +140,7 @@ def _cannot_plan(store: PlanStore, job: str, exc: Exception) -> None:
         exc_info=not known,
     )
     try:
-        store._record("plan_failed", f"cannot plan its calendar series here: {why}", job)
+        store.record_event("plan_failed", f"cannot plan its calendar series here: {why}", job)
     except Exception:  # noqa: BLE001 - the log line said it
         pass
 

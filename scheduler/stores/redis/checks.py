@@ -157,7 +157,7 @@ class CheckMethods:
         )
         log.error("Redis at %s evicts keys (data loss): %s", self.url, detail)
         try:
-            self._record("data_loss", detail)
+            self.record_event("data_loss", detail)
         except Exception as exc:  # noqa: BLE001 - logged above; the claim goes on
             log.warning("could not record the eviction alarm in Redis (%s)", exc)
 
@@ -194,10 +194,10 @@ class CheckMethods:
             else f"cause: {cause} (set maxmemory-policy noeviction)",
         )
         detail = f"epoch {self._epoch} -> {epoch or 'missing'}"
-        self._record("data_loss", detail if cause == FAILOVER else f"{detail}; cause: {cause}")
+        self.record_event("data_loss", detail if cause == FAILOVER else f"{detail}; cause: {cause}")
         self._epoch = self._new_epoch()
 
-    def _record(self, kind: str, detail: str, job: str = "") -> None:
+    def record_event(self, kind: str, detail: str, job: str = "") -> None:
         """Write a namespace event (``data_loss``, ``failover``; an operator's action, of
         ``job``: redo.note) and count it in stats."""
         if kind == "data_loss":

@@ -78,7 +78,7 @@ def note(store: AnyStore, job_id: str, action: str, who: str, outcome: str = "")
     """Record an operator's action on ``job_id`` as an ``operator`` event whose detail
     names who did it: ``retry by alice (session): queued 2 run(s)`` (the web console)."""
     detail = f"{action} by {who}" + (f": {outcome}" if outcome else "")
-    store.shard(job_id)._record("operator", detail, job_id)
+    store.shard(job_id).record_event("operator", detail, job_id)
 
 
 def namespace_keys(store: AnyStore) -> int:

@@ -130,7 +130,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self._served: tuple[int | None, str] = (None, "*")  # (version, claim.lua's ARGV[6])
         self._init_subscriptions()
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
-        self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self._record)
+        self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self.record_event)
         self.replication.cause = self.loss_cause
         self._evicted: int | None = None  # eviction watch (checks.py): set by check_server
         self._policy = "noeviction"
