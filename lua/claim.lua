@@ -33,7 +33,7 @@
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
 --          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready>
 --          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes> <at>\n<job>" (ms;
---          parsed by scheduler/stores/redis/claims.py, claim_reply): "now us", the µs past "now"
+--          parsed by scheduler/stores/redis/claiming/claim_reply.py, claim_reply): "now us", the µs past "now"
 --          ("next" - "now" without now's rounding down); "next" (-1: nothing), for lanes with
 --          capacity left and the next lease expiry (include/ask.lua; no task: leases only);
 --          "lease until", -1 with no lease; "epoch", the namespace's epoch key ("": Redis lost

@@ -3,7 +3,7 @@
 Every public method of ``Client`` has an awaitable twin with the same arguments, the same
 validation and the same errors. Given a URL, it talks to Redis through ``redis.asyncio``
 (stores/redis/async_store.py): no thread per call, and the operations are the sync
-stores' own (stores/redis/ops.py and sansio.py: which script, keys and arguments, how a
+stores' own (stores/redis/ops.py and protocol/requests.py: which script, keys and arguments, how a
 reply is read), so both clients behave alike. Every URL form works (``redis://``,
 ``rediss://``, ``unix://``, Sentinel, Cluster, ``shards=N``). One ``AsyncClient`` may be
 shared by any number of tasks of one event loop. Given a ``Store`` object (a
@@ -28,11 +28,11 @@ from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
-from scheduler.stores.redis.server_checks import not_interrupted
+from scheduler.stores.redis.integrity.server_checks import not_interrupted
 
 if TYPE_CHECKING:
     from scheduler.stores.redis.async_store import AsyncStore
-    from scheduler.stores.redis.listing import Page
+    from scheduler.stores.redis.reading.listing import Page
 
 
 log = logging.getLogger("duetime.client")
@@ -57,7 +57,7 @@ class AsyncClient:
         shards: int | None = None,
     ) -> None:
         from scheduler.stores.redis.async_store import AsyncStore
-        from scheduler.stores.redis.shards import shard_count_for
+        from scheduler.stores.redis.sharding.shards import shard_count_for
 
         assert isinstance(redis_url, str)  # a Store object makes a StoreInThread (__new__)
         self.store: AsyncStore = AsyncStore(
@@ -194,7 +194,7 @@ class AsyncClient:
         lane: str | None = None,
         prefix: str | None = None,
     ) -> Page:
-        from scheduler.stores.redis import listing
+        from scheduler.stores.redis.reading import listing
 
         st = self._native()
         layout = await st.checked()
@@ -226,14 +226,14 @@ class AsyncClient:
         return await st.run(redo.delete_op(layout.part(jid), jid))
 
     async def quarantined(self) -> list[Quarantined]:
-        from scheduler.stores.redis import upkeep
+        from scheduler.stores.redis.integrity import upkeep
 
         st = self._native()
         layout = await st.checked()
         return [q for k in layout.parts for q in await st.run(upkeep.quarantined_op(k))]
 
     async def restore(self, entry_id: str) -> str:
-        from scheduler.stores.redis import upkeep
+        from scheduler.stores.redis.integrity import upkeep
 
         eid, st = validation.job_id(entry_id), self._native()
         layout = await st.checked()
@@ -245,7 +245,7 @@ class AsyncClient:
         return "missing"
 
     async def purge_quarantined(self, entry_id: str = "*") -> int:
-        from scheduler.stores.redis import upkeep
+        from scheduler.stores.redis.integrity import upkeep
 
         eid = entry_id if entry_id == "*" else validation.job_id(entry_id)
         st = self._native()
@@ -253,7 +253,7 @@ class AsyncClient:
         return sum([await st.run(upkeep.purge_op(k, eid)) for k in layout.parts])
 
     async def reconcile(self, *, dry_run: bool = False) -> Reconciled:
-        from scheduler.stores.redis import upkeep
+        from scheduler.stores.redis.integrity import upkeep
 
         st = self._native()
         layout = await st.checked()

@@ -25,19 +25,20 @@ from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Redo, Store, Upkeep
-from scheduler.stores.redis.server_checks import not_interrupted
+from scheduler.stores.redis.integrity.server_checks import not_interrupted
 
 if TYPE_CHECKING:
-    from scheduler.stores.redis.listing import Page
+    from scheduler.stores.redis.reading.listing import Page
 
 
 class Client:
     """A producer and inspector of one namespace. ``redis_url``: ``redis://``,
     ``rediss://``, ``redis+cluster://host1:7000,host2:7001`` (Redis Cluster) or
-    ``redis+sentinel://host1:26379,host2:26379/service[/db]`` (see stores/urls.py), or any
-    ``Store`` (a ``MemoryStore`` shared with engines in the same process, for tests).
-    ``shards``: the namespace's shard count (stores/redis/sharded.py; also ``?shards=N`` in the
-    URL; default 1; it must be the count the namespace was created with).
+    ``redis+sentinel://host1:26379,host2:26379/service[/db]`` (see
+    stores/redis/protocol/urls.py), or any ``Store`` (a ``MemoryStore`` shared with engines
+    in the same process, for tests). ``shards``: the namespace's shard count
+    (stores/redis/sharding/sharded.py; also ``?shards=N`` in the URL; default 1; it must be
+    the count the namespace was created with).
     ``wait_replicas``/``wait_timeout_ms``: WAIT after each write until that many Redis
     replicas have it (RedisStore)."""
 
@@ -51,7 +52,7 @@ class Client:
         shards: int | None = None,
     ) -> None:
         if isinstance(redis_url, str):
-            from scheduler.stores.redis.sharded import open_store
+            from scheduler.stores.redis.sharding.sharded import open_store
 
             self.store: Store = open_store(
                 redis_url,
@@ -213,8 +214,8 @@ class Client:
         dead letters), abandoned, cancelled, succeeded or all; of ``task`` only if given;
         at most ``limit``, after ``cursor`` (a previous page's ``cursor``; None when the
         listing is complete); ``lane`` and an id ``prefix`` filter as ``task`` does.
-        Finished jobs are kept for a day. See ``scheduler.stores.redis.listing``."""
-        from scheduler.stores.redis import listing
+        Finished jobs are kept for a day. See ``scheduler.stores.redis.reading.listing``."""
+        from scheduler.stores.redis.reading import listing
 
         return listing.list_jobs(
             self._shared(), state, task=task, limit=limit, cursor=cursor, lane=lane, prefix=prefix

@@ -124,7 +124,7 @@ class Metrics:
             self.loop_lag(lane, seconds)
 
 
-# The namespace-wide figures a source returns (stores/redis/queries.py reads them).
+# The namespace-wide figures a source returns (stores/redis/reading/queries.py reads them).
 NamespaceFigures = Mapping[str, Any]
 
 

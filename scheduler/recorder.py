@@ -1,5 +1,5 @@
 """A replica's per-minute figures, written to its shared namespace for the web console's
-charts (``stores/redis/minutes.py``): counts and dispatch lag per minute, and the
+charts (``stores/redis/reading/console_history.py``): counts and dispatch lag per minute, and the
 replica's announcement (version, heartbeat).
 
 ``Recorder`` is a ``Metrics`` wrapper: each hook adds to in-memory counters (no store call
@@ -47,11 +47,11 @@ class Recorder(Metrics):
         resync: float | None = None,
     ) -> None:
         from scheduler import __version__
-        from scheduler.stores.redis import minutes
+        from scheduler.stores.redis.reading import console_history
 
         self.inner, self.store, self.owner = inner, store, owner
         self._wall = wall
-        self._every = minutes.FLUSH if every is None else every
+        self._every = console_history.FLUSH if every is None else every
         self._lock = threading.Lock()
         self._minute = int(wall() // 60)
         self._counts: dict[str, int] = {}  # the current minute's, since the last flush
@@ -137,7 +137,7 @@ class Recorder(Metrics):
         """Write what was counted since the last flush (finished minutes, then the current
         one's counts so far with its lag percentiles so far) and the heartbeat. A flush
         that fails is logged; its counts are written by the next one."""
-        from scheduler.stores.redis import minutes
+        from scheduler.stores.redis.reading import console_history
 
         with self._lock:
             self._roll()
@@ -148,8 +148,8 @@ class Recorder(Metrics):
         done = 0
         try:
             for minute, counts, lags in batches:
-                minutes.record(
-                    self.store, self.owner, minute, counts, lags, info, now - minutes.KEEP
+                console_history.record(
+                    self.store, self.owner, minute, counts, lags, info, now - console_history.KEEP
                 )
                 done += 1
         except Exception as exc:  # noqa: BLE001 - a chart's figures never stop a replica
@@ -172,13 +172,13 @@ class Recorder(Metrics):
 
     def close(self) -> None:
         """Flush once more and withdraw the announcement (best effort)."""
-        from scheduler.stores.redis import minutes
+        from scheduler.stores.redis.reading import console_history
 
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
         self.flush()
         try:
-            minutes.forget(self.store, self.owner)
+            console_history.forget(self.store, self.owner)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not withdraw the replica's announcement: %s", exc)

@@ -1,5 +1,5 @@
 -- include/interval.lua: the interval field of a fixed-rate job: whole ms ("250"), or an
--- exact fraction of a ms ("1000/3", scheduler/stores/redis/rates.py), read as {a, b, q}
+-- exact fraction of a ms ("1000/3", scheduler/stores/redis/protocol/intervals.py), read as {a, b, q}
 -- (a + b/q ms) for include/grid.lua; include/check.lua refuses any other text.
 -- Pure (no Redis calls).
 -- Provides: divmod, interval_of

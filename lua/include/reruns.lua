@@ -3,7 +3,7 @@
 -- knows them. Field `reruns`: one line "<due ms> <due member>\n" per re-run member in its
 -- lane (or waiting for a replica, include/park.lua); a paused job keeps its re-runs in its
 -- `stash` instead (same lines), which resume.lua puts back. Readouts take a job's next run
--- from it (scheduler/stores/redis/snapshots.py); pause, cancel, delete and a replacing add
+-- from it (scheduler/stores/redis/reading/snapshots.py); pause, cancel, delete and a replacing add
 -- take those members out of the due set with it, so nothing counts them (claim's "next").
 -- A line that would take `reruns` past RERUNS_MAX (or a stash past DEF_MAX) is not
 -- written: its member is due, unlisted, as before the field (claim.lua meets it).

@@ -2,7 +2,7 @@
 -- starts with its request id, kept for 60 s, so a re-sent request (redis-py retries a
 -- timed-out EVALSHA) gets the same reply and nothing is claimed twice. The record is the
 -- reply itself (no second copy). One an earlier version wrote ("<request id>\n<JSON>") is
--- returned whole the same way; the replica's parser reads both (claims.py, claim_reply).
+-- returned whole the same way; the replica's parser reads both (claiming/claim_reply.py, claim_reply).
 -- Provides: resent_reply, remember_reply
 -- Key families: layout, claimed:<owner>
 

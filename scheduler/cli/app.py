@@ -274,7 +274,8 @@ def _redis_error(exc: BaseException, ctx: click.Context) -> str:
     import redis
     from redis.sentinel import MasterNotFoundError
 
-    from scheduler.stores.redis import server_checks, urls
+    from scheduler.stores.redis.integrity import server_checks
+    from scheduler.stores.redis.protocol import urls
 
     where = urls.safe(_find_url(ctx) or "?")
     text = str(exc).strip()
@@ -347,7 +348,7 @@ def _has_password(ctx: click.Context) -> bool:
 
 def _cluster_error(exc: BaseException, ctx: click.Context) -> str:
     """redis-py's RedisClusterException (which is not a RedisError), as one line."""
-    from scheduler.stores.redis import urls
+    from scheduler.stores.redis.protocol import urls
 
     where = urls.safe(_find_url(ctx) or "?")
     text = str(exc).strip()
@@ -414,7 +415,7 @@ def remember_url(url: str) -> None:
 def bounded_client(url: str, **kwargs: Any) -> Any:
     """A redis-py client for ``url`` whose every call is bounded by ``--redis-timeout``
     (the URL is remembered for the command's error messages)."""
-    from scheduler.stores.redis import urls
+    from scheduler.stores.redis.protocol import urls
 
     remember_url(url)
     timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
@@ -424,7 +425,7 @@ def bounded_client(url: str, **kwargs: Any) -> Any:
 def preflight(url: str) -> None:
     """One PING bounded by --redis-timeout before anything else (a server that never answers
     fails here, at once, instead of hanging a replica's or the demo's start)."""
-    from scheduler.stores.redis import urls
+    from scheduler.stores.redis.protocol import urls
 
     client = bounded_client(url)
     try:
@@ -439,7 +440,8 @@ def connect(
     """The store of a namespace for one command: every Redis call bounded by
     ``--redis-timeout``, no reconnect-and-resend (a command fails at once and says why); a
     ``ShardedStore`` if the URL says ``?shards=N`` or $DUETIME_SHARDS is set."""
-    from scheduler.stores.redis import open_store, urls
+    from scheduler.stores.redis import open_store
+    from scheduler.stores.redis.protocol import urls
 
     base, in_url = urls.split_shards(redis_url)
     env = os.environ.get("DUETIME_SHARDS")
@@ -463,7 +465,7 @@ def open_namespace(command: str, redis_url: str | None, namespace: str) -> Itera
     exit code in ``DuetimeGroup``. Closed afterwards."""
     redis_url = need_url(command, redis_url)
     from scheduler.stores.redis import ShardCountError
-    from scheduler.stores.redis.shards import check_count
+    from scheduler.stores.redis.sharding.shards import check_count
 
     try:
         store = connect(redis_url, namespace)

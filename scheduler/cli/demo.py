@@ -59,7 +59,7 @@ def demo(redis_url: str | None, seconds: float, in_process: bool) -> None:
     Without a Redis server (or the Redis client) on this machine it falls back to
     --in-process. --redis defaults to $DUETIME_REDIS_URL when set."""
     from scheduler.embedded import find_server
-    from scheduler.stores.redis.urls import safe as safe_url
+    from scheduler.stores.redis.protocol.urls import safe as safe_url
 
     why = None if in_process or redis_url else _no_shared_demo(find_server())
     if in_process or why:

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.stores.redis import fleet, queries, upkeep
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.integrity import upkeep
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.reading import fleet, queries
 from scheduler.tasks import task
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ LOG_ENV = "DUETIME_DEMO_URL"
 def work(seconds: float = 0.3) -> None:
     """The demo's job: record who runs which invocation, then work for a moment."""
     from scheduler import current_invocation
-    from scheduler.stores.redis import urls
+    from scheduler.stores.redis.protocol import urls
 
     inv = current_invocation()
     r = urls.connect(os.environ[LOG_ENV])
@@ -90,7 +91,8 @@ def run(url: str, *, seconds: float = 6.0, echo: Callable[[str], None] = print) 
     """Run the demo against ``url`` (``redis://`` or ``redis+sentinel://``) and return what
     the witness log says."""
     from scheduler.client import Client
-    from scheduler.stores.redis import RedisStore, urls
+    from scheduler.stores.redis import RedisStore
+    from scheduler.stores.redis.protocol import urls
 
     ns = f"demo-{uuid.uuid4().hex[:6]}"
     r = urls.connect(url, decode_responses=True)

@@ -24,12 +24,12 @@ from scheduler.cli.app import (
     with_url,
 )
 from scheduler.model import EVENT_KINDS
-from scheduler.stores.redis import fleet, listing, minutes, namespaces, queries
+from scheduler.stores.redis.reading import console_history, fleet, listing, namespaces, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
     from scheduler.model import JobInfo
-    from scheduler.stores.redis.queries import Entry
+    from scheduler.stores.redis.reading.queries import Entry
 
 
 @main.command("ls")
@@ -226,7 +226,9 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
         st = queries.stats(store)
         url = store.url
         with_work = [lane for lane, n in st["queue_depths"].items() if n]
-        unserved = minutes.unserved_lanes(store, with_work, [r["id"] for r in st["replicas"]])
+        unserved = console_history.unserved_lanes(
+            store, with_work, [r["id"] for r in st["replicas"]]
+        )
         elsewhere = "" if st["queue_depths"] else namespaces.others(store, namespace)
     if as_json:
         click.echo(json.dumps({**st, "unserved_lanes": unserved}, indent=2))

@@ -25,7 +25,7 @@ from scheduler.cli.app import (
 )
 from scheduler.model import Ambiguous, Cron, Missing, RetryPolicy
 from scheduler.specs import JOB_OPTIONS, JobOption
-from scheduler.stores.redis import fleet, namespaces
+from scheduler.stores.redis.reading import fleet, namespaces
 from scheduler.validation import MAX_DEPTH
 
 
@@ -169,7 +169,7 @@ def enqueue(
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.errors import ShardCountError
-    from scheduler.stores.redis import namespaces
+    from scheduler.stores.redis.reading import namespaces
 
     redis_url = need_url("enqueue", redis_url)
     kwargs = _kwargs(kwargs_json)

@@ -23,7 +23,8 @@ from scheduler.cli.app import (
     with_url,
 )
 from scheduler.model import RETRY_REFUSALS
-from scheduler.stores.redis import fleet, namespaces, queries, redo
+from scheduler.stores.redis import redo
+from scheduler.stores.redis.reading import fleet, namespaces, queries
 
 
 def _emit(as_json: bool, data: dict[str, Any], line: str, code: int = 0) -> None:

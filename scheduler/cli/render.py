@@ -8,7 +8,7 @@ from typing import Any
 
 from scheduler import timeinput, validation
 from scheduler.model import Event, InvocationInfo, JobInfo, Skip
-from scheduler.stores.redis.queries import Entry, iso
+from scheduler.stores.redis.reading.queries import Entry, iso
 
 
 def args_value(args: str) -> Any:

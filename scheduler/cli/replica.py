@@ -394,7 +394,8 @@ def _serve(
     if port is None:
         return None
     from scheduler.metrics import PrometheusMetrics
-    from scheduler.stores.redis import presence, queries
+    from scheduler.stores.redis.claiming import presence
+    from scheduler.stores.redis.reading import queries
 
     def figures() -> dict[str, Any] | None:
         if not presence.lead_metrics(queries.parts(store)[0], owner):

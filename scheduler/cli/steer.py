@@ -16,7 +16,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.stores.redis import namespaces, queries
+from scheduler.stores.redis.reading import namespaces, queries
 
 
 def _steer(

@@ -25,8 +25,9 @@ from scheduler.cli.app import (
     with_url,
 )
 from scheduler.model import Quarantined, Reconciled
-from scheduler.stores.redis import queries, upkeep
-from scheduler.stores.redis.server_checks import eviction_state
+from scheduler.stores.redis.integrity import upkeep
+from scheduler.stores.redis.integrity.server_checks import eviction_state
+from scheduler.stores.redis.reading import queries
 
 
 @main.command()

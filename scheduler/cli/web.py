@@ -184,7 +184,7 @@ def _listen(host: str, port: int) -> socket.socket:
 def _open(redis_url: str, namespaces: tuple[str, ...]) -> dict[str, AnyStore]:
     """The store of each namespace, checked once (a PING and the shard count)."""
     from scheduler.stores.redis import ShardCountError
-    from scheduler.stores.redis.shards import check_count
+    from scheduler.stores.redis.sharding.shards import check_count
 
     stores: dict[str, AnyStore] = {}
     for ns in dict.fromkeys(namespaces):

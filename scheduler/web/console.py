@@ -12,7 +12,9 @@ from scheduler.web.auth import Auth
 from scheduler.web.data import Charts
 
 if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
+    from scheduler.stores.redis import RedisStore, ShardedStore
+
+    AnyStore = RedisStore | ShardedStore  # a namespace's store, the console's way in
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """What each page of the console shows, as plain JSON values: the JSON endpoints return
 these dicts as they are and the HTML pages render them. Read only through the store's
-queries (``stores/redis/queries.py``, ``listing.py``, ``minutes.py``): no key name or
-stream entry is read here.
+queries (``stores/redis/reading/``: ``queries.py``, ``listing.py``,
+``console_history.py``): no key name or stream entry is read here.
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.cli import render
 from scheduler.model import JobInfo
-from scheduler.stores.redis import fleet, listing, minutes, queries
+from scheduler.stores.redis.reading import console_history, fleet, listing, queries
 from scheduler.web import occurrences, redaction
 from scheduler.web.redaction import REDACTED
 
 if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
+    from scheduler.stores.redis import RedisStore, ShardedStore
+
+    AnyStore = RedisStore | ShardedStore  # a namespace's store, the console's way in
 
 CHART_MINUTES = 60  # the overview's charts: the last hour, a point per minute
 ARGS_CLIP = 80  # characters of arguments shown in a list row
@@ -47,11 +49,11 @@ class Charts:
     only the current and the previous minute (two HGETALL) after the first."""
 
     def __init__(self) -> None:
-        self._done: dict[tuple[str, int], minutes.Minute] = {}
+        self._done: dict[tuple[str, int], console_history.Minute] = {}
         self._eras: dict[str, str] = {}  # the namespace's epoch the cached minutes are of
 
-    def series(self, ns: str, store: AnyStore, now: float) -> list[minutes.Minute]:
-        era = minutes.era(store)
+    def series(self, ns: str, store: AnyStore, now: float) -> list[console_history.Minute]:
+        era = console_history.era(store)
         if self._eras.get(ns, era) != era:  # Redis lost the data the cache was read from
             for key in [k for k in self._done if k[0] == ns]:
                 del self._done[key]
@@ -60,9 +62,9 @@ class Charts:
         first = last - CHART_MINUTES + 1
         missing = [m for m in range(first, last - 1) if (ns, m) not in self._done]
         if missing:
-            for row in minutes.minutes(store, missing[0], last - 2):
+            for row in console_history.minutes(store, missing[0], last - 2):
                 self._done[(ns, row["minute"])] = row
-        recent = minutes.minutes(store, last - 1, last)
+        recent = console_history.minutes(store, last - 1, last)
         for key in [k for k in self._done if k[0] == ns and k[1] < first]:
             del self._done[key]
         return [self._done[(ns, m)] for m in range(first, last - 1)] + recent
@@ -85,7 +87,7 @@ def overview(ns: str, store: AnyStore, charts: Charts) -> dict[str, Any]:
     for part in shards:
         for kind, n in queries.counters(part).items():
             counters[kind] = counters.get(kind, 0) + n
-    announced = minutes.replicas(store)
+    announced = console_history.replicas(store)
     for r in announced:
         r["heartbeat_iso"] = queries.iso(r["heartbeat"]) or ""  # type: ignore[typeddict-unknown-key]
         r["age"] = round(max(0.0, now - r["heartbeat"]), 1)  # type: ignore[typeddict-unknown-key]

@@ -124,6 +124,6 @@ def _offset(zone: ZoneInfo, t: float) -> float:
 
 
 def as_json(items: list[Occurrence]) -> list[dict[str, Any]]:
-    from scheduler.stores.redis.queries import iso
+    from scheduler.stores.redis.reading.queries import iso
 
     return [{**o, "at_iso": iso(o["at"])} for o in items]

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
     from starlette.templating import Jinja2Templates
 
-    from scheduler.stores.redis.queries import AnyStore
+    from scheduler.stores.redis import RedisStore, ShardedStore
+
+    AnyStore = RedisStore | ShardedStore  # a namespace's store, the console's way in
     from scheduler.web.console import Console
 
 PAGES = ("overview", "jobs", "job", "running", "failed", "recurring", "events")

@@ -42,8 +42,9 @@ import redis  # noqa: E402
 
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
-from scheduler.stores.redis import RedisStore, codec  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
+from scheduler.stores.redis import RedisStore  # noqa: E402
+from scheduler.stores.redis.protocol import definitions  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 
 TOP = "do return 1 end\n"  # a cut in the script's body
 IN_PUT = "  do return 'x', 1, false end\n"  # a cut inside put (include/put.lua)
@@ -65,7 +66,11 @@ CUTS: list[tuple[str, str, str]] = [
 
 def whole(tree: str, name: str = "add") -> str:
     """The assembled lua/``name``.lua of the checkout at ``tree``."""
-    code = f'from scheduler.stores.redis import scripts as s; print(s.source("{name}"), end="")'
+    code = (  # the loader's module: protocol/scripts.py, or stores/redis/scripts.py before
+        "import importlib.util as u; m = 'scheduler.stores.redis.protocol.scripts'; "
+        "s = __import__(m if u.find_spec('scheduler.stores.redis.protocol') else "
+        f"'scheduler.stores.redis.scripts', fromlist=['source']); print(s.source('{name}'), end='')"
+    )
     return subprocess.run(
         [sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": tree},
         capture_output=True, text=True, check=True,
@@ -88,7 +93,7 @@ def texts() -> dict[str, str]:
 
 def jobs_args(store: RedisStore, n: int) -> list[list]:  # type: ignore[type-arg]
     return [
-        codec.add_args(
+        definitions.add_args(
             JobSpec(f"j{uuid.uuid4().hex}", TaskRef("bench.hit", f'{{"i": {i}}}'), After(7200)),
             store.payload_limit,
             store.redis_now_ms,

@@ -35,8 +35,8 @@ import redis  # noqa: E402
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
-from scheduler.stores.redis.claims import claim_reply  # noqa: E402
+from scheduler.stores.redis.claiming.claim_reply import claim_reply  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 from scheduler.testing import FakeClock  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def sources(rev: str | None) -> dict[str, str]:
 
 
 def claimed(reply: str) -> list[tuple[str, str]]:
-    """(job id, token) of each claim of a claim.lua reply: the flat reply (claims.py), or
+    """(job id, token) of each claim of a claim.lua reply: the flat reply (claiming/claim_reply.py), or
     the JSON reply of revisions before it."""
     if reply.startswith("{"):
         return [(c["j"], c["t"]) for c in json.loads(reply)["claims"] or []]

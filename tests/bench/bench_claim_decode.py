@@ -1,7 +1,7 @@
 """The replica's cost of turning one claim.lua reply of 100 claims into ``Claim`` records,
 per claim: this checkout (the flat reply, ``claims.build``, definitions cached by their
-text) against git revision REV (its JSON reply: ``json.loads``, then ``codec.decode`` and
-``codec.claim`` per record, its cache keyed by job id and text, so a burst never hits).
+text) against git revision REV (its JSON reply: ``json.loads``, then ``definitions.decode`` and
+``definitions.claim`` per record, its cache keyed by job id and text, so a burst never hits).
 
     PYTHONPATH=. python tests/bench/bench_claim_decode.py --against cb42fce
 
@@ -27,16 +27,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from scheduler.model import At, JobSpec, TaskRef  # noqa: E402
-from scheduler.stores.redis import claims as cc  # noqa: E402
-from scheduler.stores.redis import codec  # noqa: E402
+from scheduler.stores.redis.claiming import claim_reply as cc  # noqa: E402
+from scheduler.stores.redis.protocol import definitions  # noqa: E402
 
 N = 100
 
 
 def old_codec(rev: str) -> Any:
-    """codec.py of git revision ``rev``, loaded beside this checkout's modules."""
+    """definitions.py of git revision ``rev``, loaded beside this checkout's modules."""
     text = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:scheduler/stores/redis/codec.py"],
+        ["git", "-C", str(ROOT), "show", f"{rev}:scheduler/stores/redis/definitions.py"],
         check=True,
         capture_output=True,
         text=True,
@@ -88,7 +88,7 @@ def main() -> None:
     }
     for label, args in kinds.items():
         defs = [
-            codec.encode(JobSpec(f"j{i}", TaskRef("bench.noop", args(i)), At(1764550000.0)))
+            definitions.encode(JobSpec(f"j{i}", TaskRef("bench.noop", args(i)), At(1764550000.0)))
             for i in range(N)
         ]
         flat, js = replies(defs)

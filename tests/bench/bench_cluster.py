@@ -48,10 +48,10 @@ if ROOT not in sys.path:
 
 from scheduler.client import Client  # noqa: E402
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
-from scheduler.stores.redis import urls  # noqa: E402
-from scheduler.stores.redis.keys import Keys  # noqa: E402
-from scheduler.stores.redis.sharded import open_store  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
+from scheduler.stores.redis.protocol import urls  # noqa: E402
+from scheduler.stores.redis.protocol.keys import Keys  # noqa: E402
+from scheduler.stores.redis.sharding.sharded import open_store  # noqa: E402
 
 BATCH = 100
 

@@ -35,7 +35,8 @@ sys.path.insert(0, ROOT)
 
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
-from scheduler.stores.redis import RedisStore, listing  # noqa: E402
+from scheduler.stores.redis import RedisStore  # noqa: E402
+from scheduler.stores.redis.reading import listing  # noqa: E402
 
 
 def spec(i: int, delay: float) -> JobSpec:

@@ -30,7 +30,7 @@ import redis  # noqa: E402
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 from scheduler.testing import FakeClock  # noqa: E402
 
 Subs = list[tuple[str, str]]

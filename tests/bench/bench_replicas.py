@@ -63,9 +63,9 @@ import shared_tasks  # noqa: E402
 
 from scheduler.client import Client  # noqa: E402
 from scheduler.embedded import HOST, EmbeddedRedis  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
-from scheduler.stores.redis import urls  # noqa: E402
-from scheduler.stores.redis.keys import Keys  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
+from scheduler.stores.redis.protocol import urls  # noqa: E402
+from scheduler.stores.redis.protocol.keys import Keys  # noqa: E402
 
 NS = "bench"
 WORKERS = 4

@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 from bench_add_ablate import callgrind_redis, whole  # noqa: E402
 
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
-from scheduler.stores.redis import RedisStore, acked_claims  # noqa: E402
+from scheduler.stores.redis import RedisStore  # noqa: E402
+from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
 
 NAMES = ("claim", "complete_many")
 

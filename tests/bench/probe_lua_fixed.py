@@ -32,7 +32,7 @@ import redis  # noqa: E402
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 
 
 def timed(r: redis.Redis, shas: dict[str, str], call: Callable[[str, int], object], runs: int):

@@ -36,8 +36,9 @@ import redis  # noqa: E402
 
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
-from scheduler.stores.redis import RedisStore, acked_claims  # noqa: E402
-from scheduler.stores.redis import scripts as lua  # noqa: E402
+from scheduler.stores.redis import RedisStore  # noqa: E402
+from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
+from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 
 Edit = tuple[str, str, str]  # (file under lua/, line as it is, what replaces it)
 

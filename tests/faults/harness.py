@@ -26,7 +26,7 @@ import redis
 
 from scheduler import Client
 from scheduler.embedded import EmbeddedRedis
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.protocol.keys import Keys
 from tests.faults.checker import Fault, History, Report, check, owner_pid
 from tests.faults.fleet import Fleet, wait_until
 from tests.faults.proxy import Proxy

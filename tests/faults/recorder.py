@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from scheduler.stores.redis import codec
+from scheduler.stores.redis.protocol import records
 
 
 def _id(text: str) -> tuple[int, int]:
@@ -76,7 +76,7 @@ class Recorder:
 
 
 def _events(f: dict[str, str]) -> list[dict[str, Any]]:
-    """One stream entry's events (through the store's one parser, codec.events) as dicts
+    """One stream entry's events (through the store's one parser, records.events) as dicts
     (kind, job, sched and at in ms, attempt, detail)."""
     return [
         {
@@ -87,5 +87,5 @@ def _events(f: dict[str, str]) -> list[dict[str, Any]]:
             "detail": e.detail,
             "at": round(e.at * 1000),
         }
-        for e in codec.events(f)
+        for e in records.events(f)
     ]

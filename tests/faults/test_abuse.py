@@ -17,7 +17,8 @@ import pytest
 from scheduler import Client, Scheduler, task
 from scheduler.embedded import EmbeddedRedis, spawn_tied
 from scheduler.model import After
-from scheduler.stores.redis import RedisStore, StoreUnavailableError, fleet
+from scheduler.stores.redis import RedisStore, StoreUnavailableError
+from scheduler.stores.redis.reading import fleet
 from tests.faults.fleet import ROOT, wait_until
 from tests.helpers import spec
 

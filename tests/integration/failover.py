@@ -35,8 +35,9 @@ from typing import Any
 import redis
 
 from scheduler import Client
-from scheduler.stores.redis import StoreUnavailableError, codec, urls
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis import StoreUnavailableError
+from scheduler.stores.redis.protocol import records, urls
+from scheduler.stores.redis.protocol.keys import Keys
 from tests.faults.fleet import replicas, wait_until
 from tests.sentinel_fixtures import SentinelCluster
 
@@ -227,6 +228,6 @@ def _account(
     report.failover_events = int(stats.get("failover", 0))
     report.data_loss_events = int(stats.get("data_loss", 0))
     for _, f in r.xrange(keys.events):  # capped at ~10,000: details are best effort
-        for e in codec.events(f):
+        for e in records.events(f):
             if e.kind in ("failover", "data_loss"):
                 report.details.append(f"{e.kind}: {e.detail}")

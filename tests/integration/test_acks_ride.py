@@ -1,4 +1,4 @@
-"""Successes ride with the next claim (``complete_and_claim``, acked_claims.py): one round
+"""Successes ride with the next claim (``complete_and_claim``, claiming/acked_claims.py): one round
 trip, acks first; a lost reply resends both halves safely; NOSCRIPT is handled; in a
 burst, acks flushed on their own drop to ~0 while each is still committed once."""
 
@@ -16,7 +16,7 @@ from scheduler import Scheduler, task
 from scheduler import engine as engine_module
 from scheduler.model import After, Commit, Every, JobSpec, Overlap, TaskRef
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.sharded import ShardedStore, open_store
+from scheduler.stores.redis.sharding.sharded import ShardedStore, open_store
 from scheduler.testing import FakeClock
 from tests.faults.proxy import Proxy
 from tests.helpers import WAIT, spec
@@ -92,7 +92,7 @@ def test_a_lost_reply_resends_both_halves_and_each_counts_once(private_redis, re
         assert int(raw.get(store.keys.fence) or 0) == fence + 2
         record = raw.get(store.keys.claimed("o1"))
         assert record is not None
-        from scheduler.stores.redis.claims import claim_reply
+        from scheduler.stores.redis.claiming.claim_reply import claim_reply
 
         replied = claim_reply(record)
         assert [(c[0], c[3]) for c in replied.claims] == [

@@ -85,7 +85,7 @@ def outcome(call, *args, **kwargs):
 def tour(client, store) -> list:
     """Every public method of ``Client``, in an order whose answers are deterministic
     (times left out); ``store``: a sync store of the namespace, to fail a job."""
-    from scheduler.stores.redis import codec
+    from scheduler.stores.redis.protocol import definitions
 
     t = []
     t.append(client.enqueue("t.a", delay="1h", job_id="a", kwargs={"x": 1}))
@@ -135,7 +135,7 @@ def tour(client, store) -> list:
     t.append([client.quarantined(), client.restore("nope"), client.purge_quarantined()])
     done = client.reconcile(dry_run=True)
     t.append((done.scanned, done.findings, done.complete))
-    t.append(codec.__name__)  # the tour ran to its end
+    t.append(definitions.__name__)  # the tour ran to its end
     return t
 
 
@@ -175,7 +175,7 @@ def any_url(request) -> str:
 
 
 def test_async_client_answers_as_client_does_on_every_url_form(any_url, redis_ns):
-    from scheduler.stores.redis.sharded import open_store
+    from scheduler.stores.redis.sharding.sharded import open_store
     from tests.helpers import Blocking
 
     answers = []
@@ -192,14 +192,14 @@ def test_async_client_answers_as_client_does_on_every_url_form(any_url, redis_ns
             store.close()
     sync, aio = answers
     assert aio == sync
-    assert sync[-1] == "scheduler.stores.redis.codec"
+    assert sync[-1] == "scheduler.stores.redis.protocol.definitions"
 
 
 def test_async_client_waits_for_replicas_through_sentinel(
     shared_sentinel_cluster,  # noqa: F811
     redis_ns,
 ):
-    from scheduler.stores.redis.keys import Keys
+    from scheduler.stores.redis.protocol.keys import Keys
     from tests.integration.test_sentinel import on_replica
 
     async def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.stores.redis.claims import claim_reply
+from scheduler.stores.redis.claiming.claim_reply import claim_reply
 
 
 def test_the_reply_header_carries_the_microseconds_past_now():

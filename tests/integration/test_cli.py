@@ -20,7 +20,8 @@ from click.testing import CliRunner
 
 from scheduler import Client, Scheduler, task
 from scheduler.cli import main, render
-from scheduler.stores.redis import RedisStore, queries
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import queries
 from tests.helpers import WAIT
 
 pytestmark = pytest.mark.redis

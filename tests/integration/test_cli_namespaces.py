@@ -73,8 +73,8 @@ def test_the_hints_scan_a_bounded_part_of_a_large_keyspace():
     left out (unknown) rather than made slow."""
     from types import SimpleNamespace
 
-    from scheduler.stores.redis import namespaces
-    from scheduler.stores.redis.keys import Keys
+    from scheduler.stores.redis.protocol.keys import Keys
+    from scheduler.stores.redis.reading import namespaces
 
     calls = []
 

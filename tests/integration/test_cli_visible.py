@@ -58,7 +58,7 @@ def test_stats_names_a_lane_with_work_that_no_live_replica_serves(cli, redis_url
     and says nothing when it cannot tell (a live replica that did not announce)."""
     from scheduler.metrics import Metrics
     from scheduler.recorder import Recorder
-    from scheduler.stores.redis import minutes
+    from scheduler.stores.redis.reading import console_history
 
     client = Client(redis_url, namespace=redis_ns)
     client.enqueue("tests.x", delay=0, lane="orphan")
@@ -66,9 +66,9 @@ def test_stats_names_a_lane_with_work_that_no_live_replica_serves(cli, redis_url
     store = RedisStore(redis_url, redis_ns)
     try:
         store.redis.set(store.keys.replica("r1"), "1")  # r1 is alive, has not announced
-        assert minutes.unserved_lanes(store, ["orphan", "fast"], ["r1"]) == []
+        assert console_history.unserved_lanes(store, ["orphan", "fast"], ["r1"]) == []
         Recorder(Metrics(), store, "r1", workers=6, lanes={"default": 4, "fast": 2}).flush()
-        assert minutes.unserved_lanes(store, ["orphan", "fast"], ["r1"]) == ["orphan"]
+        assert console_history.unserved_lanes(store, ["orphan", "fast"], ["r1"]) == ["orphan"]
         out = cli("stats").output
         assert "warning     lane 'orphan' has 1 queued and no live replica serves it" in out
         assert "lane 'fast'" not in out

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.stores.redis.sharded import open_store
+from scheduler.stores.redis.sharding.sharded import open_store
 from tests.calendar.test_calendar_stores import *  # noqa: F403  (every test, re-run here)
 
 pytestmark = [pytest.mark.redis]

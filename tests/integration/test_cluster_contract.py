@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.model import After
-from scheduler.stores.redis.sharded import open_store
+from scheduler.stores.redis.sharding.sharded import open_store
 from tests.contract.test_store import *  # noqa: F403  (every contract test, re-run here)
 from tests.contract.test_store import claim, ids
 from tests.helpers import spec

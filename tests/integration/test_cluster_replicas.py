@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from scheduler import Client
-from scheduler.stores.redis import urls
+from scheduler.stores.redis.protocol import urls
 from tests.faults.fleet import replicas, wait_until, witness_log
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

@@ -1032,7 +1032,9 @@ def test_monitor_user_serves_the_web_consoles_read_pages(server):
     from starlette.testclient import TestClient
 
     from scheduler import Client
-    from scheduler.stores.redis import minutes, open_store, urls
+    from scheduler.stores.redis import open_store
+    from scheduler.stores.redis.protocol import urls
+    from scheduler.stores.redis.reading import console_history
     from scheduler.web import Console, create_app
     from scheduler.web.auth import Auth
 
@@ -1041,7 +1043,9 @@ def test_monitor_user_serves_the_web_consoles_read_pages(server):
     replica = open_store(server.url("duetime-replica"), NS)
     now = time.time()
     info = {"version": "0", "host": "h", "pid": 1, "started": now, "heartbeat": now}
-    minutes.record(replica, "r1", int(now // 60), {"claims": 1}, {"lag_p50": 1.0}, info, 0.0)
+    console_history.record(
+        replica, "r1", int(now // 60), {"claims": 1}, {"lag_p50": 1.0}, info, 0.0
+    )
     replica.close()
     refusals(server.admin)
     store = open_store(server.url("duetime-monitor"), NS)

@@ -1,6 +1,6 @@
 """Issue 15: add.lua (several jobs per call), claim.lua and complete_many.lua record one
 stream entry per call and event kind (docs/operating.md), and every reader expands it through one
-parser (codec.events): N jobs added, claimed and acked in batches are exactly N scheduled
+parser (records.events): N jobs added, claimed and acked in batches are exactly N scheduled
 (no attempt), N claimed and N succeeded events wherever events are read (Client.events,
 AsyncClient.events, ``duetime events``, the inspection queries, the lag computation, the
 fault recorder), and the counters agree."""
@@ -18,7 +18,9 @@ import tests.helpers  # noqa: F401  (registers tests.noop)
 from scheduler import AsyncClient, Client
 from scheduler.cli import main
 from scheduler.model import Commit
-from scheduler.stores.redis import RedisStore, codec, queries
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.protocol import records
+from scheduler.stores.redis.reading import queries
 from scheduler.testing import FakeClock
 from tests.faults.recorder import _events as recorder_events
 from tests.helpers import spec
@@ -53,7 +55,7 @@ def test_n_jobs_are_n_claimed_and_n_succeeded_events_everywhere(burst, redis_url
     def count(events) -> dict[str, int]:
         return dict(collections.Counter(e.kind for e in events))
 
-    assert count(e for _, f in rows for e in codec.events(f)) == want
+    assert count(e for _, f in rows for e in records.events(f)) == want
     client = Client(redis_url, namespace=redis_ns)
     try:
         assert count(client.events(10_000)) == want
@@ -129,7 +131,7 @@ def test_the_stream_keeps_about_ten_thousand_events_not_entries(redis_url, redis
         store.complete_many([(c, None) for c in claims])
         rows = store.redis.xrange(store.keys.events)
         assert len(rows) <= 100 + 100  # the cap, plus the trimming's slack (one node)
-        kept = [e for _, f in rows for e in codec.events(f)]
+        kept = [e for _, f in rows for e in records.events(f)]
         assert 5_000 <= len(kept) <= 20_000, len(kept)
         assert sum(e.kind == "succeeded" for e in kept) == 3000  # the newest are all there
     finally:

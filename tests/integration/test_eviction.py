@@ -14,7 +14,9 @@ import sys
 import pytest
 
 from scheduler import AsyncClient, Client
-from scheduler.stores.redis import RedisStore, StoreConfigError, checks, queries
+from scheduler.stores.redis import RedisStore, StoreConfigError
+from scheduler.stores.redis.integrity import checks
+from scheduler.stores.redis.reading import queries
 from tests.faults.fleet import ROOT
 
 pytestmark = pytest.mark.redis
@@ -90,7 +92,7 @@ def test_the_producers_check_is_cached_and_asked_again(private_redis, redis_ns, 
     PRODUCER_CHECK_S old it is asked again and a switched policy is refused."""
     import redis
 
-    from scheduler.stores.redis import server_checks
+    from scheduler.stores.redis.integrity import server_checks
 
     r = redis.Redis(port=private_redis.port, decode_responses=True)
     with Client(private_redis.url, namespace=redis_ns) as client:

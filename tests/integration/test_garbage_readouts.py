@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from scheduler import Client
 from scheduler.cli import main
-from scheduler.stores.redis import RedisStore, codec
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.protocol import records
 
 pytestmark = pytest.mark.redis
 
@@ -71,7 +72,7 @@ def test_an_event_entry_that_does_not_parse_is_shown_as_malformed(
 
 def test_the_parser_keeps_what_parses_of_a_batch():
     fields = {"kind": "claimed", "at": "2000", "n": "3", "batch": "1000|1||a\nbad\n3000|2|2500|c"}
-    events = codec.events(fields)
+    events = records.events(fields)
     assert [(e.kind, e.job_id) for e in events] == [
         ("claimed", "a"),
         ("malformed", ""),

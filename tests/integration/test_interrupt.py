@@ -126,7 +126,7 @@ def test_interrupt_through_a_store_that_cannot_carry_it_says_what_to_use():
 
 
 def test_a_sharded_namespace_reads_the_requests_of_every_shard(redis_url, redis_ns):
-    from scheduler.stores.redis.sharded import open_store
+    from scheduler.stores.redis.sharding.sharded import open_store
 
     store = open_store(redis_url, redis_ns, shards=4)
     try:
@@ -205,7 +205,7 @@ def test_a_timeout_of_an_async_job_still_fails_and_is_dead_lettered(
 def test_a_sharded_namespace_records_an_interrupt_in_the_jobs_shard(
     make_engine, clock, redis_url, redis_ns
 ):
-    from scheduler.stores.redis.sharded import open_store
+    from scheduler.stores.redis.sharding.sharded import open_store
 
     _seen.update(started=threading.Event(), stopped=threading.Event())
     replica = make_engine(

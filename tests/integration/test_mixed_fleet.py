@@ -17,7 +17,8 @@ from collections import Counter
 import pytest
 
 from scheduler import Client
-from scheduler.stores.redis import RedisStore, fleet
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import fleet
 from tests.faults.fleet import Fleet, wait_until, witness_log
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -126,7 +127,7 @@ def test_a_task_no_live_replica_serves_waits_visibly_and_runs_when_one_starts(
 
 
 def client_stats(store: RedisStore):
-    from scheduler.stores.redis import queries
+    from scheduler.stores.redis.reading import queries
 
     return queries.stats(store)
 

@@ -12,7 +12,8 @@ import pytest
 import tests.helpers  # noqa: F401  (registers tests.noop)
 from scheduler import Scheduler
 from scheduler.model import After, Every
-from scheduler.stores.redis import RedisStore, queries
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import queries
 from tests.helpers import spec
 
 pytestmark = pytest.mark.redis

@@ -13,7 +13,8 @@ from scheduler.cli import main
 from scheduler.client import Client
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Commit
-from scheduler.stores.redis import RedisStore, listing
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import listing
 from scheduler.testing import FakeClock
 
 pytestmark = pytest.mark.redis

@@ -9,7 +9,8 @@ import pytest
 
 from scheduler import Client
 from scheduler.model import Commit
-from scheduler.stores.redis import RedisStore, queries
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import queries
 from scheduler.testing import FakeClock
 from tests.helpers import every, spec
 

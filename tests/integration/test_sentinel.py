@@ -13,7 +13,7 @@ from scheduler import Client
 from scheduler.cli import main
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore, StoreUnavailableError
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.protocol.keys import Keys
 from tests.helpers import spec
 from tests.sentinel_fixtures import SentinelCluster, shared_sentinel_cluster  # noqa: F401
 

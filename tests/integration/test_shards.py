@@ -1,6 +1,6 @@
-"""A sharded namespace (scheduler/stores/redis/sharded.py) on one real Redis: the fixed shard
-count, routing by job id, and claims that visit only shards that may have due work (a
-wake-up costs one shard call, not N)."""
+"""A sharded namespace (scheduler/stores/redis/sharding/sharded.py) on one real Redis: the
+fixed shard count, routing by job id, and claims that visit only shards that may have due
+work (a wake-up costs one shard call, not N)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from scheduler.errors import ShardCountError
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.shard_rounds import SHARD_RETRY
-from scheduler.stores.redis.sharded import ShardedStore, open_store
+from scheduler.stores.redis.sharding.rounds import SHARD_RETRY
+from scheduler.stores.redis.sharding.sharded import ShardedStore, open_store
 from tests.helpers import spec
 
 pytestmark = [pytest.mark.redis]

@@ -120,7 +120,7 @@ def test_facade_lanes_and_stats_over_redis(store):
 def test_queue_depths_add_up_over_shards(redis_url, redis_ns):
     from scheduler.model import After
     from scheduler.stores.base import QueueDepths
-    from scheduler.stores.redis.sharded import open_store
+    from scheduler.stores.redis.sharding.sharded import open_store
     from tests.helpers import spec
 
     sharded = open_store(redis_url + "?shards=4", redis_ns)

@@ -23,8 +23,9 @@ import redis
 
 from scheduler import Client
 from scheduler.embedded import spawn_tied
-from scheduler.stores.redis import RedisStore, fleet
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.reading import fleet
 from tests.faults.fleet import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]

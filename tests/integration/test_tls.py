@@ -154,7 +154,7 @@ def test_python_313s_strict_verification_is_named(why):
     worked with 3.12 then fails, and the error says why and what to reissue."""
     import redis
 
-    from scheduler.stores.redis.server_checks import tls_refused, unreachable
+    from scheduler.stores.redis.integrity.server_checks import tls_refused, unreachable
 
     text = f"Error 1 connecting to h:6379. [SSL: CERTIFICATE_VERIFY_FAILED] {why} (_ssl.c:1020)."
     message = str(unreachable(redis.ConnectionError(text), "rediss://h:6379/0"))

@@ -161,7 +161,7 @@ def test_a_lease_entry_no_running_entry_backs_is_dropped(store):
 def test_background_passes_share_one_cursor_and_are_bounded(redis_url, redis_ns, clock):
     """In a database of its own: SCAN walks the whole database, and the shared test
     server's other namespaces would make the walk long."""
-    from scheduler.stores.redis import upkeep
+    from scheduler.stores.redis.integrity import upkeep
 
     store = RedisStore(redis_url.rsplit("/", 1)[0] + "/7", redis_ns, clock=clock)
     store._upkeep_at = float("inf")
@@ -350,7 +350,7 @@ def test_the_background_passes_leave_a_malformed_running_entry_to_the_doctor(sto
     """Parsing every RUNNING entry (~5 us each: 50 ms at 10,000 running) is too long for a
     replica's background pass: only a full scan of the caller's own (duetime doctor,
     ``Client.reconcile``) moves such an entry aside."""
-    from scheduler.stores.redis import upkeep
+    from scheduler.stores.redis.integrity import upkeep
 
     store.add(spec("stuck", After(0)))
     (claim,) = store.claim_due({"default": 5}, None, "o").claims

@@ -105,7 +105,7 @@ def test_a_server_that_never_answers_is_unavailable_not_a_redis_timeout(silent, 
 
 def test_a_database_that_is_not_a_number_is_refused(redis_url, redis_ns):
     """redis-py took ``redis://host/abc`` as database 0: a typo wrote elsewhere."""
-    from scheduler.stores.redis.urls import RedisURLError
+    from scheduler.stores.redis.protocol.urls import RedisURLError
 
     with pytest.raises(RedisURLError, match="must be a number"):
         Client(redis_url.rsplit("/", 1)[0] + "/abc", namespace=redis_ns).enqueue("t.x")

@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from scheduler.stores.redis import codec
+from scheduler.stores.redis.protocol import records
 
 DEF_MAX = 1048576  # lua/include/check.lua
 FIELD_MAX = 1024
@@ -362,7 +362,7 @@ def diff(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]]) 
 
 def expand_entry(f: dict[str, str]) -> list[dict[str, str]]:
     """One stream entry's events (a batch script's entry holds several), through the
-    store's one parser (codec.events), each as the fields of a single-event entry."""
+    store's one parser (records.events), each as the fields of a single-event entry."""
 
     def ms(t: float | None) -> str:
         return "" if t is None else str(round(t * 1000))
@@ -376,7 +376,7 @@ def expand_entry(f: dict[str, str]) -> list[dict[str, str]]:
             "detail": e.detail,
             "at": ms(e.at),
         }
-        for e in codec.events(f)
+        for e in records.events(f)
     ]
 
 

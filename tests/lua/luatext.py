@@ -12,8 +12,8 @@ import pathlib
 import re
 from dataclasses import dataclass
 
-from scheduler.stores.redis import keys as keys_mod
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.protocol import keys as keys_mod
+from scheduler.stores.redis.protocol import scripts as lua
 
 LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
 UNITS = LUA / lua.INCLUDE_DIR

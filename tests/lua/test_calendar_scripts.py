@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.model import Cron, Every
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.claims import claim_reply
+from scheduler.stores.redis.claiming.claim_reply import claim_reply
 from tests.conftest import START
 from tests.helpers import spec
 from tests.lua.test_scripts import dump, raw
@@ -100,7 +100,7 @@ def test_a_replica_without_the_jobs_zone_says_so_once_a_minute_and_records_it(
     from zoneinfo import ZoneInfoNotFoundError
 
     from scheduler import cron
-    from scheduler.stores.redis import calendar_plans
+    from scheduler.stores.redis.claiming import calendar_plans
 
     rs.add(spec("z", Cron("*/10 * * * * *", tz="Europe/Berlin")))
     real = cron._zone

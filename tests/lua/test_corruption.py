@@ -59,8 +59,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from scheduler.model import After, Cron, Every
-from scheduler.stores.redis import RedisStore, codec
-from scheduler.stores.redis.claims import RawClaim, claim_reply
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.claiming.claim_reply import RawClaim, claim_reply
+from scheduler.stores.redis.protocol import definitions
 from scheduler.testing import FakeClock
 from tests.helpers import spec
 from tests.lua.corruption import (
@@ -434,7 +435,7 @@ def run_definition(w: World, data: st.DataObject, cap: int) -> World:
     checked here as one)."""
     text = data.draw(DEFINITIONS, label="definition")
     try:
-        codec.decode(text, "bad")
+        definitions.decode(text, "bad")
     except (ValueError, KeyError, TypeError):
         pass
     else:

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.model import After, Commit
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.testing import FakeClock
 from tests.conftest import START
 from tests.fakeredis_fixtures import fakeredis_client, lua_comment_shebang

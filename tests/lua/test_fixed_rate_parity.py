@@ -2,7 +2,7 @@
 of the Lua scripts (lua/include/grid.lua: ``occ``, ``last_le``, ``first_ge``, ``plan``),
 run on the same integer-millisecond inputs, give the same answers. Intervals are stored
 fields: whole ms ("250") or exact fractions of a ms ("1000/3" for every=1/3 s;
-scheduler/stores/redis/rates.py), so occurrence k is due at anchor + ceil(k * p/q) ms.
+scheduler/stores/redis/protocol/intervals.py), so occurrence k is due at anchor + ceil(k * p/q) ms.
 
 The Lua side runs in the real redis-server (EVAL), because Redis's Lua 5.1 numbers are
 doubles: integers are exact up to 2^53 ms (the year 287,396), and every value these inputs
@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from scheduler import schedules
 from scheduler.model import Misfire
-from scheduler.stores.redis import rates
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.protocol import intervals
+from scheduler.stores.redis.protocol import scripts as lua
 
 pytestmark = pytest.mark.redis
 
@@ -71,7 +71,7 @@ def lua_grid(redis_server: Any) -> Iterator[Any]:
 
 def python_answers(case: list[Any]) -> list[str | None]:
     anchor, field, k, now, t, policy, grace, window = case
-    iv = rates.decode(field)
+    iv = intervals.decode(field)
     p = schedules.plan(anchor, iv, k, now, Misfire(policy), grace, window)
     first, last = p.skipped or (None, None)
 
@@ -104,7 +104,7 @@ def cases(draw: st.DrawFn) -> list[Any]:
     iv = -(-p // q)  # the interval rounded up, in whole ms
     k_max = min(10**9, (EXACT - anchor - LATENESS_MAX - 4 * iv) // iv)
     k = draw(st.one_of(st.integers(0, 100), st.integers(0, k_max), st.just(k_max)))
-    due = schedules.occurrence(anchor, rates.decode(field), k)
+    due = schedules.occurrence(anchor, intervals.decode(field), k)
     lateness = draw(
         st.one_of(
             st.sampled_from([0, 1]),
@@ -123,7 +123,7 @@ def cases(draw: st.DrawFn) -> list[Any]:
 @given(st.lists(cases(), min_size=1, max_size=60))
 def test_python_and_redis_lua_agree_on_fixed_rate_arithmetic(lua_grid, batch):
     for case, got in zip(batch, lua_grid(batch), strict=True):
-        assert max(case[3], case[4]) + rates.decode(case[1]) < EXACT  # the exact domain
+        assert max(case[3], case[4]) + intervals.decode(case[1]) < EXACT  # the exact domain
         assert got == python_answers(case), f"input {case}"
 
 
@@ -145,7 +145,7 @@ def test_fractional_intervals_near_the_edge_of_the_exact_domain(lua_grid):
     """every=1/3 s and the finest fraction (1/10^6 ms) with due times near 2^53 ms."""
     batch = []
     for p, q in ((1000, 3), (10**6 + 1, 10**6), (333_333_333_334, 10**6), (EXACT - 1, 10**6)):
-        iv = rates.decode(f"{p}/{q}")
+        iv = intervals.decode(f"{p}/{q}")
         anchor = 1_800_000_000_000
         k = int((EXACT - anchor - 4 * iv - LATENESS_MAX) // iv)
         due = schedules.occurrence(anchor, iv, k)

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.protocol import scripts as lua
 from tests.lua.luatext import (
     LUA,
     LUA_FILES,
@@ -174,7 +174,8 @@ def test_documented_return_codes_appear_in_the_code(path):
 
 def test_claim_reply_fields_match_the_header():
     """The flat reply's header line and per-claim records name, in order, as many fields
-    as claim.lua and include/issue.lua format (claims.py, claim_reply, reads that order)."""
+    as claim.lua and include/issue.lua format (claiming/claim_reply.py, claim_reply, reads
+    that order)."""
     _, header, _ = split(LUA / "claim.lua")
     code = closure_code(LUA / "claim.lua")
     fields = re.findall(r"<([a-z ]+)>", returns_block(header))

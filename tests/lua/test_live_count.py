@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.model import After, Commit, Delivery, Every
 from scheduler.stores.redis import StoreCorruptError, redo
-from scheduler.stores.redis.sharded import ShardedStore
+from scheduler.stores.redis.sharding.sharded import ShardedStore
 from tests.helpers import spec
 from tests.lua.corruption import dump
 

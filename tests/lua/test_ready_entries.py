@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.model import After, Commit, RetryPolicy
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.codec import running_entry
+from scheduler.stores.redis.protocol.records import running_entry
 from scheduler.testing import FakeClock
 from tests.conftest import START
 from tests.helpers import spec

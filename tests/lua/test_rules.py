@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.protocol import scripts as lua
 from tests.lua.corruption import RULES
 
 pytestmark = pytest.mark.redis

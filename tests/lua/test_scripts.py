@@ -18,7 +18,7 @@ import redis
 
 from scheduler.model import After, At, Commit, Delivery, JobSpec, RetryPolicy, TaskRef
 from scheduler.stores.redis import RedisStore
-from scheduler.stores.redis.claims import ClaimReply, claim_reply
+from scheduler.stores.redis.claiming.claim_reply import ClaimReply, claim_reply
 from tests.conftest import START
 from tests.helpers import every, spec
 from tests.lua.corruption import expand_entry

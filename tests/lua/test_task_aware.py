@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler.model import After, Every, JobSpec, TaskRef
-from scheduler.stores.redis import RedisStore, fleet, queries, redo
+from scheduler.stores.redis import RedisStore, redo
+from scheduler.stores.redis.reading import fleet, queries
 from scheduler.testing import FakeClock
 
 pytestmark = pytest.mark.redis
@@ -162,9 +163,9 @@ def test_task_names_that_need_escaping_are_matched_exactly(replicas, redis_url, 
 
 
 def queries_token(name: str) -> str:
-    from scheduler.stores.redis import codec
+    from scheduler.stores.redis.protocol import records
 
-    return codec.task_token(name)
+    return records.task_token(name)
 
 
 def park_one(a: RedisStore, job_id: str = "w") -> None:

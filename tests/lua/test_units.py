@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from scheduler.stores.redis import scripts as lua
+from scheduler.stores.redis.protocol import scripts as lua
 from tests.lua.luatext import (
     LUA_FILES,
     SCRIPT_FILES,

@@ -246,8 +246,8 @@ KEY_LAYOUT = re.compile(r"duetime:\{|:(?:job|due|running|lease|events|replica|st
 
 @pytest.mark.parametrize("path", [p for p in MODULES if not p.is_relative_to(REDIS_WING)], ids=ids)
 def test_only_the_redis_wing_knows_the_key_layout_and_entry_formats(path):
-    """Key names come from ``stores/redis/keys.py``, entries are parsed by
-    ``stores/redis/codec.py``: no other module spells a key or splits an entry."""
+    """Key names come from ``stores/redis/protocol/keys.py``, entries are parsed by
+    ``stores/redis/protocol/records.py``: no other module spells a key or splits an entry."""
     tree = ast.parse(path.read_text(), str(path))
     bad = []
     for node in ast.walk(tree):
@@ -266,10 +266,10 @@ def test_the_key_layout_rule_can_fail():
 
 
 def test_one_parser_per_entry_format():
-    """The RUNNING entry and the event stream are parsed in codec.py only."""
+    """The RUNNING entry and the event stream are parsed in protocol/records.py only."""
     for path in MODULES:
         text = path.read_text()
-        if path.name == "codec.py":
+        if path.name == "records.py" and path.parent.name == "protocol":
             continue
         assert 'split("|"' not in text, ids(path)
         assert not re.search(r"""(\.get\(|\w\[)["'](kind|sched)["']""", text), ids(path)
@@ -296,12 +296,12 @@ def test_every_event_kind_recorded_is_listed():
 
 # the command that runs a cached script, or redis-py's method for it
 SCRIPT_SENDING = re.compile(r"evalsha", re.IGNORECASE)
-GATEWAY = REDIS_WING / "gateway.py"
+GATEWAY = REDIS_WING / "protocol" / "gateway.py"
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if p != GATEWAY], ids=ids)
 def test_only_the_gateway_sends_scripts(path):
-    """Every Lua script call goes through ``stores/redis/gateway.py`` (NOSCRIPT reloads,
+    """Every Lua script call goes through ``stores/redis/protocol/gateway.py`` (NOSCRIPT reloads,
     pipelines, WAIT: one set of rules for the sync and async stores): no other module
     names EVALSHA, in code or in prose."""
     found = [

@@ -6,10 +6,15 @@ import zlib
 
 import pytest
 
-from scheduler.stores.redis import urls
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.shards import shard_count, shard_of
-from scheduler.stores.redis.urls import ClusterURL, RedisURLError, parse_cluster, split_shards
+from scheduler.stores.redis.protocol import urls
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.protocol.urls import (
+    ClusterURL,
+    RedisURLError,
+    parse_cluster,
+    split_shards,
+)
+from scheduler.stores.redis.sharding.shards import shard_count, shard_of
 
 
 def test_a_full_cluster_url():

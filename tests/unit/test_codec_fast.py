@@ -29,7 +29,7 @@ from scheduler.model import (
 )
 from scheduler.specs import make_spec, new_id
 from scheduler.stores.memory import MemoryStore
-from scheduler.stores.redis import codec
+from scheduler.stores.redis.protocol import definitions
 from scheduler.testing import FakeClock
 from scheduler.validation import json_args
 
@@ -64,17 +64,20 @@ def specs() -> list[JobSpec]:
 
 @pytest.mark.parametrize("spec", specs(), ids=lambda s: f"{type(s.schedule).__name__}")
 def test_a_definition_is_the_same_text_by_the_fast_and_the_slow_path(spec):
-    assert codec.encode(spec) == codec.encode_slow(spec)
+    assert definitions.encode(spec) == definitions.encode_slow(spec)
     # by repr: At(nan) is not equal to itself (Python 3.13's dataclass __eq__ compares
     # field by field, without the tuple comparison's identity shortcut)
-    fast, slow = codec.decode(codec.encode(spec), "j"), codec.decode(codec.encode_slow(spec), "j")
+    fast, slow = (
+        definitions.decode(definitions.encode(spec), "j"),
+        definitions.decode(definitions.encode_slow(spec), "j"),
+    )
     assert repr(fast) == repr(slow)
 
 
 def test_the_slow_path_is_the_canonical_dump():
     spec = JobSpec("j", TaskRef("t", '{"a":1}'), After(7200.0))
     d = {"t": "t", "s": ["after", 7200.0], "a": '{"a":1}'}
-    assert codec.encode(spec) == json.dumps(d, sort_keys=True, separators=(",", ":"))
+    assert definitions.encode(spec) == json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
 def test_new_ids_are_uuid4_hex():

@@ -185,7 +185,7 @@ REPO_PATH = re.compile(r"(?<![\w./{-])((?:scheduler|workers|tests|lua|deploy|doc
 
 
 def repository_paths() -> list[tuple[str, str]]:
-    """Every path into the repository the docs name (``scheduler/stores/redis/urls.py``,
+    """Every path into the repository the docs name (``scheduler/stores/redis/protocol/urls.py``,
     ``tests/bench/results-failover.txt``, ``lua/*.lua``), in prose or code."""
     return sorted(
         {
@@ -265,7 +265,7 @@ def key_table() -> set[str]:
 
 
 def code_keys() -> set[str]:
-    from scheduler.stores.redis.keys import Keys
+    from scheduler.stores.redis.protocol.keys import Keys
 
     keys = Keys("prod")
     found = {

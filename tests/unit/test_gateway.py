@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import redis
 
-from scheduler.stores.redis import gateway
-from scheduler.stores.redis.gateway import Lua, Trip, Wait
+from scheduler.stores.redis.protocol import gateway
+from scheduler.stores.redis.protocol.gateway import Lua, Trip, Wait
 
 A, B = Lua("return 'a'"), Lua("return 'b'")
 REFUSED = "ERR bad input"

@@ -86,7 +86,7 @@ def test_the_wheel_installs_and_runs_as_the_readme_says(wheel, tmp_path):
     )  # fmt: skip
     code = (
         "import scheduler, workers\n"
-        "from scheduler.stores.redis import scripts\n"
+        "from scheduler.stores.redis.protocol import scripts\n"
         "print(scheduler.__file__); print(workers.__file__); print(scripts.lua_dir())\n"
         "print(len(scripts.source('claim')) > 0)\n"
     )

@@ -21,8 +21,9 @@ from scheduler.metrics import Metrics, Run
 from scheduler.model import Commit, TaskRef
 from scheduler.recorder import Recorder
 from scheduler.signals import Signals
-from scheduler.stores.redis import RedisStore, minutes
-from scheduler.stores.redis.acked_claims import commits as _commits
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.claiming.acked_claims import commits as _commits
+from scheduler.stores.redis.reading import console_history
 from tests.fakeredis_fixtures import fakeredis_client
 from workers import calls, coroutines
 
@@ -227,7 +228,7 @@ def test_the_minute_figures_count_batches_as_they_counted_items():
     rec.succeeded_many([Run("default", "t", 0.01, 0.0)] * 2)
     rec.finished("default", "failed")
     rec.flush()
-    (got,) = minutes.minutes(store, 600, 600)
+    (got,) = console_history.minutes(store, 600, 600)
     assert (got["claims"], got["succeeded"], got["failed"]) == (3, 2, 1)
     assert (got["lag_p50"], got["lag_p99"]) == (2.0, 100.0)
 

@@ -1,6 +1,7 @@
-"""A replica's per-minute figures (scheduler/recorder.py -> stores/redis/minutes.py): the
-hooks count in memory, a flush writes them in one pipeline, a new minute starts afresh,
-a failed flush is written by the next one, and close() withdraws the announcement."""
+"""A replica's per-minute figures (scheduler/recorder.py ->
+stores/redis/reading/console_history.py): the hooks count in memory, a flush writes them in
+one pipeline, a new minute starts afresh, a failed flush is written by the next one, and
+close() withdraws the announcement."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from scheduler.metrics import Metrics
 from scheduler.recorder import Recorder
-from scheduler.stores.redis import RedisStore, minutes
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import console_history
 from tests.fakeredis_fixtures import fakeredis_client
 
 pytestmark = pytest.mark.fakeredis
@@ -37,16 +39,16 @@ def test_counts_and_lag_per_minute_and_the_announcement():
     wall.t += 60
     rec.claimed("default", 0.5)
     rec.flush()
-    got = minutes.minutes(store, 600, 601)
+    got = console_history.minutes(store, 600, 601)
     assert (got[0]["claims"], got[0]["succeeded"], got[0]["failed"]) == (3, 2, 1)
     assert (got[0]["lag_p50"], got[0]["lag_p99"]) == (2.0, 100.0)
     assert (got[1]["claims"], got[1]["lag_p99"]) == (1, 500.0)
-    (info,) = minutes.replicas(store)
+    (info,) = console_history.replicas(store)
     assert (info["id"], info["workers"], info["heartbeat"]) == ("r1", 3, wall.t)
     assert info["alive"] is False  # no claim wrote its live key
-    assert 0 < store.redis.pttl(store.keys.minute(601)) <= minutes.KEEP * 1000
+    assert 0 < store.redis.pttl(store.keys.minute(601)) <= console_history.KEEP * 1000
     rec.close()
-    assert minutes.replicas(store) == []
+    assert console_history.replicas(store) == []
 
 
 def test_a_failed_flush_is_written_by_the_next(monkeypatch):
@@ -59,10 +61,10 @@ def test_a_failed_flush_is_written_by_the_next(monkeypatch):
         calls.append(args)
         raise ConnectionError("down")
 
-    real = minutes.record
-    monkeypatch.setattr(minutes, "record", broken)
+    real = console_history.record
+    monkeypatch.setattr(console_history, "record", broken)
     rec.flush()
-    monkeypatch.setattr(minutes, "record", real)
+    monkeypatch.setattr(console_history, "record", real)
     rec.finished("default", "succeeded")
     rec.flush()
-    assert calls and minutes.minutes(store, 1, 1)[0]["succeeded"] == 2
+    assert calls and console_history.minutes(store, 1, 1)[0]["succeeded"] == 2

@@ -7,8 +7,9 @@ import logging
 
 import pytest
 
-from scheduler.stores.redis import replication, urls
-from scheduler.stores.redis.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis.integrity import replication
+from scheduler.stores.redis.integrity.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis.protocol import urls
 
 
 class Pool:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from scheduler.model import After, At, Every, JobSpec, TaskRef
-from scheduler.stores.redis import codec
+from scheduler.stores.redis.protocol import definitions
 
 
 def args(schedule):
     spec = JobSpec("j", TaskRef("t"), schedule)
-    return codec.add_args(spec, 65536, lambda: 0)
+    return definitions.add_args(spec, 65536, lambda: 0)
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,7 @@ def args(schedule):
     [(0.3, 300), (1.0004, 1001), (1.0005, 1001), (1.0001, 1001), (2.0, 2000), (0.0, 0)],
 )
 def test_due_instants_and_delays_round_up_to_the_millisecond(seconds, ms):
-    assert codec.ms_up(seconds) == ms
+    assert definitions.ms_up(seconds) == ms
     assert args(After(seconds))[4] == ms
     assert args(At(1_700_000_000 + seconds))[4] == 1_700_000_000_000 + ms
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.stores.redis import urls
-from scheduler.stores.redis.urls import RedisURLError, SentinelURL, parse_sentinel
+from scheduler.stores.redis.protocol import urls
+from scheduler.stores.redis.protocol.urls import RedisURLError, SentinelURL, parse_sentinel
 
 
 def test_a_full_sentinel_url():

@@ -426,7 +426,7 @@ def test_task_options_on_the_decorator_say_where_options_go(options):
 def test_dot_namespaces_are_refused(ns):
     """The console's URLs carry the namespace as a path segment: a browser resolves "." and
     ".." away (and "%2E%2E" too), so such a namespace could not be reached."""
-    from scheduler.stores.redis.keys import namespace
+    from scheduler.stores.redis.protocol.keys import namespace
 
     with pytest.raises(ValueError, match="read it as a folder"):
         namespace(ns)

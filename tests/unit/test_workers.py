@@ -326,7 +326,7 @@ def test_unknown_task_is_handed_back_then_failed_not_retried_forever(make_engine
             assert eng.wait_idle()
         info = eng.get("ghost")
         assert (info.state, info.attempts, info.failures) == ("scheduled", 0, 0)
-        from scheduler.stores.redis import fleet
+        from scheduler.stores.redis.reading import fleet
 
         assert fleet.waiting(store) == {"no.such.task": 1}  # waits, visibly, for a replica
         return

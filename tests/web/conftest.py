@@ -16,7 +16,8 @@ def console_factory(redis_url: str, redis_ns: str) -> Iterator[Callable[..., Any
     """``make(**auth)`` -> (TestClient, Console) over namespace ``redis_ns``."""
     from starlette.testclient import TestClient
 
-    from scheduler.stores.redis import open_store, urls
+    from scheduler.stores.redis import open_store
+    from scheduler.stores.redis.protocol import urls
     from scheduler.web import Console, create_app
     from scheduler.web.auth import Auth
 

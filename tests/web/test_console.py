@@ -10,7 +10,8 @@ import time
 import pytest
 
 from scheduler import Client
-from scheduler.stores.redis import RedisStore, minutes
+from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.reading import console_history
 
 pytestmark = pytest.mark.redis
 
@@ -280,8 +281,10 @@ def test_charts_read_the_replicas_minutes(console_factory, jobs, redis_ns):
     now = int(time.time())
     info = {"version": "9.9", "host": "h", "pid": 1, "started": now, "heartbeat": now, "workers": 4}
     minute = now // 60
-    minutes.record(store, "r1", minute - 5, {"succeeded": 7, "failed": 1}, {"lag_p99": 12.5}, info)
-    minutes.record(store, "r2", minute - 5, {"succeeded": 3}, {"lag_p99": 40.0}, info)
+    console_history.record(
+        store, "r1", minute - 5, {"succeeded": 7, "failed": 1}, {"lag_p99": 12.5}, info
+    )
+    console_history.record(store, "r2", minute - 5, {"succeeded": 3}, {"lag_p99": 40.0}, info)
     data = web.get(f"/api/ns/{redis_ns}/overview").json()
     row = next(m for m in data["minutes"] if m["minute"] == minute - 5)
     assert (row["succeeded"], row["failed"], row["lag_p99"]) == (10, 1, 40.0)
@@ -301,7 +304,7 @@ def test_charts_forget_their_cached_minutes_when_redis_lost_the_data(
     store.adopt_epoch()
     now = int(time.time())
     info = {"version": "9.9", "host": "h", "pid": 1, "started": now, "heartbeat": now, "workers": 4}
-    minutes.record(store, "r1", now // 60 - 5, {"succeeded": 7}, {}, info)
+    console_history.record(store, "r1", now // 60 - 5, {"succeeded": 7}, {}, info)
 
     def succeeded() -> int:
         data = web.get(f"/api/ns/{redis_ns}/overview").json()

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from scheduler import Client, RedisStore, current_invocation, task
 from scheduler.cli import main
-from scheduler.stores.redis import fleet, minutes, queries
+from scheduler.stores.redis.reading import console_history, fleet, queries
 from tests.helpers import WAIT
 
 pytestmark = pytest.mark.redis
@@ -128,7 +128,7 @@ def test_a_replica_whose_last_claim_is_old_is_last_seen_not_alive_in_every_reado
             info = {"version": "t", "heartbeat": at, "workers": 1}
             if owner == "slow":  # a replica run with --resync 30: alive within 60 s
                 info["resync"] = 30.0
-            minutes.record(store, owner, int(at // 60), {}, {}, info)
+            console_history.record(store, owner, int(at // 60), {}, {}, info)
         gauges = queries.gauges(store)
     finally:
         store.close()

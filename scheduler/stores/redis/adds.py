@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import AddResult
-from scheduler.stores.redis import codec, script_args
-from scheduler.stores.redis.server_checks import UNREACHABLE, refused, unreachable
+from scheduler.stores.redis.integrity.server_checks import UNREACHABLE, refused, unreachable
+from scheduler.stores.redis.protocol import records, script_args
 
 ADD_BATCH = script_args.ADD_BATCH  # jobs per add.lua call (script_args.add_calls)
 
@@ -87,4 +87,4 @@ def add_many(store: Adding, args: Sequence[list[Any]]) -> list[AddResult]:
     bad = first_error(items)
     if bad is not None:
         raise store_error(bad, store.url) from bad
-    return [codec.add_result(reply) for reply in items]
+    return [records.add_result(reply) for reply in items]

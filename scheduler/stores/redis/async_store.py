@@ -1,14 +1,15 @@
 """``AsyncStore``: the producer's and inspector's side of a shared namespace on
 ``redis.asyncio``, for ``AsyncClient``. It runs the same operations as the sync stores
-(ops.py, listing.py, redo.py, upkeep.py, shards.py: generators of requests, sansio.py);
-only the execution of a request is its own: a script through gateway.py (``arun``, the
-sync store's rules), redis-py calls in one pipeline, a SCAN step, Redis's TIME.
+(ops.py, reading/listing.py, redo.py, integrity/upkeep.py, sharding/shards.py: generators
+of requests, protocol/requests.py); only the execution of a request is its own: a script
+through protocol/gateway.py (``arun``, the sync store's rules), redis-py calls in one
+pipeline, a SCAN step, Redis's TIME.
 Errors are the sync store's (server_checks.unreachable / refused).
 
 Every URL form of the sync stores (``redis://``, ``rediss://``, ``unix://``,
 ``redis+sentinel://``, ``redis+cluster://``, ``shards=N``); ``wait_replicas`` as there.
 One ``AsyncStore`` may be shared by any number of tasks (redis.asyncio's pool gives each
-command its own connection). The lost-write check after an add is replication.py's (a
+command its own connection). The lost-write check after an add is integrity/replication.py's (a
 ``seq`` counter found below one this client was given: logged, a ``data_loss`` event,
 the counter raised); not here: the periodic sentinel re-query (redis-py's asyncio
 Sentinel finds the primary again on each new connection).
@@ -25,11 +26,9 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import adds, gateway, script_args, scripts, shards, urls
-from scheduler.stores.redis.checks import eviction_cause
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.ops import Layout
-from scheduler.stores.redis.replication import (
+from scheduler.stores.redis import adds
+from scheduler.stores.redis.integrity.checks import eviction_cause
+from scheduler.stores.redis.integrity.replication import (
     FAILOVER,
     RAISE,
     Waiter,
@@ -38,8 +37,17 @@ from scheduler.stores.redis.replication import (
     lost_writes_detail,
     seq_seen,
 )
-from scheduler.stores.redis.sansio import Calls, Eval, Now, Op, Request, Scan, Script
-from scheduler.stores.redis.server_checks import UNREACHABLE, EvictionCheck, refused, unreachable
+from scheduler.stores.redis.integrity.server_checks import (
+    UNREACHABLE,
+    EvictionCheck,
+    refused,
+    unreachable,
+)
+from scheduler.stores.redis.ops import Layout
+from scheduler.stores.redis.protocol import gateway, script_args, scripts, urls
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.protocol.requests import Calls, Eval, Now, Op, Request, Scan, Script
+from scheduler.stores.redis.sharding import shards
 
 T = TypeVar("T")
 RESEND_RETRIES = 2  # as RedisStore's
@@ -131,7 +139,7 @@ class AsyncStore:
         return self._slots
 
     async def run(self, op: Op[T]) -> T:
-        """Run ``op`` (sansio.py): each request awaited in turn; the op's result."""
+        """Run ``op`` (protocol/requests.py): each request awaited in turn; the op's result."""
         async with self._turn():
             try:
                 request = next(op)
@@ -208,8 +216,8 @@ class AsyncStore:
     ) -> list[AddResult]:
         """add.lua for each of ``specs`` (``args``: their arguments, ops.add_args), one
         round trip per shard (each add atomic on its own; a call that met a NOSCRIPT is
-        sent again: gateway.py)."""
-        from scheduler.stores.redis import codec
+        sent again: protocol/gateway.py)."""
+        from scheduler.stores.redis.protocol import records
 
         groups: dict[int, list[int]] = defaultdict(list)
         for n, spec in enumerate(specs):
@@ -221,7 +229,7 @@ class AsyncStore:
             )
         for members, batch in zip(groups.values(), replies, strict=True):
             for n, reply in zip(members, batch, strict=True):
-                out[n] = codec.add_result(reply)
+                out[n] = records.add_result(reply)
         return [r for r in out if r is not None]
 
     async def _add_batch(self, part: int, args: list[list[Any]]) -> list[Any]:

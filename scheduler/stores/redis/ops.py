@@ -1,5 +1,6 @@
-"""The producer and inspector operations of a shared namespace, sans I/O (sansio.py): what
-``RedisStore``/``ShardedStore`` and ``AsyncClient``'s executor (async_store.py) both run.
+"""The producer and inspector operations of a shared namespace, sans I/O
+(protocol/requests.py): what ``RedisStore``/``ShardedStore`` and ``AsyncClient``'s executor
+(async_store.py) both run.
 
 Per part (one shard's ``Keys``): add, cancel, pause, resume, trigger, backfill, get,
 jobs, events. Across parts: ``Layout`` (which part holds a job) and the merges of a
@@ -12,10 +13,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scheduler.model import AddResult, Event, JobInfo, JobSpec
-from scheduler.stores.redis import calendar_plans, codec, script_args, snapshots
-from scheduler.stores.redis import shards as sharding
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.sansio import Calls, Now, Op, Scan, Script, one
+from scheduler.stores.redis.claiming import calendar_plans
+from scheduler.stores.redis.protocol import definitions, records, script_args
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.protocol.requests import Calls, Now, Op, Scan, Script, one
+from scheduler.stores.redis.reading import snapshots
+from scheduler.stores.redis.sharding import shards as sharding
 
 LIVE = ("scheduled", "running", "paused")  # finished jobs stay a day, but are not listed
 LISTED = (*LIVE, "malformed")  # a job hash that does not parse is listed, not hidden
@@ -45,21 +48,21 @@ def _no_now() -> int:
 
 
 def add_args(keys: Keys, spec: JobSpec, payload_limit: int) -> Op[list[Any]]:
-    """add.lua's arguments for ``spec`` (``codec.add_args``; Redis's time is asked only
+    """add.lua's arguments for ``spec`` (``definitions.add_args``; Redis's time is asked only
     for a calendar job); raises before anything is sent if it cannot be stored."""
     try:
-        return codec.add_args(spec, payload_limit, _no_now)
+        return definitions.add_args(spec, payload_limit, _no_now)
     except _NeedNow:
         now = yield Now(keys.shard)
-        return codec.add_args(spec, payload_limit, lambda: int(now))
+        return definitions.add_args(spec, payload_limit, lambda: int(now))
 
 
 def add(keys: Keys, spec: JobSpec, payload_limit: int) -> Op[tuple[AddResult, Any]]:
-    """Store ``spec`` (add.lua): its ``AddResult`` and the raw reply (replication.py
+    """Store ``spec`` (add.lua): its ``AddResult`` and the raw reply (integrity/replication.py
     checks its sequence numbers)."""
     args = yield from add_args(keys, spec, payload_limit)
     reply = yield Script(keys.shard, "add", tuple(args))
-    return codec.add_result(reply), reply
+    return records.add_result(reply), reply
 
 
 def _flag(keys: Keys, script: str, job_id: str) -> Op[bool]:
@@ -76,7 +79,7 @@ def interrupt(keys: Keys, job_id: str) -> Op[int]:
     nothing is decided by it but a running job's cancel token, and add.lua's replacing
     ``DEL`` clears it with the job."""
     running = yield from one(keys.shard, "hget", keys.job(job_id), "running")
-    count = int(running) if codec.is_int(running) else 0
+    count = int(running) if records.is_int(running) else 0
     if count > 0:
         yield from one(keys.shard, "hset", keys.job(job_id), "interrupt", "1")
     return count
@@ -112,7 +115,7 @@ def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
     h = dict(zip(fields, row, strict=True))
     if not h.get("def") or not h.get("gen"):
         return 0
-    spec = codec.decode(h["def"], job_id)
+    spec = definitions.decode(h["def"], job_id)
     times = calendar_plans.occurrences(spec, h, start, end)
     args = tuple(script_args.backfill(job_id, h["gen"], times))
     queued = int((yield Script(keys.shard, "backfill", args)))
@@ -127,7 +130,7 @@ def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
 def pending_occurrence(keys: Keys, job_id: str) -> Op[float | None]:
     """A series' pending occurrence (epoch s; its waiting re-runs aside), None if none."""
     e, nxt = yield from one(keys.shard, "hmget", keys.job(job_id), "e", "next")
-    return int(nxt) / 1000 if e and codec.is_int(nxt) else None
+    return int(nxt) / 1000 if e and records.is_int(nxt) else None
 
 
 def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
@@ -142,7 +145,7 @@ def get(keys: Keys, job_id: str) -> Op[JobInfo | None]:
         ),
         lenient=True,
     )
-    tokens = [] if isinstance(running, Exception) else codec.tokens_of(running, job_id)
+    tokens = [] if isinstance(running, Exception) else records.tokens_of(running, job_id)
     leases: dict[str, float] = {}
     if tokens:  # its invocations' leases: when each ends unless renewed
         calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = tuple(
@@ -183,7 +186,7 @@ def events(keys: Keys, limit: int = 100) -> Op[list[Event]]:
     if limit <= 0:
         return []
     rows = yield from one(keys.shard, "xrevrange", keys.events, count=limit)
-    return [e for _, f in reversed(rows) for e in codec.events(f)][-limit:]
+    return [e for _, f in reversed(rows) for e in records.events(f)][-limit:]
 
 
 def merge_events(each: Iterable[list[Event]], limit: int) -> list[Event]:

@@ -4,16 +4,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from scheduler.model import Retried
-from scheduler.stores.redis import listing, queries, script_args, upkeep
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.integrity import upkeep
 from scheduler.stores.redis.ops import Layout
-from scheduler.stores.redis.sansio import Op, Script, run
+from scheduler.stores.redis.protocol import script_args
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.protocol.requests import Op, Script, run
+from scheduler.stores.redis.reading import listing, queries
+from scheduler.stores.redis.reading.readable import AnyStore, Part
 
-if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
+
+class Noting(Part, Protocol):
+    """A part that records a namespace event (``RedisStore.record_event``)."""
+
+    def record_event(self, kind: str, detail: str, job: str = "") -> None: ...
+
+
+class Redoable(AnyStore, Protocol):
+    """A store whose parts record events: an operator's actions are noted on the job's."""
+
+    def shard(self, job_id: str) -> Noting: ...
 
 
 def retry(store: AnyStore, job_id: str) -> Retried:
@@ -22,7 +34,7 @@ def retry(store: AnyStore, job_id: str) -> Retried:
 
 
 def retry_op(keys: Keys, job_id: str) -> Op[Retried]:
-    """``retry`` as an operation (sansio.py) on the part that holds the job."""
+    """``retry`` as an operation (protocol/requests.py) on the part that holds the job."""
     reply = yield Script(keys.shard, "retry", script_args.job(job_id))
     if isinstance(reply, int):
         return Retried(job_id, reply)
@@ -74,7 +86,7 @@ def _layout(store: AnyStore) -> Layout:
     return Layout([p.keys for p in store.parts])
 
 
-def note(store: AnyStore, job_id: str, action: str, who: str, outcome: str = "") -> None:
+def note(store: Redoable, job_id: str, action: str, who: str, outcome: str = "") -> None:
     """Record an operator's action on ``job_id`` as an ``operator`` event whose detail
     names who did it: ``retry by alice (session): queued 2 run(s)`` (the web console)."""
     detail = f"{action} by {who}" + (f": {outcome}" if outcome else "")

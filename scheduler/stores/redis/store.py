@@ -7,7 +7,8 @@ the namespace's wake channel; every replica's subscriber thread pokes its dispat
 Pub/sub drops messages while a connection is down, so dispatchers also resync (claim)
 every ``resync`` seconds (jittered), and a reconnected subscriber pokes at once.
 
-Failover (``redis+sentinel://``, urls.py): see replication.py for WAIT and loss detection.
+Failover (``redis+sentinel://``, protocol/urls.py): see integrity/replication.py for WAIT
+and loss detection.
 """
 
 from __future__ import annotations
@@ -31,28 +32,30 @@ from scheduler.errors import (
 )
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import AckedClaim
-from scheduler.stores.redis import (
-    acked_claims,
-    adds,
-    calendar_plans,
-    codec,
+from scheduler.stores.redis import adds, ops, redo
+from scheduler.stores.redis.claiming import acked_claims, calendar_plans, presence
+from scheduler.stores.redis.claiming import claim_reply as claimcodec
+from scheduler.stores.redis.claiming.wakeups import WakeSubscriptions
+from scheduler.stores.redis.integrity import upkeep
+from scheduler.stores.redis.integrity.checks import CheckMethods
+from scheduler.stores.redis.integrity.replication import ReplicationWatch, Waiter
+from scheduler.stores.redis.integrity.server_checks import (
+    UNREACHABLE,
+    EvictionCheck,
+    refused,
+    unreachable,
+)
+from scheduler.stores.redis.protocol import (
+    definitions,
     gateway,
-    ops,
-    presence,
-    redo,
-    sansio,
+    records,
+    requests,
     script_args,
-    shards,
-    upkeep,
     urls,
 )
-from scheduler.stores.redis import claims as claimcodec
-from scheduler.stores.redis import scripts as lua
-from scheduler.stores.redis.checks import CheckMethods
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.replication import ReplicationWatch, Waiter
-from scheduler.stores.redis.server_checks import UNREACHABLE, EvictionCheck, refused, unreachable
-from scheduler.stores.redis.wakeups import WakeSubscriptions
+from scheduler.stores.redis.protocol import scripts as lua
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.sharding import shards
 
 __all__ = [
     "RedisStore",
@@ -72,10 +75,10 @@ PLAN_ROUNDS = 3  # claims one claim_due makes while calendar plans make occurren
 
 
 class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
-    """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharded.py) in one Redis or
+    """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharding/sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
-    ``redis+cluster://``: urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
-    write (replication.py). ``clock``: tests only, its time replaces Redis ``TIME``."""
+    ``redis+cluster://``: protocol/urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
+    write (integrity/replication.py). ``clock``: tests only, its time replaces Redis ``TIME``."""
 
     def __init__(
         self,
@@ -104,7 +107,9 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         else:
             self._r = redis_url
         self.url = urls.safe(redis_url)
-        self.keys = Keys(namespace, *shard)  # shard (i, of N): a ShardedStore's (sharded.py)
+        self.keys = Keys(
+            namespace, *shard
+        )  # shard (i, of N): a ShardedStore's (sharding/sharded.py)
         self._route = [self.keys.epoch]  # KEYS[1]: routes every script call in a cluster
         self.namespace = namespace
         self.default_lease: float | None = validation.interval(lease, "lease")
@@ -120,7 +125,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self._counted = False  # the namespace's shard count checked before a first add
         self._eviction = EvictionCheck()  # a producer's cached check of the policy
         self.data_loss_alarms = 0
-        self._upkeep_at = 0.0  # monotonic time of the next reconciler pass (upkeep.py)
+        self._upkeep_at = 0.0  # monotonic time of the next reconciler pass (integrity/upkeep.py)
         # claim request ids: this store's random prefix and a count (claim.lua keeps the
         # last reply per owner, so an id need only differ from the owner's previous ones).
         # Not a uuid4 per claim: os.urandom lets go of the GIL, and a dispatcher that
@@ -132,7 +137,9 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self.record_event)
         self.replication.cause = self.loss_cause
-        self._evicted: int | None = None  # eviction watch (checks.py): set by check_server
+        self._evicted: int | None = (
+            None  # eviction watch (integrity/checks.py): set by check_server
+        )
         self._policy = "noeviction"
         self._eviction_at = 0.0
         self._eviction_cause: str | None = None
@@ -186,7 +193,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     def call_scripts(self, *calls: tuple[str, Sequence[Any]], writes: int = 0) -> list[Any]:
         """``call_script`` for each ``(name, args)``, in order, in one round trip (then WAIT
         with ``wait_replicas``, counting ``writes`` writes, or one per call): the replies,
-        an error reply as its exception, not raised (gateway.py: every script sent must be
+        an error reply as its exception, not raised (protocol/gateway.py: every script sent must be
         safe to resend)."""
         head = script_args.head(self.keys.prefix, self.clock.now() if self._fixed_clock else None)
         wait = self.waiter.wait(writes or len(calls))
@@ -197,7 +204,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
 
     def spec_of(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of a stored definition (decoded once per distinct text, cached:
-        claims.py)."""
+        claiming/claim_reply.py)."""
         return self._definitions.spec(job_id, text)
 
     # ---- producers -------------------------------------------------------------------------
@@ -213,7 +220,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
             self.replication.after_add(high, [reply], [spec.job_id])
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
-        return codec.add_result(reply)
+        return records.add_result(reply)
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``add`` for many jobs in one round trip (add.lua calls of ``adds.ADD_BATCH`` jobs
@@ -227,7 +234,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         if self._eviction.due():  # an evicting Redis would lose the job: refused
             with self.reachable():
                 self._eviction.check(self._r, self.url)
-        return codec.add_args(spec, self.payload_limit, self._redis_now_ms)
+        return definitions.add_args(spec, self.payload_limit, self._redis_now_ms)
 
     def redis_now_ms(self) -> int:
         return self._redis_now_ms()
@@ -255,25 +262,25 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     # the producer's and inspector's operations are ops.py's, shared with AsyncClient
 
     def cancel(self, job_id: str) -> bool:
-        return sansio.run(self, ops.cancel(self.keys, job_id))
+        return requests.run(self, ops.cancel(self.keys, job_id))
 
     def interrupt(self, job_id: str) -> int:
-        return sansio.run(self, ops.interrupt(self.keys, job_id))
+        return requests.run(self, ops.interrupt(self.keys, job_id))
 
     def interrupted(self, job_ids: Collection[str]) -> set[str]:
-        return sansio.run(self, ops.interrupted(self.keys, job_ids))
+        return requests.run(self, ops.interrupted(self.keys, job_ids))
 
     def pause(self, job_id: str) -> bool:
-        return sansio.run(self, ops.pause(self.keys, job_id))
+        return requests.run(self, ops.pause(self.keys, job_id))
 
     def resume(self, job_id: str) -> bool:
-        return sansio.run(self, ops.resume(self.keys, job_id))
+        return requests.run(self, ops.resume(self.keys, job_id))
 
     def trigger(self, job_id: str) -> bool:
-        return sansio.run(self, ops.trigger(self.keys, job_id))
+        return requests.run(self, ops.trigger(self.keys, job_id))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
-        return sansio.run(self, ops.backfill(self.keys, job_id, start, end))
+        return requests.run(self, ops.backfill(self.keys, job_id, start, end))
 
     # ---- an operator's redo (``Redo``, base.py; redo.py) ---------------------------------
 
@@ -300,7 +307,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         owner: str,
     ) -> AckedClaim:
         """``complete_many(done)`` then ``claim_due(...)`` in one round trip
-        (``AcksWithClaims``, base.py; acked_claims.py)."""
+        (``AcksWithClaims``, base.py; claiming/acked_claims.py)."""
         return acked_claims.complete_and_claim(self, done, capacity, lease, owner, MAX_ACKS)
 
     def serve(self, tasks: Callable[[], tuple[int, Sequence[str]]] | None) -> None:
@@ -315,7 +322,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
             return "*"
         version, names = self._serves()
         if version != self._served[0]:
-            self._served = (version, codec.served_text(names))
+            self._served = (version, records.served_text(names))
         return self._served[1]
 
     def claim_request(
@@ -406,7 +413,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         return acked_claims.commits(codes)
 
     def complete(self, claim: Claim, result: Any) -> Commit:
-        args = script_args.complete(claim.job_id, claim.token, codec.result_json(result))
+        args = script_args.complete(claim.job_id, claim.token, records.result_json(result))
         return Commit(self.call_script("complete", *args))
 
     def complete_many(self, done: Sequence[tuple[Claim, Any]]) -> list[Commit]:
@@ -428,18 +435,18 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     # ---- inspection -------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobInfo | None:
-        return sansio.run(self, ops.get(self.keys, job_id))
+        return requests.run(self, ops.get(self.keys, job_id))
 
     def pending_occurrence(self, job_id: str) -> float | None:
-        return sansio.run(self, ops.pending_occurrence(self.keys, job_id))
+        return requests.run(self, ops.pending_occurrence(self.keys, job_id))
 
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
-        return sansio.run(self, ops.jobs(self.keys))
+        return requests.run(self, ops.jobs(self.keys))
 
     def events(self, limit: int = 100) -> list[Event]:
-        return sansio.run(self, ops.events(self.keys, limit))
+        return requests.run(self, ops.events(self.keys, limit))
 
     # ---- wake-ups -----------------------------------------------------------------------
 
@@ -470,7 +477,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         self._notify(self.due_in(due_ms))
 
     def retire(self, owner: str) -> None:
-        """Replica ``owner`` stopped: it leaves the live set at once (presence.py)."""
+        """Replica ``owner`` stopped: it leaves the live set at once (claiming/presence.py)."""
         presence.retire(self, owner)
 
     def close(self) -> None:

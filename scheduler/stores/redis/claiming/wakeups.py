@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.stores.base import WakeListener
-from scheduler.stores.redis import urls
+from scheduler.stores.redis.protocol import urls
 
 log = logging.getLogger("duetime.redis")
 

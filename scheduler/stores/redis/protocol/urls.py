@@ -14,7 +14,7 @@ to 0, a sentinel's port to 26379. IPv6 hosts go in brackets: ``[::1]:26379``.
 A cluster URL connects through redis-py's ``RedisCluster``: it learns the slot map
 from any seed that answers and follows ``MOVED``/``ASK`` redirections by itself. Any URL
 may carry ``shards=N`` in its query (``split_shards``): the namespace's shard count
-(stores/redis/sharded.py), taken off before the URL reaches redis-py.
+(stores/redis/sharding/sharded.py), taken off before the URL reaches redis-py.
 
 A Sentinel URL connects through redis-py's ``Sentinel.master_for``: every new connection
 asks the sentinels for the current primary, and a connection to a demoted primary is

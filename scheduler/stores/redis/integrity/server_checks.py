@@ -18,8 +18,8 @@ from scheduler.errors import (
     StoreUnavailableError,
     WrongServerError,
 )
-from scheduler.stores.redis import gateway
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.protocol import gateway
+from scheduler.stores.redis.protocol.keys import Keys
 
 MIN_REDIS = (7, 0)
 
@@ -278,7 +278,7 @@ def unreachable(exc: Exception, url: str) -> Exception:
     from redis.sentinel import MasterNotFoundError
 
     if isinstance(exc, MasterNotFoundError | AsyncMasterNotFound):
-        from scheduler.stores.redis import urls
+        from scheduler.stores.redis.protocol import urls
 
         # redis-py >= 8.2 reports a sentinel's refusal (a server, not a sentinel) in here
         return handshake_refused(exc, url) or StoreUnavailableError(urls.no_primary(str(exc), url))

@@ -2,7 +2,7 @@
 
 All keys of one shard share its hash tag, so each script touches one cluster slot: shard
 0 (the whole namespace when it is not sharded) is ``duetime:{<ns>}:``, shard i of a
-sharded namespace ``duetime:{<ns>#<i>}:`` (sharded.py). One ACL pattern covers a shard
+sharded namespace ``duetime:{<ns>#<i>}:`` (sharding/sharded.py). One ACL pattern covers a shard
 (``~duetime:{ns}:*``); ``~duetime:{ns}:*`` plus ``~duetime:{ns#*}:*`` cover every shard.
 """
 
@@ -46,7 +46,7 @@ class Keys:
         self.lease = p + "lease"  # zset: token -> lease deadline (epoch ms)
         self.running = p + "running"  # hash: token -> gen|sched[@ready]|attempt|stalls|fence|job
         self.events = p + "events"  # stream, capped at ~10,000
-        # hash: counters per event kind, and the live-job count (LIVE_FIELDS, upkeep.py)
+        # hash: counters per event kind, and the live-job count (LIVE_FIELDS, integrity/upkeep.py)
         self.stats = p + "stats"
         self.ids = p + "ids"  # counter: JobScheduler int ids
         self.wake = p + "wake"  # pub/sub channel: due ms of a new earliest job

@@ -1,8 +1,9 @@
 """The client-side operations of a shared namespace, written once, without I/O.
 
-An operation (``ops.py``, ``listing.py``, ``redo.py``, ``upkeep.py``, ``shards.py``) is a
-generator: it yields requests (run this Lua script, these redis-py calls in one pipeline,
-one SCAN step, a Lua text of its own, Redis's time) and is sent each reply; its return
+An operation (``ops.py``, ``reading/listing.py``, ``redo.py``, ``integrity/upkeep.py``,
+``sharding/shards.py``) is a generator: it yields requests (run this Lua script, these
+redis-py calls in one pipeline, one SCAN step, a Lua text of its own, Redis's time) and is
+sent each reply; its return
 value is the result. It names no connection and never blocks, so the sync stores (``run``
 below, on a ``RedisStore`` or ``ShardedStore``) and the asyncio executor
 (``async_store.py``, on ``redis.asyncio``) run the same code: which script, which keys
@@ -20,8 +21,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
 
-from scheduler.stores.redis import gateway
-from scheduler.stores.redis.gateway import Lua
+from scheduler.stores.redis.protocol import gateway
+from scheduler.stores.redis.protocol.gateway import Lua
 
 T = TypeVar("T")
 

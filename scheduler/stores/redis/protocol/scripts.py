@@ -1,6 +1,6 @@
 """The Lua scripts' sources: read once from lua/, their units inlined, and registered
 with a redis-py client as ``Script`` objects (their SHA1 and text). Sending them, and
-loading one again after a NOSCRIPT (a Redis restart, SCRIPT FLUSH), is gateway.py's.
+loading one again after a NOSCRIPT (a Redis restart, SCRIPT FLUSH), is protocol/gateway.py's.
 
 A script (``lua/NAME.lua``) names the units it needs, one ``--@include UNIT`` line each;
 units live in ``lua/include/UNIT.lua`` and may include units themselves. ``source(name)``
@@ -49,7 +49,7 @@ class IncludeError(ValueError):
 
 def lua_dir() -> pathlib.Path:
     """The packaged copy (scheduler/_lua in a wheel) first, the checkout's lua/ second."""
-    here = pathlib.Path(__file__).resolve().parents[2]  # scheduler/
+    here = pathlib.Path(__file__).resolve().parents[3]  # scheduler/
     for candidate in (here / "_lua", here.parent / "lua"):
         if (candidate / "claim.lua").is_file():
             return candidate

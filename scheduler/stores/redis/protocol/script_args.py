@@ -1,12 +1,13 @@
 """Each Lua script's ARGV, packed in one place: reading this module tells how every
 lua/*.lua script is called (its header in lua/ says what each argument means and what it
-answers). The values are computed elsewhere (codec.py encodes a job, calendar_plans.py
-plans a series, the store picks a lease); the order they are sent in is decided here.
+answers). The values are computed elsewhere (protocol/definitions.py encodes a job,
+claiming/calendar_plans.py plans a series, the store picks a lease); the order they are
+sent in is decided here.
 
 Every script's ARGV[1] is the namespace's (shard's) key prefix and ARGV[2] the time in
 epoch ms, "" for Redis's ``TIME`` (a test store's fixed clock otherwise): ``head``, which
 the store puts before the arguments packed below (``RedisStore.call_script``,
-``AsyncStore``). KEYS is the one routing key of the namespace (gateway.py). The functions
+``AsyncStore``). KEYS is the one routing key of the namespace (protocol/gateway.py). The functions
 below pack ARGV[3..], in order; each answers a fresh list of strings and numbers.
 """
 
@@ -124,7 +125,7 @@ def quarantine(job_id: str, token: str, reason: str) -> list[str]:
     return [job_id, token, reason[:REASON_MAX]]
 
 
-# ---- calendar series (plan.lua; calendar_plans.py computes the plan) -----------------------
+# ---- calendar series (plan.lua; claiming/calendar_plans.py computes the plan) --------
 
 
 def plan_after(job_id: str, gen: str, e: str, next_ms: str, after_ms: int) -> list[str]:

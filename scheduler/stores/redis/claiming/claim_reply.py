@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from scheduler.model import Claim, JobSpec
-from scheduler.stores.redis import codec
+from scheduler.stores.redis.protocol import definitions
 
 SPEC_CACHE = 10_000  # distinct definitions kept decoded
 
@@ -110,10 +110,10 @@ class Definitions:
 
     def spec(self, job_id: str, text: str) -> JobSpec:
         """The ``JobSpec`` of definition ``text`` for job ``job_id``; raises ValueError,
-        KeyError or TypeError (codec.decode) for a definition that does not parse."""
+        KeyError or TypeError (definitions.decode) for a definition that does not parse."""
         template = self._specs.get(text)
         if template is None:
-            template = self._specs[text] = codec.decode(text, job_id)
+            template = self._specs[text] = definitions.decode(text, job_id)
             if len(self._specs) > SPEC_CACHE:
                 self._specs.popitem(last=False)
         return with_id(template, job_id)
@@ -132,7 +132,7 @@ def build(
         token = f"{owner}:{fence}"
         try:
             spec = spec_of(job, text)
-        except codec.UNREADABLE as exc:  # malformed data in Redis
+        except definitions.UNREADABLE as exc:  # malformed data in Redis
             bad.append((job, token, exc))
             continue
         lane = spec.lane

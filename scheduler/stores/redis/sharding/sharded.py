@@ -1,9 +1,9 @@
 """ShardedStore: one namespace split into N shards, for Redis Cluster (or one Redis).
 
-Each shard is exactly a namespace's keyspace under its own hash tag (keys.py: shard 0 is
+Each shard is exactly a namespace's keyspace under its own hash tag (protocol/keys.py: shard 0 is
 ``duetime:{ns}:``, shard i ``duetime:{ns#i}:``), so every Lua script still touches one
 slot and runs unchanged, on whichever cluster node holds that slot. A job lives in shard
-``crc32(job_id) mod N`` (shards.py; N is fixed per namespace). One ``RedisStore`` per
+``crc32(job_id) mod N`` (sharding/shards.py; N is fixed per namespace). One ``RedisStore`` per
 shard, over one shared client, does the work; this class routes and merges:
 
 * by job id: add, cancel, pause, resume, trigger, backfill, get, and every token-checked
@@ -25,7 +25,7 @@ subscription nothing is skipped. So an idle replica makes N claim calls per resy
 instead of 1 (the cost of N), and a wake-up costs one call, not N: no thundering herd.
 A shard that fails (a node down) is set aside for ``SHARD_RETRY`` s and the others go on
 (their claims are returned, never stranded); the round fails only if no shard answered.
-The estimates live in shard_rounds.py.
+The estimates live in sharding/rounds.py.
 
 Ordering: invocations are claimed in (due, submission) order within a shard; across
 shards only by due time as far as the estimates go (FIFO of equal due times holds per
@@ -55,12 +55,14 @@ from scheduler.model import (
     Retried,
 )
 from scheduler.stores.base import AckedClaim
-from scheduler.stores.redis import ops, redo, upkeep, urls
-from scheduler.stores.redis import shards as sharding
-from scheduler.stores.redis.shard_rounds import Estimates
-from scheduler.stores.redis.shards import shard_count_for
+from scheduler.stores.redis import ops, redo
+from scheduler.stores.redis.claiming.wakeups import WakeSubscriptions
+from scheduler.stores.redis.integrity import upkeep
+from scheduler.stores.redis.protocol import urls
+from scheduler.stores.redis.sharding import shards as sharding
+from scheduler.stores.redis.sharding.rounds import Estimates
+from scheduler.stores.redis.sharding.shards import shard_count_for
 from scheduler.stores.redis.store import MAX_BATCH, RedisStore
-from scheduler.stores.redis.wakeups import WakeSubscriptions
 
 
 class ShardedStore(WakeSubscriptions):
@@ -137,7 +139,7 @@ class ShardedStore(WakeSubscriptions):
 
     def _count(self, record: bool = False) -> None:
         """Check (until settled) that the namespace has this store's shard count;
-        writers (``record``) record it in a new namespace (shards.py)."""
+        writers (``record``) record it in a new namespace (sharding/shards.py)."""
         if not self._counted:
             with self.shards[0].reachable():
                 self._counted = sharding.check_count(self._r, self.keys, self.url, record=record)
@@ -406,7 +408,7 @@ class ShardedStore(WakeSubscriptions):
         self._estimates.learn([i], self.clock.now() + due_in, woken=True)
         self._notify(due_in)
 
-    # one connection subscribed to every shard's wake channel (wakeups.py); after each
+    # one connection subscribed to every shard's wake channel (claiming/wakeups.py); after each
     # (re)connection every shard is swept once
 
     def _wake_channels(self) -> list[str]:

@@ -1,6 +1,6 @@
 """Which shard a job lives in, and the namespace's fixed shard count.
 
-A sharded namespace (sharded.py) keeps each job in shard ``crc32(job_id) mod N``: a
+A sharded namespace (sharding/sharded.py) keeps each job in shard ``crc32(job_id) mod N``: a
 stable hash (not Python's per-process ``hash()``), the same in every process and version.
 N must therefore never change for a namespace: jobs would be looked for in the wrong
 shard (cancel, get and upserts would miss them). N is recorded in shard 0's ``shards``
@@ -16,10 +16,10 @@ import zlib
 from typing import Any
 
 from scheduler.errors import ShardCountError
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.sansio import Op, call, one, pipelined
-from scheduler.stores.redis.server_checks import handshake_refused
-from scheduler.stores.redis.urls import MAX_SHARDS, split_shards
+from scheduler.stores.redis.integrity.server_checks import handshake_refused
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.protocol.requests import Op, call, one, pipelined
+from scheduler.stores.redis.protocol.urls import MAX_SHARDS, split_shards
 
 __all__ = ["MAX_SHARDS", "shard_of", "shard_count", "check_count"]
 
@@ -57,7 +57,7 @@ def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> 
 
 
 def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
-    """``check_count`` as an operation (sansio.py)."""
+    """``check_count`` as an operation (protocol/requests.py)."""
     if keys.shard != 0:
         return True
     shards = keys.count

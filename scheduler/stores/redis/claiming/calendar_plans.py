@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Claim, Cron, JobSpec
-from scheduler.stores.redis import rates, script_args
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.protocol import intervals, script_args
+from scheduler.stores.redis.protocol.keys import Keys
 
 log = logging.getLogger("duetime.redis")
 
@@ -153,7 +153,7 @@ def occurrences(spec: JobSpec, h: dict[str, str | None], start: float, end: floa
     backfill.lua; raises ValueError for a one-off job or an oversized window."""
     sched = spec.schedule
     if h.get("anchor") and h.get("interval"):  # the stored grid, in ms (exact)
-        grid = (int(h["anchor"] or 0), rates.decode(h["interval"] or "1"))
+        grid = (int(h["anchor"] or 0), intervals.decode(h["interval"] or "1"))
         ms = schedules.window(spec.job_id, None, grid, start * 1000, end * 1000)
         return [int(x) for x in ms]
     cron = sched if isinstance(sched, Cron) else None

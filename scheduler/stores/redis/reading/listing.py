@@ -28,15 +28,14 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scheduler.model import JobInfo
-from scheduler.stores.redis import codec, snapshots
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.sansio import Calls, Op, Scan, one, run
-
-if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
+from scheduler.stores.redis.protocol import records
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.protocol.requests import Calls, Op, Scan, one, run
+from scheduler.stores.redis.reading import snapshots
+from scheduler.stores.redis.reading.readable import AnyStore
 
 FINISHED = ("succeeded", "failed", "abandoned", "cancelled")
 STATES = ("scheduled", "running", "paused", *FINISHED, "dead", "all", "live")
@@ -101,7 +100,7 @@ def page(
     lane: str | None = None,
     prefix: str | None = None,
 ) -> Op[Page]:
-    """``list_jobs`` as an operation (sansio.py) over the namespace's ``parts``."""
+    """``list_jobs`` as an operation (protocol/requests.py) over the namespace's ``parts``."""
     if state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -177,7 +176,7 @@ def _ids(
         raise TypeError("a cursor out of range")
     if state == "running":
         nxt, entries = yield from one(i, "hscan", k.running, start, count=count)
-        ids = [r.job_id for r in codec.running_entries(entries).values()]
+        ids = [r.job_id for r in records.running_entries(entries).values()]
     elif state == "paused":
         nxt, ids = yield from one(i, "sscan", k.paused, start, count=count)
     else:  # all
@@ -209,11 +208,11 @@ def _zpage(
     got.sort(reverse=reverse)
     page = got[:count]
     for score, member in page:
-        if retries is not None and codec.is_retry(member):
-            retries.setdefault(codec.member_job(member), score)
+        if retries is not None and records.is_retry(member):
+            retries.setdefault(records.member_job(member), score)
     if len(page) < count:  # every set was read to its end
-        return [codec.member_job(m) for _, m in page], None
-    return [codec.member_job(m) for _, m in page], list(page[-1])
+        return [records.member_job(m) for _, m in page], None
+    return [records.member_job(m) for _, m in page], list(page[-1])
 
 
 def _after(
@@ -269,7 +268,7 @@ def _infos(
     replies = yield Calls(k.shard, tuple(calls), lenient=True)  # a bad key fails no listing
     wanted = set(ids)  # the RUNNING entries of these jobs only, each parsed once
     every = {} if isinstance(replies[0], Exception) else replies[0]
-    parsed = codec.running_entries(every)
+    parsed = records.running_entries(every)
     running = {t: every[t] for t, r in parsed.items() if r.job_id in wanted}
     rest = replies[1:]
     step = 2 if state == "dead" else 1

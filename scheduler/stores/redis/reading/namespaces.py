@@ -10,10 +10,9 @@ after ``enqueue`` stored its job.
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
+from scheduler.stores.redis.reading.readable import AnyStore
 
 SHOWN = 8  # namespaces named in a hint at most
 SCANS = 50  # SCAN calls a hint may make (~50,000 keys, ~25 ms): a large keyspace is cut

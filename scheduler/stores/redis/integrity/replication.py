@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scheduler.stores.redis import gateway, urls
+from scheduler.stores.redis.protocol import gateway, urls
 
 log = logging.getLogger("duetime.redis")
 
@@ -97,7 +97,7 @@ def event_fields(kind: str, detail: str, job: str = "") -> dict[str, str]:
 
 class Waiter:
     """A store's ``WAIT`` after writes: what follows a round trip of scripts (``wait``;
-    gateway.py sends both on one connection: WAIT counts the writes of *its own*
+    protocol/gateway.py sends both on one connection: WAIT counts the writes of *its own*
     connection), and the judgement of its answer (``check``)."""
 
     def __init__(self, client: Any, replicas: int, timeout_ms: int) -> None:
@@ -115,7 +115,7 @@ class Waiter:
         self._warned = 0.0
 
     def wait(self, writes: int = 1) -> gateway.Wait | None:
-        """The WAIT that follows a round trip of ``writes`` writes (gateway.py), its answer
+        """The WAIT that follows a round trip of ``writes`` writes (protocol/gateway.py), its answer
         judged by ``check``; None when ``replicas`` is 0 (no WAIT)."""
         if not self.replicas:
             return None

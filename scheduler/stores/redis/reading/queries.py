@@ -1,6 +1,6 @@
 """Read-only inspection of a shared (Redis) namespace: the queries behind ``duetime ls``,
 ``show``, ``stats`` and ``events``. Plain functions over a ``RedisStore``; none writes.
-A ``ShardedStore`` (sharded.py) is read shard by shard and merged: ``stats`` sums
+A ``ShardedStore`` (sharding/sharded.py) is read shard by shard and merged: ``stats`` sums
 the shards, a job's events come from its shard, recent events are merged by time
 (following the stream, ``follow``, reads one shard's stream: shard 0's).
 
@@ -14,19 +14,15 @@ people (local time).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypedDict
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypedDict
 
 from scheduler import timeinput
 from scheduler.model import Event
-from scheduler.stores.redis import codec, fleet
-from scheduler.stores.redis.keys import LIVE_FIELDS
-
-if TYPE_CHECKING:
-    from scheduler.stores.redis.sharded import ShardedStore
-    from scheduler.stores.redis.store import RedisStore
-
-    AnyStore: TypeAlias = RedisStore | ShardedStore  # explicit: store.py imports this module
+from scheduler.stores.redis.protocol import definitions, records
+from scheduler.stores.redis.protocol.keys import LIVE_FIELDS
+from scheduler.stores.redis.reading import fleet
+from scheduler.stores.redis.reading.readable import AnyStore, Part
 
 SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job's events
 
@@ -50,7 +46,7 @@ class Stats(TypedDict):
     running: int  # invocations claimed and not yet ended (HLEN running)
     counters: dict[str, int]  # event kind -> count since the namespace began
     replicas: list[fleet.Replica]  # with a live key; each says if it is alive, last seen
-    replicas_alive: int  # those alive: last claim within 2 x resync (fleet.py)
+    replicas_alive: int  # those alive: last claim within 2 x resync (reading/fleet.py)
     data_loss_alarms: int  # times a replica found the namespace's data gone
     lag_ms: dict[str, float]  # dispatch lag of recent claims: p50, p90, p99, max, samples
     # task -> invocations waiting because no live replica serves the task (parked:<task>)
@@ -61,12 +57,12 @@ class Stats(TypedDict):
 # ---- the queue and the fleet ------------------------------------------------------------
 
 
-def parts(store: AnyStore) -> list[RedisStore]:
+def parts(store: AnyStore) -> Sequence[Part]:
     """The shards of a ``ShardedStore``; ``[store]`` for a ``RedisStore``."""
     return store.parts
 
 
-def of_job(store: AnyStore, job_id: str) -> RedisStore:
+def of_job(store: AnyStore, job_id: str) -> Part:
     """The (shard) store that holds ``job_id``."""
     return store.shard(job_id)
 
@@ -77,7 +73,7 @@ def redis_now(store: AnyStore) -> float:
     return int(sec) + int(usec) / 1e6
 
 
-def lanes(store: RedisStore) -> list[str]:
+def lanes(store: Part) -> list[str]:
     """Lanes that ever had a job in the namespace (the ``lanes`` set), sorted; the default
     lane too when it holds due entries (the set may be lost: eviction, a restart)."""
     names = {str(lane) for lane in store.redis.smembers(store.keys.lanes)}
@@ -86,7 +82,7 @@ def lanes(store: RedisStore) -> list[str]:
     return sorted(names)
 
 
-def queue_depths(store: RedisStore) -> dict[str, int]:
+def queue_depths(store: Part) -> dict[str, int]:
     """Pending invocations per lane (ZCARD of each ``due:<lane>``)."""
     names = lanes(store)
     with store.redis.pipeline(transaction=False) as p:
@@ -95,7 +91,7 @@ def queue_depths(store: RedisStore) -> dict[str, int]:
         return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
 
 
-def due_now(store: RedisStore, now: float | None = None) -> dict[str, int]:
+def due_now(store: Part, now: float | None = None) -> dict[str, int]:
     """Pending invocations per lane that are due at ``now`` (default: Redis ``TIME``),
     i.e. waiting for a free worker or a replica."""
     names = lanes(store)
@@ -134,8 +130,8 @@ def running(store: AnyStore) -> list[Running]:
             p.zrange(part.keys.lease, 0, -1, withscores=True)
             entries, leases = p.execute()
         until = {str(token): float(ms) / 1000 for token, ms in leases}
-        for token, r in sorted(codec.running_entries(entries).items()):
-            owner = codec.owner_of(token)
+        for token, r in sorted(records.running_entries(entries).items()):
+            owner = records.owner_of(token)
             lease = until.get(str(token))
             out.append(Running(r.job_id, r.scheduled, r.attempt, r.fence, owner, lease))
     return out
@@ -170,7 +166,7 @@ def definition(store: AnyStore, job_id: str) -> Any:
     if text is None:
         return None
     try:
-        return codec.decode(text, job_id)
+        return definitions.decode(text, job_id)
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -184,7 +180,7 @@ def quarantined_count(store: AnyStore) -> int:
         return sum(int(n) for n in p.execute())
 
 
-def counters(store: RedisStore) -> dict[str, int]:
+def counters(store: Part) -> dict[str, int]:
     """The ``stats`` hash: one counter per event kind, sorted by kind."""
     raw: Mapping[str, str] = store.redis.hgetall(store.keys.stats)
     # a counter that is not an integer (garbage) is left out, never a failed readout; the
@@ -192,14 +188,14 @@ def counters(store: RedisStore) -> dict[str, int]:
     return {
         kind: int(n)
         for kind, n in sorted(raw.items())
-        if codec.is_int(n) and kind not in LIVE_FIELDS
+        if records.is_int(n) and kind not in LIVE_FIELDS
     }
 
 
-def data_loss_alarms(store: RedisStore) -> int:
+def data_loss_alarms(store: Part) -> int:
     """How many times a replica found the namespace's epoch gone (Redis lost data)."""
     n = store.redis.hget(store.keys.stats, "data_loss")
-    return int(n) if codec.is_int(n) else 0
+    return int(n) if records.is_int(n) else 0
 
 
 def stats(store: AnyStore) -> Stats:
@@ -263,13 +259,13 @@ def merge_stats(each: list[Stats]) -> Stats:
     }
 
 
-def claim_lag(store: RedisStore, window: int = 5000) -> dict[str, float]:
+def claim_lag(store: Part, window: int = 5000) -> dict[str, float]:
     """Dispatch lag (claim time minus when the job became claimable: the later of its
     scheduled time and the enqueue, retry or resume time the claimed event records; Redis
     time) of the claims among the last ``window`` events: p50, p90, p99 and max in ms, and
     the sample count."""
     rows = store.redis.xrevrange(store.keys.events, count=window)  # >= `window` events
-    events = [e for _, f in reversed(rows) for e in codec.events(f)][-window:]
+    events = [e for _, f in reversed(rows) for e in records.events(f)][-window:]
     lags = sorted(
         round((e.at - max(e.scheduled, e.ready or e.scheduled)) * 1000)
         for e in events
@@ -337,7 +333,7 @@ def stored_runs(store: AnyStore, job_id: str) -> list[Run]:
     runs: list[Run] = []
     for item in raw:
         try:
-            sched, attempt, at, end, outcome = codec.run_entry(str(item))
+            sched, attempt, at, end, outcome = records.run_entry(str(item))
             runs.append(
                 Run(
                     scheduled=sched,
@@ -413,7 +409,7 @@ def recent_events(
             budget -= chunk
         rows = store.redis.xrevrange(store.keys.events, max=top, min="-", count=chunk)
         for entry_id, fields in rows:
-            for event in reversed(codec.events(fields)):  # newest first, as the rows
+            for event in reversed(records.events(fields)):  # newest first, as the rows
                 if _wanted(event, job_id, kinds):
                     found.append(Entry(str(entry_id), event))
                     if len(found) == count:
@@ -452,7 +448,7 @@ def follow(
 
 
 def _tail(
-    store: RedisStore,
+    store: Part,
     last: str,
     job_id: str | None,
     kinds: frozenset[str] | None,
@@ -473,7 +469,7 @@ def _tail(
         reply = store.redis.xread({store.keys.events: last}, block=wait_ms, count=100)
         for entry_id, fields in _stream_rows(reply):
             last = str(entry_id)
-            for event in codec.events(fields):
+            for event in records.events(fields):
                 if not _wanted(event, job_id, kinds):
                     continue
                 yield Entry(last, event)

@@ -39,9 +39,9 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.model import Finding, Quarantined, Reconciled
-from scheduler.stores.redis import gateway, script_args
-from scheduler.stores.redis.keys import LIVE_FIELDS, Keys
-from scheduler.stores.redis.sansio import Calls, Eval, Op, Scan, Script, one, run_on
+from scheduler.stores.redis.protocol import gateway, script_args
+from scheduler.stores.redis.protocol.keys import LIVE_FIELDS, Keys
+from scheduler.stores.redis.protocol.requests import Calls, Eval, Op, Scan, Script, one, run_on
 
 PASS_KEYS = 100  # job keys per background pass (a SCAN count hint): ~2 ms of Redis at 10^5 jobs
 DOCTOR_KEYS = 1000  # per call of a full scan
@@ -151,7 +151,7 @@ START = gateway.Lua(START_COUNT)
 
 
 def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -> Op[Reconciled]:
-    """``reconcile_all`` as an operation (sansio.py)."""
+    """``reconcile_all`` as an operation (protocol/requests.py)."""
     cursor, scanned, leases, live = "0", 0, 0, 0
     findings: list[Finding] = []
     before = yield from _stats_op(keys)
@@ -179,7 +179,7 @@ def reconcile_op(keys: Keys, dry_run: bool = False, start_count: bool = False) -
     healthy = not any(f.action in UNREPAIRED for f in findings)
     if counted is None and start_count and not dry_run and churn == 0 and healthy:
         start = (live, _events_total(before))
-        started = yield Eval(keys.shard, START, (keys.stats,), start)  # gateway.py
+        started = yield Eval(keys.shard, START, (keys.stats,), start)  # protocol/gateway.py
         if started:
             counted, lost = live, 0
     return Reconciled(
@@ -229,7 +229,7 @@ def undecodable_op(keys: Keys, known: set[str]) -> Op[list[Finding]]:
     not an object, arguments that are not an object): reported, not moved (no script may
     move a job it has not claimed without a token); the claim moves each aside when it
     comes due. ``known``: jobs already found (by reconcile.lua)."""
-    from scheduler.stores.redis import codec
+    from scheduler.stores.redis.protocol import definitions
 
     found, cursor = [], 0
     while True:
@@ -244,8 +244,8 @@ def undecodable_op(keys: Keys, known: set[str]) -> Op[list[Finding]]:
             if not isinstance(text, str):
                 continue  # gone, or not a hash (reconcile.lua's to report)
             try:
-                codec.decode(text, job_id)
-            except codec.UNREADABLE as exc:
+                definitions.decode(text, job_id)
+            except definitions.UNREADABLE as exc:
                 why = f"definition does not parse ({type(exc).__name__}: {str(exc)[:120]})"
                 found.append(Finding(job_id, why, "reported: moved aside when it comes due"))
         if int(cursor) == 0:
@@ -287,7 +287,7 @@ def quarantined(store: UpkeepStore) -> list[Quarantined]:
 
 
 def quarantined_op(keys: Keys) -> Op[list[Quarantined]]:
-    """``quarantined`` as an operation (sansio.py)."""
+    """``quarantined`` as an operation (protocol/requests.py)."""
     found, legacy = yield Calls(
         keys.shard,
         (("hgetall", (keys.quarantined,), {}), ("lrange", (keys.quarantine, 0, -1), {})),
@@ -345,13 +345,13 @@ def restore(store: UpkeepStore, entry: str) -> str:
 def restore_op(keys: Keys, entry: str) -> Op[str]:
     """``restore`` as an operation. A definition Python cannot read is found first (no
     script reads JSON): ``still-bad <why>``, and the entry stays."""
-    from scheduler.stores.redis import codec
+    from scheduler.stores.redis.protocol import definitions
 
     (text,) = yield Calls(keys.shard, (("hget", (keys.quarantined_data(entry), "def"), {}),), True)
     if isinstance(text, str):
         try:
-            codec.decode(text, entry)
-        except codec.UNREADABLE as exc:
+            definitions.decode(text, entry)
+        except definitions.UNREADABLE as exc:
             return f"still-bad definition does not parse ({type(exc).__name__}: {exc})"[:300]
     return str((yield Script(keys.shard, "restore", script_args.entry(entry))))
 
@@ -363,7 +363,7 @@ def purge(store: UpkeepStore, entry: str) -> int:
 
 
 def purge_op(keys: Keys, entry: str) -> Op[int]:
-    """``purge`` as an operation (sansio.py)."""
+    """``purge`` as an operation (protocol/requests.py)."""
     if entry != ALL:
         if entry.startswith(LEGACY):
             raise ValueError("legacy entries are purged together: purge all of them")

@@ -29,8 +29,8 @@ from typing import Any, NamedTuple, Protocol
 
 from scheduler.model import Claim, ClaimBatch, Commit
 from scheduler.stores.base import AckedClaim
-from scheduler.stores.redis import codec, script_args
-from scheduler.stores.redis.server_checks import refused
+from scheduler.stores.redis.integrity.server_checks import refused
+from scheduler.stores.redis.protocol import records, script_args
 
 
 class ClaimRequest(NamedTuple):
@@ -72,7 +72,7 @@ class Riding(Protocol):
 def ack_args(done: Sequence[tuple[Claim, Any]]) -> list[str]:
     """complete_many.lua's arguments for ``done`` (script_args.complete_many)."""
     return script_args.complete_many(
-        (claim.job_id, claim.token, codec.result_json(result)) for claim, result in done
+        (claim.job_id, claim.token, records.result_json(result)) for claim, result in done
     )
 
 

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
-from scheduler.stores.redis import fleet
-
-if TYPE_CHECKING:
-    from scheduler.stores.redis.queries import AnyStore
-    from scheduler.stores.redis.store import RedisStore
+from scheduler.stores.redis.reading import fleet
+from scheduler.stores.redis.reading.readable import AnyStore, Part
 
 KEEP = 86_400  # seconds a minute's figures are kept
 FLUSH = 10.0  # seconds between a replica's flushes
@@ -58,16 +55,16 @@ class ReplicaInfo(TypedDict):
     heartbeat: float
     workers: int
     lanes: dict[str, int] | None  # lane -> workers; None: a replica that did not say
-    alive: bool  # its last claim is recent (fleet.py: within 2 x its resync)
+    alive: bool  # its last claim is recent (reading/fleet.py: within 2 x its resync)
     last_seen: float | None  # seconds since its last claim; None: its live key expired
 
 
-def _shard0(store: AnyStore | RedisStore) -> RedisStore:
+def _shard0(store: AnyStore) -> Part:
     return store.parts[0]
 
 
 def record(
-    store: AnyStore | RedisStore,
+    store: AnyStore,
     owner: str,
     minute: int,
     counts: Mapping[str, int],
@@ -111,7 +108,7 @@ def _heartbeat(raw: str | bytes) -> float:
         return 0.0
 
 
-def forget(store: AnyStore | RedisStore, owner: str) -> None:
+def forget(store: AnyStore, owner: str) -> None:
     """Replica ``owner`` stopped cleanly: drop its announcement (its figures stay)."""
     part = _shard0(store)
     part.redis.hdel(part.keys.replicas, owner)

@@ -2,7 +2,7 @@
 and the jobs that wait because no live replica serves their task.
 
 * ``replica:<owner>`` (a string with a TTL of 3 leases, written by every claim: the time
-  of the claim, ms) marks a replica that claims (presence.py writes and deletes it);
+  of the claim, ms) marks a replica that claims (claiming/presence.py writes and deletes it);
   claim.lua takes one whose key exists as serving its tasks. Readouts are stricter: a
   replica is **alive** while its last claim is at most ``ALIVE_RESYNCS`` x its resync old
   (a dispatcher claims at least every 1.5 x resync, jittered, busy or idle); an older one
@@ -18,19 +18,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypedDict
+from typing import NamedTuple, TypedDict
 
 from scheduler import timeinput
-from scheduler.stores.redis import codec
+from scheduler.stores.redis.protocol import records
+from scheduler.stores.redis.reading.readable import AnyStore, Part
 
-if TYPE_CHECKING:
-    from scheduler.stores.redis.sharded import ShardedStore
-    from scheduler.stores.redis.store import RedisStore
-
-    AnyStore: TypeAlias = RedisStore | ShardedStore  # explicit: store.py imports queries.py
-
-
-DEFAULT_RESYNC = 5.0  # seconds: RedisStore's resync, for a replica that did not announce one
+DEFAULT_RESYNC = 5.0  # seconds: Part's resync, for a replica that did not announce one
 ALIVE_RESYNCS = 2.0  # alive: last claim at most this many resyncs ago (claims: <= 1.5 x)
 
 
@@ -59,8 +53,9 @@ def is_alive(last_claim: float | None, now: float, resync: float | None) -> bool
 
 
 def resyncs(store: AnyStore) -> dict[str, float]:
-    """Each announced replica's resync (seconds), from its announcement (minutes.py, on
-    shard 0); a replica that did not announce one is missing."""
+    """Each announced replica's resync (seconds), from its announcement
+    (reading/console_history.py, on shard 0); a replica that did not announce one is
+    missing."""
     part = store.parts[0]
     out: dict[str, float] = {}
     for name, raw in part.redis.hgetall(part.keys.replicas).items():
@@ -74,7 +69,7 @@ def resyncs(store: AnyStore) -> dict[str, float]:
 
 
 def replicas(
-    store: RedisStore, now: float | None = None, resync: Mapping[str, float] | None = None
+    store: Part, now: float | None = None, resync: Mapping[str, float] | None = None
 ) -> list[Replica]:
     """Replicas with a live key (it expires 3 leases after the last claim), each judged
     alive or not at ``now`` (default: Redis ``TIME``) by its resync in ``resync`` (default:
@@ -92,7 +87,7 @@ def replicas(
         if value is None:  # expired between SCAN and MGET
             continue
         rid = str(key)[len(prefix) :]
-        at = int(value) / 1000 if codec.is_int(value) else None
+        at = int(value) / 1000 if records.is_int(value) else None
         out.append(
             {
                 "id": rid,
@@ -126,7 +121,7 @@ def replicas_all(store: AnyStore, now: float | None = None) -> list[Replica]:
     return merged(r for part in shards for r in replicas(part, now, announced))
 
 
-def waiting(store: RedisStore) -> dict[str, int]:
+def waiting(store: Part) -> dict[str, int]:
     """Invocations that wait for a replica serving their task, per task (lua/include/park.lua:
     the ``parked:<task>`` sets), without the empty ones."""
     tokens = sorted(str(t) for t in store.redis.smembers(store.keys.parked))
@@ -134,7 +129,7 @@ def waiting(store: RedisStore) -> dict[str, int]:
         for token in tokens:
             p.zcard(store.keys.parked_jobs(token))
         counts = p.execute()
-    return {codec.token_name(t): int(n) for t, n in zip(tokens, counts, strict=True) if int(n)}
+    return {records.token_name(t): int(n) for t, n in zip(tokens, counts, strict=True) if int(n)}
 
 
 def waiting_all(store: AnyStore) -> dict[str, int]:
@@ -146,11 +141,11 @@ def waiting_all(store: AnyStore) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def serves(store: RedisStore, alive: Collection[str]) -> dict[str, list[str] | None]:
+def serves(store: Part, alive: Collection[str]) -> dict[str, list[str] | None]:
     """The tasks each replica of ``alive`` serves, as its claims registered them (the
     ``tasks`` hash; None: every task). A replica missing there has not claimed yet."""
     raw: Mapping[str, str] = store.redis.hgetall(store.keys.tasks)
-    return {o: codec.served_names(t) for o, t in sorted(raw.items()) if o in alive}
+    return {o: records.served_names(t) for o, t in sorted(raw.items()) if o in alive}
 
 
 class Serving(NamedTuple):

@@ -1,4 +1,4 @@
-"""``RedisStore``'s checks (mixed in, as upkeep.py's methods are): the server and the
+"""``RedisStore``'s checks (mixed in, as integrity/upkeep.py's methods are): the server and the
 namespace's own keys before a replica runs on them (``check_server``), and the namespace's
 epoch afterwards, on every claim (the data-loss alarm), with the namespace events they
 record (``data_loss``, ``failover``, an operator's action).
@@ -21,10 +21,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from scheduler.stores.redis import shards
-from scheduler.stores.redis.keys import Keys
-from scheduler.stores.redis.replication import FAILOVER, event_fields
-from scheduler.stores.redis.server_checks import (
+from scheduler.stores.redis.integrity.replication import FAILOVER, event_fields
+from scheduler.stores.redis.integrity.server_checks import (
     UNREACHABLE,
     check_info,
     check_keys,
@@ -33,7 +31,9 @@ from scheduler.stores.redis.server_checks import (
     policies,
     refused,
 )
-from scheduler.stores.redis.server_checks import unreachable as unreachable_error
+from scheduler.stores.redis.integrity.server_checks import unreachable as unreachable_error
+from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.sharding import shards
 
 log = logging.getLogger("duetime.redis")
 

@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 from scheduler import validation
 from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
-from scheduler.stores.redis.codec import (
+from scheduler.stores.redis.protocol.definitions import decode
+from scheduler.stores.redis.protocol.records import (
     dead_letter,
-    decode,
     is_int,
     queued_due,
     rerun_dues,
@@ -48,7 +48,7 @@ def from_replies(
     running: Any,
     leases: Mapping[str, float] | None = None,
 ) -> JobInfo | None:
-    """``job_info`` of a lenient read's replies (sansio.Calls): a reply that is an error
+    """``job_info`` of a lenient read's replies (requests.Calls): a reply that is an error
     (a key of the wrong type) reads as empty, and a job key that is not a hash as a
     ``malformed`` job; None if there is no such job."""
     if isinstance(h, Exception):

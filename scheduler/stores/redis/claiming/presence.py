@@ -20,7 +20,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from scheduler.stores.redis.keys import Keys
+from scheduler.stores.redis.protocol.keys import Keys
 
 
 class RedisStore(Protocol):

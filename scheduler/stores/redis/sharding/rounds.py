@@ -1,4 +1,4 @@
-"""What a ``ShardedStore`` knows between claim rounds (sharded.py's "Claiming"): per shard,
+"""What a ``ShardedStore`` knows between claim rounds (sharding/sharded.py's "Claiming"): per shard,
 when it may next have work (its estimate), which lanes that estimate covers, which lanes
 it filled last time (more may wait), whether a sweep must visit it, and whether its last
 claim failed. The estimates come from claim replies and wake-ups; wake-ups are trusted
