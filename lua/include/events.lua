@@ -4,7 +4,7 @@
 -- made (fields kind, detail, at, n, batch: n lines "<sched>|<attempt>|<ready>|<job>",
 -- ready empty unless later than sched, attempt empty for a change of no invocation, as
 -- add.lua's `scheduled`; docs/operating.md). Every reader expands both forms through
--- one parser (scheduler/stores/redis/protocol/definitions.py, `events`). Batch scripts add counters up
+-- one parser (scheduler/stores/redis/protocol/records.py, `events`). Batch scripts add counters up
 -- and write their entries and counters once per call (flush_tally).
 -- stats also holds `live`, the namespace's count of live jobs (lua/README.md), and
 -- `live_since`, when that count started (absent: no count, e.g. an older namespace).

@@ -34,13 +34,18 @@ N = 100
 
 
 def old_codec(rev: str) -> Any:
-    """definitions.py of git revision ``rev``, loaded beside this checkout's modules."""
-    text = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:scheduler/stores/redis/definitions.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    """The job definitions' codec of git revision ``rev`` (protocol/definitions.py, or
+    codec.py before the Redis wing was grouped), loaded beside this checkout's modules."""
+    for where in ("protocol/definitions.py", "codec.py"):
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:scheduler/stores/redis/{where}"],
+            capture_output=True,
+            text=True,
+        )
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    text = shown.stdout
     path = pathlib.Path(tempfile.mkdtemp(prefix="duetime-bench-")) / "old_codec.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("old_codec", path)
