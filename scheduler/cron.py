@@ -16,11 +16,11 @@ Guarantees:
     instant lies on an exact millisecond, so replicas derive identical invocation ids.
   - pure and thread-safe: parsed expressions are cached; each call iterates a private copy.
 
-Not supported (``validate`` says so): 7 fields (a year column), croniter's hashed/random
-``H``/``R`` fields (a random field would differ between replicas: use ``jitter``), and an
-range whose ends are one value, such as ``5-5``, ``05-5`` or ``jan-1`` (croniter reads
-it as the whole field, ``*``). Day-of-month and
-day-of-week are OR-ed when both are restricted (croniter's default, as in Vixie cron).
+  - the misfire plan of a due occurrence (``plan_calendar``) applies the fixed-rate rules
+    (``schedules.plan``) over this irregular sequence, in one call: a shared store's
+    replica and the in-process store plan a series alike.
+
+What an expression may say, and how it is normalised: ``cron_rules.validate``.
 """
 
 from __future__ import annotations
@@ -30,41 +30,21 @@ import datetime as dt
 import functools
 import hashlib
 import math
-import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from croniter import CroniterBadDateError, CroniterError, croniter
+from croniter import CroniterBadDateError, croniter
 
-from scheduler.model import Ambiguous, Cron, Missing
+from scheduler.model import GRACE_CAP, Ambiguous, Cron, Misfire, Missing
 
-__all__ = ["validate", "next_after", "occurrences"]
+__all__ = ["next_after", "occurrences", "calendar_grace", "plan_calendar", "CalendarPlan"]
 
 _ONE_S = dt.timedelta(seconds=1)
-_HASHED = re.compile(r"^[hr](\(|/|$)", re.IGNORECASE)
-_RANGE_PART = re.compile(r"^(\w+)-(\w+)(/\d+)?$")
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NAMES = {**{m: i + 1 for i, m in enumerate(_MONTHS)}, **{d: i for i, d in enumerate(_DAYS)}}
 
 
-def _one_value_range(part: str) -> bool:
-    """True for a range whose two ends are one value however written (``5-5``, ``05-5``,
-    ``jan-1``, ``sun-0``): croniter reads each as the whole field, ``*``."""
-    m = _RANGE_PART.match(part.lower())
-    if not m:
-        return False
-    ends = [_NAMES.get(end, int(end) if end.isdigit() else None) for end in m.group(1, 2)]
-    return ends[0] is not None and ends[0] == ends[1]
-
-
-_FORMS = (
-    "5 fields 'minute hour day-of-month month day-of-week' (e.g. '30 2 * * *'), or 6 "
-    "with seconds first (e.g. '*/10 * * * * *' = every 10 s), or an alias like '@daily'"
-)
-_NEVER_YEARS = 10  # an expression with no occurrence in this many years is rejected
-_VALIDATE_FROM = dt.datetime(2000, 1, 1)
+PARSE_FROM = dt.datetime(2000, 1, 1)
 # Offset changes are looked for this far around an instant (sampled every 15 min): all
 # real UTC offsets lie in [-12 h, +14 h], so a change further away cannot bring the wall
 # clock back to a reading near the instant's.
@@ -76,7 +56,7 @@ _RANGE = (
 )
 
 
-class _Naive:
+class Naive:
     """A typed wrapper over one croniter iterating naive wall times from ``start``."""
 
     def __init__(self, proto: Any, start: dt.datetime) -> None:
@@ -105,13 +85,13 @@ class _Naive:
 
 
 @functools.lru_cache(maxsize=1024)
-def _prototype(expr: str) -> Any:
+def prototype(expr: str) -> Any:
     """A parsed croniter for ``expr`` (parsing costs ~150 us; copies cost ~8 us)."""
-    return croniter(expr, _VALIDATE_FROM, ret_type=dt.datetime, second_at_beginning=True)
+    return croniter(expr, PARSE_FROM, ret_type=dt.datetime, second_at_beginning=True)
 
 
 @functools.lru_cache(maxsize=256)
-def _zone(tz: str) -> ZoneInfo:
+def zone(tz: str) -> ZoneInfo:
     return ZoneInfo(tz)
 
 
@@ -205,7 +185,7 @@ def _instants(
 
 def _bases_after(c: Cron, t: int) -> Iterator[int]:
     """Every base (unjittered) occurrence strictly after ``t``, ascending, no duplicates."""
-    z = _zone(c.tz)
+    z = zone(c.tz)
     reach = _reach(z, t)
     last = t
     if reach.below and reach.ahead is not None:
@@ -230,7 +210,7 @@ def _scan_up(c: Cron, z: ZoneInfo, start: dt.datetime, t: int, after: int) -> It
     a much tighter bound inside a repeated hour."""
     amb, miss = Ambiguous(c.ambiguous), Missing(c.missing)
     here = _local(z, t)
-    it = _Naive(_prototype(c.expr), start - _ONE_S)
+    it = Naive(prototype(c.expr), start - _ONE_S)
     pending: list[int] = []
     last = after
     while True:
@@ -255,7 +235,7 @@ def _scan_up(c: Cron, z: ZoneInfo, start: dt.datetime, t: int, after: int) -> It
 
 def _last_base_at_or_before(c: Cron, t: int, floor: float) -> int | None:
     """The last base occurrence ``b`` with ``floor < b <= t``; None if there is none."""
-    z = _zone(c.tz)
+    z = zone(c.tz)
     reach = _reach(z, t)
     top = _local(z, t) + dt.timedelta(seconds=reach.above)
     if reach.above and reach.behind is not None:
@@ -274,7 +254,7 @@ def _scan_down(c: Cron, z: ZoneInfo, start: dt.datetime, t: int, floor: float) -
     wall time's last instant up to ``t`` never increases as the wall time falls."""
     amb, miss = Ambiguous(c.ambiguous), Missing(c.missing)
     here = _local(z, t)
-    it = _Naive(_prototype(c.expr), start + _ONE_S)
+    it = Naive(prototype(c.expr), start + _ONE_S)
     best: int | None = None
     while True:
         wall = it.prev()
@@ -321,7 +301,7 @@ def _check_range(*ts: float) -> None:
 def next_after(c: Cron, t: float, job_id: str) -> float | None:
     """The first occurrence strictly after epoch seconds ``t`` (jitter applied), on an exact
     millisecond; None if the schedule has no later occurrence (croniter stops searching
-    after 50 years without a match). ``c`` should come from ``validate``; ``t`` must be
+    after 50 years without a match). ``c`` should come from ``cron_rules.validate``; ``t`` must be
     finite, in years 1900-8999 (ValueError otherwise).
     """
     _check_range(t)
@@ -365,73 +345,96 @@ def occurrences(c: Cron, start: float, end: float, job_id: str) -> Iterator[floa
         b = following
 
 
-def validate(c: Cron) -> Cron:
-    """A normalised copy of ``c`` (whitespace collapsed, policy strings turned into enums,
-    jitter a float), or ValueError saying what to fix: an expression croniter rejects, the
-    wrong number of fields, ``H``/``R`` fields, an expression with no occurrence within 10
-    years (e.g. '0 0 30 2 *'), an unknown IANA zone, an unknown policy, or a jitter that is
-    not a finite number >= 0."""
-    if not isinstance(c.expr, str):
-        raise ValueError(f"a cron expression is a string, got {c.expr!r}")
-    expr = " ".join(c.expr.split())
-    fields = expr.split(" ")
-    if not expr.startswith("@"):
-        if len(fields) == 7:
-            raise ValueError(
-                f"cron expression {expr!r} has 7 fields: a year column is not "
-                f"supported; use {_FORMS}"
-            )
-        if len(fields) not in (5, 6):
-            raise ValueError(f"cron expression {expr!r} has {len(fields)} fields; use {_FORMS}")
-        for f in fields:
-            if any(_HASHED.match(part) for part in f.split(",")):
-                raise ValueError(
-                    f"cron expression {expr!r}: hashed/random fields ('H', 'R') "
-                    "are not supported (replicas would disagree); write the "
-                    "value and use jitter= to spread runs"
-                )
-            if any(_one_value_range(part) for part in f.split(",")):
-                raise ValueError(
-                    f"cron expression {expr!r}: croniter reads a range whose ends are "
-                    "one value (like '5-5', '05-5', 'jan-1', 'sun-0') as the whole field "
-                    "('*'); write the single value (e.g. '5') or '*'"
-                )
-    try:
-        it = _Naive(_prototype(expr), _VALIDATE_FROM)
-    except (CroniterError, ValueError) as e:
-        raise ValueError(f"invalid cron expression {expr!r} ({e}); use {_FORMS}") from None
-    first = it.next()
-    if first is None or first.year - _VALIDATE_FROM.year >= _NEVER_YEARS:
-        raise ValueError(
-            f"cron expression {expr!r} never fires (no date matches within "
-            f"{_NEVER_YEARS} years): check the day-of-month and month fields"
+# ---- the misfire plan of a due occurrence (the fixed-rate rules, schedules.py) --------
+
+SKIP_COUNT_CAP = 10_000  # a skipped range longer than this is counted only up to here
+
+
+@dataclass(frozen=True)
+class CalendarPlan:
+    """What to do now with a due calendar occurrence (epoch seconds throughout).
+
+    ``run``: the occurrence to run now (or None); ``pending``: the next occurrence to keep
+    pending (None: the expression never fires again); ``skipped``: (first, last, count)
+    recorded as skipped with ``reason``; ``later``: when nothing runs now, the occurrence
+    after ``pending`` (a shared store writes both; None otherwise)."""
+
+    run: float | None
+    pending: float | None
+    skipped: tuple[float, float, int] | None = None
+    reason: str = ""
+    later: float | None = None
+
+
+def calendar_grace(cron: Cron, job_id: str, t: float, grace: float | None) -> float:
+    """Default misfire grace of a calendar occurrence: the gap to the next one, at most
+    60 s (the grid rule, with the local gap standing in for the interval)."""
+    if grace is not None:
+        return grace
+    nxt = next_after(cron, t, job_id)
+    return GRACE_CAP if nxt is None else min(nxt - t, GRACE_CAP)
+
+
+def plan_calendar(
+    cron: Cron,
+    job_id: str,
+    t: float,
+    now: float,
+    policy: Misfire,
+    grace: float | None,
+    window: float | None = None,
+) -> CalendarPlan:
+    """Decide about calendar occurrence ``t`` (due: t <= now) by the rules of
+    ``schedules.plan`` (the fixed-rate ones, over this irregular sequence); ``grace``:
+    the job's misfire grace (None: ``calendar_grace``'s default)."""
+
+    def after(x: float) -> float | None:
+        return next_after(cron, x, job_id)
+
+    grace = calendar_grace(cron, job_id, t, grace)
+    reason = "misfire"
+    if policy is Misfire.CATCH_UP:
+        if window is None:
+            return CalendarPlan(run=t, pending=after(t))
+        grace, reason = window, "catch-up-window"
+    if t >= now - grace:
+        return CalendarPlan(run=t, pending=after(t))
+    if policy is Misfire.RUN_ONCE:
+        latest = _latest_at_or_before(cron, job_id, t, now)
+        skipped = _skipped(cron, job_id, t, latest) if latest > t else None
+        return CalendarPlan(run=latest, pending=after(latest), skipped=skipped, reason="coalesced")
+    on_time = after(now - grace - 0.001)  # the first occurrence >= now - grace
+    if on_time is not None and on_time <= now:
+        return CalendarPlan(
+            run=on_time,
+            pending=after(on_time),
+            skipped=_skipped(cron, job_id, t, on_time),
+            reason=reason,
         )
-    if not isinstance(c.tz, str):
-        raise ValueError(f"Cron.tz is an IANA zone name like 'Europe/Paris', got {c.tz!r}")
-    try:
-        _zone(c.tz)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValueError(
-            f"unknown IANA time zone {c.tz!r}: use a name like 'Europe/Paris', "
-            "'America/New_York' or 'UTC'"
-        ) from None
-    return _normalised(c, expr, c.tz)
+    skipped = _skipped(cron, job_id, t, now + 0.0005)
+    later = None if on_time is None else after(on_time)
+    return CalendarPlan(run=None, pending=on_time, skipped=skipped, reason=reason, later=later)
 
 
-def _normalised(c: Cron, expr: str, tz: str) -> Cron:
-    try:
-        amb = Ambiguous(c.ambiguous)
-    except ValueError:
-        raise ValueError(
-            f"Cron.ambiguous must be one of {[a.value for a in Ambiguous]}, got {c.ambiguous!r}"
-        ) from None
-    try:
-        miss = Missing(c.missing)
-    except ValueError:
-        raise ValueError(
-            f"Cron.missing must be one of {[m.value for m in Missing]}, got {c.missing!r}"
-        ) from None
-    j = c.jitter
-    if isinstance(j, bool) or not isinstance(j, (int, float)) or not 0 <= j < math.inf:
-        raise ValueError(f"Cron.jitter must be a finite number of seconds >= 0, got {j!r}")
-    return Cron(expr=expr, tz=tz, ambiguous=amb, missing=miss, jitter=float(j))
+def _latest_at_or_before(cron: Cron, job_id: str, t: float, now: float) -> float:
+    """The latest occurrence in [t, now] (t itself is one), searching back from now in
+    growing windows so a long gap costs no more than a short one."""
+    width = 1.0
+    while True:
+        lo = max(t, now - width)
+        found = list(occurrences(cron, lo, now + 0.0005, job_id))
+        if found:
+            return found[-1]
+        if lo == t:
+            return t
+        width *= 4
+
+
+def _skipped(cron: Cron, job_id: str, first: float, end: float) -> tuple[float, float, int]:
+    """(first, last, count) of the occurrences in [first, end), counted up to the cap."""
+    last, count = first, 0
+    for x in occurrences(cron, first, end, job_id):
+        last, count = x, count + 1
+        if count >= SKIP_COUNT_CAP:
+            break
+    return first, last, max(count, 1)

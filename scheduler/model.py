@@ -14,6 +14,10 @@ from typing import Any, NamedTuple
 from scheduler import timeinput
 from scheduler.errors import JobNotFoundError
 
+#: The default misfire grace is one interval (a calendar's gap to its next occurrence), at
+#: most this many seconds.
+GRACE_CAP = 60.0
+
 
 class Misfire(str, enum.Enum):
     """What to do with occurrences of a recurring job that were missed (claimed more than

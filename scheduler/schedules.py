@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from scheduler import cron as crons
-from scheduler.model import Cron, Misfire
-
-DEFAULT_GRACE_CAP = 60.0
-
+from scheduler.model import GRACE_CAP, Cron, Misfire
 
 DENOMINATOR_MAX = 10**6  # per millisecond: the finest fraction an interval is read as
 
@@ -84,7 +81,7 @@ def _step(interval: float | Fraction) -> float:
 
 def grace_for(interval: float, grace: float | None) -> float:
     """Default misfire grace: one interval, at most 60 s."""
-    return min(interval, DEFAULT_GRACE_CAP) if grace is None else grace
+    return min(interval, GRACE_CAP) if grace is None else grace
 
 
 @dataclass(frozen=True)
@@ -132,96 +129,6 @@ def plan(
     if on_time <= m:
         return Plan(run=on_time, next_k=on_time + 1, skipped=(k, on_time - 1), reason=reason)
     return Plan(run=None, next_k=m + 1, skipped=(k, m), reason=reason)
-
-
-# ---- calendar series (cron): the same policies over an irregular sequence -----------
-
-SKIP_COUNT_CAP = 10_000  # a skipped range longer than this is counted only up to here
-
-
-@dataclass(frozen=True)
-class CalendarPlan:
-    """What to do now with a due calendar occurrence (epoch seconds throughout).
-
-    ``run``: the occurrence to run now (or None); ``pending``: the next occurrence to keep
-    pending (None: the expression never fires again); ``skipped``: (first, last, count)
-    recorded as skipped with ``reason``."""
-
-    run: float | None
-    pending: float | None
-    skipped: tuple[float, float, int] | None = None
-    reason: str = ""
-
-
-def calendar_grace(cron: Cron, job_id: str, t: float, grace: float | None) -> float:
-    """Default misfire grace of a calendar occurrence: the gap to the next one, at most
-    60 s (the grid rule, with the local gap standing in for the interval)."""
-    if grace is not None:
-        return grace
-    nxt = crons.next_after(cron, t, job_id)
-    return DEFAULT_GRACE_CAP if nxt is None else min(nxt - t, DEFAULT_GRACE_CAP)
-
-
-def plan_calendar(
-    cron: Cron,
-    job_id: str,
-    t: float,
-    now: float,
-    policy: Misfire,
-    grace: float,
-    window: float | None = None,
-) -> CalendarPlan:
-    """Decide about calendar occurrence ``t`` (due: t <= now) by the rules of ``plan``."""
-
-    def after(x: float) -> float | None:
-        return crons.next_after(cron, x, job_id)
-
-    reason = "misfire"
-    if policy is Misfire.CATCH_UP:
-        if window is None:
-            return CalendarPlan(run=t, pending=after(t))
-        grace, reason = window, "catch-up-window"
-    if t >= now - grace:
-        return CalendarPlan(run=t, pending=after(t))
-    if policy is Misfire.RUN_ONCE:
-        latest = _latest_at_or_before(cron, job_id, t, now)
-        skipped = _skipped(cron, job_id, t, latest) if latest > t else None
-        return CalendarPlan(run=latest, pending=after(latest), skipped=skipped, reason="coalesced")
-    on_time = after(now - grace - 0.001)  # the first occurrence >= now - grace
-    if on_time is not None and on_time <= now:
-        return CalendarPlan(
-            run=on_time,
-            pending=after(on_time),
-            skipped=_skipped(cron, job_id, t, on_time),
-            reason=reason,
-        )
-    return CalendarPlan(
-        run=None, pending=on_time, skipped=_skipped(cron, job_id, t, now + 0.0005), reason=reason
-    )
-
-
-def _latest_at_or_before(cron: Cron, job_id: str, t: float, now: float) -> float:
-    """The latest occurrence in [t, now] (t itself is one), searching back from now in
-    growing windows so a long gap costs no more than a short one."""
-    width = 1.0
-    while True:
-        lo = max(t, now - width)
-        found = list(crons.occurrences(cron, lo, now + 0.0005, job_id))
-        if found:
-            return found[-1]
-        if lo == t:
-            return t
-        width *= 4
-
-
-def _skipped(cron: Cron, job_id: str, first: float, end: float) -> tuple[float, float, int]:
-    """(first, last, count) of the occurrences in [first, end), counted up to the cap."""
-    last, count = first, 0
-    for x in crons.occurrences(cron, first, end, job_id):
-        last, count = x, count + 1
-        if count >= SKIP_COUNT_CAP:
-            break
-    return first, last, max(count, 1)
 
 
 # ---- backfill windows --------------------------------------------------------------

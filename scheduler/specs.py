@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from scheduler import cron as crons
-from scheduler import tasks, timeinput, validation
+from scheduler import cron_rules, tasks, timeinput, validation
 from scheduler.model import (
     DEFAULT_RETRY,
     After,
@@ -216,12 +215,12 @@ def cron_schedule(cron: str | Cron, tz: str | None = None) -> Cron:
     if isinstance(cron, Cron):
         if tz is not None and tz != cron.tz:
             raise ValueError(f"tz={tz!r} contradicts the Cron's tz={cron.tz!r}; give one")
-        return crons.validate(cron)
+        return cron_rules.validate(cron)
     if not isinstance(cron, str):
         raise TypeError(
             f"cron must be an expression string or a Cron, got {validation.shown_value(cron, 80)}"
         )
-    return crons.validate(Cron(cron, "UTC" if tz is None else tz))
+    return cron_rules.validate(Cron(cron, "UTC" if tz is None else tz))
 
 
 def target(fn: JobTarget, kwargs: Mapping[str, Any] | None, check_task: bool) -> Target:

@@ -103,15 +103,15 @@ def test_a_replica_without_the_jobs_zone_says_so_once_a_minute_and_records_it(
     from scheduler.stores.redis.claiming import calendar_plans
 
     rs.add(spec("z", Cron("*/10 * * * * *", tz="Europe/Berlin")))
-    real = cron._zone
+    real = cron.zone
 
     def lacks_berlin(tz: str):
         if tz == "Europe/Berlin":
             raise ZoneInfoNotFoundError("No time zone found with key Europe/Berlin")
         return real(tz)
 
-    cron._zone.cache_clear()
-    monkeypatch.setattr(cron, "_zone", lacks_berlin)
+    cron.zone.cache_clear()
+    monkeypatch.setattr(cron, "zone", lacks_berlin)
     monkeypatch.setattr(calendar_plans, "_said", {})
     with caplog.at_level(logging.ERROR, "duetime.redis"):
         for _ in range(3):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import cron
+from scheduler import cron, cron_rules
 from scheduler.model import Ambiguous, Cron, Missing
 
 UTC = dt.timezone.utc
@@ -60,23 +60,23 @@ def z(s: str) -> float:
 )
 def test_validate_says_what_to_fix(c, message):
     with pytest.raises(ValueError, match=message):
-        cron.validate(c)
+        cron_rules.validate(c)
 
 
 @pytest.mark.parametrize(
     "expr", ["0 9 * * 0-7", "0 9 * * sun-7", "0 9 1-31 * *", "0 9 * * mon-fri"]
 )
 def test_ranges_of_several_values_are_kept(expr):
-    cron.validate(Cron(expr))
+    cron_rules.validate(Cron(expr))
 
 
 def test_validate_normalises():
-    got = cron.validate(
+    got = cron_rules.validate(
         Cron("  */5\t1-3  * *   mon-fri ", "Europe/Paris", "both", "skip", jitter=5)
     )  # type: ignore[arg-type]
     assert got == Cron("*/5 1-3 * * mon-fri", "Europe/Paris", Ambiguous.BOTH, Missing.SKIP, 5.0)
     assert type(got.jitter) is float and got.ambiguous is Ambiguous.BOTH
-    assert cron.validate(got) == got
+    assert cron_rules.validate(got) == got
 
 
 @pytest.mark.parametrize(
@@ -92,23 +92,23 @@ def test_validate_normalises():
     ],
 )
 def test_validate_accepts(expr):
-    assert cron.validate(Cron(expr)).expr == expr
+    assert cron_rules.validate(Cron(expr)).expr == expr
 
 
 def test_six_fields_put_seconds_first():
-    every10 = cron.validate(Cron("*/10 * * * * *"))
+    every10 = cron_rules.validate(Cron("*/10 * * * * *"))
     assert cron.next_after(every10, 1_000_000_000.5, "j") == 1_000_000_010
     assert list(cron.occurrences(every10, 1_000_000_000, 1_000_000_030, "j")) == [
         1_000_000_000,
         1_000_000_010,
         1_000_000_020,
     ]
-    at = cron.validate(Cron("30 0 12 * * *", "Europe/Paris"))  # 12:00:30 Paris (+1 in Jan)
+    at = cron_rules.validate(Cron("30 0 12 * * *", "Europe/Paris"))  # 12:00:30 Paris (+1 in Jan)
     assert cron.next_after(at, z("2026-01-05T00:00"), "j") == z("2026-01-05T11:00:30")
 
 
 def test_edges_of_the_api():
-    c = cron.validate(Cron("0 * * * *"))
+    c = cron_rules.validate(Cron("0 * * * *"))
     assert list(cron.occurrences(c, 7200.0, 7200.0, "j")) == []
     assert list(cron.occurrences(c, 7200.0, 3600.0, "j")) == []
     assert list(cron.occurrences(c, 3600.0, 7200.5, "j")) == [3600.0, 7200.0]
@@ -125,7 +125,7 @@ def test_edges_of_the_api():
 
 
 def test_calls_from_many_threads_agree_with_serial_calls():
-    c = cron.validate(Cron("*/7 * * * *", "Australia/Lord_Howe", "both", jitter=30))
+    c = cron_rules.validate(Cron("*/7 * * * *", "Australia/Lord_Howe", "both", jitter=30))
     starts = [z("2026-04-04T14:00") + 61.7 * i for i in range(200)]
     serial = [cron.next_after(c, t, "job") for t in starts]
     with ThreadPoolExecutor(4) as pool:
@@ -170,8 +170,8 @@ STARTS = st.sampled_from(
 def test_jitter_stays_between_a_base_occurrence_and_the_next(
     expr, tz, amb, miss, jitter, job_id, a
 ):
-    base = cron.validate(Cron(expr, tz, amb, miss))
-    jit = cron.validate(Cron(expr, tz, amb, miss, jitter=jitter))
+    base = cron_rules.validate(Cron(expr, tz, amb, miss))
+    jit = cron_rules.validate(Cron(expr, tz, amb, miss, jitter=jitter))
     bases = list(itertools.islice(cron.occurrences(base, a, a + 3 * 86400, job_id), 26))
     runs = []
     for b, nxt in zip(bases, bases[1:], strict=False):
@@ -187,7 +187,7 @@ def test_jitter_stays_between_a_base_occurrence_and_the_next(
 
 
 def test_jitter_is_a_fixed_fraction_per_job_and_spreads_jobs():
-    c = cron.validate(Cron("0 * * * *", jitter=600))
+    c = cron_rules.validate(Cron("0 * * * *", jitter=600))
     t = z("2026-05-01T00:30")
     offsets = [cron.next_after(c, t, f"job-{i}") - z("2026-05-01T01:00") for i in range(200)]
     assert len(set(offsets)) == 200
@@ -200,7 +200,7 @@ def test_jitter_is_a_fixed_fraction_per_job_and_spreads_jobs():
 
 
 def test_jitter_is_clamped_to_the_gap_to_the_next_occurrence():
-    c = cron.validate(Cron("* * * * *", jitter=3600))  # far more than the 60 s gap
+    c = cron_rules.validate(Cron("* * * * *", jitter=3600))  # far more than the 60 s gap
     for i in range(50):
         j = cron.next_after(c, 59.5, f"job-{i}")
         assert j is not None and 60 <= j < 120
@@ -209,7 +209,7 @@ def test_jitter_is_clamped_to_the_gap_to_the_next_occurrence():
 def test_a_run_jittered_past_a_fold_is_found_from_after_the_fold():
     # 02:30 CEST on 10-25 is 00:30Z; clocks go back at 01:00Z, so at 01:10Z the wall clock
     # reads 02:10 CET, below 02:30: the search back for the delayed run must look above it
-    c = cron.validate(Cron("30 2 * * *", "Europe/Paris", "first", jitter=7200))
+    c = cron_rules.validate(Cron("30 2 * * *", "Europe/Paris", "first", jitter=7200))
     b = z("2026-10-25T00:30")
     job, j = next(
         (f"job-{i}", x)
@@ -225,11 +225,11 @@ def test_a_run_jittered_past_a_fold_is_found_from_after_the_fold():
 
 
 def test_jitter_is_the_same_in_another_process():
-    c = cron.validate(Cron("*/5 * * * *", "Europe/Paris", jitter=120))
+    c = cron_rules.validate(Cron("*/5 * * * *", "Europe/Paris", jitter=120))
     here = [cron.next_after(c, 1_780_000_000 + 333 * i, f"job-{i}") for i in range(20)]
     code = (
-        "from scheduler import cron; from scheduler.model import Cron\n"
-        "c = cron.validate(Cron('*/5 * * * *', 'Europe/Paris', jitter=120))\n"
+        "from scheduler import cron, cron_rules; from scheduler.model import Cron\n"
+        "c = cron_rules.validate(Cron('*/5 * * * *', 'Europe/Paris', jitter=120))\n"
         "print(repr([cron.next_after(c, 1_780_000_000 + 333 * i, f'job-{i}') "
         "for i in range(20)]))"
     )

@@ -84,9 +84,8 @@ def step(job: JobRecord, p: Pending, now: float, wall: float) -> Step:
     if isinstance(sched, Cron):
         assert p.wall is not None
         to_wall = wall - now  # store time + to_wall = wall time
-        grace = schedules.calendar_grace(sched, spec.job_id, p.wall, spec.misfire_grace)
-        cp = schedules.plan_calendar(
-            sched, spec.job_id, p.wall, wall, spec.misfire, grace, spec.catch_up_window
+        cp = crons.plan_calendar(
+            sched, spec.job_id, p.wall, wall, spec.misfire, spec.misfire_grace, spec.catch_up_window
         )
         skip = None
         if cp.skipped is not None:

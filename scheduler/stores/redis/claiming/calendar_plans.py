@@ -55,15 +55,11 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
             return None
         nxt = crons.next_after(sched, t, spec.job_id)
         return None if nxt is None else script_args.plan_after(*head, _ms(nxt))
-    grace = schedules.calendar_grace(sched, spec.job_id, t, spec.misfire_grace)
-    p = schedules.plan_calendar(
-        sched, spec.job_id, t, now_ms / 1000, spec.misfire, grace, spec.catch_up_window
+    p = crons.plan_calendar(  # one call: the plan, and the occurrence after the one kept
+        sched, spec.job_id, t, now_ms / 1000, spec.misfire, spec.misfire_grace, spec.catch_up_window
     )
-    keep, go = (p.run, True) if p.run is not None else (p.pending, False)
-    if keep is None:
-        return None
-    after = crons.next_after(sched, keep, spec.job_id)
-    if after is None:
+    keep, after, go = (p.run, p.pending, True) if p.run is not None else (p.pending, p.later, False)
+    if keep is None or after is None:
         return None
     skip = None
     if p.skipped is not None:
