@@ -50,22 +50,25 @@ def plan_args(spec: JobSpec, h: dict[str, str], now_ms: int) -> list[str] | None
         return None
     head = (spec.job_id, h["gen"], h["e"], h["next"])
     t = int(h["next"]) / 1000
-    if h.get("replan") != "1":
-        if h.get("after"):
-            return None
-        nxt = crons.next_after(sched, t, spec.job_id)
-        return None if nxt is None else script_args.plan_after(*head, _ms(nxt))
-    p = crons.plan_calendar(  # one call: the plan, and the occurrence after the one kept
-        sched, spec.job_id, t, now_ms / 1000, spec.misfire, spec.misfire_grace, spec.catch_up_window
-    )
-    keep, after, go = (p.run, p.pending, True) if p.run is not None else (p.pending, p.later, False)
+    replan = h.get("replan") == "1"
+    if not replan and h.get("after"):
+        return None  # planned already
+    # decide (the calendar arithmetic, one call), then pack plan.lua's arguments
+    if replan:  # missed: the misfire policy decides what runs and what is kept pending
+        grace, window = spec.misfire_grace, spec.catch_up_window
+        p = crons.plan_calendar(sched, spec.job_id, t, now_ms / 1000, spec.misfire, grace, window)
+        keep, after = (p.run, p.pending) if p.run is not None else (p.pending, p.later)
+    else:  # on time: the occurrence after its next is all there is to write
+        keep, after = t, crons.next_after(sched, t, spec.job_id)
     if keep is None or after is None:
         return None
+    if not replan:
+        return script_args.plan_after(*head, _ms(after))
     skip = None
     if p.skipped is not None:
         first, last, count = p.skipped
         skip = (_ms(first), _ms(last), count, p.reason)
-    return script_args.plan_replan(*head, _ms(keep), go, _ms(after), skip)
+    return script_args.plan_replan(*head, _ms(keep), p.run is not None, _ms(after), skip)
 
 
 class PlanStore(Protocol):
