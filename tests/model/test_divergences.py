@@ -759,3 +759,19 @@ def test_a_resumed_series_backlog_is_ready_from_the_resume(pair: Pair) -> None:
         m, r = claim(pair, capacity=1)
         assert claims(m) == claims(r) == [("e", START + k, 1)]
         assert [c.ready for c in m.claims] == [c.ready for c in r.claims] == [START + 61]
+
+
+def test_a_resumed_job_keeps_its_place_in_line(pair: Pair) -> None:
+    """ "b" (due START + 1) was scheduled before "a" was replaced to the same instant; "b"
+    is paused and resumed: it keeps its place among the jobs due at once (FIFO by when it
+    was scheduled, docs/guarantees.md), in process as over Redis, where the resume puts
+    its due entry back as it was; in process it went to the back. Found by the long
+    differential run."""
+    pair.both(lambda s: s.add(job("a", After(0), lane="other")))
+    pair.both(lambda s: s.add(job("b", After(1), lane="other")))
+    pair.clock.advance(1)
+    pair.both(lambda s: s.pause("b"))
+    pair.both(lambda s: s.add(job("a", After(0), lane="other", retry=RetryPolicy(2))))
+    pair.both(lambda s: s.resume("b"))
+    m, r = pair.both(lambda s: s.claim_due({"other": 2}, 5, OWNER))
+    assert claims(m) == claims(r) == [("b", START + 1, 1), ("a", START + 1, 1)]

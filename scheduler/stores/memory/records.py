@@ -32,6 +32,7 @@ class Pending:
     wall: float | None = None  # a calendar occurrence's epoch instant
     ready: float = 0.0  # claimable from (store clock): max(due, when it was pushed)
     redo: bool = False  # queued by an operator's retry: a retry, not a first run pending
+    place: int | None = None  # set aside by a pause: its place in line (seq) at resume
 
 
 @dataclass(slots=True)

@@ -43,6 +43,8 @@ class MemorySteering(MemoryViews):
             job = self._jobs.get(job_id)
             if job is None or job.cancelled or job.paused is not None:
                 return False
+            for seq, p in job.pending.items():
+                p.place = seq  # a resume puts it back in its place in line (FIFO)
             stash = list(job.pending.values()) + ([job.queued] if job.queued else [])
             self._drop_pending_locked(job)
             job.paused = stash
@@ -56,8 +58,9 @@ class MemorySteering(MemoryViews):
                 return False
             now = self.clock.now()
             stash, job.paused, job.resumed = job.paused, None, now
-            for p in stash:
-                self._push_locked(job, p)
+            for p in stash:  # each in its place in line, claimable from now
+                place, p.place = p.place, None
+                self._push_locked(job, p, seq=place)
             self._event_locked(now, "resumed", job_id)
             due_in = job.due_in(now)
         self._wake(due_in)
@@ -82,7 +85,7 @@ class MemorySteering(MemoryViews):
                 self._push_locked(job, pending, seq=first[0])
                 self._event_locked(now, "triggered", job_id, now, 1, "brought forward")
             elif job.paused is not None:
-                job.paused.append(pending)
+                self._stash_locked(job, pending)
                 self._event_locked(now, "triggered", job_id, now, 1)
             else:
                 self._push_locked(job, pending)
@@ -196,9 +199,16 @@ class MemorySteering(MemoryViews):
         new start, docs/guarantees.md). Returns the due-in to wake dispatchers with, or
         None (stashed)."""
         if job.paused is not None:
-            job.paused.append(p)
+            self._stash_locked(job, p)
             return None
         return self._push_locked(job, p)
+
+    def _stash_locked(self, job: JobRecord, p: Pending) -> None:
+        """Keep new start ``p`` of paused ``job`` aside, in the place in line it takes now
+        (its resume keeps it, as Redis keeps a stashed member's sequence number)."""
+        p.place = next(self._seq)
+        assert job.paused is not None
+        job.paused.append(p)
 
     def _drop_pending_locked(self, job: JobRecord) -> None:
         heap = self._heaps.get(job.spec.lane)
