@@ -369,7 +369,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         # for a due time up to 1 ms late (0.5 ms on average)
         due_in = None if nxt < 0 else max(0.0, (nxt - now) / 1000 - reply.now_us / 1e6)
         capped = [lane for lane, n in capacity.items() if n > MAX_BATCH]
-        if capped and acked_claims.took_a_full_batch(claims, capped, MAX_BATCH):
+        if capped and claimcodec.took_a_full_batch(claims, capped, MAX_BATCH):
             due_in = 0.0  # a lane took a full batch and has room for more: ask again now
         if bad:
             due_in = 0.0  # the capacity those claims took is free again: ask again now

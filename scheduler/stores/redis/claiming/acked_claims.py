@@ -94,15 +94,6 @@ def commits(codes: Sequence[str]) -> list[Commit]:
     return [CODES.get(code) or Commit(code) for code in codes]
 
 
-def took_a_full_batch(claims: Sequence[Claim], lanes: Sequence[str], cap: int) -> bool:
-    """Whether one of ``lanes`` got ``cap`` claims (a full batch: it may have more due);
-    one pass over the claims' lanes, not one generator per lane."""
-    if len(claims) < cap:
-        return False
-    taken = [c.lane for c in claims]
-    return any(taken.count(lane) >= cap for lane in lanes)
-
-
 def codes(reply: Any, n: int) -> list[Commit | None]:
     """complete_many.lua's reply as outcomes; ``None`` each if it is an error or not one
     known code per item."""

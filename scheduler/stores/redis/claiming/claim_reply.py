@@ -5,8 +5,8 @@ a burst of jobs that share a definition decodes it once."""
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from scheduler.model import Claim, JobSpec
@@ -144,3 +144,12 @@ def build(
 # ``tuple.__new__`` builds the record without the NamedTuple's Python-level ``__new__``
 # (a frame less per claim, ~0.3 µs); ``fields`` above are all of Claim's, in order
 _new_claim = tuple.__new__
+
+
+def took_a_full_batch(claims: Sequence[Claim], lanes: Sequence[str], cap: int) -> bool:
+    """Whether one of ``lanes`` got ``cap`` claims (a full batch: it may have more due);
+    one pass over the claims' lanes."""
+    if len(claims) < cap:
+        return False
+    taken = Counter(c.lane for c in claims)
+    return any(taken[lane] >= cap for lane in lanes)
