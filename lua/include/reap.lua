@@ -6,7 +6,7 @@
 -- RUNNING entry is missing or does not parse, or whose job does not parse, is moved aside
 -- on its own (include/aside.lua); a corrupt due set it would write to stops the call
 -- before any write.
--- Provides: REAP_FIELDS, inspect_lease, reap_one, reap
+-- Provides: REAP_FIELDS, inspect_lease, reap_one, reap_order, reap
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq,
 --   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
 --   dead-jobs, done:<state>, paused, runs:<job_id>
@@ -75,19 +75,33 @@ local function reap_one(now, x)
   settle(now, r.job, how)
 end
 
+-- The order leases ended in, then the invocations' scheduled times and jobs (as in
+-- process: MemoryStore._reap_locked): their re-runs queue in that order, whatever fences
+-- the claims handed out. A lease moved aside sorts before the others of its instant.
+local function reap_order(a, b)
+  if a.score ~= b.score then return a.score < b.score end
+  local ra, rb = a.r or {sched = -1, job = ''}, b.r or {sched = -1, job = ''}
+  if ra.sched ~= rb.sched then return ra.sched < rb.sched end
+  if ra.job ~= rb.job then return ra.job < rb.job end
+  return a.token < b.token
+end
+
 -- Reap up to 100 leases expired at `now` (one call stays short). Returns an error reply
 -- (nothing written) if a due set to write to is corrupt. A lease of a job that an earlier
 -- one moved aside waits for the next call.
 local function reap(now)
   local looks, bad_jobs = {}, {}
-  for _, token in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'LIMIT', 0, 100)) do
-    local x, bad = inspect_lease(token)
+  local due = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
+  for i = 1, #due, 2 do
+    local x, bad = inspect_lease(due[i])
     if not x then return bad end
+    x.score = tonumber(due[i + 1])
     local job = x.r and x.r.job
     if job and bad_jobs[job] then break end
     if job and x.bad then bad_jobs[job] = true end
     looks[#looks + 1] = x
   end
+  table.sort(looks, reap_order)
   for _, x in ipairs(looks) do
     drop_running(x.token)
     reap_one(now, x)

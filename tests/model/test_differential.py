@@ -100,16 +100,7 @@ def _never(*_: Any) -> bool:
 
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
-KNOWN_DIVERGENCES: dict[str, str] = {
-    "ORDER_OF_RERUNS_REAPED_AFTER_A_PLANNED_CLAIM": (
-        "re-runs reaped at one claim are queued in (lease expiry, token) order in both "
-        "stores, but a claim that plans a cron series hands out its fences in another "
-        "order over Redis (the planned occurrence's in a second script call) than in "
-        "process (in place), so two re-runs whose leases end together come in different "
-        "orders. Not guarded: the bounded run rarely meets it; model_full may. Test: "
-        "test_order_of_reruns_reaped_after_a_planned_claim"
-    ),
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}  # none known
 
 
 # ---- what the machine generates -------------------------------------------------------------

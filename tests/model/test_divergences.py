@@ -777,15 +777,14 @@ def test_a_resumed_job_keeps_its_place_in_line(pair: Pair) -> None:
     assert claims(m) == claims(r) == [("b", START + 1, 1), ("a", START + 1, 1)]
 
 
-@issue31("the order of re-runs reaped at one claim follows their fences, which differ")
 def test_order_of_reruns_reaped_after_a_planned_claim(pair: Pair) -> None:
     """One-offs "b" (START) and "a" (START + 0.001) and cron "c", an hour missed. The
     second claim reaps a and b and claims c's planned occurrence and b's re-run: memory
     hands c the lower fence (it claims in place), Redis hands b the lower one (c's is
-    claimed in a second script call). Both reap by (lease expiry, token), so the third
-    claim's re-runs come in different orders: memory c then b, Redis b then c. A rule
-    that both stores can follow (by lease expiry, then scheduled time, then job) would
-    settle it. Found by the long differential run."""
+    claimed in a second script call). Both reaped by (lease expiry, token), so the third
+    claim's re-runs came in different orders (memory c then b, Redis b then c); both now
+    reap by lease expiry, then scheduled time, then job: b then c. Found by the long
+    differential run."""
     pair.both(lambda s: s.add(job("b", After(0))))
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
     pair.clock.advance(0.001)
@@ -797,4 +796,4 @@ def test_order_of_reruns_reaped_after_a_planned_claim(pair: Pair) -> None:
     assert claims(m) == claims(r) == [("c", START + 3_680, 1), ("b", START, 2)]
     pair.clock.advance(5)
     m, r = claim(pair, capacity=2)
-    assert claims(m) == claims(r)
+    assert claims(m) == claims(r) == [("a", START + 0.001, 2), ("b", START, 3)]

@@ -360,13 +360,18 @@ class MemoryStore(MemorySteering):
         return r
 
     def _reap_locked(self, now: float) -> bool:
-        """Expired leases: attempt+1 (at-least-once), or abandoned / dead-lettered."""
+        """Expired leases: attempt+1 (at-least-once), or abandoned / dead-lettered; in the
+        order the leases ended, then by scheduled time and job (as Redis: its re-runs
+        queue in that order, whatever fences the claims handed out)."""
         woke = False
+        expired = []
         while self._leases and self._leases[0][0] <= now:
             lease_until, token = heapq.heappop(self._leases)
             r = self._running.get(token)
             if r is None or r.lease_until != lease_until:
                 continue  # finished, or renewed (a newer heap entry exists)
+            expired.append((lease_until, r.scheduled, r.job_id, token, r))
+        for _, _, _, token, r in sorted(expired, key=lambda e: e[:4]):
             del self._running[token]
             self._running_per_job[r.job_id] -= 1
             job = self._jobs.get(r.job_id)
