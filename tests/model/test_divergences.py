@@ -797,3 +797,16 @@ def test_order_of_reruns_reaped_after_a_planned_claim(pair: Pair) -> None:
     pair.clock.advance(5)
     m, r = claim(pair, capacity=2)
     assert claims(m) == claims(r) == [("a", START + 0.001, 2), ("b", START, 3)]
+
+
+def test_a_lease_renewed_to_its_own_deadline_is_reaped_once(pair: Pair) -> None:
+    """A renew at the claim's instant sets the lease to the deadline it had: the in-process
+    store's lease heap holds it twice, and its reap must take it once (it raised KeyError
+    when reaps were first sorted). Found by the long differential run."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    pair.clock.advance(0.001)
+    m, r = claim(pair, capacity=1)
+    assert pair.mem.renew(m.claims, 5) == pair.red.renew(r.claims, 5)
+    pair.clock.advance(5)
+    m, r = claim(pair, capacity=1)
+    assert claims(m) == claims(r) == [("a", START, 2)]

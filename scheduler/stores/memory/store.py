@@ -364,14 +364,15 @@ class MemoryStore(MemorySteering):
         order the leases ended, then by scheduled time and job (as Redis: its re-runs
         queue in that order, whatever fences the claims handed out)."""
         woke = False
-        expired = []
+        expired = {}  # token -> sort key: a lease renewed to its own deadline is there twice
         while self._leases and self._leases[0][0] <= now:
             lease_until, token = heapq.heappop(self._leases)
             r = self._running.get(token)
             if r is None or r.lease_until != lease_until:
                 continue  # finished, or renewed (a newer heap entry exists)
-            expired.append((lease_until, r.scheduled, r.job_id, token, r))
-        for _, _, _, token, r in sorted(expired, key=lambda e: e[:4]):
+            expired[token] = (lease_until, r.scheduled, r.job_id, token)
+        for *_, token in sorted(expired.values()):
+            r = self._running[token]
             del self._running[token]
             self._running_per_job[r.job_id] -= 1
             job = self._jobs.get(r.job_id)
