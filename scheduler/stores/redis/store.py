@@ -341,7 +341,9 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         request_id, served = next(self._request_ids), self._served_arg()
         argv = script_args.claim(owner, request_id, lease, served, prior, capacity, MAX_BATCH)
         sent, high = time.monotonic(), self.replication.fence_high
-        return acked_claims.ClaimRequest(argv, dict(capacity), owner, sent, high, lease, 0, prior)
+        return acked_claims.ClaimRequest(
+            argv, dict(capacity), owner, sent, high, lease, prior=prior
+        )
 
     def claimed(self, text: str, request: acked_claims.ClaimRequest) -> ClaimBatch:
         """The batch of claim.lua's reply ``text`` to ``request``: claims built, malformed
