@@ -810,3 +810,29 @@ def test_a_lease_renewed_to_its_own_deadline_is_reaped_once(pair: Pair) -> None:
     pair.clock.advance(5)
     m, r = claim(pair, capacity=1)
     assert claims(m) == claims(r) == [("a", START, 2)]
+
+
+@pytest.mark.parametrize("ends", ["after_resume", "while_paused"])
+def test_a_queued_occurrence_stays_held_across_a_pause(pair: Pair, ends: str) -> None:
+    """Every 2 s, overlap=queue: the occurrence due at START + 4 waits behind the run of
+    START + 2. A pause and resume while that run goes on keep it held (Redis keeps the
+    job's `queued` field; in process the pause stashed it and the resume made it claimable
+    beside the run). It runs when the run ends, or at the resume if the run ended while
+    the job was paused. Found by the long differential run."""
+    pair.both(lambda s: s.add(job("e", Every(2), overlap=Overlap.QUEUE)))
+    pair.clock.advance(2)
+    m, r = claim(pair, capacity=1)
+    pair.clock.advance(2)
+    assert claims(claim(pair, capacity=1)[0]) == claims(claim(pair, capacity=1)[1]) == []
+    pair.both(lambda s: s.pause("e"))
+    assert pair.mem.get("e").next_run is pair.red.get("e").next_run is None  # type: ignore[union-attr]
+    if ends == "while_paused":
+        assert pair.mem.complete(m.claims[0], None) == pair.red.complete(r.claims[0], None)
+    pair.both(lambda s: s.resume("e"))
+    m2, r2 = claim(pair, capacity=1)
+    if ends == "after_resume":
+        assert claims(m2) == claims(r2) == []  # the run of START + 2 goes on
+        assert pair.mem.complete(m.claims[0], None) == pair.red.complete(r.claims[0], None)
+        m2, r2 = claim(pair, capacity=1)
+    assert claims(m2) == claims(r2) == [("e", START + 4, 1)]
+    assert [c.ready for c in m2.claims] == [c.ready for c in r2.claims]

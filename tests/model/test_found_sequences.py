@@ -1,10 +1,11 @@
 """Sequences the long differential run (``-m model_full``) found and that are not reduced
 to a minimal test yet: each replayed, step for step as hypothesis printed it, on the
-in-process store and a real ``redis-server`` (``tests/model/found/*.py.txt``).
+in-process store and a real ``redis-server`` (``tests/model/found/*.py.txt``, the first
+line a ``#`` comment saying what diverged).
 
 Each is ``xfail(strict=True)`` until the stores agree on it: then reduce it to a test in
-``test_divergences.py`` (or drop it when a fix made it pass) and delete its file. Issue
-31: one semantics.
+``test_divergences.py`` and delete its file. None waits today (pytest reports the empty
+parameter set as skipped). Issue 31: one semantics.
 """
 
 from __future__ import annotations
@@ -29,11 +30,20 @@ def replay(steps: str, redis_url: str) -> None:
         state.teardown()
 
 
+def found() -> list[object]:
+    return [
+        pytest.param(
+            path,
+            id=path.name.removesuffix(".py.txt"),
+            marks=pytest.mark.xfail(
+                strict=True, reason=path.read_text().partition("\n")[0].lstrip("# ")
+            ),
+        )
+        for path in sorted(FOUND.glob("*.py.txt"))
+    ]
+
+
 @pytest.mark.redis
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 31: an Every(2), overlap='queue' job handed back by a release; memory "
-    "claims its queued occurrence, Redis nothing (next due in 1.743 s)",
-)
-def test_overlap_queue_after_release(redis_url: str) -> None:
-    replay((FOUND / "overlap_queue_after_release.py.txt").read_text(), redis_url)
+@pytest.mark.parametrize("path", found())
+def test_found_sequence(path: pathlib.Path, redis_url: str) -> None:
+    replay(path.read_text(), redis_url)

@@ -139,8 +139,11 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         state = "scheduled"
     else:
         state = job.outcome or "failed"
-    # the earliest new start: a pending occurrence or re-run, or one held behind a run
+    # the earliest new start: a pending occurrence or re-run, or one held behind a run;
+    # none while paused (what it holds waits for the resume) or after it ended
     dues = [p.due for p in job.pending.values()] + ([job.queued.due] if job.queued else [])
+    if state not in ("scheduled", "running"):
+        dues = []
     task, args = describe_target(job.spec.target)
     return JobInfo(
         job_id=job.spec.job_id,

@@ -45,9 +45,10 @@ class MemorySteering(MemoryViews):
                 return False
             for seq, p in job.pending.items():
                 p.place = seq  # a resume puts it back in its place in line (FIFO)
-            stash = list(job.pending.values()) + ([job.queued] if job.queued else [])
+            stash, queued = list(job.pending.values()), job.queued
             self._drop_pending_locked(job)
-            job.paused = stash
+            # one held behind a run stays held (resume releases it if the run has ended)
+            job.paused, job.queued = stash, queued
             self._event_locked(self.clock.now(), "paused", job_id)
             return True
 
@@ -61,6 +62,8 @@ class MemorySteering(MemoryViews):
             for p in stash:  # each in its place in line, claimable from now
                 place, p.place = p.place, None
                 self._push_locked(job, p, seq=place)
+            if job.queued is not None and not self._running_per_job.get(job_id):
+                self._release_queued_locked(job)
             self._event_locked(now, "resumed", job_id)
             due_in = job.due_in(now)
         self._wake(due_in)
@@ -192,6 +195,16 @@ class MemorySteering(MemoryViews):
             heap = self._heaps[job.spec.lane] = DueHeap()
         heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
         return max(0.0, p.due - now)
+
+    def _release_queued_locked(self, job: JobRecord) -> float:
+        """The occurrence held behind the job's run (overlap=queue, or a catch-up series
+        parked) is due: its run ended, or the job resumed after it did. Returns its due-in."""
+        assert job.queued is not None
+        queued, job.queued = job.queued, None
+        ready = queued.ready  # a held occurrence keeps it (a resume's instant: lag)
+        pushed = self._push_locked(job, queued, on_time=True)
+        queued.ready = max(queued.ready, ready)
+        return pushed
 
     def _pend_locked(self, job: JobRecord, p: Pending) -> float | None:
         """A new start of a job (a retry, a re-run after a lost lease, a run handed back):

@@ -336,10 +336,7 @@ class MemoryStore(MemorySteering):
         # an occurrence deferred while this run was claimed (due now): claim it now
         woke = 0.0 if job.pending and job.due_in(now) == 0.0 else None
         if job.queued is not None and not job.cancelled and job.paused is None:
-            queued, job.queued = job.queued, None
-            ready = queued.ready  # a held occurrence keeps it (a resume's instant: lag)
-            pushed = self._push_locked(job, queued, on_time=True)
-            queued.ready = max(queued.ready, ready)
+            pushed = self._release_queued_locked(job)
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)
