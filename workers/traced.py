@@ -1,0 +1,79 @@
+"""What the runner asks of a tracer (``Scheduler(tracing=True)``; scheduler/spans.py is the
+OpenTelemetry one), and how an invocation's end is named for it.
+
+The runner holds no tracer when tracing is off: every hook below is behind one ``is None``
+test, so an engine without tracing pays nothing else (docs/tracing.md, the cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from scheduler.errors import InvocationCancelled, InvocationTimeout
+from scheduler.model import Claim, Commit
+from workers.context import INTERRUPTED, CancelToken
+
+
+class InvocationSpan(Protocol):
+    def cancelled(self, reason: str) -> None:
+        """The job was asked to stop, for ``reason`` (its cancel token's)."""
+
+    def finished(self, outcome: str, error: BaseException | None) -> None:
+        """The job's call returned as ``outcome`` (``outcome_of``), with ``error`` if it
+        raised: the span is no longer current on this thread (its outcome is not yet
+        recorded)."""
+
+    def end(self, result: Commit | None) -> None:
+        """The store answered the outcome's write (None: given up): the span ends."""
+
+
+class InvocationTracer(Protocol):
+    def start(self, claim: Claim) -> InvocationSpan | None:
+        """Start ``claim``'s span, current on this thread; None if it does not record."""
+
+    def lost_before_start(self, claim: Claim) -> None:
+        """``claim``'s lease was gone before its job could start."""
+
+
+def outcome_of(error: BaseException | None, reason: str | None) -> str:
+    """succeeded, timed_out, interrupted or failed: how the job's call ended (a refused
+    write makes it lease_lost or quarantined at the end, ``InvocationSpan.end``)."""
+    if error is None:
+        return "timed_out" if reason == "timeout" else "succeeded"
+    if isinstance(error, InvocationTimeout):
+        return "timed_out"
+    if isinstance(error, InvocationCancelled) and reason == INTERRUPTED:
+        return "interrupted"
+    return "failed"
+
+
+class OpenSpans:
+    """The spans of a runner's invocations, each kept from its start until its outcome is
+    recorded (by the runner's commit, or by a flush of batched acks). Empty (falsy) when
+    tracing is off: the runner's ``if spans:`` tests are all it costs then."""
+
+    def __init__(self) -> None:
+        # claim token -> its span; set and popped by any thread without a lock (single
+        # dict operations are atomic)
+        self._open: dict[str, InvocationSpan] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def start(
+        self, tracer: InvocationTracer, claim: Claim, token: CancelToken
+    ) -> InvocationSpan | None:
+        span = tracer.start(claim)
+        if span is not None:
+            self._open[claim.token] = span
+            token.on_cancel(lambda: span.cancelled(token.reason or ""))
+        return span
+
+    def ended(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
+        """The outcomes of ``claims`` were recorded (``results``; None: given up)."""
+        take = self._open.pop
+        for i, claim in enumerate(claims):
+            span = take(claim.token, None)
+            if span is not None:
+                span.end(None if results is None else results[i])
