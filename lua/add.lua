@@ -1,7 +1,8 @@
 #!lua
 -- add.lua: insert, replace or keep jobs (the linearization point of schedule/enqueue).
 --
--- Equal definition of a live job: no-op, the anchor and pending occurrence are kept.
+-- Equal definition of a live job: no-op, the anchor and pending occurrence are kept (a
+-- definition's trace context takes no part in that comparison: keep_trace below).
 -- Changed definition: replaced atomically (new generation; the old pending occurrence and
 -- waiting re-runs are removed, include/reruns.lua; a running invocation may finish).
 -- Decide, then write: an old job that does not parse is moved aside first
@@ -77,6 +78,24 @@ local function ids()
   return string.format('%012x', last_seq), last_gen
 end
 
+-- A definition's trace context (its last member, "x": scheduler/tracing.py) says where the
+-- enqueue came from, not what the job is: an upsert with one that differs from the live
+-- job's definition only in its trace context keeps the stored text, so put() finds it
+-- unchanged (anchor, pending occurrence and the first enqueue's trace context kept). Read
+-- only for a definition that carries one; a key put() would refuse is left to put().
+local TRACE = ',"x":{'
+local function untraced(def)
+  local i = string.find(def, TRACE, 1, true)
+  return i and string.sub(def, 1, i - 1) .. '}' or def
+end
+local function keep_trace(a)
+  if not string.find(a.def, TRACE, 1, true) then return end
+  local got = redis.pcall('HMGET', jkey(a.job), 'def', 'cancelled', 'state')
+  if type(got) ~= 'table' or got.err or type(got[1]) ~= 'string' then return end
+  local live = got[2] ~= '1' and (not got[3] or got[3] == '')
+  if live and untraced(got[1]) == untraced(a.def) then a.def = got[1] end
+end
+
 -- The namespace's keys, checked before the first write.
 local heads, added = {}, {}  -- each lane's head (include/due.lua); the lanes this call adds
 local seq, corrupt = counters()
@@ -95,6 +114,7 @@ for _, head in pairs(heads) do if head then fresh = false end end
 local call = {lanes = added, heads = heads, ids = ids, batch = #jobs > 1}
 for _, a in ipairs(jobs) do
   left = left - 1
+  keep_trace(a)
   local outcome, due_in, wrote, new = put(a, now, up, call)
   out[#out + 1], out[#out + 2] = outcome, due_in
   if wrote then events = events + 1 end
