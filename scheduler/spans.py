@@ -43,15 +43,23 @@ REFUSED = {Commit.LEASE_LOST: "lease_lost", Commit.QUARANTINED: "quarantined"}
 class InvocationSpan:
     """One invocation's span, from its start to its recorded outcome."""
 
-    __slots__ = ("_span", "_token", "_outcome", "_api")
+    __slots__ = ("_span", "_token", "_outcome", "_api", "_returned", "_lost")
 
     def __init__(self, span: Any, token: object, api: Any) -> None:
         self._span, self._token, self._api = span, token, api
         self._outcome = "succeeded"
+        self._returned = self._lost = False
 
     def cancelled(self, reason: str) -> None:
-        """The job was asked to stop (its cancel token's ``reason``)."""
-        self._span.add_event(CANCEL_EVENTS.get(reason, "duetime.cancel"), {"reason": reason})
+        """The job was asked to stop (its cancel token's ``reason``) while it ran; once it
+        returned, a loss is the commit's to tell (``end``)."""
+        if self._returned:
+            return
+        attributes = {"duetime.cancel.reason": reason}
+        if reason == "lease lost":
+            self._lost = True
+            attributes["duetime.lease.found"] = "at renewal"
+        self._span.add_event(CANCEL_EVENTS.get(reason, "duetime.cancel"), attributes)
 
     def finished(self, outcome: str, error: BaseException | None) -> None:
         """The job's call returned as ``outcome`` (succeeded, failed, timed_out,
@@ -59,7 +67,7 @@ class InvocationSpan:
         from opentelemetry import context
 
         context.detach(self._token)  # type: ignore[arg-type]
-        self._outcome = outcome
+        self._outcome, self._returned = outcome, True
         if error is not None and outcome != "interrupted":
             self._span.record_exception(error)
             self._span.set_attribute("error.type", type(error).__qualname__)
@@ -68,8 +76,8 @@ class InvocationSpan:
         """The store answered the outcome's write (None: given up; it runs again)."""
         outcome = REFUSED.get(result, self._outcome) if result is not None else self._outcome
         span = self._span
-        if result is Commit.LEASE_LOST:
-            span.add_event("duetime.lease_lost", {"reason": "the store refused the outcome"})
+        if result is Commit.LEASE_LOST and not self._lost:
+            span.add_event("duetime.lease_lost", {"duetime.lease.found": "at commit"})
         span.set_attribute("duetime.invocation.outcome", outcome)
         span.set_attribute("duetime.invocation.recorded", result is Commit.OK)
         if outcome != "succeeded" and outcome != "interrupted":

@@ -166,6 +166,14 @@ if TYPE_CHECKING:
     "default is 5 ms). While jobs run Python code, each hand-off from the dispatcher to a "
     "worker waits up to this long, so due jobs start that much later.",
 )
+@click.option(
+    "--tracing",
+    is_flag=True,
+    default=None,
+    help="An OpenTelemetry span per job run (needs duetime[otel] and an SDK configured in "
+    "this process, e.g. by opentelemetry-instrument or an --import module; docs/tracing.md). "
+    "Default: the DUETIME_TRACING environment variable.",
+)
 @with_wait_options
 @shards_option
 def run(
@@ -187,6 +195,7 @@ def run(
     metrics_host: str,
     summary_every: float,
     switch_interval: float,
+    tracing: bool | None,
     wait_replicas: int,
     wait_timeout_ms: int,
     shards: int | None,
@@ -232,7 +241,9 @@ def run(
         # Python's 5 ms, on-time jobs started 7.5 ms late at the median (p99 23 ms) beside
         # CPU-bound jobs; at 1 ms, 4.4 (p99 9.4), for ~1 % more CPU (docs/decisions.md).
         sys.setswitchinterval(switch_interval / 1000)
-        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
+        engine = Scheduler(
+            workers, store=store, lanes=sizes, owner=owner, metrics=recorder, tracing=tracing
+        )
         recorder.start()
         _announce(owner, namespace, store, served, endpoint)
         while not requests.stop.wait(summary_every or None):
