@@ -17,6 +17,7 @@ Guarantees (docs/tracing.md):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler import tracing
 from scheduler.clock import Clock
-from scheduler.model import Claim, Commit, Cron, describe_target
+from scheduler.model import Claim, Commit, Cron, TraceContext, describe_target
 from scheduler.stores.base import Store
 
 log = logging.getLogger("duetime.tracing")
@@ -79,7 +80,8 @@ class InvocationSpan:
         if result is Commit.LEASE_LOST and not self._lost:
             span.add_event("duetime.lease_lost", {"duetime.lease.found": "at commit"})
         span.set_attribute("duetime.invocation.outcome", outcome)
-        span.set_attribute("duetime.invocation.recorded", result is Commit.OK)
+        if result is not Commit.OK:  # not recorded as it says: refused, or given up
+            span.set_attribute("duetime.invocation.recorded", False)
         if outcome != "succeeded" and outcome != "interrupted":
             status = self._api.Status(self._api.StatusCode.ERROR, outcome)
             span.set_status(status)
@@ -101,19 +103,22 @@ class InvocationTracer:
         from opentelemetry import context
 
         self._context = context
+        self._no_sdk = (api.ProxyTracerProvider, api.NoOpTracerProvider)
+        self._root = context.Context()  # an empty context: a span started in it is a root
 
     def start(self, claim: Claim) -> InvocationSpan | None:
         """The span of ``claim``'s invocation, started and made current on this thread;
         None if it does not record (no SDK: nothing else is done)."""
         api, spec = self._api, claim.spec
-        parent = self._context.Context()  # a root unless the enqueue's context says else
-        links = None
+        if isinstance(api.get_tracer_provider(), self._no_sdk):
+            return None  # the API's no-op: no span would record; nothing to compute
+        parent, links = self._root, None  # a root unless the enqueue's context says else
         if spec.trace is not None:
-            sc = tracing.span_context(spec.trace, claim.job_id)
-            if sc is not None and spec.recurring:
-                links = [api.Link(sc, {"duetime.link": "enqueue"})]
-            elif sc is not None:
-                parent = api.set_span_in_context(api.NonRecordingSpan(sc), parent)
+            joined = self._joined(spec.trace, spec.recurring)
+            if joined is None:
+                tracing.span_context(spec.trace, claim.job_id)  # says why, at DEBUG
+            else:
+                parent, links = joined
         task = describe_target(spec.target)[0]
         span = self._tracer.start_span(
             f"duetime run {task}", context=parent, kind=api.SpanKind.CONSUMER, links=links
@@ -123,6 +128,18 @@ class InvocationTracer:
         span.set_attributes(self._attributes(claim, task))
         token = self._context.attach(api.set_span_in_context(span))
         return InvocationSpan(span, token, api)
+
+    @functools.lru_cache(maxsize=1024)  # noqa: B019 (one per engine, as long-lived)
+    def _joined(self, trace: TraceContext, recurring: bool) -> tuple[Any, Any] | None:
+        """The parent context and links of a run of a job enqueued at ``trace``: a
+        recurring job's run is a root with a link, a one-off's a child; None if ``trace``
+        is no valid W3C context."""
+        api, sc = self._api, tracing.span_context(trace, "")
+        if sc is None:
+            return None
+        if recurring:
+            return self._root, [api.Link(sc, {"duetime.link": "enqueue"})]
+        return api.set_span_in_context(api.NonRecordingSpan(sc), self._root), None
 
     def lost_before_start(self, claim: Claim) -> None:
         """A claim whose lease was gone before its job could start: a span of its own."""
@@ -137,10 +154,7 @@ class InvocationTracer:
         out: dict[str, Any] = {
             "duetime.job.id": claim.job_id,
             "duetime.job.task": task,
-            "duetime.job.schedule": claim.spec.schedule.describe(),
-            "duetime.invocation.id": claim.invocation_id,
             "duetime.invocation.scheduled_ms": claim.scheduled_ms,
-            "duetime.invocation.started_ms": round(started * 1000),
             "duetime.invocation.lag_s": round(started - scheduled, 6),
             "duetime.invocation.attempt": claim.attempt,
             "duetime.invocation.fence": claim.fence,

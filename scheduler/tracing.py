@@ -18,6 +18,7 @@ Not here: the invocations' spans (``scheduler/spans.py``, started by the runner)
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -87,6 +88,14 @@ def of_span_context(sc: Any) -> TraceContext:
 def span_context(trace: TraceContext, job_id: str) -> Any:
     """The remote span context ``trace`` stands for, or None (with a DEBUG line) if it is
     not a valid W3C trace context: another program's data, or a hand edit."""
+    sc, why = _parsed(trace)
+    if sc is None:
+        log.debug("job %s: trace context %r ignored (%s)", job_id, trace, why)
+    return sc
+
+
+@functools.lru_cache(maxsize=4096)  # a recurring job's runs, a burst's jobs: parsed once
+def _parsed(trace: TraceContext) -> tuple[Any, str]:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     carrier = {"traceparent": trace.traceparent}
@@ -96,12 +105,8 @@ def span_context(trace: TraceContext, job_id: str) -> Any:
         ctx = TraceContextTextMapPropagator().extract(carrier)
         sc = api().get_current_span(ctx).get_span_context()  # type: ignore[union-attr]
     except Exception as exc:  # the propagator is lenient; a foreign one may not be
-        log.debug("job %s: trace context %r ignored (%s)", job_id, trace, exc)
-        return None
-    if not sc.is_valid:
-        log.debug("job %s: trace context %r is not valid W3C; ignored", job_id, trace)
-        return None
-    return sc
+        return None, str(exc)
+    return (sc, "") if sc.is_valid else (None, "not valid W3C")
 
 
 @contextmanager

@@ -85,11 +85,11 @@ def test_a_one_off_runs_as_a_child_of_its_enqueue_with_its_fields(spans, clock: 
     a = dict(run.attributes or {})
     assert a["duetime.job.id"] == job and a["duetime.job.task"] == "tracing.ok"
     assert a["duetime.invocation.scheduled_ms"] == round((clock.now() - 2) * 1000)
-    assert a["duetime.invocation.started_ms"] == round(clock.now() * 1000)
     assert a["duetime.invocation.lag_s"] == pytest.approx(2.0)
     assert (a["duetime.invocation.attempt"], a["duetime.invocation.lane"]) == (1, "default")
     assert a["duetime.invocation.fence"] >= 1 and a["duetime.replica.id"] == "r1"
-    assert a["duetime.invocation.outcome"] == "succeeded" and a["duetime.invocation.recorded"]
+    assert a["duetime.invocation.outcome"] == "succeeded"
+    assert "duetime.invocation.recorded" not in a  # only said when it was not
     assert run.status.status_code is StatusCode.UNSET
 
 
@@ -241,7 +241,7 @@ def test_an_upsert_from_another_trace_is_unchanged_in_every_store(store, clock: 
 
 
 def test_with_no_sdk_the_tracer_builds_nothing(monkeypatch):
-    monkeypatch.setattr(trace_config, "tracer", lambda: trace.NoOpTracer())
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())
     tracer = InvocationTracer("r", lambda: 0.0)
     claim_spec = JobSpec("j", TaskRef("tracing.ok"), After(0), trace=TraceContext(PARENT))
     from scheduler.model import Claim
