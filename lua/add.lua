@@ -79,19 +79,19 @@ local function ids()
 end
 
 -- A definition's trace context (its last member, "x": scheduler/tracing.py) says where the
--- enqueue came from, not what the job is: an upsert with one that differs from the live
--- job's definition only in its trace context keeps the stored text, so put() finds it
--- unchanged (anchor, pending occurrence and the first enqueue's trace context kept). Read
--- only for a definition that carries one; a key put() would refuse is left to put().
+-- enqueue came from, not what the job is: an upsert whose definition differs from the live
+-- job's only in its trace context (another, or one where the other has none) keeps the
+-- stored text, so put() finds it unchanged (anchor, pending occurrence and the stored
+-- trace context kept), as JobSpec's equality does in process. A key put() would refuse is
+-- left to put().
 local TRACE = ',"x":{'
 local function untraced(def)
   local i = string.find(def, TRACE, 1, true)
   return i and string.sub(def, 1, i - 1) .. '}' or def
 end
 local function keep_trace(a)
-  if not string.find(a.def, TRACE, 1, true) then return end
   local got = redis.pcall('HMGET', jkey(a.job), 'def', 'cancelled', 'state')
-  if type(got) ~= 'table' or got.err or type(got[1]) ~= 'string' then return end
+  if type(got) ~= 'table' or got.err or type(got[1]) ~= 'string' or got[1] == a.def then return end
   local live = got[2] ~= '1' and (not got[3] or got[3] == '')
   if live and untraced(got[1]) == untraced(a.def) then a.def = got[1] end
 end

@@ -235,6 +235,9 @@ def test_an_upsert_from_another_trace_is_unchanged_in_every_store(store, clock: 
         "unchanged"
     )
     assert store.get("up").trace_id == "0af7651916cd43dd8448eb211c80319c"
+    untraced = JobSpec("up", TaskRef("tracing.ok"), After(60.0))  # a producer tracing off
+    assert store.add(untraced).outcome == "unchanged"
+    assert store.get("up").trace_id == "0af7651916cd43dd8448eb211c80319c"
     changed = JobSpec("up", TaskRef("tracing.ok"), After(30.0), trace=other)
     assert store.add(changed).outcome == "replaced"
     assert store.get("up").trace_id == "1111651916cd43dd8448eb211c80319c"
