@@ -113,7 +113,10 @@ class Client:
             allow_past=allow_past,
             options=options,
         )
-        self._stored(spec)
+        if self._tracing:
+            self._stored(spec)
+        else:
+            self.store.add(spec)
         return spec.job_id
 
     def _stored(self, spec: JobSpec) -> AddResult:

@@ -283,7 +283,7 @@ class Scheduler(Client):
             )
         if self._closed:
             raise SchedulerClosedError()
-        added = self._stored(spec)
+        added = self._stored(spec) if self._tracing else self.store.add(spec)
         if self._poke_on_add:
             # our own dispatcher learns at once (a shared store's wake-up is asynchronous;
             # a MemoryStore's add has called every subscriber, ours too, before returning)

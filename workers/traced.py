@@ -48,31 +48,25 @@ def outcome_of(error: BaseException | None, reason: str | None) -> str:
     return "failed"
 
 
-class OpenSpans:
-    """The spans of a runner's invocations, each kept from its start until its outcome is
-    recorded (by the runner's commit, or by a flush of batched acks). Empty (falsy) when
-    tracing is off: the runner's ``if spans:`` tests are all it costs then."""
-
-    def __init__(self) -> None:
-        # claim token -> its span; set and popped by any thread without a lock (single
-        # dict operations are atomic)
-        self._open: dict[str, InvocationSpan] = {}
-
-    def __len__(self) -> int:
-        return len(self._open)
+class OpenSpans(dict[str, InvocationSpan]):
+    """The spans of a runner's invocations by claim token, each kept from its start until
+    its outcome is recorded (by the runner's commit, or by a flush of batched acks). Empty
+    when tracing is off: the runner's ``if spans:`` tests (a dict's own length, no Python
+    call) are all it costs then. Set and popped by any thread without a lock (single dict
+    operations are atomic)."""
 
     def start(
         self, tracer: InvocationTracer, claim: Claim, token: CancelToken
     ) -> InvocationSpan | None:
         span = tracer.start(claim)
         if span is not None:
-            self._open[claim.token] = span
+            self[claim.token] = span
             token.on_cancel(lambda: span.cancelled(token.reason or ""))
         return span
 
     def ended(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
         """The outcomes of ``claims`` were recorded (``results``; None: given up)."""
-        take = self._open.pop
+        take = self.pop
         for i, claim in enumerate(claims):
             span = take(claim.token, None)
             if span is not None:
