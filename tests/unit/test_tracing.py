@@ -298,3 +298,40 @@ def test_without_the_extra_tracing_true_says_what_to_install():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "refused: tracing=True: tracing needs the OpenTelemetry API: pip install" in out.stdout
     assert "ran untraced" in out.stdout and "tracing stays off" in out.stderr
+
+
+@pytest.mark.redis
+def test_async_client_stamps_and_show_and_the_console_print_the_trace_id(
+    spans, redis_url, redis_ns
+):
+    import asyncio
+    import json
+
+    from click.testing import CliRunner
+
+    from scheduler import AsyncClient
+    from scheduler.cli import main
+    from scheduler.stores.redis import RedisStore
+    from scheduler.web import data
+
+    async def enqueue() -> tuple[str, int]:
+        async with AsyncClient(redis_url, namespace=redis_ns, tracing=True) as client:
+            with trace.get_tracer("app").start_as_current_span("request") as request:
+                job = await client.enqueue("tracing.ok", delay=60, job_id="traced")
+            return job, request.get_span_context().trace_id
+
+    job, trace_id = asyncio.run(enqueue())
+    want = f"{trace_id:032x}"
+    runner = CliRunner(env={"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns})
+    shown = runner.invoke(main, ["show", job])
+    assert shown.exit_code == 0 and f"trace        {want}" in shown.output.splitlines()
+    as_json = json.loads(runner.invoke(main, ["show", job, "--json"]).output)
+    assert as_json["trace_id"] == want
+    store = RedisStore(redis_url, redis_ns)
+    try:
+        page = data.job(store, job, redact=False)
+        assert page is not None and page["definition"]["trace_id"] == want
+    finally:
+        store.close()
+    [enqueue_span] = named(spans, "duetime enqueue")
+    assert f"{enqueue_span.context.trace_id:032x}" == want
