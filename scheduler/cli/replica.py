@@ -169,10 +169,11 @@ if TYPE_CHECKING:
 @click.option(
     "--tracing",
     is_flag=True,
-    default=None,
-    help="An OpenTelemetry span per job run (needs duetime[otel] and an SDK configured in "
-    "this process, e.g. by opentelemetry-instrument or an --import module; docs/tracing.md). "
-    "Default: the DUETIME_TRACING environment variable.",
+    expose_value=False,
+    callback=lambda _ctx, _param, on: _trace(on),
+    help="An OpenTelemetry span per job run and per enqueue of this process (needs "
+    "duetime[otel] and an SDK configured in it, e.g. by opentelemetry-instrument or an "
+    "--import module; docs/tracing.md): DUETIME_TRACING=1 for this process.",
 )
 @with_wait_options
 @shards_option
@@ -195,7 +196,6 @@ def run(
     metrics_host: str,
     summary_every: float,
     switch_interval: float,
-    tracing: bool | None,
     wait_replicas: int,
     wait_timeout_ms: int,
     shards: int | None,
@@ -241,9 +241,7 @@ def run(
         # Python's 5 ms, on-time jobs started 7.5 ms late at the median (p99 23 ms) beside
         # CPU-bound jobs; at 1 ms, 4.4 (p99 9.4), for ~1 % more CPU (docs/decisions.md).
         sys.setswitchinterval(switch_interval / 1000)
-        engine = Scheduler(
-            workers, store=store, lanes=sizes, owner=owner, metrics=recorder, tracing=tracing
-        )
+        engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
         _announce(owner, namespace, store, served, endpoint)
         while not requests.stop.wait(summary_every or None):
@@ -258,6 +256,19 @@ def run(
         store.close()
     if forced is not None:
         sys.exit(128 + forced)  # as a process ended by that signal (130, 143)
+
+
+def _trace(on: bool) -> None:
+    """``--tracing``: the engine (and any client of this process) reads it at creation."""
+    if on:
+        from scheduler import tracing
+
+        if tracing.api() is None:
+            raise click.BadParameter(
+                "needs the OpenTelemetry API: pip install 'duetime[otel]' "
+                "(opentelemetry-api>=1.25), and an SDK to record the spans"
+            )
+        os.environ[tracing.ENV] = "1"
 
 
 def _announce(owner: str, namespace: str, store: Any, served: Any, endpoint: Any) -> None:
