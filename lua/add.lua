@@ -2,7 +2,7 @@
 -- add.lua: insert, replace or keep jobs (the linearization point of schedule/enqueue).
 --
 -- Equal definition of a live job: no-op, the anchor and pending occurrence are kept (a
--- definition's trace context takes no part in that comparison: keep_trace below).
+-- definition's trace context takes no part in that comparison: include/provenance.lua).
 -- Changed definition: replaced atomically (new generation; the old pending occurrence and
 -- waiting re-runs are removed, include/reruns.lua; a running invocation may finish).
 -- Decide, then write: an old job that does not parse is moved aside first
@@ -37,6 +37,7 @@
 --@include due
 --@include aside
 --@include put
+--@include provenance
 
 local m = #ARGV - 2
 if m ~= 11 and (m < 12 or m > 1200 or m % 12 ~= 0) then
@@ -76,24 +77,6 @@ local function ids()
   end
   taken, last_seq, last_gen = taken - 1, last_seq + 1, last_gen + 1
   return string.format('%012x', last_seq), last_gen
-end
-
--- A definition's trace context (its last member, "x": scheduler/tracing.py) says where the
--- enqueue came from, not what the job is: an upsert whose definition differs from the live
--- job's only in its trace context (another, or one where the other has none) keeps the
--- stored text, so put() finds it unchanged (anchor, pending occurrence and the stored
--- trace context kept), as JobSpec's equality does in process. A key put() would refuse is
--- left to put().
-local TRACE = ',"x":{'
-local function untraced(def)
-  local i = string.find(def, TRACE, 1, true)
-  return i and string.sub(def, 1, i - 1) .. '}' or def
-end
-local function keep_trace(a)
-  local got = redis.pcall('HMGET', jkey(a.job), 'def', 'cancelled', 'state')
-  if type(got) ~= 'table' or got.err or type(got[1]) ~= 'string' or got[1] == a.def then return end
-  local live = got[2] ~= '1' and (not got[3] or got[3] == '')
-  if live and untraced(got[1]) == untraced(a.def) then a.def = got[1] end
 end
 
 -- The namespace's keys, checked before the first write.

@@ -1,5 +1,6 @@
 """OpenTelemetry, the producer's side: turning tracing on, and the enqueue's trace context
-stored with the job (the ``otel`` extra: ``pip install 'duetime[otel]'``).
+stored with the job (the ``otel`` extra: ``pip install -e '.[otel]'`` from a checkout;
+once published, ``duetime[otel]``).
 
 Guarantees (docs/tracing.md):
   - off unless asked: ``tracing=True`` (``Client``, ``AsyncClient``, ``Scheduler``), or
@@ -60,8 +61,8 @@ def wanted(flag: bool | None) -> bool:
         return False
     if api() is None:
         msg = (
-            "tracing needs the OpenTelemetry API: pip install 'duetime[otel]' "
-            "(opentelemetry-api>=1.25)"
+            "tracing needs the OpenTelemetry API (opentelemetry-api>=1.25): pip install -e "
+            "'.[otel]' from a checkout (once published: duetime[otel])"
         )
         if flag:
             raise ImportError(f"tracing=True: {msg}")

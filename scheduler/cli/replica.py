@@ -265,8 +265,9 @@ def _trace(on: bool) -> None:
 
         if tracing.api() is None:
             raise click.BadParameter(
-                "needs the OpenTelemetry API: pip install 'duetime[otel]' "
-                "(opentelemetry-api>=1.25), and an SDK to record the spans"
+                "needs the OpenTelemetry API (opentelemetry-api>=1.25): pip install -e "
+                "'.[otel]' from a checkout (once published: duetime[otel]), and an SDK to "
+                "record the spans"
             )
         os.environ[tracing.ENV] = "1"
 

@@ -296,7 +296,8 @@ def test_without_the_extra_tracing_true_says_what_to_install():
         "s = Scheduler(1); s.after(lambda: None, 0); s.shutdown(); print('ran untraced')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "refused: tracing=True: tracing needs the OpenTelemetry API: pip install" in out.stdout
+    assert "refused: tracing=True: tracing needs the OpenTelemetry API" in out.stdout
+    assert "pip install -e '.[otel]' from a checkout" in out.stdout
     assert "ran untraced" in out.stdout and "tracing stays off" in out.stderr
 
 
