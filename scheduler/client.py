@@ -120,9 +120,7 @@ class Client:
         return spec.job_id
 
     def _stored(self, spec: JobSpec) -> AddResult:
-        """``store.add(spec)``, inside an enqueue span when tracing is on."""
-        if not self._tracing:
-            return self.store.add(spec)
+        """``store.add(spec)`` inside an enqueue span (tracing on)."""
         with trace_config.enqueuing((spec,), "enqueue"):
             return self.store.add(spec)
 

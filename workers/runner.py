@@ -26,7 +26,7 @@ from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
 from workers.timers import Timers
-from workers.traced import InvocationTracer, OpenSpans, outcome_of
+from workers.traced import InvocationTracer, OpenSpans
 
 log = logging.getLogger("duetime.workers")
 
@@ -226,7 +226,7 @@ class Runner:
         elif asked == INTERRUPTED and error is None:  # interrupted, like an async one
             error = _returned_when_interrupted()
         if span is not None:  # no longer current here; the outcome is known, not recorded
-            span.finished(outcome_of(error, token.reason), error)
+            self._spans.finished(span, error, token.reason)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:

@@ -7,12 +7,15 @@ test, so an engine without tracing pays nothing else (docs/tracing.md, the cost)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
 from scheduler.errors import InvocationCancelled, InvocationTimeout
 from scheduler.model import Claim, Commit
 from workers.context import INTERRUPTED, CancelToken
+
+log = logging.getLogger("duetime.tracing")
 
 
 class InvocationSpan(Protocol):
@@ -58,16 +61,35 @@ class OpenSpans(dict[str, InvocationSpan]):
     def start(
         self, tracer: InvocationTracer, claim: Claim, token: CancelToken
     ) -> InvocationSpan | None:
-        span = tracer.start(claim)
+        """``claim``'s span, started (None: not recording). Tracing never stops a job: a
+        tracer that fails is logged and the job runs untraced."""
+        try:
+            span = tracer.start(claim)
+        except Exception as exc:
+            log.warning("tracing: no span for job %s (%s); it runs untraced", claim.job_id, exc)
+            return None
         if span is not None:
             self[claim.token] = span
             token.on_cancel(lambda: span.cancelled(token.reason or ""))
         return span
+
+    def finished(
+        self, span: InvocationSpan, error: BaseException | None, reason: str | None
+    ) -> None:
+        """The job's call returned (with ``error``, its token cancelled for ``reason``)."""
+        try:
+            span.finished(outcome_of(error, reason), error)
+        except Exception as exc:
+            log.warning("tracing: a span could not take its job's end (%s)", exc)
 
     def ended(self, claims: Sequence[Claim], results: Sequence[Commit] | None) -> None:
         """The outcomes of ``claims`` were recorded (``results``; None: given up)."""
         take = self.pop
         for i, claim in enumerate(claims):
             span = take(claim.token, None)
-            if span is not None:
+            if span is None:
+                continue
+            try:
                 span.end(None if results is None else results[i])
+            except Exception as exc:  # never the commit's or the flusher's problem
+                log.warning("tracing: the span of job %s did not end (%s)", claim.job_id, exc)

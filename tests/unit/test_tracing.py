@@ -336,3 +336,15 @@ def test_async_client_stamps_and_show_and_the_console_print_the_trace_id(
         store.close()
     [enqueue_span] = named(spans, "duetime enqueue")
     assert f"{enqueue_span.context.trace_id:032x}" == want
+
+
+def test_a_failing_tracer_never_stops_a_job(spans, clock: FakeClock, monkeypatch, caplog):
+    def broken(*_: object) -> None:
+        raise RuntimeError("exporter on fire")
+
+    monkeypatch.setattr(InvocationTracer, "start", broken)
+    with Scheduler(1, clock=clock, tracing=True) as s:
+        job = s.after("tracing.ok", 0)
+        assert s.wait_idle()
+        assert s.get(job).runs == 1
+    assert "no span for job" in caplog.text and "exporter on fire" in caplog.text
