@@ -348,3 +348,18 @@ def test_a_failing_tracer_never_stops_a_job(spans, clock: FakeClock, monkeypatch
         assert s.wait_idle()
         assert s.get(job).runs == 1
     assert "no span for job" in caplog.text and "exporter on fire" in caplog.text
+
+
+def test_tracing_off_never_asks_for_opentelemetry():
+    """duetime does not import it (redis-py 8 imports some of it for its own
+    observability: a Redis client is no evidence either way)."""
+    code = (
+        "import os, sys; os.environ.pop('DUETIME_TRACING', None)\n"
+        "from scheduler import Client, Scheduler, tracing\n"
+        "with Scheduler(1) as s:\n"
+        "    s.after(lambda: None, 0); s.wait_idle()\n"
+        "    Client(s.store).enqueue_many([])\n"
+        "print(tracing._looked, 'opentelemetry.trace' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[:1] == ["False"], out.stderr
