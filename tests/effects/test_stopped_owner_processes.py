@@ -1,0 +1,98 @@
+"""The issue's "Done when" with real replica processes: the replica running the job is
+SIGSTOPped before its write and stays stopped past its lease; the other replica re-runs
+the job (a higher fence) and writes; the stopped one gets SIGCONT, writes, and both
+sinks (PostgreSQL, Redis) refuse it; the effect exists exactly once.
+
+One round runs in the default suite; 100 rounds in a row (the issue's count) run with
+``-m effects_full`` (docs/testing.md). Synchronised on Redis lists the task and the test
+push and pop (bounded BLPOPs), never on sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from scheduler import Client
+from tests.faults.fleet import Fleet, replicas
+from workers.effects.postgres import ensure_ledger
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
+
+LEASE = 2.0  # seconds; renewed every lease/3 by a running replica
+WAIT = 60  # seconds: bound on every wait for the other processes
+
+
+class Rounds:
+    def __init__(self, fleet: Fleet, client: Client, r: Any, conn: Any, pg_url: str) -> None:
+        self.fleet, self.client, self.r, self.conn, self.pg = fleet, client, r, conn, pg_url
+        self.table = f"fx_{uuid.uuid4().hex[:10]}"
+        ensure_ledger(conn, self.table)
+        conn.execute(f"CREATE TABLE {self.table}_orders (inv text PRIMARY KEY, fence bigint)")
+        self.base = f"fx{uuid.uuid4().hex[:8]}"
+
+    def pop(self, key: str) -> dict[str, Any]:
+        got = self.r.blpop([key], timeout=WAIT)
+        assert got is not None, f"nothing on {key} within {WAIT} s:\n{self.fleet.log_text()}"
+        return dict(json.loads(got[1]))
+
+    def run(self, i: int) -> None:
+        key = f"{self.base}:{i}"
+        kwargs = {"key": key, "table": self.table, "pg": self.pg}
+        job_id = self.client.enqueue("effects.pay", kwargs=kwargs, delay=0, job_id=f"pay{i}")
+        first = self.pop(f"{key}:started")
+        stopped = self.fleet.index_of(first["pid"])
+        self.fleet.signal(stopped, signal.SIGSTOP)
+        try:
+            self.r.rpush(f"{key}:gate:{first['fence']}", 1)  # read once it wakes
+            second = self.pop(f"{key}:started")  # the other replica, after the lease
+            assert second["pid"] != first["pid"] and second["fence"] > first["fence"]
+            self.r.rpush(f"{key}:gate:{second['fence']}", 1)
+            rerun = self.pop(f"{key}:results")
+        finally:
+            self.fleet.signal(stopped, signal.SIGCONT)
+        woken = self.pop(f"{key}:results")
+        assert rerun == {"fence": second["fence"], "postgres": "ok", "redis": "ok"}
+        assert woken == {"fence": first["fence"], "postgres": "stale", "redis": "stale"}
+        rows = self.conn.execute(
+            f"SELECT inv, fence FROM {self.table}_orders WHERE inv LIKE %s", (f"{job_id}@%",)
+        ).fetchall()
+        assert [fence for _, fence in rows] == [second["fence"]]  # exactly once
+        assert int(self.r.get(f"{key}:value")) == second["fence"]
+        assert self.r.xlen(f"{key}:stream") == 1
+
+
+@pytest.fixture
+def rounds(redis_url, redis_ns, redis_client, pg_url, tmp_path) -> Iterator[Rounds]:
+    with (
+        psycopg.connect(pg_url, autocommit=True) as conn,
+        replicas(
+            redis_url,
+            redis_ns,
+            "unused",
+            count=2,
+            workers=1,
+            lease=LEASE,
+            resync=0.2,
+            log_dir=tmp_path,
+            imports=("tests.effects.owner_tasks",),
+        ) as fleet,
+        Client(redis_url, namespace=redis_ns) as client,
+    ):
+        yield Rounds(fleet, client, redis_client, conn, pg_url)
+
+
+def test_a_stopped_replica_wakes_after_the_rerun_and_its_write_is_refused(rounds):
+    rounds.run(0)
+
+
+@pytest.mark.effects_full
+def test_a_stopped_replica_is_refused_100_rounds_in_a_row(rounds):
+    for i in range(100):
+        rounds.run(i)
