@@ -56,6 +56,12 @@ def _pairs(mapping: Mapping[Any, Any], what: str) -> list[Any]:
     return [x for item in mapping.items() for x in item]
 
 
+def _entry(entry: str | None) -> str:
+    if entry is None:  # fenced.lua answers every xadd with its entry id
+        raise RuntimeError("fenced.lua answered an xadd without an entry id")
+    return entry
+
+
 def _call(
     op: str,
     key: str,
@@ -130,9 +136,7 @@ def fenced_xadd(
     kw = _call(
         "xadd", key, _pairs(fields, "fenced_xadd()"), ledger, keep, invocation, "fenced_xadd()"
     )
-    entry = fenced.write(client, **kw)
-    assert entry is not None  # fenced.lua answers an xadd with its entry id
-    return entry
+    return _entry(fenced.write(client, **kw))
 
 
 async def afenced_set(
@@ -182,6 +186,4 @@ async def afenced_xadd(
     kw = _call(
         "xadd", key, _pairs(fields, "afenced_xadd()"), ledger, keep, invocation, "afenced_xadd()"
     )
-    entry = await fenced.awrite(client, **kw)
-    assert entry is not None
-    return entry
+    return _entry(await fenced.awrite(client, **kw))
