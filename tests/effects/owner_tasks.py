@@ -28,6 +28,12 @@ def _control() -> Any:
     return redis.Redis.from_url(os.environ["WITNESS_URL"])
 
 
+def _ms(r: Any) -> int:
+    """The control server's clock (ms): one clock for the test and every replica."""
+    sec, usec = r.time()
+    return int(sec * 1000 + usec // 1000)
+
+
 def _postgres(pg: str, table: str) -> str:
     inv = current_invocation()
     try:
@@ -61,5 +67,7 @@ def pay(key: str, table: str, pg: str) -> None:
         if r.blpop([f"{key}:gate:{inv.fence}"], timeout=GATE_TIMEOUT) is None:
             r.rpush(f"{key}:results", json.dumps({"fence": inv.fence, "gate": "timeout"}))
             return
+        passed = _ms(r)
         answers = {"postgres": _postgres(pg, table), "redis": _redis(r, key)}
         r.rpush(f"{key}:results", json.dumps({"fence": inv.fence, **answers}))
+        r.rpush(f"{key}:times", json.dumps({"fence": inv.fence, "gate": passed, "done": _ms(r)}))

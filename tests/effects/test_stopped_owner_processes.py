@@ -31,6 +31,11 @@ LEASE = 2.0  # seconds; renewed every lease/3 by a running replica
 WAIT = 60  # seconds: bound on every wait for the other processes
 
 
+def ms(r: Any) -> int:
+    sec, usec = r.time()
+    return int(sec * 1000 + usec // 1000)
+
+
 class Rounds:
     def __init__(self, fleet: Fleet, client: Client, r: Any, conn: Any, pg_url: str) -> None:
         self.fleet, self.client, self.r, self.conn, self.pg = fleet, client, r, conn, pg_url
@@ -51,6 +56,7 @@ class Rounds:
         first = self.pop(f"{key}:started")
         stopped = self.fleet.index_of(first["pid"])
         self.fleet.signal(stopped, signal.SIGSTOP)
+        stop_ms = ms(self.r)
         try:
             self.r.rpush(f"{key}:gate:{first['fence']}", 1)  # read once it wakes
             second = self.pop(f"{key}:started")  # the other replica, after the lease
@@ -58,10 +64,14 @@ class Rounds:
             self.r.rpush(f"{key}:gate:{second['fence']}", 1)
             rerun = self.pop(f"{key}:results")
         finally:
+            cont_ms = ms(self.r)
             self.fleet.signal(stopped, signal.SIGCONT)
         woken = self.pop(f"{key}:results")
-        assert rerun == {"fence": second["fence"], "postgres": "ok", "redis": "ok"}
-        assert woken == {"fence": first["fence"], "postgres": "stale", "redis": "stale"}
+        times = [json.loads(t) for t in self.r.lrange(f"{key}:times", 0, -1)]
+        ledger = self.conn.execute(f"SELECT * FROM {self.table} WHERE job_id = %s", (job_id,))
+        seen = f"round {i}: stopped {stop_ms}, continued {cont_ms}, {times}, {ledger.fetchall()}"
+        assert rerun == {"fence": second["fence"], "postgres": "ok", "redis": "ok"}, seen
+        assert woken == {"fence": first["fence"], "postgres": "stale", "redis": "stale"}, seen
         rows = self.conn.execute(
             f"SELECT inv, fence FROM {self.table}_orders WHERE inv LIKE %s", (f"{job_id}@%",)
         ).fetchall()
