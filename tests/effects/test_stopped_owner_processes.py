@@ -11,6 +11,7 @@ push and pop (bounded BLPOPs), never on sleeps.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import statistics
 import time
@@ -29,6 +30,19 @@ pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
 LEASE = 2.0  # seconds; renewed every lease/3 by a running replica
 WAIT = 60  # seconds: bound on every wait for the other processes
+
+
+def stop(fleet: Fleet, i: int) -> None:
+    """SIGSTOP replica ``i`` and return once it has stopped. kill() returns when the
+    signal is queued: the group stop starts when one thread (the kernel's pick, often the
+    main one) next runs, and on a loaded box another thread, woken meanwhile, ran Python
+    for milliseconds first. Seen once in ~350 rounds: the owner passed its gate and
+    committed its PostgreSQL write before it stopped, so the re-run came second and the
+    owner's write was rightly accepted (and its Redis write, after the stop, refused).
+    ``waitpid(WUNTRACED)`` answers when every thread has stopped (nothing is reaped)."""
+    fleet.signal(i, signal.SIGSTOP)
+    pid, status = os.waitpid(fleet.procs[i].pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), (pid, status)
 
 
 def ms(r: Any) -> int:
@@ -55,7 +69,7 @@ class Rounds:
         job_id = self.client.enqueue("effects.pay", kwargs=kwargs, delay=0, job_id=f"pay{i}")
         first = self.pop(f"{key}:started")
         stopped = self.fleet.index_of(first["pid"])
-        self.fleet.signal(stopped, signal.SIGSTOP)
+        stop(self.fleet, stopped)
         stop_ms = ms(self.r)
         try:
             self.r.rpush(f"{key}:gate:{first['fence']}", 1)  # read once it wakes
