@@ -73,7 +73,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield server
