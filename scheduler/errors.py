@@ -70,6 +70,25 @@ class InvocationCancelled(DuetimeError):
     lost) and did not fail by itself: recorded as such, never as a success."""
 
 
+class StaleFenceError(DuetimeError, RuntimeError):
+    """A fenced write (``workers.effects``) was refused: the sink has already seen a newer
+    fence for this job's occurrence, so another owner re-ran it after this one lost its
+    lease. Nothing was written by the refused call."""
+
+    def __init__(
+        self, job_id: str, scheduled_ms: int, fence: int, newest: int | None, sink: str
+    ) -> None:
+        seen = f"fence {newest}" if newest is not None else "a newer fence"
+        super().__init__(
+            f"write refused by {sink}: invocation {job_id}@{scheduled_ms} holds fence {fence}, "
+            f"but {seen} has written for it (this owner lost its lease and the job re-ran "
+            "elsewhere); do not retry the write: let the job return, the newer run's effect "
+            "is the one that counts"
+        )
+        self.job_id, self.scheduled_ms = job_id, scheduled_ms
+        self.fence, self.newest, self.sink = fence, newest, sink
+
+
 # ---- a shared (Redis) store ----------------------------------------------------------
 
 

@@ -15,10 +15,14 @@ local function settle(now, job, how)
   local jk = jkey(job)
   if redis.call('EXISTS', jk) == 0 then return end
   local left = redis.call('HINCRBY', jk, 'running', -1)
-  if left > 0 then return end
+  if left > 0 then  -- another runs: how this one ended is the outcome if a hand-back ends last
+    if how ~= 'released' then redis.call('HSET', jk, 'ended', how) end
+    return
+  end
   if left < 0 then redis.call('HSET', jk, 'running', '0') end  -- never below 0
   local f = fields(jk, 'queued', 'cancelled', 'paused', 'kind', 'e', 'retries', 'lane', 'gen',
-    'stash')
+    'stash', 'ended')
+  local outcome = how ~= 'released' and how or f.ended  -- a hand-back is no outcome
   local queued, cancelled, paused, kind = f.queued, f.cancelled, f.paused, f.kind
   if queued and queued ~= '' and cancelled ~= '1' and paused ~= '1' then
     redis.call('HSET', jk, 'queued', '')
@@ -33,7 +37,7 @@ local function settle(now, job, how)
   if cancelled == '1' then
     retire(job, 'cancelled')
   elseif kind ~= 'every' and kind ~= 'cron' and (not f.e or f.e == '') and tonumber(f.retries) <= 0
-      and (paused ~= '1' or (f.stash or '') == '') and how ~= 'released' then
-    retire(job, how)  -- a one-off paused while it ran has nothing stashed: it ends too
+      and (paused ~= '1' or (f.stash or '') == '') and outcome and outcome ~= '' then
+    retire(job, outcome)  -- a one-off paused while it ran has nothing stashed: it ends too
   end
 end

@@ -90,7 +90,8 @@ def test_header_states_the_guarantee_keys_argv_and_returns(path):
     paragraph = " ".join(header[: header.index("") if "" in header else len(header)])
     assert len(paragraph.split()) >= 6 and "." in paragraph, "no guarantee sentence"
     text = "\n".join(header)
-    assert any(line.startswith("KEYS[1]: any key of the namespace") for line in header)
+    keys1 = "the caller's key" if path.stem in lua.CALLER_KEYS else "any key of the namespace"
+    assert any(line.startswith(f"KEYS[1]: {keys1}") for line in header)
     assert "ARGV[1]" in text and "ARGV[2]" in text
     assert any(line.startswith("Returns:") for line in header)
 
@@ -116,7 +117,13 @@ def test_header_names_exactly_the_key_families_the_code_touches(path):
 @scripts
 def test_keys_only_route_the_call(path):
     """KEYS[1] is passed for Redis Cluster's routing only (RedisStore.call_script); every
-    key a script touches is built from the prefix ARGV[1], so no code it runs reads KEYS."""
+    key a script touches is built from the prefix ARGV[1], so no code it runs reads KEYS.
+    A script of the caller's keys (``CALLER_KEYS``) is the other way round: it touches
+    only KEYS, builds no key from a prefix and includes no unit."""
+    if path.stem in lua.CALLER_KEYS:
+        code = closure_code(path)
+        assert units_of(path) == [] and "P .." not in code and "KEYS[" in code
+        return
     assert "KEYS" not in closure_code(path)
 
 
@@ -219,6 +226,9 @@ def test_the_shebang_stays_the_first_line_and_the_units_come_next():
         text = (LUA / f"{name}.lua").read_text()
         shebang, _, rest = text.partition("\n")
         included = [(UNITS / f"{u}.lua").read_text() for u in lua.unit_order(text, name)]
+        if name in lua.CALLER_KEYS:  # no namespace: no core (test_keys_only_route_the_call)
+            assert included == [] and lua.source(name) == "\n".join([shebang, rest])
+            continue
         assert included and included[0] == (UNITS / "core.lua").read_text(), (
             f"{name}.lua must include core first: its checks run before anything else"
         )

@@ -836,3 +836,19 @@ def test_a_queued_occurrence_stays_held_across_a_pause(pair: Pair, ends: str) ->
         m2, r2 = claim(pair, capacity=1)
     assert claims(m2) == claims(r2) == [("e", START + 4, 1)]
     assert [c.ready for c in m2.claims] == [c.ready for c in r2.claims]
+
+
+def test_a_stale_run_handed_back_after_the_job_ended(pair: Pair) -> None:
+    """One-off "a" is replaced while its run goes on; the new definition's run fails for
+    good, then the old run is handed back (a release: nothing of the old definition runs
+    again). The job ended "failed": in process it retired as "released", over Redis it
+    stayed "scheduled" with nothing pending. Found by the long differential run."""
+    pair.both(lambda s: s.add(job("a", After(0))))
+    old_m, old_r = claim(pair)
+    pair.both(lambda s: s.add(job("a", After(0), lane="other")))
+    m, r = pair.both(lambda s: s.claim_due({"other": 1}, 5, OWNER))
+    assert pair.mem.fail(m.claims[0], "bang", None) == pair.red.fail(r.claims[0], "bang", None)
+    assert pair.mem.release(old_m.claims[0]) == pair.red.release(old_r.claims[0])
+    mi, ri = pair.both(lambda s: s.get("a"))
+    assert mi is not None and ri is not None
+    assert (mi.state, mi.next_run) == (ri.state, ri.next_run) == ("failed", None)

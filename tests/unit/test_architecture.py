@@ -219,6 +219,19 @@ def test_workers_use_only_the_scheduler_surface_they_declare(path):
     assert used <= surface, used - surface
 
 
+def test_only_the_redis_effects_use_the_redis_wing():
+    """The surface names one module of the Redis wing, for workers/effects/redis.py alone
+    (fenced writes to the user's keys are a script, and only the wing sends scripts)."""
+    wing = "scheduler.stores.redis"
+    users = sorted(
+        ids(p)
+        for p in MODULES
+        if p.is_relative_to(ROOT / "workers")
+        and any(m.startswith(wing) for m in imported_modules(p))
+    )
+    assert users == ["workers/effects/redis.py"]
+
+
 def may_import_workers(path: pathlib.Path) -> bool:
     rel = ids(path)
     return rel in {"scheduler/engine.py", "scheduler/__init__.py"} or rel.startswith(

@@ -324,13 +324,16 @@ class MemoryStore(MemorySteering):
         Returns a due-in to wake the dispatchers with, if something became pending."""
         left = self._running_per_job.get(job.spec.job_id, 0)
         if left > 0:
+            if how != "released":  # what it ends as if a run handed back ends last
+                job.ended = how
             return None
         self._running_per_job.pop(job.spec.job_id, None)
+        outcome = how if how != "released" else job.ended  # a hand-back is no outcome
         if not job.pending and job.queued is None and not job.cancelled:
             # a one-off that ended, paused or not (paused while it ran: its stash is empty,
             # and a resume had nothing to run: it stayed live, never retired)
-            if not job.paused and not job.spec.recurring:
-                job.outcome, job.paused = how, None
+            if not job.paused and not job.spec.recurring and outcome:
+                job.outcome, job.paused = outcome, None
                 self._retire_locked(job)
             return None
         # an occurrence deferred while this run was claimed (due now): claim it now
@@ -340,8 +343,8 @@ class MemoryStore(MemorySteering):
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
             self._retire_locked(job)
-        elif not job.spec.recurring and not job.pending and not job.paused:
-            job.outcome, job.paused = how, None
+        elif not job.spec.recurring and not job.pending and not job.paused and outcome:
+            job.outcome, job.paused = outcome, None
             self._retire_locked(job)
         return woke
 

@@ -8,7 +8,9 @@ Every script's ARGV[1] is the namespace's (shard's) key prefix and ARGV[2] the t
 epoch ms, "" for Redis's ``TIME`` (a test store's fixed clock otherwise): ``head``, which
 the store puts before the arguments packed below (``RedisStore.call_script``,
 ``AsyncStore``). KEYS is the one routing key of the namespace (protocol/gateway.py). The functions
-below pack ARGV[3..], in order; each answers a fresh list of strings and numbers.
+below pack ARGV[3..], in order; each answers a fresh list of strings and numbers. The one
+exception is fenced.lua (``scripts.CALLER_KEYS``), which writes the caller's own keys:
+``fenced`` packs its whole ARGV.
 """
 
 from __future__ import annotations
@@ -174,3 +176,16 @@ def reconcile(count: int, dry_run: bool, cursor: str) -> tuple[int, str, str]:
     """reconcile.lua: job keys to scan (a SCAN count hint), "1" for a dry run, the cursor
     ("": the namespace's shared one, a background pass; "0": a full scan's start)."""
     return (count, "1" if dry_run else "0", cursor)
+
+
+# ---- the caller's own keys (scripts.CALLER_KEYS: the whole ARGV, no head) ----------------
+
+
+def fenced(
+    invocation_id: str, fence: int, op: str, keep_ms: int | None, args: Sequence[Any]
+) -> list[Any]:
+    """fenced.lua's ARGV[1..]: the invocation id, its fence, the write (set, hset, xadd),
+    how long to keep the ledger (ms; "": no expiry), then the write's own arguments (set:
+    the value and a PX ms or ""; hset, xadd: field, value, ...). No prefix, no time: its
+    keys are the caller's, passed as KEYS (protocol/fenced.py)."""
+    return [invocation_id, fence, op, "" if keep_ms is None else keep_ms, *args]

@@ -36,7 +36,13 @@ SCRIPTS = (
     "quarantine",
     "retry",
     "delete",
+    "fenced",
 )
+
+# Scripts that write the caller's own keys, not a namespace's (workers.effects): their keys
+# come as KEYS (KEYS[1] the caller's key), not built from a prefix, and they include no
+# unit (core's prefix, layout check and clock are a namespace's). lua/README.md says so.
+CALLER_KEYS = frozenset({"fenced"})
 
 INCLUDE_DIR = "include"
 _INCLUDE = re.compile(r"^--@include[ \t]+(\S+)[ \t]*$", re.MULTILINE)
