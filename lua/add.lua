@@ -37,7 +37,6 @@
 --@include due
 --@include aside
 --@include put
---@include provenance
 
 local m = #ARGV - 2
 if m ~= 11 and (m < 12 or m > 1200 or m % 12 ~= 0) then
@@ -97,7 +96,6 @@ for _, head in pairs(heads) do if head then fresh = false end end
 local call = {lanes = added, heads = heads, ids = ids, batch = #jobs > 1}
 for _, a in ipairs(jobs) do
   left = left - 1
-  keep_trace(a)
   local outcome, due_in, wrote, new = put(a, now, up, call)
   out[#out + 1], out[#out + 2] = outcome, due_in
   if wrote then events = events + 1 end

@@ -1,13 +1,10 @@
 -- include/provenance.lua: a definition's trace context (its last member, "x":
 -- scheduler/tracing.py) says where the enqueue came from, not what the job is: an upsert
 -- whose definition differs from the live job's only in its trace context (another, or one
--- where the other has none) keeps the stored text, so put() finds it unchanged (anchor,
--- pending occurrence and the stored trace context kept), as JobSpec's equality does in
--- process. A key put() would refuse is left to put() (read with pcall).
--- Provides: TRACE, untraced, keep_trace
--- Key families: layout, job:<job_id>
-
---@include job
+-- where the other has none) is unchanged (put(): anchor, pending occurrence and the
+-- stored trace context kept), as JobSpec's equality does in process. Pure.
+-- Provides: TRACE, untraced, same_job
+-- Key families: none
 
 local TRACE = ',"x":{'
 
@@ -17,11 +14,12 @@ local function untraced(def)
   return i and string.sub(def, 1, i - 1) .. '}' or def
 end
 
--- Job `a` (add_input's) takes the live job's stored definition if only their trace
--- contexts differ.
-local function keep_trace(a)
-  local got = redis.pcall('HMGET', jkey(a.job), 'def', 'cancelled', 'state')
-  if type(got) ~= 'table' or got.err or type(got[1]) ~= 'string' or got[1] == a.def then return end
-  local live = got[2] ~= '1' and (not got[3] or got[3] == '')
-  if live and untraced(got[1]) == untraced(a.def) then a.def = got[1] end
+-- Do definitions `a` and `b` differ at most in their trace contexts? (No string work
+-- unless one of them has one.)
+local function same_job(a, b)
+  if a == b then return true end
+  if not string.find(a, TRACE, 1, true) and not string.find(b, TRACE, 1, true) then
+    return false
+  end
+  return untraced(a) == untraced(b)
 end
