@@ -1,7 +1,8 @@
 #!lua
 -- add.lua: insert, replace or keep jobs (the linearization point of schedule/enqueue).
 --
--- Equal definition of a live job: no-op, the anchor and pending occurrence are kept.
+-- Equal definition of a live job: no-op, the anchor and pending occurrence are kept (a
+-- definition's trace context takes no part in that comparison: include/provenance.lua).
 -- Changed definition: replaced atomically (new generation; the old pending occurrence and
 -- waiting re-runs are removed, include/reruns.lua; a running invocation may finish).
 -- Decide, then write: an old job that does not parse is moved aside first

@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from scheduler import tracing as trace_config
 from scheduler import validation
 from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
-from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
+from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.stores.base import Store
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
 
@@ -55,7 +56,9 @@ class AsyncClient:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 100,
         shards: int | None = None,
+        tracing: bool | None = None,
     ) -> None:
+        """``tracing``: as ``Client``'s (docs/tracing.md)."""
         from scheduler.stores.redis.async_store import AsyncStore
         from scheduler.stores.redis.sharding.shards import shard_count_for
 
@@ -68,6 +71,7 @@ class AsyncClient:
             wait_timeout_ms=wait_timeout_ms,
         )
         self._loop: asyncio.AbstractEventLoop | None = None  # set by the first call
+        self._tracing = trace_config.wanted(tracing)
 
     def _native(self) -> AsyncStore:
         """The store, on the event loop that owns its connections (the first it ran on)."""
@@ -106,20 +110,33 @@ class AsyncClient:
         st = self._native()
         spec = make(self._wall(st))
         layout = await st.checked(record=True)
-        await st.run(ops.add(layout.part(spec.job_id), spec, st.payload_limit))
+        if not self._tracing:
+            await st.run(ops.add(layout.part(spec.job_id), spec, st.payload_limit))
+            return spec.job_id
+        with trace_config.enqueuing((spec,), "enqueue"):
+            await st.run(ops.add(layout.part(spec.job_id), spec, st.payload_limit))
         return spec.job_id
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
-        from scheduler.stores.redis import ops
 
         st = self._native()
         specs = job_specs(jobs, self._wall(st))
         layout = await st.checked(record=True)
+        if self._tracing:
+            with trace_config.enqueuing(specs, "enqueue_many"):
+                await self._add_many(st, layout, specs)
+        else:
+            await self._add_many(st, layout, specs)
+        return [spec.job_id for spec in specs]
+
+    @staticmethod
+    async def _add_many(st: AsyncStore, layout: Any, specs: list[JobSpec]) -> None:
+        from scheduler.stores.redis import ops
+
         args = [
             await st.run(ops.add_args(layout.part(s.job_id), s, st.payload_limit)) for s in specs
         ]
         await st.add_many(specs, args)
-        return [spec.job_id for spec in specs]
 
     async def _flag(self, name: str, job_id: str) -> bool:
         from scheduler.stores.redis import ops
@@ -287,9 +304,16 @@ class StoreInThread(AsyncClient):
     method is the sync ``Client``'s, run in a worker thread (``asyncio.to_thread``), so it
     answers exactly as ``Client`` does over that store."""
 
-    def __init__(self, redis_url: str | Store, *, namespace: str = "default", **_: Any) -> None:
+    def __init__(
+        self,
+        redis_url: str | Store,
+        *,
+        namespace: str = "default",
+        tracing: bool | None = None,
+        **_: Any,
+    ) -> None:
         assert not isinstance(redis_url, str)
-        self.sync = Client(redis_url, namespace=namespace)
+        self.sync = Client(redis_url, namespace=namespace, tracing=tracing)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)  # idempotent

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler import timeinput, validation
+from scheduler import tracing as trace_config
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
-from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
+from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Redo, Store, Upkeep
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
@@ -40,7 +41,9 @@ class Client:
     (stores/redis/sharding/sharded.py; also ``?shards=N`` in the URL; default 1; it must be
     the count the namespace was created with).
     ``wait_replicas``/``wait_timeout_ms``: WAIT after each write until that many Redis
-    replicas have it (RedisStore)."""
+    replicas have it (RedisStore). ``tracing``: each enqueue inside a span stores its trace
+    context with the job (OpenTelemetry, the ``otel`` extra; None: ``DUETIME_TRACING``;
+    docs/tracing.md)."""
 
     def __init__(
         self,
@@ -50,7 +53,9 @@ class Client:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 100,
         shards: int | None = None,
+        tracing: bool | None = None,
     ) -> None:
+        self._tracing = trace_config.wanted(tracing)
         if isinstance(redis_url, str):
             from scheduler.stores.redis.sharding.sharded import open_store
 
@@ -108,8 +113,16 @@ class Client:
             allow_past=allow_past,
             options=options,
         )
-        self.store.add(spec)
+        if self._tracing:
+            self._stored(spec)
+        else:
+            self.store.add(spec)
         return spec.job_id
+
+    def _stored(self, spec: JobSpec) -> AddResult:
+        """``store.add(spec)`` inside an enqueue span (tracing on)."""
+        with trace_config.enqueuing((spec,), "enqueue"):
+            return self.store.add(spec)
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
         """Store many jobs at once; each item holds ``enqueue``'s arguments (``task`` plus
@@ -117,12 +130,19 @@ class Client:
         written; a shared store then sends them in one round trip (each add atomic on its
         own)."""
         specs = job_specs(jobs, self._wall())
+        if self._tracing:
+            with trace_config.enqueuing(specs, "enqueue_many"):
+                self._add_many(specs)
+        else:
+            self._add_many(specs)
+        return [spec.job_id for spec in specs]
+
+    def _add_many(self, specs: list[JobSpec]) -> None:
         if isinstance(self.store, BulkAdd):
             self.store.add_many(specs)
         else:
             for spec in specs:
                 self.store.add(spec)
-        return [spec.job_id for spec in specs]
 
     def _wall(self) -> float:
         """Epoch seconds now, on the store's clock if it has one (a test's fake clock)."""

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from scheduler import tasks, timeinput, validation
+from scheduler import spans, tasks, timeinput, validation
 from scheduler.client import Client
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
@@ -64,7 +64,8 @@ class Scheduler(Client):
     are acknowledged in batches and each lane claims, beyond its free workers, what they
     will finish within ``lookahead`` seconds at their recent pace (short jobs only; at
     most 100 per lane), so a burst is claimed ~50 per store call instead of one by one.
-    ``lookahead=0`` claims only for free workers.
+    ``lookahead=0`` claims only for free workers. ``tracing``: a span per invocation and
+    per enqueue (OpenTelemetry, the ``otel`` extra; None: ``DUETIME_TRACING``; docs/tracing.md).
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class Scheduler(Client):
         owner: str | None = None,
         metrics: Metrics | None = None,
         lookahead: float = LOOKAHEAD,
+        tracing: bool | None = None,
     ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
@@ -89,7 +91,7 @@ class Scheduler(Client):
         self.clock: Clock = clock or (
             store.clock if isinstance(store, HasClock) else MonotonicClock()
         )
-        super().__init__(store if store is not None else MemoryStore(self.clock))
+        super().__init__(store if store is not None else MemoryStore(self.clock), tracing=tracing)
         self.owner = uuid.uuid4().hex[:12] if owner is None else validation.name(owner, "owner")
         resync = validation.optional_positive(resync, "resync")  # 0 or nan spun the dispatcher
         if isinstance(self.store, ServerChecks):
@@ -181,6 +183,7 @@ class Scheduler(Client):
             owner=self.owner,
             acks=acks,
             on_retry=lambda due_in: self._dispatcher.poke_if_earlier(due_in),
+            tracer=spans.tracer_for(self._tracing, self.owner, self.clock, self.store),
         )
         return acks
 
@@ -280,7 +283,7 @@ class Scheduler(Client):
             )
         if self._closed:
             raise SchedulerClosedError()
-        added = self.store.add(spec)
+        added = self._stored(spec) if self._tracing else self.store.add(spec)
         if self._poke_on_add:
             # our own dispatcher learns at once (a shared store's wake-up is asynchronous;
             # a MemoryStore's add has called every subscriber, ours too, before returning)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scheduler import timeinput
@@ -63,6 +63,21 @@ class TaskRef:
 
 
 Target = Callable[[], Any] | TaskRef
+
+
+class TraceContext(NamedTuple):
+    """The W3C trace context of the enqueue that created a job (``traceparent``, and
+    ``tracestate`` or ""): where its invocations' spans join the producer's trace
+    (docs/tracing.md). Provenance, not definition: it takes no part in comparing specs."""
+
+    traceparent: str
+    tracestate: str = ""
+
+    @property
+    def trace_id(self) -> str:
+        """The 32 hex digits of the trace id ("" if ``traceparent`` is not W3C's form)."""
+        parts = self.traceparent.split("-")
+        return parts[1] if len(parts) >= 4 and len(parts[1]) == 32 else ""
 
 
 @dataclass(frozen=True)
@@ -185,6 +200,9 @@ class JobSpec:
     catch_up_window: float | None = None  # catch_up: older occurrences are skipped (None: all run)
     overlap: Overlap = Overlap.SKIP
     delivery: Delivery = Delivery.AT_LEAST_ONCE
+    # the enqueue's trace context (tracing on, a span current: scheduler/tracing.py); not
+    # compared: an upsert of an equal definition from another trace is still unchanged
+    trace: TraceContext | None = field(default=None, compare=False)
 
     @property
     def recurring(self) -> bool:
@@ -330,6 +348,7 @@ class JobInfo:
     task: str = ""  # the registered task's name, or a callable's module.qualname
     args: str = "{}"  # a registered task's keyword arguments, as JSON text
     last_traceback: str | None = None  # the last error's traceback (its last 8 KiB)
+    trace_id: str = ""  # the trace id of the enqueue that created it ("": none recorded)
 
 
 def describe_target(target: Target) -> tuple[str, str]:

@@ -26,6 +26,7 @@ from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
 from workers.retry import retry_delay
 from workers.timers import Timers
+from workers.traced import InvocationTracer, OpenSpans
 
 log = logging.getLogger("duetime.workers")
 
@@ -80,12 +81,16 @@ class Runner:
         owner: str = "",
         acks: Acks | None = None,
         on_retry: Callable[[float], None] | None = None,
+        tracer: InvocationTracer | None = None,
     ) -> None:
         """``acks``: commit successes in batches through it (stores with
         ``complete_many``); without it each success is one ``complete`` call.
         ``on_retry(due_in)`` is called (before the worker counts as free) after an
         invocation was handed back to run again in ``due_in`` seconds, so the engine's own
-        dispatcher learns at once (a shared store's wake-up is asynchronous)."""
+        dispatcher learns at once (a shared store's wake-up is asynchronous).
+        ``tracer``: a span per invocation (scheduler/spans.py; None: tracing off)."""
+        self._tracer = tracer
+        self._spans = OpenSpans()  # each invocation's span, until its outcome is recorded
         self._store = store
         self._acks = acks
         self._on_retry = on_retry
@@ -190,6 +195,7 @@ class Runner:
             self._acks.starting()  # successes queued so far do not wait for this job
         error: BaseException | None = None
         result: Any = None
+        span = None if self._tracer is None else self._spans.start(self._tracer, claim, token)
         cv = CURRENT.set(ctx)
         started = self._clock.now()
         try:
@@ -219,6 +225,8 @@ class Runner:
                     self._metrics.loop_lag(claim.lane, lag)
         elif asked == INTERRUPTED and error is None:  # interrupted, like an async one
             error = _returned_when_interrupted()
+        if span is not None:  # no longer current here; the outcome is known, not recorded
+            self._spans.finished(span, error, token.reason)
         queued = False
         try:  # the lease is renewed until the outcome is recorded (a slow commit keeps it)
             if self._heartbeat is not None:
@@ -230,6 +238,8 @@ class Runner:
                 self._heartbeat.drop(claim)  # a queued ack is settled once recorded
 
     def _lost_before_start(self, claim: Claim) -> None:
+        if self._tracer is not None:
+            self._tracer.lost_before_start(claim)
         log.warning(
             "lease lost before start, not running job %s invocation %s",
             claim.job_id,
@@ -291,6 +301,8 @@ class Runner:
         the metrics in one call."""
         if self._heartbeat is not None:
             self._heartbeat.settled_many(claims, results)
+        if self._spans:
+            self._spans.ended(claims, results)
         if self._successes:
             self._report_successes(claims, results)
         if self._lags:
@@ -448,6 +460,8 @@ class Runner:
         result = commits.record(claim.invocation_id, write)
         if self._heartbeat is not None:
             self._heartbeat.settled(claim, result)  # a refusal is a lost lease: reported once
+        if self._spans:
+            self._spans.ended((claim,), (result,) if result is not None else None)
         if result is not None and result is not Commit.OK:
             commits.refused(claim, result)
         return result

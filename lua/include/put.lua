@@ -14,6 +14,7 @@
 --@include aside
 --@include replace
 --@include reruns
+--@include provenance
 
 -- One job's 12 arguments (add.lua's groups), checked: a table; or nil and the error reply.
 local function add_input(job, def, lane, kind, n, anchor, grace, misfire, overlap, delivery,
@@ -93,7 +94,7 @@ local function put(a, now, up, c)
   if bad then return bad, -1, false end
   if aside then move_aside(now, 'add', aside) end
   local live = old.def and old.cancelled ~= '1' and (not old.state or old.state == '')
-  if live and old.def == a.def then
+  if live and same_job(old.def, a.def) then  -- a trace context aside (include/provenance.lua)
     return 'unchanged', pending_in(old, now), false  -- its occurrence or a re-run
   end
   local jk, member = jkey(job), old.def and series_member(job, old.e)

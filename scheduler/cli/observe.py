@@ -164,6 +164,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("last attempt", info.attempts or "-"),
         ("last result", render.clip(result, 200)),
         ("last error", info.last_error or "-"),
+        ("trace", info.trace_id or "-"),
     ):
         click.echo(f"{label:<13}{value}")
     if info.last_traceback:

@@ -77,6 +77,7 @@ def job_json(info: JobInfo) -> dict[str, Any]:
         "last_result": info.last_result,
         "last_error": info.last_error,
         "last_traceback": info.last_traceback,
+        "trace_id": info.trace_id or None,
         "running": [invocation_json(i) for i in info.running],
         "skipped": [skip_json(s) for s in info.skipped],
         "dead_letters": [event_json(e) for e in info.dead_letters],

@@ -166,6 +166,15 @@ if TYPE_CHECKING:
     "default is 5 ms). While jobs run Python code, each hand-off from the dispatcher to a "
     "worker waits up to this long, so due jobs start that much later.",
 )
+@click.option(
+    "--tracing",
+    is_flag=True,
+    expose_value=False,
+    callback=lambda _ctx, _param, on: _trace(on),
+    help="An OpenTelemetry span per job run and per enqueue of this process (needs "
+    "duetime[otel] and an SDK configured in it, e.g. by opentelemetry-instrument or an "
+    "--import module; docs/tracing.md): DUETIME_TRACING=1 for this process.",
+)
 @with_wait_options
 @shards_option
 def run(
@@ -247,6 +256,20 @@ def run(
         store.close()
     if forced is not None:
         sys.exit(128 + forced)  # as a process ended by that signal (130, 143)
+
+
+def _trace(on: bool) -> None:
+    """``--tracing``: the engine (and any client of this process) reads it at creation."""
+    if on:
+        from scheduler import tracing
+
+        if tracing.api() is None:
+            raise click.BadParameter(
+                "needs the OpenTelemetry API (opentelemetry-api>=1.25): pip install -e "
+                "'.[otel]' from a checkout (once published: duetime[otel]), and an SDK to "
+                "record the spans"
+            )
+        os.environ[tracing.ENV] = "1"
 
 
 def _announce(owner: str, namespace: str, store: Any, served: Any, endpoint: Any) -> None:

@@ -166,4 +166,5 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         dead_letters=tuple(job.dead_letters or ()),
         task=task,
         args=args,
+        trace_id="" if job.spec.trace is None else job.spec.trace.trace_id,
     )

@@ -7,6 +7,7 @@ Two equal definitions encode to the same text, which is how an upsert recognises
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import asdict
@@ -30,10 +31,13 @@ from scheduler.model import (
     RetryPolicy,
     Schedule,
     TaskRef,
+    TraceContext,
 )
 from scheduler.schedules import grace_for
 from scheduler.stores.redis.claiming import calendar_plans
 from scheduler.stores.redis.protocol import intervals, script_args
+
+log = logging.getLogger("duetime.tracing")
 
 
 def task_ref(target: Any) -> TaskRef:
@@ -100,6 +104,7 @@ def _plain(spec: JobSpec) -> bool:
         and type(spec.lane) is str
         and spec.lane == "default"
         and (spec.retry is _DEFAULTS.retry or spec.retry == _DEFAULTS.retry)
+        and spec.trace is None
     )
 
 
@@ -123,7 +128,30 @@ def encode_slow(spec: JobSpec) -> str:
             d[key] = getattr(value, "value", value)
     if spec.retry != _DEFAULTS.retry:
         d["r"] = {k: v for k, v in asdict(spec.retry).items() if v != getattr(_DEFAULTS.retry, k)}
+    if spec.trace is not None:  # "x" sorts after every other key: the text's last member
+        d["x"] = trace_json(spec.trace)
     return _CANONICAL.encode(d)
+
+
+def trace_json(trace: TraceContext) -> dict[str, str]:
+    """A definition's ``x`` member: the enqueue's W3C trace context (docs/tracing.md)."""
+    out = {"traceparent": trace.traceparent}
+    if trace.tracestate:
+        out["tracestate"] = trace.tracestate
+    return out
+
+
+def trace_of(value: Any, job_id: str) -> TraceContext | None:
+    """A definition's ``x`` member read leniently: a trace context that is not two strings
+    of a sane size (written by another program, or by hand) is ignored with a DEBUG line,
+    never a reason to refuse the job (whether the header itself is valid W3C is judged
+    where a span is started, scheduler/tracing.py)."""
+    if isinstance(value, dict):
+        parent, state = value.get("traceparent"), value.get("tracestate", "")
+        if isinstance(parent, str) and isinstance(state, str) and len(parent) + len(state) < 600:
+            return TraceContext(parent, state)
+    log.debug("job %s: its trace context %.80r is not one; ignored", job_id, value)
+    return None
 
 
 UNREADABLE = (ValueError, KeyError, TypeError)  # what decode raises for data that does not parse
@@ -159,6 +187,8 @@ def decode(text: str, job_id: str) -> JobSpec:
     for key, field, convert in _OPTIONS:
         if key in d:
             fields[field] = convert(d[key])
+    if "x" in d:
+        fields["trace"] = trace_of(d["x"], job_id)
     return spec
 
 

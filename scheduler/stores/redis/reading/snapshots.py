@@ -137,6 +137,7 @@ def _job_info(
         dead_letters=tuple(dead_letters),
         task=spec.target.name if spec and isinstance(spec.target, TaskRef) else "",
         args=spec.target.args_json if spec and isinstance(spec.target, TaskRef) else "",
+        trace_id="" if spec is None or spec.trace is None else spec.trace.trace_id,
     )
 
 
