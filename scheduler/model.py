@@ -185,6 +185,10 @@ class JobSpec:
     catch_up_window: float | None = None  # catch_up: older occurrences are skipped (None: all run)
     overlap: Overlap = Overlap.SKIP
     delivery: Delivery = Delivery.AT_LEAST_ONCE
+    # flow control (docs/flow-control.md): among due jobs of a lane a higher priority
+    # starts first; jobs of one limit key share its limits and take turns with other keys
+    priority: int = 0
+    limit_key: str | None = None
 
     @property
     def recurring(self) -> bool:

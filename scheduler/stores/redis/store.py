@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from scheduler import validation
+from scheduler import flow, validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import (
     StoreConfigError,
@@ -30,6 +30,7 @@ from scheduler.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
+from scheduler.flow import FlowState, Limit
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import adds, ops, redo
@@ -278,6 +279,16 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
 
     def trigger(self, job_id: str) -> bool:
         return requests.run(self, ops.trigger(self.keys, job_id))
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """``FlowLimits``: declare (None: remove) the limit of ``scope``, from the next claim."""
+        return requests.run(self, ops.set_limit(self.keys, *flow.declared(scope, limit)))
+
+    def limits(self) -> dict[str, Limit]:
+        return requests.run(self, ops.limits(self.keys))
+
+    def flow_of(self, key: str) -> FlowState:
+        return requests.run(self, ops.flow_of(self.keys, validation.limit_key(key)))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         return requests.run(self, ops.backfill(self.keys, job_id, start, end))

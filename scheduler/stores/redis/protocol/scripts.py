@@ -36,6 +36,7 @@ SCRIPTS = (
     "quarantine",
     "retry",
     "delete",
+    "limit",
 )
 
 INCLUDE_DIR = "include"

@@ -1,0 +1,89 @@
+-- include/limits.lua: limits enforced where jobs are claimed (include/flow.lua says where
+-- they are kept): which limit governs a key, whether it may start now, a start counted,
+-- an end that frees a slot.
+-- Provides: LIMITS, limit_of, flow_blocked, flow_started, HELD, flow_end
+-- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
+--   wake, due:<lane>, layout, levels:<lane>
+
+--@include core
+--@include flow
+
+-- The limit that governs `key`: the key's own, else the longest declared pattern of its
+-- ':'-separated prefixes ("eu:customer:*", then "eu:*"), else "*". {rate, period, conc}
+-- (numbers, 0: none), or nil. Looked up once per key and call.
+local LIMITS = {}
+local function limit_of(key)
+  local got = LIMITS[key]
+  if got ~= nil then return got or nil end
+  local scopes, i = {key}, #key
+  while i > 0 do
+    if string.byte(key, i) == 58 then scopes[#scopes + 1] = string.sub(key, 1, i) .. '*' end
+    i = i - 1
+  end
+  scopes[#scopes + 1] = '*'
+  got = false
+  for _, text in ipairs(redis.call('HMGET', P .. 'limits', unpack(scopes))) do
+    local r, per, c = string.match(text or '', '^(%d+) (%d+) (%d+)$')
+    if r then
+      got = {rate = tonumber(r), period = tonumber(per), conc = tonumber(c)}
+      break
+    end
+  end
+  LIMITS[key] = got
+  return got or nil
+end
+
+-- Why `key` may not start at `now`: 'concurrency', or 'rate' and when it may; nil if free.
+local function flow_blocked(key, now)
+  local lim = limit_of(key)
+  if not lim then return nil end
+  if lim.conc > 0 and (tonumber(redis.call('HGET', P .. 'flow:run', key)) or 0) >= lim.conc then
+    return 'concurrency'
+  end
+  if lim.rate > 0 then
+    local oldest = tonumber(redis.call('LINDEX', P .. 'flow:win:' .. key, lim.rate - 1))
+    if oldest and oldest + lim.period > now then return 'rate', oldest + lim.period end
+  end
+  return nil
+end
+
+-- An invocation of `key`'s queue `q` was claimed at `now` under `token`.
+local function flow_started(key, q, token, now)
+  redis.call('HINCRBY', P .. 'flow:run', key, 1)
+  redis.call('HSET', P .. 'flow:held', token, q)
+  local lim = limit_of(key)
+  if lim and lim.rate > 0 then
+    local win = P .. 'flow:win:' .. key
+    redis.call('LPUSH', win, fmt(now))
+    redis.call('LTRIM', win, 0, lim.rate - 1)
+    redis.call('PEXPIRE', win, lim.period)
+  end
+end
+
+-- The invocation of `token` ended (or its lease was reaped): a keyed one frees its
+-- key's slot, and the queues that waited for one (and its own) get a turn now. One EXISTS
+-- per call where no keyed invocation runs.
+local HELD
+local function flow_end(token)
+  if HELD == nil then HELD = redis.call('EXISTS', P .. 'flow:held') == 1 end
+  if not HELD then return end
+  local q = redis.call('HGET', P .. 'flow:held', token)
+  if not q then return end
+  redis.call('HDEL', P .. 'flow:held', token)
+  local lane, p, key = string.match(q, '^(.-)\31(%-?%d+)\31(.*)$')
+  if not key or key == '' then return end
+  if redis.call('HINCRBY', P .. 'flow:run', key, -1) <= 0 then
+    redis.call('HDEL', P .. 'flow:run', key)
+  end
+  local now, wait = now_ms(), P .. 'flow:wait:' .. key
+  local waited = redis.call('SMEMBERS', wait)
+  waited[#waited + 1] = q
+  for _, w in ipairs(waited) do
+    local l, wp = string.match(w, '^(.-)\31(%-?%d+)\31')
+    if l then redis.call('ZADD', P .. 'turns:' .. l .. US .. wp, 'LT', now, key) end
+  end
+  if #waited > 1 then
+    redis.call('DEL', wait)
+    redis.call('PUBLISH', P .. 'wake', fmt(now))
+  end
+end

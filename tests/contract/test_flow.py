@@ -1,0 +1,201 @@
+"""Flow control, the same in both stores (docs/flow-control.md): priorities among due jobs,
+limit keys taking turns, concurrency and rate limits per key, enforced at claim time.
+
+Each test drives a ``MemoryStore`` and a ``RedisStore`` (fakeredis, and a real
+``redis-server``) on one fake clock through the same steps, and asserts both the
+semantics and that the two stores agree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from scheduler import flow
+from scheduler.flow import Limit
+from scheduler.model import After, Every
+from tests.model.test_divergences import Pair, claim, claims, job
+
+
+def add(p: Pair, job_id: str, delay: float = 0, **kw: Any) -> None:
+    p.both(lambda s: s.add(job(job_id, After(delay), **kw)))
+
+
+def ids(p: Pair, capacity: int = 10, lease: float = 30) -> tuple[list[str], Any, Any]:
+    """One claim on both stores: the job ids claimed (the same in both), and the batches."""
+    m, r = claim(p, capacity=capacity, lease=lease)
+    assert claims(m) == claims(r)
+    if m.next_due_in is None or r.next_due_in is None:
+        assert m.next_due_in is r.next_due_in
+    else:
+        assert m.next_due_in == pytest.approx(r.next_due_in, abs=0.0011)
+    return [c.job_id for c in m.claims], m, r
+
+
+def limit(p: Pair, scope: str, lim: Limit | None) -> None:
+    assert p.mem.set_limit(scope, lim) == p.red.set_limit(scope, lim)  # type: ignore[attr-defined]
+
+
+# ---- priorities -----------------------------------------------------------------------------
+
+
+def test_a_higher_priority_starts_first_among_due_jobs(pair: Pair) -> None:
+    add(pair, "low", priority=-3)
+    add(pair, "plain")
+    add(pair, "high", priority=5)
+    pair.clock.advance(0.001)
+    assert ids(pair, 1)[0] == ["high"]
+    assert ids(pair, 1)[0] == ["plain"]
+    assert ids(pair, 1)[0] == ["low"]
+
+
+def test_priority_never_makes_a_job_early(pair: Pair) -> None:
+    add(pair, "low", priority=-3)
+    add(pair, "high", 5, priority=5)
+    pair.clock.advance(0.001)
+    got, m, _ = ids(pair, 2)
+    assert got == ["low"]
+    assert m.next_due_in == pytest.approx(4.999, abs=0.0011)
+
+
+def test_fifo_within_a_priority(pair: Pair) -> None:
+    add(pair, "b", 0.002, priority=2)
+    add(pair, "a", 0.001, priority=2)
+    add(pair, "c", 0.002, priority=2)
+    pair.clock.advance(1)
+    assert ids(pair)[0] == ["a", "b", "c"]
+
+
+# ---- keys take turns ----------------------------------------------------------------------
+
+
+def test_keys_take_turns(pair: Pair) -> None:
+    """Key A has 20 due jobs, key B 3 due a moment later: they alternate, B is not stuck
+    behind A's backlog."""
+    for i in range(20):
+        add(pair, f"a{i:02}", limit_key="A")
+    pair.clock.advance(0.001)
+    for i in range(3):
+        add(pair, f"b{i}", limit_key="B")
+    pair.clock.advance(0.001)
+    got, _, _ = ids(pair, 4)
+    assert got == ["a00", "b0", "a01", "b1"]
+    pair.clock.advance(0.001)
+    assert ids(pair, 4)[0] == ["a02", "b2", "a03", "a04"]
+
+
+def test_jobs_without_a_key_take_turns_with_keyed_ones(pair: Pair) -> None:
+    for i in range(5):
+        add(pair, f"k{i}", limit_key="K")
+    for i in range(5):
+        add(pair, f"n{i}")
+    pair.clock.advance(0.001)
+    assert ids(pair, 4)[0] == ["n0", "k0", "n1", "k1"]
+
+
+# ---- limits -------------------------------------------------------------------------------
+
+
+def test_concurrency_per_key(pair: Pair) -> None:
+    limit(pair, "tenant:1", flow.limit(concurrency=2))
+    for i in range(5):
+        add(pair, f"j{i}", limit_key="tenant:1")
+    add(pair, "other", limit_key="tenant:2")
+    pair.clock.advance(0.001)
+    got, m, r = ids(pair)
+    assert got == ["j0", "other", "j1"]
+    assert ids(pair)[0] == []  # at its limit: none more, nothing early
+    assert pair.mem.flow_of("tenant:1").running == pair.red.flow_of("tenant:1").running == 2  # type: ignore[attr-defined]
+    first = m.claims[0], r.claims[0]
+    assert pair.mem.complete(first[0], None) == pair.red.complete(first[1], None)
+    assert ids(pair)[0] == ["j2"]  # a slot came back
+
+
+def test_a_reaped_lease_gives_its_slot_back(pair: Pair) -> None:
+    limit(pair, "k", flow.limit(concurrency=1))
+    add(pair, "a", limit_key="k")
+    add(pair, "b", limit_key="k")
+    pair.clock.advance(0.001)
+    assert ids(pair, lease=5)[0] == ["a"]
+    pair.clock.advance(5)
+    got, m, r = ids(pair, lease=5)  # a's lease expired: its slot came back; b was due first
+    assert got == ["b"]
+    assert pair.mem.complete(m.claims[0], None) == pair.red.complete(r.claims[0], None)
+    got, m, _ = ids(pair, lease=5)
+    assert got == ["a"] and m.claims[0].attempt == 2  # a's re-run, in the slot b freed
+
+
+def test_rate_per_key(pair: Pair) -> None:
+    limit(pair, "api:*", flow.limit(rate=2, per=1))
+    for i in range(5):
+        add(pair, f"j{i}", limit_key="api:x")
+    pair.clock.advance(0.001)
+    got, m, _ = ids(pair)
+    assert got == ["j0", "j1"]
+    assert m.next_due_in == pytest.approx(1.0, abs=0.0011)  # when the window lets one more
+    pair.clock.advance(0.5)
+    assert ids(pair)[0] == []
+    pair.clock.advance(0.5)
+    assert ids(pair)[0] == ["j2", "j3"]
+    assert pair.mem.flow_of("api:x") == pair.red.flow_of("api:x")  # type: ignore[attr-defined]
+    assert pair.mem.flow_of("api:x").recent_starts == 2  # type: ignore[attr-defined]
+
+
+def test_a_loosened_limit_holds_from_the_next_claim(pair: Pair) -> None:
+    limit(pair, "k", flow.limit(concurrency=1))
+    for i in range(3):
+        add(pair, f"j{i}", limit_key="k")
+    pair.clock.advance(0.001)
+    assert ids(pair)[0] == ["j0"]
+    limit(pair, "k", flow.limit(concurrency=3))
+    assert ids(pair)[0] == ["j1", "j2"]
+    assert pair.mem.limits() == pair.red.limits() == {"k": Limit(None, None, 3)}  # type: ignore[attr-defined]
+    limit(pair, "k", None)
+    assert pair.mem.limits() == pair.red.limits() == {}  # type: ignore[attr-defined]
+
+
+def test_readouts_name_the_lane_not_the_queue(pair: Pair) -> None:
+    add(pair, "a", priority=3, limit_key="x", lane="other")
+    mi, ri = pair.both(lambda s: s.get("a"))
+    assert mi.lane == ri.lane == "other"
+
+
+# ---- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw, error",
+    [
+        ({"rate": 0, "per": 1}, ValueError),
+        ({"rate": 5}, ValueError),
+        ({"rate": 5, "per": math.nan}, ValueError),
+        ({"rate": 5, "per": 10**9}, ValueError),
+        ({"concurrency": -1}, ValueError),
+        ({"concurrency": 1.5}, TypeError),
+        ({"rate": True, "per": 1}, TypeError),
+        ({}, ValueError),
+    ],
+)
+def test_a_bad_limit_is_refused(kw: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        flow.limit(**kw)
+
+
+@pytest.mark.parametrize("scope", ["", "a*b", "cust*", "x\n", "*" * 2, "a" * 201])
+def test_a_bad_scope_writes_nothing(pair: Pair, scope: str) -> None:
+    for store in (pair.mem, pair.red):
+        with pytest.raises(ValueError):
+            store.set_limit(scope, flow.limit(concurrency=1))  # type: ignore[attr-defined]
+        assert store.limits() == {}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "kw", [{"priority": 11}, {"priority": "1"}, {"limit_key": "a*"}, {"limit_key": "a\tb"}]
+)
+def test_a_bad_priority_or_key_is_refused(kw: dict[str, Any]) -> None:
+    from scheduler.specs import make_spec
+
+    with pytest.raises((ValueError, TypeError)):
+        make_spec("t.x", Every(1), check_task=False, **kw)

@@ -1,0 +1,81 @@
+"""``duetime limit`` against a real Redis namespace: set, list, remove; bad input is one
+line and exit 2, writing nothing; ``enqueue --priority --limit-key`` (docs/flow-control.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from scheduler.cli import main
+from scheduler.flow import Limit
+from scheduler.stores.redis import RedisStore
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def store(redis_url, redis_ns):
+    s = RedisStore(redis_url, redis_ns)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def cli(redis_url, redis_ns):
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
+        return runner.invoke(main, list(args), env=env)
+
+    return invoke
+
+
+def test_set_list_and_remove(cli, store):
+    got = cli("limit", "set", "customer:*", "--rate", "100", "--per", "60s")
+    assert got.exit_code == 0, got.output
+    assert got.output == "customer:*: 100 per 60s\n"
+    assert cli("limit", "set", "tenant:42", "--concurrency", "2").exit_code == 0
+    assert store.limits() == {
+        "customer:*": Limit(100, 60.0, None),
+        "tenant:42": Limit(None, None, 2),
+    }
+    listed = cli("limit", "ls", "--key", "customer:7")
+    assert listed.exit_code == 0
+    assert "customer:*" in listed.output and "tenant:42" in listed.output
+    assert "customer:7: customer:*: 100 per 60s; running 0" in listed.output
+    data = json.loads(cli("limit", "ls", "--json").output)
+    assert data["limits"]["tenant:42"]["concurrency"] == 2
+    assert cli("limit", "rm", "tenant:42").output == "tenant:42: removed\n"
+    assert cli("limit", "rm", "tenant:42").output == "tenant:42: had no limit\n"
+    assert list(store.limits()) == ["customer:*"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["limit", "set", "k", "--rate", "0", "--per", "1s"],
+        ["limit", "set", "k", "--rate", "5"],
+        ["limit", "set", "k"],
+        ["limit", "set", "a*b", "--concurrency", "1"],
+        ["limit", "set", "k", "--concurrency", "-3"],
+        ["limit", "set", "k", "--rate", "1", "--per", "2d"],
+        ["limit", "rm", "bad*scope"],
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(cli, store, args):
+    got = cli(*args)
+    assert got.exit_code == 2, got.output
+    assert len(got.output.strip().splitlines()) == 1 and "Traceback" not in got.output
+    assert store.limits() == {}
+
+
+def test_enqueue_with_a_priority_and_a_key(cli, store):
+    got = cli("enqueue", "t.x", "--id", "j", "--priority", "3", "--limit-key", "tenant:1")
+    assert got.exit_code == 0, got.output
+    info = store.get("j")
+    assert info is not None and info.lane == "default"
+    bad = cli("enqueue", "t.x", "--priority", "11")
+    assert bad.exit_code == 2 and "11" in bad.output
