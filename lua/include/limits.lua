@@ -1,7 +1,7 @@
 -- include/limits.lua: limits enforced where jobs are claimed (include/flow.lua says where
 -- they are kept): which limit governs a key, whether it may start now, a start counted,
 -- an end that frees a slot.
--- Provides: LIMITS, limit_of, flow_blocked, flow_started, HELD, flow_end
+-- Provides: LIMITS, limit_of, flow_room, flow_started, HELD, flow_end
 -- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
 --   wake, due:<lane>, layout, levels:<lane>
 
@@ -33,18 +33,24 @@ local function limit_of(key)
   return got or nil
 end
 
--- Why `key` may not start at `now`: 'concurrency', or 'rate' and when it may; nil if free.
-local function flow_blocked(key, now)
-  local lim = limit_of(key)
-  if not lim then return nil end
-  if lim.conc > 0 and (tonumber(redis.call('HGET', P .. 'flow:run', key)) or 0) >= lim.conc then
-    return 'concurrency'
+-- How many invocations of `key` may start at `now` (math.huge: it has no limit); 0 and
+-- why: 'concurrency', or 'rate' and when one may (its oldest counted start ages out).
+local function flow_room(key, now)
+  local lim, room = limit_of(key), math.huge
+  if not lim then return room end
+  if lim.conc > 0 then
+    room = lim.conc - (tonumber(redis.call('HGET', P .. 'flow:run', key)) or 0)
+    if room <= 0 then return 0, 'concurrency' end
   end
   if lim.rate > 0 then
-    local oldest = tonumber(redis.call('LINDEX', P .. 'flow:win:' .. key, lim.rate - 1))
-    if oldest and oldest + lim.period > now then return 'rate', oldest + lim.period end
+    local starts, recent = redis.call('LRANGE', P .. 'flow:win:' .. key, 0, lim.rate - 1), 0
+    for _, t in ipairs(starts) do
+      if (tonumber(t) or 0) + lim.period > now then recent = recent + 1 end
+    end
+    if recent >= lim.rate then return 0, 'rate', tonumber(starts[lim.rate]) + lim.period end
+    room = math.min(room, lim.rate - recent)
   end
-  return nil
+  return room
 end
 
 -- An invocation of `key`'s queue `q` was claimed at `now` under `token`.

@@ -64,25 +64,26 @@ local function claim_level(b, lane, p, cap)
   local tk = P .. 'turns:' .. lane .. US .. fmt(p)
   local cands = candidates(b, lane, p, cap, tk)
   local served, done, blocked = {}, {}, {}
-  while cap > 0 do
-    local progress = false
+  local active = #cands  -- candidates not done; one alone takes what its room allows at once
+  while cap > 0 and active > 0 do
     for _, c in ipairs(cands) do
       local key = c[2]
       if cap > 0 and not done[key] then
-        local why, at
-        if key ~= '' then why, at = flow_blocked(key, b.now) end
+        local room, why, at = math.huge, nil, nil
+        if key ~= '' then room, why, at = flow_room(key, b.now) end
         local q, n = queue_of(lane, p, key), b.n
-        if why then
-          blocked[key], done[key] = {why, at}, true
-        elseif claim_lane(b, q, 1) == 0 and b.n > n then
-          cap, served[key], progress = cap - 1, true, true
-          if key ~= '' then flow_started(key, q, b.token_head .. fmt(b.fence), b.now) end
-        else
-          done[key] = true
+        local want = active == 1 and math.min(cap, room) or 1
+        if room > 0 then claim_lane(b, q, want) end
+        local got = b.n - n
+        for i = got - 1, 0, -1 do  -- each claim's token: the batch's fences are consecutive
+          if key ~= '' then flow_started(key, q, b.token_head .. fmt(b.fence - i), b.now) end
         end
+        cap = cap - got
+        if got > 0 then served[key] = true end
+        if room <= 0 then blocked[key] = {why, at} end
+        if room <= 0 or got < want then done[key], active = true, active - 1 end
       end
     end
-    if not progress then break end
   end
   next_turns(b, lane, p, tk, cands, served, blocked)
   return cap

@@ -199,3 +199,16 @@ def test_a_bad_priority_or_key_is_refused(kw: dict[str, Any]) -> None:
 
     with pytest.raises((ValueError, TypeError)):
         make_spec("t.x", Every(1), check_task=False, **kw)
+
+
+def test_a_key_alone_takes_what_its_limits_allow_in_one_claim(pair: Pair) -> None:
+    limit(pair, "k", flow.limit(rate=3, per=1, concurrency=5))
+    for i in range(8):
+        add(pair, f"j{i}", limit_key="k")
+    pair.clock.advance(0.001)
+    assert ids(pair, 10)[0] == ["j0", "j1", "j2"]  # the rate's 3
+    pair.clock.advance(1)
+    assert ids(pair, 10)[0] == ["j3", "j4"]  # concurrency 5: 3 still run
+    state = pair.mem.flow_of("k")  # type: ignore[attr-defined]
+    assert state == pair.red.flow_of("k")  # type: ignore[attr-defined]
+    assert (state.running, state.recent_starts) == (5, 2)

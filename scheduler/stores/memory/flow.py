@@ -30,7 +30,7 @@ RECHECK_MS = 1000  # a keyed queue whose due head waits is asked again within (i
 WAITS = math.inf  # the turn of a queue at its key's concurrency: it comes back with a slot
 
 Head = Callable[[str], "int | None"]  # a queue's first due time, in ms rounded up
-Take = Callable[[str], bool]  # claim at most one invocation from a queue: did it?
+Take = Callable[[str, int], int]  # claim up to n invocations from a queue: how many?
 
 
 @dataclass
@@ -94,16 +94,26 @@ class FlowBook:
                     turns[key] = now
         return True
 
-    def blocked(self, key: str, now: int) -> tuple[str, float] | None:
-        """Why ``key`` may not start at ``now``: ("concurrency", WAITS), or ("rate", the
-        ms it may); None if it may."""
+    def room(self, key: str, now: int) -> tuple[float, tuple[str, float] | None]:
+        """How many invocations of ``key`` may start at ``now`` (inf: it has no limit); 0
+        and why: ("concurrency", WAITS), or ("rate", the ms one may). lua's flow_room."""
         lim = self.limit_of(key)
+        room: float = math.inf
         if lim is None:
-            return None
-        if lim.concurrency is not None and self.running.get(key, 0) >= lim.concurrency:
-            return ("concurrency", WAITS)
-        at = window_allows(self.windows.get(key, []), lim, now)
-        return None if at is None else ("rate", at)
+            return room, None
+        if lim.concurrency is not None:
+            room = lim.concurrency - self.running.get(key, 0)
+            if room <= 0:
+                return 0, ("concurrency", WAITS)
+        if lim.rate is not None:
+            starts = self.windows.get(key, [])
+            counted = recent(starts[: lim.rate], lim, now)
+            if counted >= lim.rate:
+                at = window_allows(starts, lim, now)
+                assert at is not None
+                return 0, ("rate", at)
+            room = min(room, lim.rate - counted)
+        return room, None
 
     def started(self, spec: JobSpec, now: int) -> None:
         """An invocation of ``spec`` was claimed at ``now``: its key counts it."""
@@ -167,25 +177,24 @@ class FlowBook:
         served: set[str] = set()
         done: set[str] = set()
         blocked: dict[str, tuple[str, float]] = {}
-        while cap > 0:
-            progress = False
+        active = len(cands)  # not done; one alone takes what its room allows at once
+        while cap > 0 and active > 0:
             for _, key in cands:
                 if cap == 0:
                     break
                 if key in done:
                     continue
-                why = self.blocked(key, now) if key else None
+                room, why = self.room(key, now) if key else (math.inf, None)
+                want = min(cap, room) if active == 1 else 1
+                got = take(queue_of(lane, priority, key or None), int(want)) if room > 0 else 0
+                cap -= got
+                if got:
+                    served.add(key)
                 if why is not None:
                     blocked[key] = why
+                if room <= 0 or got < want:
                     done.add(key)
-                elif take(queue_of(lane, priority, key or None)):
-                    cap -= 1
-                    served.add(key)
-                    progress = True
-                else:
-                    done.add(key)
-            if not progress:
-                break
+                    active -= 1
         self._next_turns(lane, priority, now, head, cands, served, blocked)
         return cap
 

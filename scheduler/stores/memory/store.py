@@ -135,7 +135,7 @@ class MemoryStore(MemorySteering):
                     left.pop(lane),
                     now_ms(now),
                     lambda q: self._head_locked(q, c),
-                    lambda q: self._take_locked(c, q),
+                    lambda q, n: self._take_locked(c, q, n),
                 )
             plain = dict(left)
             while left:
@@ -166,16 +166,16 @@ class MemoryStore(MemorySteering):
             self._wake(0.0)
         return ClaimBatch(c.claims, next_due_in, now, now)
 
-    def _take_locked(self, c: _Claiming, queue: str) -> bool:
-        """Claim at most one invocation from ``queue`` (its due entries in order)."""
-        heap = self._heaps.get(queue)
-        while heap is not None:
+    def _take_locked(self, c: _Claiming, queue: str, n: int) -> int:
+        """Claim up to ``n`` invocations from ``queue`` (its due entries in order)."""
+        heap, got = self._heaps.get(queue), 0
+        while heap is not None and got < n:
             entry = heap.peek(self._is_live)
             if entry is None or entry.due > c.now:
-                return False
+                break
             if self._take_entry_locked(c, queue, entry):
-                return True
-        return False
+                got += 1
+        return got
 
     def _head_locked(self, queue: str, c: _Claiming) -> int | None:
         """``queue``'s first due (ms), with what claim ``c`` set aside (Redis keeps those)."""
