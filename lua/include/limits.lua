@@ -33,9 +33,11 @@ local function limit_of(key)
   return got or nil
 end
 
--- How many invocations of `key` may start at `now` (math.huge: it has no limit); 0 and
--- why: 'concurrency', or 'rate' and when one may (its oldest counted start ages out).
-local function flow_room(key, now)
+-- How many invocations of `key` may start at `now`, up to `most` where a rate limits it
+-- (math.huge: no limit); 0 and why: 'concurrency', or 'rate' and when one may (its oldest
+-- counted start ages out). The window is read from its `most`-th oldest counted start on:
+-- starts are newest first, so if that one is within the period, all before it are too.
+local function flow_room(key, now, most)
   local lim, room = limit_of(key), math.huge
   if not lim then return room end
   if lim.conc > 0 then
@@ -43,12 +45,14 @@ local function flow_room(key, now)
     if room <= 0 then return 0, 'concurrency' end
   end
   if lim.rate > 0 then
-    local starts, recent = redis.call('LRANGE', P .. 'flow:win:' .. key, 0, lim.rate - 1), 0
+    local m = math.min(most, lim.rate)
+    local starts = redis.call('LRANGE', P .. 'flow:win:' .. key, lim.rate - m, lim.rate - 1)
+    local left = m
     for _, t in ipairs(starts) do
-      if (tonumber(t) or 0) + lim.period > now then recent = recent + 1 end
+      if (tonumber(t) or 0) + lim.period > now then left = left - 1 end
     end
-    if recent >= lim.rate then return 0, 'rate', tonumber(starts[lim.rate]) + lim.period end
-    room = math.min(room, lim.rate - recent)
+    if left <= 0 then return 0, 'rate', tonumber(starts[#starts]) + lim.period end
+    room = math.min(room, left)
   end
   return room
 end

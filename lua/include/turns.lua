@@ -70,7 +70,7 @@ local function claim_level(b, lane, p, cap)
       local key = c[2]
       if cap > 0 and not done[key] then
         local room, why, at = math.huge, nil, nil
-        if key ~= '' then room, why, at = flow_room(key, b.now) end
+        if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
         local q, n = queue_of(lane, p, key), b.n
         local want = active == 1 and math.min(cap, room) or 1
         if room > 0 then claim_lane(b, q, want) end

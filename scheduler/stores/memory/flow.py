@@ -94,9 +94,10 @@ class FlowBook:
                     turns[key] = now
         return True
 
-    def room(self, key: str, now: int) -> tuple[float, tuple[str, float] | None]:
-        """How many invocations of ``key`` may start at ``now`` (inf: it has no limit); 0
-        and why: ("concurrency", WAITS), or ("rate", the ms one may). lua's flow_room."""
+    def room(self, key: str, now: int, most: int) -> tuple[float, tuple[str, float] | None]:
+        """How many invocations of ``key`` may start at ``now``, up to ``most`` where a
+        rate limits it (inf: no limit); 0 and why: ("concurrency", WAITS), or ("rate", the
+        ms one may). lua's flow_room."""
         lim = self.limit_of(key)
         room: float = math.inf
         if lim is None:
@@ -112,7 +113,7 @@ class FlowBook:
                 at = window_allows(starts, lim, now)
                 assert at is not None
                 return 0, ("rate", at)
-            room = min(room, lim.rate - counted)
+            room = min(room, lim.rate - counted, most)
         return room, None
 
     def started(self, spec: JobSpec, now: int) -> None:
@@ -184,7 +185,8 @@ class FlowBook:
                     break
                 if key in done:
                     continue
-                room, why = self.room(key, now) if key else (math.inf, None)
+                most = cap if active == 1 else 1
+                room, why = self.room(key, now, most) if key else (math.inf, None)
                 want = min(cap, room) if active == 1 else 1
                 got = take(queue_of(lane, priority, key or None), int(want)) if room > 0 else 0
                 cap -= got
