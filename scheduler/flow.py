@@ -163,12 +163,25 @@ def ms_up(t: float) -> int:
     return math.ceil(round(t * 1000, 6))
 
 
+#: The rate's window is counted at claim time and the job starts a little later (a
+#: replica claims up to its look-ahead, 20 ms of work, beyond its free workers; then the
+#: hand-off): each claim counts for the period plus this guard, so that at the jobs' own
+#: starts at most ``rate`` fall in any window of the period.
+RATE_GUARD_MS = 40
+
+
+def window_ms(lim: Limit) -> int:
+    """How long a claim counts against ``lim``'s rate (ms): its period and the guard."""
+    assert lim.period is not None
+    return round(lim.period * 1000) + RATE_GUARD_MS
+
+
 def window_allows(starts: list[int], lim: Limit, now_ms: int) -> int | None:
     """None if a start at ``now_ms`` keeps within ``lim``'s rate (``starts``: the key's
     last starts in ms, newest first), else the ms at which the oldest one counted ages out."""
     if lim.rate is None or lim.period is None or len(starts) < lim.rate:
         return None
-    free_at = starts[lim.rate - 1] + round(lim.period * 1000)
+    free_at = starts[lim.rate - 1] + window_ms(lim)
     return None if free_at <= now_ms else free_at
 
 
@@ -176,5 +189,5 @@ def recent(starts: list[int], lim: Limit | None, now_ms: int) -> int:
     """How many of ``starts`` fall within ``lim``'s window ending at ``now_ms``."""
     if lim is None or lim.period is None:
         return 0
-    period = round(lim.period * 1000)
+    period = window_ms(lim)
     return sum(1 for t in starts if t + period > now_ms)

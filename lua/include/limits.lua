@@ -1,7 +1,7 @@
 -- include/limits.lua: limits enforced where jobs are claimed (include/flow.lua says where
 -- they are kept): which limit governs a key, whether it may start now, a start counted,
 -- an end that frees a slot.
--- Provides: LIMITS, limit_of, flow_room, flow_started, HELD, flow_end
+-- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, HELD, flow_end
 -- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
 --   wake, due:<lane>, layout, levels:<lane>
 
@@ -11,7 +11,7 @@
 -- The limit that governs `key`: the key's own, else the longest declared pattern of its
 -- ':'-separated prefixes ("eu:customer:*", then "eu:*"), else "*". {rate, period, conc}
 -- (numbers, 0: none), or nil. Looked up once per key and call.
-local LIMITS = {}
+local LIMITS, RATE_GUARD_MS = {}, 40
 local function limit_of(key)
   local got = LIMITS[key]
   if got ~= nil then return got or nil end
@@ -25,7 +25,8 @@ local function limit_of(key)
   for _, text in ipairs(redis.call('HMGET', P .. 'limits', unpack(scopes))) do
     local r, per, c = string.match(text or '', '^(%d+) (%d+) (%d+)$')
     if r then
-      got = {rate = tonumber(r), period = tonumber(per), conc = tonumber(c)}
+      -- a claim counts for the period and RATE_GUARD_MS (scheduler/flow.py: its start follows)
+      got = {rate = tonumber(r), period = tonumber(per) + RATE_GUARD_MS, conc = tonumber(c)}
       break
     end
   end

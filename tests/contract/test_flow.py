@@ -134,10 +134,11 @@ def test_rate_per_key(pair: Pair) -> None:
     pair.clock.advance(0.001)
     got, m, _ = ids(pair)
     assert got == ["j0", "j1"]
-    assert m.next_due_in == pytest.approx(1.0, abs=0.0011)  # when the window lets one more
-    pair.clock.advance(0.5)
+    # when the window lets one more: the period and the guard (a start follows its claim)
+    assert m.next_due_in == pytest.approx(1 + flow.RATE_GUARD_MS / 1000, abs=0.0011)
+    pair.clock.advance(1)
     assert ids(pair)[0] == []
-    pair.clock.advance(0.5)
+    pair.clock.advance(flow.RATE_GUARD_MS / 1000)
     assert ids(pair)[0] == ["j2", "j3"]
     assert pair.mem.flow_of("api:x") == pair.red.flow_of("api:x")  # type: ignore[attr-defined]
     assert pair.mem.flow_of("api:x").recent_starts == 2  # type: ignore[attr-defined]
@@ -207,7 +208,7 @@ def test_a_key_alone_takes_what_its_limits_allow_in_one_claim(pair: Pair) -> Non
         add(pair, f"j{i}", limit_key="k")
     pair.clock.advance(0.001)
     assert ids(pair, 10)[0] == ["j0", "j1", "j2"]  # the rate's 3
-    pair.clock.advance(1)
+    pair.clock.advance(1 + flow.RATE_GUARD_MS / 1000)
     assert ids(pair, 10)[0] == ["j3", "j4"]  # concurrency 5: 3 still run
     state = pair.mem.flow_of("k")  # type: ignore[attr-defined]
     assert state == pair.red.flow_of("k")  # type: ignore[attr-defined]
