@@ -334,6 +334,8 @@ class JobInfo:
     task: str = ""  # the registered task's name, or a callable's module.qualname
     args: str = "{}"  # a registered task's keyword arguments, as JSON text
     last_traceback: str | None = None  # the last error's traceback (its last 8 KiB)
+    priority: int = 0  # flow control (docs/flow-control.md)
+    limit_key: str | None = None
 
 
 def describe_target(target: Target) -> tuple[str, str]:

@@ -77,5 +77,9 @@ def test_enqueue_with_a_priority_and_a_key(cli, store):
     assert got.exit_code == 0, got.output
     info = store.get("j")
     assert info is not None and info.lane == "default"
+    assert (info.priority, info.limit_key) == (3, "tenant:1")
+    shown = cli("show", "j")
+    assert "priority     3\n" in shown.output and "limit key    tenant:1\n" in shown.output
+    assert json.loads(cli("show", "j", "--json").output)["limit_key"] == "tenant:1"
     bad = cli("enqueue", "t.x", "--priority", "11")
     assert bad.exit_code == 2 and "11" in bad.output

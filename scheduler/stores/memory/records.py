@@ -167,4 +167,6 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         dead_letters=tuple(job.dead_letters or ()),
         task=task,
         args=args,
+        priority=job.spec.priority,
+        limit_key=job.spec.limit_key,
     )

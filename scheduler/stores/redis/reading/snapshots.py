@@ -139,6 +139,8 @@ def _job_info(
         dead_letters=tuple(dead_letters),
         task=spec.target.name if spec and isinstance(spec.target, TaskRef) else "",
         args=spec.target.args_json if spec and isinstance(spec.target, TaskRef) else "",
+        priority=spec.priority if spec else 0,
+        limit_key=spec.limit_key if spec else None,
     )
 
 
