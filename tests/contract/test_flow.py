@@ -213,3 +213,14 @@ def test_a_key_alone_takes_what_its_limits_allow_in_one_claim(pair: Pair) -> Non
     state = pair.mem.flow_of("k")  # type: ignore[attr-defined]
     assert state == pair.red.flow_of("k")  # type: ignore[attr-defined]
     assert (state.running, state.recent_starts) == (5, 2)
+
+
+def test_readouts_count_jobs_where_they_wait(pair: Pair) -> None:
+    """Lane depths count every queue of a lane (its own, each priority's, each key's)."""
+    add(pair, "plain")
+    add(pair, "high", priority=4)
+    add(pair, "keyed", 5, limit_key="k")
+    add(pair, "other", priority=-2, limit_key="k", lane="other")
+    pair.clock.advance(0.001)
+    m, r = pair.both(lambda s: s.queue_depths())  # type: ignore[attr-defined]
+    assert m == r == {"default": (3, 2), "other": (1, 1)}

@@ -81,5 +81,7 @@ def test_enqueue_with_a_priority_and_a_key(cli, store):
     shown = cli("show", "j")
     assert "priority     3\n" in shown.output and "limit key    tenant:1\n" in shown.output
     assert json.loads(cli("show", "j", "--json").output)["limit_key"] == "tenant:1"
+    listed = json.loads(cli("ls", "--state", "scheduled", "--json").output)
+    assert [j["job_id"] for j in listed["jobs"]] == ["j"]  # found in its flow queue
     bad = cli("enqueue", "t.x", "--priority", "11")
     assert bad.exit_code == 2 and "11" in bad.output

@@ -56,6 +56,7 @@ from scheduler.stores.redis.protocol import (
 )
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.reading import lane_queues
 from scheduler.stores.redis.sharding import shards
 
 __all__ = [
@@ -252,13 +253,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
         with self.reachable():
             now = self._redis_now_ms()
-            lanes = sorted(self._r.smembers(self.keys.lanes))
-            with self._r.pipeline(transaction=False) as p:
-                for lane in lanes:
-                    p.zcard(self.keys.due(lane))
-                    p.zcount(self.keys.due(lane), "-inf", now)
-                n = p.execute()
-        return {lane: (int(n[2 * i]), int(n[2 * i + 1])) for i, lane in enumerate(lanes)}
+            return lane_queues.depths(self, now)
 
     # the producer's and inspector's operations are ops.py's, shared with AsyncClient
 
