@@ -51,9 +51,7 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
       local h = head_of(q)  -- task): asked again within PASSED_RECHECK_MS (include/ask.lua)
       if h and key ~= '' then
         redis.call('ZADD', tk, h > b.now and h or b.now + PASSED_RECHECK_MS, key)
-      elseif h and h > b.now then
-        redis.call('ZADD', tk, h, key)
-      else
+      else  -- the queue without a key is found by its first member: its turn only orders
         redis.call('ZREM', tk, key)
       end
     end

@@ -15,7 +15,7 @@ import pytest
 
 from scheduler import flow
 from scheduler.flow import Limit
-from scheduler.model import After, Every
+from scheduler.model import After, Cron, Every
 from tests.model.test_divergences import Pair, claim, claims, job
 
 
@@ -224,3 +224,15 @@ def test_readouts_count_jobs_where_they_wait(pair: Pair) -> None:
     pair.clock.advance(0.001)
     m, r = pair.both(lambda s: s.queue_depths())  # type: ignore[attr-defined]
     assert m == r == {"default": (3, 2), "other": (1, 1)}
+
+
+def test_a_cron_series_with_a_priority_back_from_a_gap(pair: Pair) -> None:
+    """Its claim plans the series (Redis: a second script call claims the planned
+    occurrence), through its priority's queue as through a lane's own. Found by the long
+    differential run: the first call left its queue's turn ahead, the second claimed
+    nothing."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), priority=-1)))
+    add(pair, "plain", 90_000)
+    pair.clock.advance(3_700)
+    got, _, _ = ids(pair)
+    assert got == ["c"]

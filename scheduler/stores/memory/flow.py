@@ -224,9 +224,7 @@ class FlowBook:
                 h = head(queue)
                 if h is not None and key:
                     turns[key] = h if h > now else now + RECHECK_MS
-                elif h is not None and h > now:
-                    turns[key] = h
-                else:
+                else:  # the queue without a key is found by its head: its turn only orders
                     turns.pop(key, None)
 
     def next_turn(self, lane: str) -> float | None:
