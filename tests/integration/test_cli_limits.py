@@ -6,31 +6,20 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from scheduler.cli import main
 from scheduler.flow import Limit
-from scheduler.stores.redis import RedisStore
 
 pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
-def store(redis_url, redis_ns):
-    s = RedisStore(redis_url, redis_ns)
-    yield s
-    s.close()
+def store(ns_store):
+    return ns_store  # tests/integration/conftest.py
 
 
 @pytest.fixture
-def cli(redis_url, redis_ns):
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
-        return runner.invoke(main, list(args), env=env)
-
-    return invoke
+def cli(ns_cli):
+    return ns_cli  # tests/integration/conftest.py
 
 
 def test_set_list_and_remove(cli, store):
