@@ -12,34 +12,24 @@ from scheduler.flow import Limit
 pytestmark = pytest.mark.redis
 
 
-@pytest.fixture
-def store(ns_store):
-    return ns_store  # tests/integration/conftest.py
-
-
-@pytest.fixture
-def cli(ns_cli):
-    return ns_cli  # tests/integration/conftest.py
-
-
-def test_set_list_and_remove(cli, store):
-    got = cli("limit", "set", "customer:*", "--rate", "100", "--per", "60s")
+def test_set_list_and_remove(ns_cli, ns_store):
+    got = ns_cli("limit", "set", "customer:*", "--rate", "100", "--per", "60s")
     assert got.exit_code == 0, got.output
     assert got.output == "customer:*: 100 per 60s\n"
-    assert cli("limit", "set", "tenant:42", "--concurrency", "2").exit_code == 0
-    assert store.limits() == {
+    assert ns_cli("limit", "set", "tenant:42", "--concurrency", "2").exit_code == 0
+    assert ns_store.limits() == {
         "customer:*": Limit(100, 60.0, None),
         "tenant:42": Limit(None, None, 2),
     }
-    listed = cli("limit", "ls", "--key", "customer:7")
+    listed = ns_cli("limit", "ls", "--key", "customer:7")
     assert listed.exit_code == 0
     assert "customer:*" in listed.output and "tenant:42" in listed.output
     assert "customer:7: customer:*: 100 per 60s; running 0" in listed.output
-    data = json.loads(cli("limit", "ls", "--json").output)
+    data = json.loads(ns_cli("limit", "ls", "--json").output)
     assert data["limits"]["tenant:42"]["concurrency"] == 2
-    assert cli("limit", "rm", "tenant:42").output == "tenant:42: removed\n"
-    assert cli("limit", "rm", "tenant:42").output == "tenant:42: had no limit\n"
-    assert list(store.limits()) == ["customer:*"]
+    assert ns_cli("limit", "rm", "tenant:42").output == "tenant:42: removed\n"
+    assert ns_cli("limit", "rm", "tenant:42").output == "tenant:42: had no limit\n"
+    assert list(ns_store.limits()) == ["customer:*"]
 
 
 @pytest.mark.parametrize(
@@ -54,23 +44,23 @@ def test_set_list_and_remove(cli, store):
         ["limit", "rm", "bad*scope"],
     ],
 )
-def test_bad_input_is_one_line_and_writes_nothing(cli, store, args):
-    got = cli(*args)
+def test_bad_input_is_one_line_and_writes_nothing(ns_cli, ns_store, args):
+    got = ns_cli(*args)
     assert got.exit_code == 2, got.output
     assert len(got.output.strip().splitlines()) == 1 and "Traceback" not in got.output
-    assert store.limits() == {}
+    assert ns_store.limits() == {}
 
 
-def test_enqueue_with_a_priority_and_a_key(cli, store):
-    got = cli("enqueue", "t.x", "--id", "j", "--priority", "3", "--limit-key", "tenant:1")
+def test_enqueue_with_a_priority_and_a_key(ns_cli, ns_store):
+    got = ns_cli("enqueue", "t.x", "--id", "j", "--priority", "3", "--limit-key", "tenant:1")
     assert got.exit_code == 0, got.output
-    info = store.get("j")
+    info = ns_store.get("j")
     assert info is not None and info.lane == "default"
     assert (info.priority, info.limit_key) == (3, "tenant:1")
-    shown = cli("show", "j")
+    shown = ns_cli("show", "j")
     assert "priority     3\n" in shown.output and "limit key    tenant:1\n" in shown.output
-    assert json.loads(cli("show", "j", "--json").output)["limit_key"] == "tenant:1"
-    listed = json.loads(cli("ls", "--state", "scheduled", "--json").output)
+    assert json.loads(ns_cli("show", "j", "--json").output)["limit_key"] == "tenant:1"
+    listed = json.loads(ns_cli("ls", "--state", "scheduled", "--json").output)
     assert [j["job_id"] for j in listed["jobs"]] == ["j"]  # found in its flow queue
-    bad = cli("enqueue", "t.x", "--priority", "11")
+    bad = ns_cli("enqueue", "t.x", "--priority", "11")
     assert bad.exit_code == 2 and "11" in bad.output
