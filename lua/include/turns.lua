@@ -1,7 +1,7 @@
 -- include/turns.lua: claim.lua's path for a lane with flow queues (include/flow.lua):
 -- priorities high to low; within one, the queues with due work take turns, one start
 -- each per round, in the order of their turn (then the key, byte order; the queue without
--- a key first): a queue served goes behind the others (its turn: now + 1 ms), one held
+-- a key first): a queue served goes behind the others (its turn: now), one held
 -- back by a rate limit comes back when the limit allows, one at its concurrency waits in
 -- flow:wait:<key> until an invocation of its key ends (include/flow.lua, flow_end).
 -- The in-process twin: scheduler/stores/memory/flow.py.
@@ -46,7 +46,7 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
       redis.call('ZADD', tk, '+inf', key)
       redis.call('SADD', P .. 'flow:wait:' .. key, q)
     elseif served[key] then
-      redis.call('ZADD', tk, b.now + 1, key)
+      redis.call('ZADD', tk, b.now, key)  -- a claim's later script calls may serve it again
     else  -- empty, or not yet due, or what is due waits (a run's end; a replica with its
       local h = head_of(q)  -- task): asked again within PASSED_RECHECK_MS (include/ask.lua)
       if h and key ~= '' then

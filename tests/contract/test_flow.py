@@ -236,3 +236,14 @@ def test_a_cron_series_with_a_priority_back_from_a_gap(pair: Pair) -> None:
     pair.clock.advance(3_700)
     got, _, _ = ids(pair)
     assert got == ["c"]
+
+
+def test_a_planned_occurrence_behind_a_served_queue_in_one_claim(pair: Pair) -> None:
+    """A one-off and a cron series back from a gap share a priority's queue: the claim
+    takes the one-off, plans the series and (Redis: in a second script call) takes its
+    occurrence too. Found by the long differential run: the served queue's turn (now +
+    1 ms) hid it from the claim's second call."""
+    add(pair, "a", priority=2)
+    pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"), priority=2)))
+    pair.clock.advance(31)
+    assert ids(pair, 2)[0] == ["a", "c"]

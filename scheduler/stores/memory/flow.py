@@ -219,7 +219,7 @@ class FlowBook:
                 if blocked[key][1] == WAITS:
                     self.waiting.setdefault(key, set()).add(queue)
             elif key in served:
-                turns[key] = now + 1  # behind every queue whose turn has come
+                turns[key] = now  # behind every queue whose turn came earlier
             else:  # empty, or not yet due, or what is due waits for a run to end
                 h = head(queue)
                 if h is not None and key:
