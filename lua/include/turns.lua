@@ -45,8 +45,13 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
     elseif bl then  -- its turn comes back with a slot (flow_end)
       redis.call('ZADD', tk, '+inf', key)
       redis.call('SADD', P .. 'flow:wait:' .. key, q)
-    elseif served[key] then
-      redis.call('ZADD', tk, b.now, key)  -- a claim's later script calls may serve it again
+    elseif served[key] then  -- behind the others (a claim's later script calls may serve
+      local h = head_of(q)   -- it again); gone if it is empty
+      if not h then
+        redis.call('ZREM', tk, key)
+      else  -- (the queue without a key is found by its first member: its turn only orders)
+        redis.call('ZADD', tk, key == '' and b.now or math.max(h, b.now), key)
+      end
     else  -- empty, or not yet due, or what is due waits (a run's end; a replica with its
       local h = head_of(q)  -- task): asked again within PASSED_RECHECK_MS (include/ask.lua)
       if h and key ~= '' then
@@ -71,15 +76,17 @@ local function claim_level(b, lane, p, cap)
         if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
         local q, n = queue_of(lane, p, key), b.n
         local want = active == 1 and math.min(cap, room) or 1
-        if room > 0 then claim_lane(b, q, want) end
+        -- places taken: claims, and calendar series sent to be planned (claimed in the
+        -- claim's next script call, in the place they took here: include/admit.lua)
+        local took = room > 0 and want - claim_lane(b, q, want) or 0
         local got = b.n - n
         for i = got - 1, 0, -1 do  -- each claim's token: the batch's fences are consecutive
           if key ~= '' then flow_started(key, q, b.token_head .. fmt(b.fence - i), b.now) end
         end
-        cap = cap - got
-        if got > 0 then served[key] = true end
+        cap = cap - took
+        if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
-        if room <= 0 or got < want then done[key], active = true, active - 1 end
+        if room <= 0 or took < want then done[key], active = true, active - 1 end
       end
     end
   end

@@ -247,3 +247,27 @@ def test_a_planned_occurrence_behind_a_served_queue_in_one_claim(pair: Pair) -> 
     pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"), priority=2)))
     pair.clock.advance(31)
     assert ids(pair, 2)[0] == ["a", "c"]
+
+
+def test_a_planned_occurrence_takes_its_place_before_lower_priorities(pair: Pair) -> None:
+    """A cron series of priority 2 back from a gap, and a re-run and a triggered run of
+    priority 0, with room for 2: the series' planned occurrence takes the first place (as
+    in process, where it is planned in place); over Redis the plan took no place, the two
+    runs of priority 0 took both. Found by the long differential run."""
+    pair.both(lambda s: s.add(job("e", Every(1))))
+    pair.clock.advance(1)
+    claim(pair, capacity=2)
+    pair.both(lambda s: s.trigger("e"))
+    pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"), priority=2)))
+    pair.clock.advance(31)
+    assert ids(pair, 2)[0] == ["c", "e"]
+
+
+def test_a_served_key_with_nothing_left_asks_for_nothing(pair: Pair) -> None:
+    """A key's only job and a cron series back from a gap: after the claim the key's
+    queue is empty, and nothing is due: the next claim is the lease's expiry, not now."""
+    pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"))))
+    add(pair, "k", limit_key="k1")
+    pair.clock.advance(31)
+    got, m, _ = ids(pair, 3, lease=5)
+    assert got == ["k", "c"] and m.next_due_in == pytest.approx(5)

@@ -218,8 +218,12 @@ class FlowBook:
                 turns[key] = blocked[key][1]  # a rate's next start, or WAITS for a slot
                 if blocked[key][1] == WAITS:
                     self.waiting.setdefault(key, set()).add(queue)
-            elif key in served:
-                turns[key] = now  # behind every queue whose turn came earlier
+            elif key in served:  # behind the others; gone if it is empty
+                h = head(queue)
+                if h is None:
+                    turns.pop(key, None)
+                else:  # (the queue without a key is found by its head: its turn only orders)
+                    turns[key] = now if not key else max(h, now)
             else:  # empty, or not yet due, or what is due waits for a run to end
                 h = head(queue)
                 if h is not None and key:
