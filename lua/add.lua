@@ -13,7 +13,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats, layout,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined, quarantined:<entry>
+--   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined,
+--   quarantined:<entry>, levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] 12 per job, at most 100 jobs (one job may leave out the window):
 --   job id; def (canonical definition, opaque); lane; kind: after | at | every | cron;

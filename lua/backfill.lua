@@ -10,7 +10,7 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
---   bf:<job_id>, quarantined, quarantined:<entry>, layout
+--   bf:<job_id>, quarantined, quarantined:<entry>, layout, levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation the caller read the schedule from
 -- ARGV[5..] candidate occurrences, epoch ms, computed by the caller from that schedule

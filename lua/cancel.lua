@@ -9,9 +9,9 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, events, stats, skips:<job_id>, dead:<job_id>,
---   bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused, runs:<job_id>, parked:<task>, parked, seq, wake, tasks,
---   replica:<owner>
+--   bf:<job_id>, quarantined, quarantined:<entry>, layout, done:<state>, paused,
+--   runs:<job_id>, parked:<task>, parked, seq, wake, tasks, replica:<owner>, levels:<lane>,
+--   turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if that prevented at least one start, else 0 (also when the job was moved

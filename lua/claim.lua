@@ -19,7 +19,8 @@
 -- Key families: job:<job_id>, due:<lane>, lease, running, fence, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, claimed:<owner>,
 --   replica:<owner>, epoch, layout, dead-jobs, done:<state>, paused, runs:<job_id>, tasks,
---   parked, parked:<task>
+--   parked, parked:<task>, levels:<lane>, turns:<level>, limits, flow:run, flow:held,
+--   flow:win:<key>, flow:wait:<key>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
 --                           last reply per owner is kept for 60 s)
@@ -45,8 +46,7 @@
 --@include core
 --@include resend
 --@include reap
---@include inspect
---@include ask
+--@include turns
 
 local owner, req, lease, served = ARGV[3], ARGV[4], ARGV[5], ARGV[6] or ''
 local prior = fence_set(ARGV[7] or '')  -- include/defer.lua
@@ -100,15 +100,12 @@ if served ~= '\n' then unpark(served, lanes, 1000) end
 -- 3. claim, lane by lane; the batch's fences, RUNNING entries and leases are written once
 local b = new_batch(owner, now, lease, fence_before)
 b.serves, b.passed, b.prior = served, {}, prior
-local left = {}
-for _, lc in ipairs(caps) do
-  -- a deferred occurrence is asked for again when the run it waits for ends (its poke)
-  if claim_lane(b, lc[1], lc[2]) > 0 then left[#left + 1] = lc[1] end
-end
+-- (a deferred occurrence is asked for again when the run it waits for ends: its poke)
+local left = claim_lanes(b, caps)  -- include/turns.lua: a lane's own due set, or its flow queues
 write_claims(b)
 
 -- 4. when to ask again; this replica is alive, and serves these tasks
-local nxt = next_due(now, served ~= '\n' and left or {}, b.passed)  -- no task: leases only
+local nxt = ask_next(now, served ~= '\n' and left or {}, b.passed, b)  -- no task: leases only
 if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease * 3) end
 register_serves(owner, served)
 

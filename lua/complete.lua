@@ -9,7 +9,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused, runs:<job_id>
+--   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
 -- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING

@@ -10,7 +10,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused, runs:<job_id>
+--   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found" |
@@ -110,6 +111,7 @@ end
 if #taken > 0 then
   redis.call('HDEL', P .. 'running', unpack(taken))
   redis.call('ZREM', P .. 'lease', unpack(taken))
+  for _, token in ipairs(taken) do flow_end(token) end  -- keyed ones free a slot
 end
 list_done(now, 'succeeded', retired)
 flush_tally()

@@ -12,8 +12,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
---   done:<state>, dead-jobs, paused, events, stats, layout, runs:<job_id>,
---   parked, parked:<task>, replica:<owner>, seq, tasks, wake
+--   done:<state>, dead-jobs, paused, events, stats, layout, runs:<job_id>, parked,
+--   parked:<task>, replica:<owner>, seq, tasks, wake, levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job existed and was deleted, 0 if there was no such job; or an error

@@ -12,7 +12,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   dead-jobs, done:<state>, paused, runs:<job_id>
+--   dead-jobs, done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
 -- ARGV[7] the error's traceback (optional; its last 8 KiB are kept as last_tb)

@@ -9,9 +9,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, events, stats, quarantined, quarantined:<entry>,
---   layout,
---   paused,
---   parked, parked:<task>, replica:<owner>, seq, tasks, wake
+--   layout, paused, parked, parked:<task>, replica:<owner>, seq, tasks, wake, levels:<lane>,
+--   turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was active and is now paused, else 0 (also when the job was

@@ -10,7 +10,7 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
---   quarantined, quarantined:<entry>, layout
+--   quarantined, quarantined:<entry>, layout, levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id            ARGV[4] generation read     ARGV[5] due entry seq read (e)
 -- ARGV[6] pending occurrence read (next, epoch ms)
@@ -29,6 +29,7 @@
 --@include skips
 --@include check
 --@include aside
+--@include flow
 
 local job, gen, seq, pending, mode = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6]), ARGV[7]
 local occ1, go, occ2 = int(ARGV[8]), ARGV[9], int(ARGV[10] or '')
@@ -72,7 +73,7 @@ redis.call('ZREM', P .. 'due:' .. f.lane, seq .. '|s|' .. job)
 redis.call('HDEL', jk, 'replan')
 redis.call('HSET', jk, 'go', go == '1' and '1' or '', 'after', fmt(occ2))
 if go == '1' and occ1 <= now then  -- due now: it keeps the missed occurrence's place in line
-  redis.call('ZADD', P .. 'due:' .. f.lane, pending, seq .. '|s|' .. job)
+  due_add(f.lane, pending, seq .. '|s|' .. job)
   redis.call('HSET', jk, 'next', fmt(occ1))
   wake_if_head(f.lane, seq .. '|s|' .. job, pending)
 else

@@ -10,7 +10,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, lease, running, events, stats, quarantined,
---   quarantined:<entry>, layout
+--   quarantined:<entry>, layout, due:<lane>, flow:held, flow:run, flow:wait:<key>,
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>, wake
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] reason (text; the first 1000 bytes are kept)
 -- Returns: "ok" (moved aside) | "lease_lost" (also for a RUNNING entry that does not

@@ -8,10 +8,11 @@
 -- re-checks its condition here, in this one call.
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
--- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, reconcile, layout,
---   done:<state>, paused, runs:<job_id>,
---   parked, parked:<task>, replica:<owner>, tasks
+-- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake,
+--   running, lease, events, stats, skips:<job_id>, dead:<job_id>, bf:<job_id>, reconcile,
+--   layout, done:<state>, paused, runs:<job_id>, parked, parked:<task>, replica:<owner>,
+--   tasks, flow:held, flow:run, flow:wait:<key>, flow:win:<key>, levels:<lane>, limits,
+--   turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] COUNT: SCAN's count hint, 1..1000
 -- ARGV[4] "1": dry run (report only, write nothing), "0": repair

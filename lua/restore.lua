@@ -8,8 +8,9 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: quarantined, quarantined:<entry>, job:<job_id>, due:<lane>, seq, wake,
 --   running, lease, events, stats, skips:<job_id>, dead:<job_id>, bf:<job_id>, layout,
---   done:<state>, paused, runs:<job_id>,
---   parked, parked:<task>, replica:<owner>, tasks
+--   done:<state>, paused, runs:<job_id>, parked, parked:<task>, replica:<owner>, tasks,
+--   flow:held, flow:run, flow:wait:<key>, flow:win:<key>, levels:<lane>, limits,
+--   turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] entry id (the job id for a job moved aside)
 -- Returns: "restored", "missing" (no such entry), "exists" (a job with that id exists
@@ -19,6 +20,7 @@
 
 --@include core
 --@include repair
+--@include flow
 
 local id = ARGV[3]
 if id == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -42,7 +44,7 @@ redis.call('HDEL', P .. 'quarantined', id)
 local member, lane, score = rec.member, rec.lane, tonumber(rec.score)
 if type(member) == 'string' and member ~= '' and type(lane) == 'string' and lane ~= ''
     and score and score >= 0 then
-  redis.call('ZADD', P .. 'due:' .. lane, score, member)
+  due_add(lane, score, member)
   wake_if_head(lane, member, score)
 end
 event(now, 'restored', job, nil, nil, 'from the quarantine')

@@ -9,8 +9,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
---   dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused, runs:<job_id>
+--   dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout, done:<state>,
+--   paused, runs:<job_id>, levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if the job was paused, else 0 (also when the job was moved aside: it did not
@@ -24,6 +24,7 @@
 --@include check
 --@include aside
 --@include reruns
+--@include flow
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -45,7 +46,7 @@ redis.pcall('SREM', P .. 'paused', job)  -- the listing index (derived: pcall)
 local got, acc = {nil, nil, nil, f.reruns}, {}  -- its re-runs' lines, written once
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
   member = string.gsub(member, '^(%x+|r|%d+|%d+)@%d+|', '%1|')  -- ready from now (a release's: dropped)
-  redis.call('ZADD', P .. 'due:' .. f.lane, tonumber(score), member)
+  due_add(f.lane, tonumber(score), member)
   local seq = string.match(member, '^(%x+)|s|')
   if seq then redis.call('HSET', jk, 'e', seq) end
   if not seq then keep_line(jk, 'reruns', got, 4, rerun_line(tonumber(score), member), RERUNS_MAX, acc) end

@@ -12,7 +12,7 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
 --   dead:<job_id>, bf:<job_id>, done:<state>, dead-jobs, quarantined, quarantined:<entry>,
---   layout
+--   layout, levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: the number of invocations queued (>= 1), or "unknown" (no such job, or moved

@@ -10,8 +10,8 @@
 --
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, wake, events, stats, quarantined,
---   quarantined:<entry>, layout,
---   parked, parked:<task>, replica:<owner>, tasks
+--   quarantined:<entry>, layout, parked, parked:<task>, replica:<owner>, tasks,
+--   levels:<lane>, turns:<level>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if a run was added (or brought forward), 0 if the job is unknown, finished or
@@ -24,6 +24,7 @@
 --@include check
 --@include aside
 --@include park
+--@include flow
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -45,7 +46,7 @@ if f.kind ~= 'every' and f.kind ~= 'cron' then  -- a one-off: brought forward, n
   local key = member and ((redis.call('ZSCORE', due, member) and due) or
     (waiting and redis.call('ZSCORE', waiting, member) and waiting))
   if not key then return 0 end                      -- in its lane, or waiting for a replica
-  redis.call('ZADD', key, 'XX', now, member)
+  if key == due then due_add(f.lane, now, member, true) else redis.call('ZADD', key, 'XX', now, member) end
   redis.call('HSET', jkey(job), 'next', fmt(now))
   if key == due then wake_if_head(f.lane, member, now) end
   event(now, 'triggered', job, now, 1, 'brought forward')

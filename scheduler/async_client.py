@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from scheduler import flow, validation
 from scheduler import tracing as trace_config
-from scheduler import validation
 from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
+from scheduler.flow import FlowState, Limit, refuse_sharded
 from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.stores.base import Store
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
@@ -242,6 +243,32 @@ class AsyncClient:
         layout = await st.checked()
         return await st.run(redo.delete_op(layout.part(jid), jid))
 
+    async def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """As ``Client.set_limit``."""
+        from scheduler.stores.redis import ops
+
+        scope, limit = flow.declared(scope, limit)
+        st = self._native()
+        layout = await st.checked()
+        refuse_sharded(len(layout.parts))
+        return await st.run(ops.set_limit(layout.parts[0], scope, limit))
+
+    async def limits(self) -> dict[str, Limit]:
+        """As ``Client.limits``."""
+        from scheduler.stores.redis import ops
+
+        st = self._native()
+        layout = await st.checked()
+        return await st.run(ops.limits(layout.parts[0]))
+
+    async def flow_of(self, key: str) -> FlowState:
+        """As ``Client.flow_of``."""
+        from scheduler.stores.redis import ops
+
+        st = self._native()
+        layout = await st.checked()
+        return await st.run(ops.flow_of(layout.parts[0], validation.limit_key(key)))
+
     async def quarantined(self) -> list[Quarantined]:
         from scheduler.stores.redis.integrity import upkeep
 
@@ -348,5 +375,8 @@ for _name in (
     "restore",
     "purge_quarantined",
     "reconcile",
+    "set_limit",
+    "limits",
+    "flow_of",
 ):
     setattr(StoreInThread, _name, _in_thread(_name))

@@ -20,12 +20,22 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler import timeinput, validation
+from scheduler import flow, timeinput, validation
 from scheduler import tracing as trace_config
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
+from scheduler.flow import FlowState, Limit
 from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
-from scheduler.stores.base import BulkAdd, Closable, HasClock, Interrupts, Redo, Store, Upkeep
+from scheduler.stores.base import (
+    BulkAdd,
+    Closable,
+    FlowLimits,
+    HasClock,
+    Interrupts,
+    Redo,
+    Store,
+    Upkeep,
+)
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
 
 if TYPE_CHECKING:
@@ -258,6 +268,29 @@ class Client:
         letters, backfill record, index entries). A running invocation may finish; its
         outcome is then dropped. False if there was no such job."""
         return self._redo().delete(validation.job_id(job_id))
+
+    # ---- flow control (docs/flow-control.md) -------------------------------------------
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """Declare (or, with None, remove) the limit of ``scope``: a limit key
+        (``"customer:42"``), a pattern of keys (``"customer:*"``, each key limited on its
+        own) or ``"*"``; ``limit`` is ``flow.limit(rate=, per=, concurrency=)``. It holds
+        fleet-wide from the next claim. True if it changed; bad input raises, writing nothing."""
+        return self._flow().set_limit(*flow.declared(scope, limit))
+
+    def limits(self) -> dict[str, Limit]:
+        """Every declared limit, by scope."""
+        return self._flow().limits()
+
+    def flow_of(self, key: str) -> FlowState:
+        """Where limit key ``key`` stands: the scope that governs it and its limit, its
+        invocations running now, its starts within the rate's window."""
+        return self._flow().flow_of(validation.limit_key(key))
+
+    def _flow(self) -> FlowLimits:
+        if not isinstance(self.store, FlowLimits):
+            raise TypeError(f"{type(self.store).__name__} keeps no limits")
+        return self.store
 
     def _redo(self) -> Redo:
         if not isinstance(self.store, Redo):

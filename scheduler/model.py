@@ -203,6 +203,10 @@ class JobSpec:
     # the enqueue's trace context (tracing on, a span current: scheduler/tracing.py); not
     # compared: an upsert of an equal definition from another trace is still unchanged
     trace: TraceContext | None = field(default=None, compare=False)
+    # flow control (docs/flow-control.md): among due jobs of a lane a higher priority
+    # starts first; jobs of one limit key share its limits and take turns with other keys
+    priority: int = 0
+    limit_key: str | None = None
 
     @property
     def recurring(self) -> bool:
@@ -349,6 +353,8 @@ class JobInfo:
     args: str = "{}"  # a registered task's keyword arguments, as JSON text
     last_traceback: str | None = None  # the last error's traceback (its last 8 KiB)
     trace_id: str = ""  # the trace id of the enqueue that created it ("": none recorded)
+    priority: int = 0  # flow control (docs/flow-control.md)
+    limit_key: str | None = None
 
 
 def describe_target(target: Target) -> tuple[str, str]:

@@ -41,7 +41,7 @@ class JobOption:
 
     name: str
     cli: str
-    kind: Literal["text", "duration", "choice", "retry"]
+    kind: Literal["text", "duration", "choice", "retry", "int"]
     help: str
     choices: tuple[str, ...] = ()
 
@@ -95,6 +95,18 @@ JOB_OPTIONS = (
         "After a lost owner: run again or never.  [default: at_least_once]",
         tuple(d.value for d in Delivery),
     ),
+    JobOption(
+        "priority",
+        "--priority",
+        "int",
+        "Among due jobs of its lane, a higher priority starts first (-10 to 10).  [default: 0]",
+    ),
+    JobOption(
+        "limit_key",
+        "--limit-key",
+        "text",
+        "The key whose limits it shares (e.g. customer:42); keys take turns.  [default: none]",
+    ),
 )
 # make_spec's options, and the other keywords of the calls that take them (for hints)
 OPTIONS = ("kwargs", *(o.name for o in JOB_OPTIONS))
@@ -128,6 +140,8 @@ def make_spec(
     catch_up_window: float | None = None,
     overlap: Overlap | str = Overlap.SKIP,
     delivery: Delivery | str = Delivery.AT_LEAST_ONCE,
+    priority: int = 0,
+    limit_key: str | None = None,
     check_task: bool = True,
 ) -> JobSpec:
     """A validated job definition. ``fn`` is a callable or a registered task name (with
@@ -152,6 +166,8 @@ def make_spec(
         ),
         overlap=overlap if type(overlap) is Overlap else Overlap(overlap),
         delivery=delivery if type(delivery) is Delivery else Delivery(delivery),
+        priority=0 if priority == 0 and type(priority) is int else validation.priority(priority),
+        limit_key=None if limit_key is None else validation.limit_key(limit_key),
     )
     return spec
 

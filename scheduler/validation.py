@@ -133,6 +133,35 @@ def wait_limit(value: object, name: str) -> float | None:
     return f
 
 
+PRIORITY_RANGE = (-10, 10)
+
+
+def priority(value: object) -> int:
+    """A job's priority: an integer from -10 to 10 (higher starts first among due jobs)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"priority must be an integer from {PRIORITY_RANGE[0]} to {PRIORITY_RANGE[1]}, "
+            f"got {shown_value(value, 40)}"
+        )
+    if not PRIORITY_RANGE[0] <= value <= PRIORITY_RANGE[1]:
+        raise ValueError(
+            f"priority must be from {PRIORITY_RANGE[0]} to {PRIORITY_RANGE[1]} (higher starts "
+            f"first; 0 is the default), got {value}"
+        )
+    return value
+
+
+def limit_key(value: object) -> str:
+    """A limit key: 1-200 printable characters, not ending in ``*`` (a limit's pattern)."""
+    key = name(value, "limit key")
+    if key.endswith("*"):
+        raise ValueError(
+            f"limit key {key!r} ends in '*', which names a pattern of keys in a limit; give "
+            "the job its own key (e.g. 'customer:42')"
+        )
+    return key
+
+
 DOT_SEGMENTS = (".", "..")  # a path segment browsers resolve: the console could not link it
 
 

@@ -6,7 +6,8 @@
 -- then the overlap policy if an invocation of the job runs.
 -- Provides: stash, overlap, series_due, early, admit
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
---   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake
+--   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake, levels:<lane>,
+--   turns:<level>
 
 --@include core
 --@include job
@@ -16,6 +17,7 @@
 --@include calendar
 --@include fixed_rate
 --@include reruns
+--@include flow
 
 -- Keep the due member of a paused job in its hash (resume.lua puts it back), scored by
 -- its occurrence (`kind` 's') or by now (a retry, whose count it keeps).
@@ -60,7 +62,7 @@ end
 local function early(b, lane, x, f)
   local due = tonumber(f.next)
   if x.m.kind ~= 's' or not due or due <= b.now then return false end
-  redis.call('ZADD', P .. 'due:' .. lane, due, x.member)
+  due_add(lane, due, x.member)
   event(b.now, 'requeued', x.m.job, due, nil,
     'claim: its due entry was scored ' .. fmt(x.score) .. ', before its next run')
   return true

@@ -1,8 +1,9 @@
 -- include/ask.lua: when a claimant should ask again (claim.lua's "next").
--- Provides: PASSED_RECHECK_MS, next_due
--- Key families: layout, due:<lane>, lease
+-- Provides: PASSED_RECHECK_MS, next_due, ask_next
+-- Key families: layout, due:<lane>, lease, levels:<lane>, turns:<level>
 
 --@include core
+--@include queues
 
 -- Due members of tasks the claimant lacks, left for the replicas that serve them, are not
 -- a reason to ask again at once; due members the budget of one call did not reach are,
@@ -30,5 +31,25 @@ local function next_due(now, lanes, passed)
   end
   local lh = redis.call('ZRANGE', P .. 'lease', 0, 0, 'WITHSCORES')
   if lh[2] and (nxt < 0 or tonumber(lh[2]) < nxt) then nxt = tonumber(lh[2]) end
+  return nxt
+end
+
+-- When to ask again (include/ask.lua) for the lanes `left`: a flow lane's queues without
+-- a key by their first member, its keyed queues by their turn.
+local function ask_next(now, left, passed, b)
+  local queues, best = {}, nil
+  for _, lane in ipairs(left) do
+    for _, p in ipairs(b.flows[lane] or {}) do
+      queues[#queues + 1] = queue_of(lane, p, '')
+      local got = redis.call('ZRANGE', P .. 'turns:' .. lane .. US .. fmt(p), 0, 1, 'WITHSCORES')
+      for i = 1, #got, 2 do
+        local t = tonumber(got[i + 1])  -- "inf": at its concurrency, waiting for a slot
+        if got[i] ~= '' and t and t ~= math.huge and (not best or t < best) then best = t end
+      end
+    end
+    if not b.flows[lane] then queues[#queues + 1] = lane end
+  end
+  local nxt = next_due(now, queues, passed)
+  if best and (nxt < 0 or best < nxt) then nxt = best end
   return nxt
 end

@@ -7,12 +7,14 @@
 -- in state `replan`, re-announced every second, until a replica applies the misfire
 -- policy in Python and writes the result.
 -- Provides: cron_step, ask_plan, plan_records, wait_for_plan, cron_due
--- Key families: layout, job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
+--   levels:<lane>, turns:<level>
 
 --@include core
 --@include job
 --@include due
 --@include skips
+--@include flow
 
 -- Can occurrence t be decided at `now` from t and `after` alone? Returns decided, and
 -- the reason to record t as skipped (nil: run it).
@@ -51,7 +53,7 @@ end
 -- `b`: the claim batch (include/issue.lua), whose `plans` the reply lists.
 -- It keeps its sequence number `seq`: its plan's occurrence keeps its place (plan.lua).
 local function wait_for_plan(b, job, lane, seq)
-  redis.call('ZADD', P .. 'due:' .. lane, b.now + 1000, seq .. '|s|' .. job)
+  due_add(lane, b.now + 1000, seq .. '|s|' .. job)
   redis.call('HSET', jkey(job), 'e', seq)
   ask_plan(b, job)
   b.waits = job  -- it takes its lane's place in this call, as the run it will make

@@ -9,7 +9,8 @@
 -- answered "not_found", its RUNNING entry and lease dropped: never a lease loss.
 -- Provides: COMMIT_FIELDS, LANES_CHECKED, commit_guard, commit_plan, commit_aside, commit_code
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
---   quarantined, quarantined:<entry>
+--   quarantined, quarantined:<entry>, flow:held, flow:run, flow:wait:<key>, flow:win:<key>,
+--   levels:<lane>, limits, turns:<level>
 
 --@include core
 --@include events

@@ -1,19 +1,19 @@
 -- include/due.lua: the due sorted sets, one per lane, scored by due epoch ms. Members are
 -- "<seq>|s|<job>" (the job's series or one-off occurrence; `e` in its hash holds the
 -- seq) or "<seq>|r|<gen>|<sched>[@<ready>]|<attempt>|<stalls>|<job>" (a retry, released
--- or queued invocation; "@<ready>": a released claim's ready, dropped by a resume);
--- the seq counter keeps equal due times in FIFO order. A push
--- publishes a wake-up when the new member heads its lane (add.lua: wake_new, told by the
--- head it read while checking the set).
+-- or queued invocation; "@<ready>": a released claim's ready, dropped by a resume); the
+-- seq counter keeps equal due times in FIFO order. A push publishes a wake-up when the new
+-- member heads its lane (add.lua: wake_new, told by the head it read while checking it).
 -- Provides: lane_ok, seq_ok, next_seq, wake_if_head, heads_read, wake_new, push_series,
 --   push_retry, parse_member
--- Key families: layout, job:<job_id>, due:<lane>, seq, wake
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, levels:<lane>, turns:<level>
 
 --@include core
 --@include job
 --@include utf8
 --@include rules
 --@include reruns
+--@include flow
 
 -- Namespace checks, before the first write: the due set of `lane`; the seq counter.
 local function lane_ok(lane) return expect(P .. 'due:' .. lane, 'zset') end
@@ -62,7 +62,7 @@ end
 local function push_series(job, lane, due, k)
   local seq = next_seq()
   local member = seq .. '|s|' .. job
-  redis.call('ZADD', P .. 'due:' .. lane, due, member)
+  due_add(lane, due, member)
   redis.call('HSET', jkey(job), 'e', seq, 'next', fmt(due))
   if k ~= 0 then redis.call('HSET', jkey(job), 'k', fmt(k)) end
   wake_if_head(lane, member, due)
@@ -87,7 +87,7 @@ local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc, read
   local got = acc and acc.got or redis.call('HMGET', jk, 'kind', 'paused', 'stash', 'reruns', 'e')
   if acc then acc.got = got end
   if got[2] == '1' and keep_line(jk, 'stash', got, 3, line, DEF_MAX, acc) then return end
-  redis.call('ZADD', P .. 'due:' .. lane, due, member)
+  due_add(lane, due, member)
   keep_line(jk, 'reruns', got, 4, line, RERUNS_MAX, acc)
   if got[1] ~= 'every' and got[1] ~= 'cron' and (got[5] or '') == '' then
     redis.call('HSET', jk, 'next', fmt(due))

@@ -2,7 +2,8 @@
 -- misfire plan (include/grid.lua) decides what runs now, what is recorded as skipped and
 -- which occurrence is pending next (written here, so a series is never lost or doubled).
 -- Provides: record_skip, every_due
--- Key families: layout, job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>
+-- Key families: layout, job:<job_id>, due:<lane>, seq, wake, events, stats, skips:<job_id>,
+--   levels:<lane>, turns:<level>
 
 --@include core
 --@include job

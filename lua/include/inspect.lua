@@ -8,7 +8,7 @@
 --   claim_lane
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake, tasks, parked,
---   parked:<task>, replica:<owner>
+--   parked:<task>, replica:<owner>, levels:<lane>, turns:<level>
 
 --@include core
 --@include due

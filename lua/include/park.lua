@@ -3,12 +3,13 @@
 -- kept), and the set `parked` names the tasks that have some.
 -- Provides: parked_ok, park, parked_key, drop_parked, unpark
 -- Key families: layout, parked, parked:<task>, job:<job_id>, due:<lane>, seq, wake, tasks,
---   replica:<owner>
+--   replica:<owner>, levels:<lane>, turns:<level>
 
 --@include core
 --@include job
 --@include due
 --@include serve
+--@include flow
 
 -- Can a member of task `tok` wait in parked:<tok>? (A key of another type: it stays due.)
 local function parked_ok(tok) return expect(P .. 'parked:' .. tok, 'zset') == nil end
@@ -50,8 +51,8 @@ local function unpark(text, lanes, limit)
         if lane == false and redis.call('EXISTS', jkey(m.job)) == 0 then
           gone[#gone + 1] = got[i]                   -- its job is gone: dropped, as a claim would
         elseif type(lane) ~= 'string' then lane = DEFAULTS.lane end
-        if type(lane) == 'string' and lanes[lane] and not lane_ok(lane) then
-          redis.call('ZADD', P .. 'due:' .. lane, got[i + 1], got[i])
+        if type(lane) == 'string' and lanes[lane_of(lane)] and not lane_ok(lane) then
+          due_add(lane, got[i + 1], got[i])
           gone[#gone + 1] = got[i]
         end
       end

@@ -2,8 +2,8 @@
 -- decided (include/replace.lua: the old job read and checked, or moved aside) and written
 -- (put): a pending occurrence, its hash (what differs from DEFAULTS), its wake-up, an event.
 -- Provides: add_input, first_due, opt, write_hash, put
--- Key families: layout, job:<job_id>, due:<lane>, seq, lanes, wake, events, stats,
---   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined, quarantined:<entry>
+-- Key families: layout, job:<job_id>, due:<lane>, seq, lanes, wake, events, stats, skips:<job_id>,
+--   dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined, quarantined:<entry>, levels:<lane>, turns:<level>
 
 --@include core
 --@include job
@@ -14,6 +14,7 @@
 --@include aside
 --@include replace
 --@include reruns
+--@include flow
 --@include provenance
 
 -- One job's 12 arguments (add.lua's groups), checked: a table; or nil and the error reply.
@@ -38,9 +39,7 @@ local function add_input(job, def, lane, kind, n, anchor, grace, misfire, overla
   if (a.series and num <= 0) or (kind == 'after' and num < 0) then
     return nil, redis.error_reply('ERR duetime bad-input interval')
   end
-  if anchor ~= '' and not int(anchor) then
-    return nil, redis.error_reply('ERR duetime bad-input anchor')
-  end
+  if anchor ~= '' and not int(anchor) then return nil, redis.error_reply('ERR duetime bad-input anchor') end
   if not (misfire_ok(misfire) and overlap_ok(overlap) and delivery_ok(delivery)) then
     return nil, redis.error_reply('ERR duetime bad-input policy')
   end
@@ -80,7 +79,8 @@ local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
   if a.kind == 'cron' and a.anchor ~= '' then opt(set, 'after', a.anchor) end
   if a.kind == 'at' and due < now then opt(set, 'ready', fmt(now)) end  -- lag from now
   redis.call('HSET', jk, unpack(set))
-  if not lanes[a.lane] then redis.call('SADD', P .. 'lanes', a.lane); lanes[a.lane] = true end
+  local lane = lane_of(a.lane)  -- its queue is in `lane` (include/flow.lua)
+  if not lanes[lane] then redis.call('SADD', P .. 'lanes', lane); lanes[lane] = true end
   need_layout((a.iv and a.iv.b > 0) and LAYOUT_EXACT or LAYOUT)  -- a fractional interval: 2
 end
 
@@ -107,7 +107,7 @@ local function put(a, now, up, c)
   local seq, gen = c.ids()
   write_hash(a, jk, old, c.lanes, seq, gen, now, due, k, anchor)
   member = seq .. '|s|' .. job
-  redis.call('ZADD', P .. 'due:' .. a.lane, a.due_s, member)
+  due_add(a.lane, a.due_s, member)
   wake_new(heads, a.lane, member, due)
   local outcome = live and 'replaced' or 'created'
   if c.batch then

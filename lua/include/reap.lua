@@ -7,9 +7,10 @@
 -- on its own (include/aside.lua); a corrupt due set it would write to stops the call
 -- before any write.
 -- Provides: REAP_FIELDS, inspect_lease, reap_one, reap_order, reap
--- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq,
---   wake, dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
---   dead-jobs, done:<state>, paused, runs:<job_id>
+-- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
+--   dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, dead-jobs,
+--   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>
 
 --@include core
 --@include history

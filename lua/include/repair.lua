@@ -3,8 +3,8 @@
 -- Provides: running_jobs, REPAIR_FIELDS, recount, requeue_orphan, rescore, repair_job
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, running, lease, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>,
---   done:<state>, paused, runs:<job_id>,
---   parked, parked:<task>, replica:<owner>, tasks
+--   done:<state>, paused, runs:<job_id>, parked, parked:<task>, replica:<owner>, tasks, flow:held,
+--   flow:run, flow:wait:<key>, flow:win:<key>, levels:<lane>, limits, turns:<level>
 --
 -- Left alone (legitimate states): finished, cancelled or paused jobs (a paused job's
 -- pending entries wait in its `stash`); a series parked by catch-up (`queued`) while an
@@ -30,6 +30,7 @@
 --@include aside
 --@include tokens
 --@include park
+--@include flow
 
 -- job id -> number of its RUNNING entries (one HVALS of the namespace's RUNNING hash; a
 -- pass runs it, so it stays cheap: ~1 us an entry).
@@ -79,7 +80,7 @@ end
 local function rescore(now, job, f, member, score, due, dry)
   local what = 'due entry scored ' .. score .. ', not at its next run ' .. fmt(due)
   if dry then return {what, 'none (dry run)'} end
-  redis.call('ZADD', P .. 'due:' .. f.lane, 'XX', due, member)
+  due_add(f.lane, due, member, true)
   wake_if_head(f.lane, member, due)
   event(now, 'requeued', job, due, nil, 'reconciler: ' .. what)
   return {what, 'rescored'}

@@ -2,8 +2,8 @@
 -- job is released, or a finished one-off or cancelled job is retired.
 -- Provides: settle
 -- Key families: layout, events, stats, job:<job_id>, due:<lane>, seq, wake, skips:<job_id>,
---   dead:<job_id>, bf:<job_id>,
---   done:<state>, paused, runs:<job_id>
+--   dead:<job_id>, bf:<job_id>, done:<state>, paused, runs:<job_id>, levels:<lane>,
+--   turns:<level>
 
 --@include job
 --@include due

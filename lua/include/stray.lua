@@ -1,8 +1,9 @@
 -- include/stray.lua: the RUNNING entries that no reaper would ever meet (duetime
 -- doctor's full scan, reconcile.lua).
 -- Provides: stray_entries
--- Key families: layout, job:<job_id>, running, lease, quarantined, quarantined:<entry>, events,
---   stats
+-- Key families: layout, job:<job_id>, running, lease, quarantined, quarantined:<entry>,
+--   events, stats, due:<lane>, flow:held, flow:run, flow:wait:<key>, flow:win:<key>,
+--   levels:<lane>, limits, turns:<level>, wake
 
 --@include core
 --@include aside
@@ -20,6 +21,7 @@ local function stray_entries(now, dry)
       local id, what = token_entry(token), 'malformed RUNNING entry without a lease'
       if not dry then
         redis.call('HDEL', P .. 'running', token)
+        flow_end(token)
         move_aside(now, 'reconcile', {id = id, job = '', reason = what, member = '', lane = '',
           type = '', running = data, token = token})
       end

@@ -3,11 +3,13 @@
 -- lease, may commit; a resend of a commit that already happened answers "ok". A RUNNING
 -- entry that does not parse is reported as such ("corrupt"), never as a lease loss.
 -- Provides: running_ok, parse_running, running_job, running_of, not_owned, owned, drop_running
--- Key families: layout, job:<job_id>, running, lease
+-- Key families: layout, job:<job_id>, running, lease, due:<lane>, flow:held, flow:run,
+--   flow:wait:<key>, flow:win:<key>, levels:<lane>, limits, turns:<level>, wake
 
 --@include core
 --@include job
 --@include utf8
+--@include limits
 
 -- Checked once per call by every script that reads or writes RUNNING entries or leases.
 local function running_ok()
@@ -74,4 +76,5 @@ end
 local function drop_running(token)
   redis.call('HDEL', P .. 'running', token)
   redis.call('ZREM', P .. 'lease', token)
+  flow_end(token)  -- a keyed invocation's slot (include/limits.lua)
 end

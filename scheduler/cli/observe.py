@@ -157,6 +157,8 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("arguments", render.clip(info.args, 200) or "-"),
         ("schedule", info.schedule),
         ("lane", info.lane),
+        ("priority", info.priority),
+        ("limit key", info.limit_key or "-"),
         ("state", render.state_text(info) if waiting is None else f"waiting: {waiting}"),
         ("next run", render.when(info.next_run, now)),
         ("succeeded", f"{info.runs} run(s)"),

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from scheduler import validation
 from scheduler.cli import when
 from scheduler.cli.app import (
     EXIT_REFUSED,
@@ -32,8 +33,13 @@ from scheduler.validation import MAX_DEPTH
 def job_options(fn: Any) -> Any:
     """A flag per job option (``specs.JOB_OPTIONS``), each passed as ``opt_<name>``."""
     for o in reversed(JOB_OPTIONS):
-        metavar = {"duration": when.DURATION, "retry": "JSON", "text": "NAME"}.get(o.kind)
-        kind = click.Choice(o.choices) if o.kind == "choice" else None
+        metavars = {"duration": when.DURATION, "retry": "JSON", "text": "NAME", "int": "N"}
+        metavar = metavars.get(o.kind)
+        kind: Any = None
+        if o.kind == "choice":
+            kind = click.Choice(o.choices)
+        elif o.kind == "int":
+            kind = click.IntRange(*validation.PRIORITY_RANGE)
         fn = click.option(o.cli, f"opt_{o.name}", type=kind, metavar=metavar, help=o.help)(fn)
     return fn
 
@@ -41,6 +47,8 @@ def job_options(fn: Any) -> Any:
 def _read(o: JobOption, text: str) -> Any:
     if o.kind == "duration":
         return when.duration(o.cli, text)
+    if o.kind == "int":
+        return int(text)
     if o.kind != "retry":
         return text
     try:

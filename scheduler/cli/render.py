@@ -68,6 +68,8 @@ def job_json(info: JobInfo) -> dict[str, Any]:
         "args": args_value(info.args),
         "schedule": info.schedule,
         "lane": info.lane,
+        "priority": info.priority,
+        "limit_key": info.limit_key,
         "state": info.state,
         "next_run": info.next_run,
         "next_run_iso": iso(info.next_run),

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from scheduler.clock import Clock
+from scheduler.flow import FlowState, Limit
 from scheduler.model import (
     AddResult,
     Claim,
@@ -313,4 +314,22 @@ class QueueDepths(Protocol):
     def queue_depths(self) -> dict[str, tuple[int, int]]:
         """Per lane: pending invocations (not paused, not running), and how many of them
         are due now by the store's clock."""
+        ...
+
+
+@runtime_checkable
+class FlowLimits(Protocol):
+    """A store that enforces limits per key where jobs are claimed (docs/flow-control.md)."""
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """Declare (or, with None, remove) the limit of ``scope``: a key, ``<prefix>:*`` or
+        ``*``. It holds from the next claim on, fleet-wide. True if it changed."""
+        ...
+
+    def limits(self) -> dict[str, Limit]:
+        """Every declared limit, by scope."""
+        ...
+
+    def flow_of(self, key: str) -> FlowState:
+        """Where ``key`` stands against its limit: running, recent starts, waiting."""
         ...

@@ -60,7 +60,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("dispatcher", "workers", "others")
-JOB_KINDS = ("noop", "recurring", "cron", "args200", "retry", "stamp", "async")
+JOB_KINDS = ("noop", "recurring", "cron", "args200", "retry", "stamp", "async", "keyed", "limited")
 sys.path.insert(0, HERE)
 import _common as common  # noqa: E402
 from _common import task_times  # noqa: E402
@@ -74,6 +74,9 @@ KIND_TEXT = {
     "stamp": "no-op jobs due at once, bench.stamp (notes its start in memory; async's twin)",
     "async": "async def no-op jobs due at once (in process: awaits nothing; shared: "
     "bench.astamp, as stamp)",
+    "keyed": "no-op jobs due at once, each with one of 100 limit keys (no limit declared)",
+    "limited": "no-op jobs due at once, all of one limit key under a rate limit that never "
+    "binds (10,000 per ms... as declared: 10,000 starts per 1 ms)",
 }
 KIND_HELP = "; ".join(f"{k}: {v.format(rounds='R')}" for k, v in KIND_TEXT.items())
 EXTRA_ROWS = (
@@ -194,6 +197,10 @@ def job_specs(
     if kind == "retry":
         policy = RetryPolicy(max_attempts=2, backoff=0.0, jitter=0.0)
         return [make_spec(t.flaky, At(d), retry=policy) for d in at]
+    if kind == "keyed":  # needs flow control (docs/flow-control.md)
+        return [make_spec(t.noop, At(d), limit_key=f"k{k % 100}") for k, d in zip(ks, at)]
+    if kind == "limited":
+        return [make_spec(t.noop, At(d), limit_key="bench") for d in at]
     return [make_spec(t.noop, At(d)) for d in at]
 
 
@@ -241,6 +248,10 @@ def run_shared(
         try:  # replicas first: on a loaded box they may take 10 s and more to start
             common.wait_up(r, ns, replicas, time.time() + 120)
             due = time.time() + 3 + n / 2000  # adding takes ~n / 8000 s (more when loaded)
+            if kind == "limited":  # one rate limit on every job, never binding
+                from scheduler import flow
+
+                store.set_limit("bench", flow.limit(rate=10_000, per=0.001))
             add(store, kind, n, due, spread)
             late = time.time() > due - 0.3
             if kind == "cron":  # each first occurrence: the next whole second

@@ -59,6 +59,17 @@ def hit(due_ms: int, tag: str = "") -> None:
     record(tag, due_ms, start, sched)
 
 
+@scheduler.task("bench.hold")
+def hold(due_ms: int, tag: str = "", hold_s: float = 0.2) -> None:
+    """A start noted as ``bench.hit``'s, ``hold_s`` seconds of work, then its end: a line
+    ``<tag>-end|due|start|pid|end`` (bench_flow.py: what ran at once)."""
+    start = time.time() * 1000
+    record(tag, due_ms, start)
+    time.sleep(hold_s)
+    end = time.time() * 1000
+    _witness().rpush(HITS, f"{tag}-end|{due_ms:.0f}|{start:.3f}|{os.getpid()}|{end:.3f}")
+
+
 @scheduler.task("bench.ahit")
 async def ahit(due_ms: int, tag: str = "") -> None:
     """``bench.hit`` as an ``async def`` (bench_async.py): the record goes through an

@@ -45,6 +45,7 @@ NEW_COMMANDS = [
     "delete",
     "purge",
     "web",
+    "limit",
 ]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 
@@ -373,7 +374,7 @@ def test_help_for_every_command():
         assert re.search(rf"^  {name}\s+\w", top.output, re.M), name  # a one-line summary
         r = runner.invoke(main, [name, "--help"])
         assert r.exit_code == 0 and r.output.startswith("Usage: "), name
-        if name in NEW_COMMANDS and name != "quarantine":  # a group: its commands have them
+        if name in NEW_COMMANDS and name not in ("quarantine", "limit"):  # groups: their commands
             assert "--redis URL" in r.output
             assert ("NAMESPACE" if name == "purge" else "--namespace") in r.output
     assert "--follow" in runner.invoke(main, ["events", "--help"]).output

@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from scheduler.cli import main
 from scheduler.model import After
-from scheduler.stores.redis import RedisStore
 from tests.helpers import spec
 from tests.integration.test_upkeep import orphan, plant
 
@@ -19,21 +16,13 @@ pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
-def store(redis_url, redis_ns):
-    s = RedisStore(redis_url, redis_ns)
-    yield s
-    s.close()
+def store(ns_store):
+    return ns_store  # tests/integration/conftest.py
 
 
 @pytest.fixture
-def cli(redis_url, redis_ns):
-    runner = CliRunner()
-
-    def invoke(*args: str, input: str | None = None):
-        env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
-        return runner.invoke(main, list(args), env=env, input=input)
-
-    return invoke
+def cli(ns_cli):
+    return ns_cli  # tests/integration/conftest.py
 
 
 def test_doctor_reports_in_a_dry_run_then_repairs(cli, store):

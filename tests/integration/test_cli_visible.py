@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from scheduler.cli import main
 from scheduler.client import Client
 from scheduler.stores.redis import RedisStore
 
@@ -16,10 +14,8 @@ pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
-def cli(redis_url, redis_ns):
-    runner = CliRunner()
-    env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
-    return lambda *args: runner.invoke(main, list(args), env=env)
+def cli(ns_cli):
+    return ns_cli  # tests/integration/conftest.py
 
 
 def test_ls_and_show_name_the_task_and_its_arguments(cli, redis_url, redis_ns):

@@ -12,7 +12,6 @@ import pytest
 import tests.helpers  # noqa: F401  (registers tests.noop)
 from scheduler import Scheduler
 from scheduler.model import After, Every
-from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.reading import queries
 from tests.helpers import spec
 
@@ -20,10 +19,8 @@ pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
-def store(redis_url, redis_ns):
-    s = RedisStore(redis_url, redis_ns)
-    yield s
-    s.close()
+def store(ns_store):
+    return ns_store  # tests/integration/conftest.py
 
 
 def test_a_delay_counts_from_redis_time_rounded_up(store):

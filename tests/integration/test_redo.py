@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from scheduler.cli import main
 from scheduler.client import Client
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Commit
@@ -19,6 +17,11 @@ from scheduler.testing import FakeClock
 
 pytestmark = pytest.mark.redis
 CAPS = {"default": 100, "slow": 100}
+
+
+@pytest.fixture
+def cli(ns_cli):
+    return ns_cli  # tests/integration/conftest.py
 
 
 @pytest.fixture
@@ -42,13 +45,6 @@ def client(request, rs, redis_url, redis_ns, clock):
     aio.store.clock = clock
     with Blocking(aio) as view:
         yield view
-
-
-@pytest.fixture
-def cli(redis_url, redis_ns):
-    runner = CliRunner()
-    env = {"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns}
-    return lambda *args, **kw: runner.invoke(main, list(args), env=env, **kw)
 
 
 def ids(page: listing.Page) -> list[str]:

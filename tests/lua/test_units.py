@@ -51,6 +51,7 @@ SHEBANGS = {
     "retry": "#!lua",
     "delete": "#!lua flags=allow-oom",  # freeing memory must work when it is full
     "fenced": "#!lua",  # the caller's own keys: a job's effect adds data
+    "limit": "#!lua flags=allow-oom",  # steering the drain of a full Redis (one hash field)
 }
 
 lua_files = pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.name)
@@ -167,6 +168,8 @@ def test_complete_does_not_carry_the_claim_machinery():
         "commit",
         "history",  # a recurring job's recent runs
         "reruns",  # due's re-runs listed in the job (a queued occurrence released by settle)
+        "flow",  # due's pushes into flow queues (a queued occurrence's turn)
+        "limits",  # an ended keyed invocation frees its key's slot
     }
     assert {"admit", "issue", "reap", "grid", "calendar"} & complete == set()
 

@@ -43,6 +43,7 @@ from hypothesis.stateful import (
 )
 
 from scheduler.client import Client
+from scheduler.flow import Limit
 from scheduler.model import (
     After,
     At,
@@ -114,6 +115,19 @@ LEASES = st.sampled_from([5, 30])
 MISFIRES = [Misfire.SKIP, Misfire.RUN_ONCE, Misfire.CATCH_UP]
 RESULTS = st.sampled_from([None, "done", 1, {"k": [1, 2]}])
 RETRY_INS = st.sampled_from([0, 0.5, 1, 5, 60])
+# flow control (docs/flow-control.md): most jobs have neither a priority nor a key
+PRIORITIES = st.sampled_from([0, 0, 0, 2, -1])
+LIMIT_KEYS = st.sampled_from([None, None, "k1", "k2"])
+LIMITS = st.sampled_from(
+    [
+        None,
+        Limit(concurrency=1),
+        Limit(concurrency=2),
+        Limit(rate=1, period=1.0),
+        Limit(rate=2, period=5.0),
+        Limit(rate=2, period=1.0, concurrency=1),
+    ]
+)
 
 ONE_OFF = st.one_of(
     st.builds(After, st.sampled_from([0, 0.5, 1, 5, 90])),
@@ -244,6 +258,8 @@ class Differential(RuleBasedStateMachine):
         attempts=st.integers(1, 3),
         delivery=st.sampled_from(list(Delivery)),
         lane=st.sampled_from(LANES),
+        priority=PRIORITIES,
+        limit_key=LIMIT_KEYS,
     )
     def add(
         self,
@@ -254,6 +270,8 @@ class Differential(RuleBasedStateMachine):
         attempts: int,
         delivery: Delivery,
         lane: str,
+        priority: int = 0,
+        limit_key: str | None = None,
     ) -> None:
         if isinstance(schedule, tuple):
             schedule = At(self.now() + schedule[1])
@@ -266,10 +284,18 @@ class Differential(RuleBasedStateMachine):
             misfire=misfire,
             overlap=overlap,
             delivery=delivery,
+            priority=priority,
+            limit_key=limit_key,
         )
         a, b = self.both(lambda s: s.add(sp))
         due_in = a.due_in
         self.agree("add", (a.outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
+
+    @rule(scope=st.sampled_from(["k1", "k2", "*"]), lim=LIMITS)
+    def set_limit(self, scope: str, lim: Limit | None) -> None:
+        self.agree("set_limit", *self.both(lambda s: s.set_limit(scope, lim)))  # type: ignore[attr-defined]
+        for key in ("k1", "k2"):
+            self.agree(f"flow_of({key})", *self.both(lambda s: s.flow_of(key)))  # type: ignore[attr-defined]
 
     @rule(job_id=st.sampled_from(JOB_IDS))
     def cancel(self, job_id: str) -> None:

@@ -70,6 +70,7 @@ class JobRecord:
     backfilled: set[float] | None = None  # occurrences a backfill has queued
     skipped: deque[Skip] | None = None  # created on first use: most jobs never skip
     dead_letters: deque[Event] | None = None
+    queue: str = ""  # the queue it waits in (scheduler/flow.py queue_of; set at add)
     ended: str = ""  # how a run ended while another ran: the outcome if a hand-back ends last
 
     def due_in(self, now: float) -> float | None:
@@ -167,4 +168,6 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         task=task,
         args=args,
         trace_id="" if job.spec.trace is None else job.spec.trace.trace_id,
+        priority=job.spec.priority,
+        limit_key=job.spec.limit_key,
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 
+from scheduler import flow
+from scheduler.flow import Limit, now_ms
 from scheduler.heap import DueEntry, DueHeap
 from scheduler.model import Retried, describe_target
 from scheduler.stores.memory import series
@@ -21,7 +23,7 @@ ENDED_FOR_GOOD = ("cancelled", "succeeded")  # retry refuses these ("not_failed"
 
 
 class MemorySteering(MemoryViews):
-    _heaps: dict[str, DueHeap]
+    _heaps: dict[str, DueHeap]  # queue (scheduler/flow.py) -> its due heap
     _seq: itertools.count[int]
     _history_limit: int
 
@@ -84,7 +86,7 @@ class MemorySteering(MemoryViews):
                 # only that run moves (a retry an operator queued beside it stays), under
                 # its seq: FIFO among the runs due at once by when it was first scheduled
                 del job.pending[first[0]]
-                self._heaps[job.spec.lane].mark_stale()
+                self._heaps[job.queue].mark_stale()
                 self._push_locked(job, pending, seq=first[0])
                 self._event_locked(now, "triggered", job_id, now, 1, "brought forward")
             elif job.paused is not None:
@@ -118,6 +120,15 @@ class MemorySteering(MemoryViews):
         if runs:
             self._wake(0.0)
         return len(runs)
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """``FlowLimits``: declare (None: remove) the limit of ``scope``, from the next claim."""
+        scope, limit = flow.declared(scope, limit)
+        with self._lock:
+            changed = self._flow.set_limit(scope, limit, now_ms(self.clock.now()))
+        if changed:
+            self._wake(0.0)
+        return changed
 
     # ---- an operator's redo ----------------------------------------------------------
 
@@ -190,10 +201,12 @@ class MemorySteering(MemoryViews):
         if seq is None:
             seq = next(self._seq)
         job.pending[seq] = p
-        heap = self._heaps.get(job.spec.lane)
+        heap = self._heaps.get(job.queue)
         if heap is None:
-            heap = self._heaps[job.spec.lane] = DueHeap()
+            heap = self._heaps[job.queue] = DueHeap()
         heap.push(DueEntry(p.due, seq, job.spec.job_id, job.generation))
+        if job.queue is not job.spec.lane:
+            self._flow.pushed(job.queue, p.due)
         return max(0.0, p.due - now)
 
     def _release_queued_locked(self, job: JobRecord) -> float:
@@ -224,7 +237,7 @@ class MemorySteering(MemoryViews):
         job.paused.append(p)
 
     def _drop_pending_locked(self, job: JobRecord) -> None:
-        heap = self._heaps.get(job.spec.lane)
+        heap = self._heaps.get(job.queue)
         if heap is not None:
             heap.mark_stale(len(job.pending))
         job.pending.clear()

@@ -16,10 +16,12 @@ import heapq
 import itertools
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.flow import ms_up, now_ms, queue_of
 from scheduler.heap import DueEntry, DueHeap, earliest
 from scheduler.model import (
     AddResult,
@@ -35,8 +37,22 @@ from scheduler.model import (
 )
 from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
+from scheduler.stores.memory.flow import FlowBook
 from scheduler.stores.memory.records import JobRecord, Pending, Running, defers, rerun_due
 from scheduler.stores.memory.steering import MemorySteering
+
+
+@dataclass
+class _Claiming:
+    """One ``claim_due`` call: its time, lease and owner, and what it has decided."""
+
+    now: float
+    lease: float | None
+    owner: str
+    claims: list[Claim] = field(default_factory=list)
+    batch_jobs: set[str] = field(default_factory=set)  # series claimed in this call
+    reran: set[str] = field(default_factory=set)  # jobs a re-run of which it claimed
+    deferred: list[tuple[str, DueEntry]] = field(default_factory=list)  # (queue, entry)
 
 
 class MemoryStore(MemorySteering):
@@ -68,6 +84,7 @@ class MemoryStore(MemorySteering):
         # every claim and success); ``events()`` returns them as ``Event``s
         self._events: deque[tuple[Any, ...]] = deque(maxlen=event_log)
         self._listeners: tuple[WakeListener, ...] = ()
+        self._flow = FlowBook()  # priorities, turns, limits (docs/flow-control.md)
 
     # ---- producers -------------------------------------------------------------------
 
@@ -83,6 +100,7 @@ class MemoryStore(MemorySteering):
             if old is not None and not old.cancelled and old.spec == spec:
                 return AddResult("unchanged", old.due_in(now))
             job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
+            job.queue = queue_of(spec.lane, spec.priority, spec.limit_key)
             first = series.first(job, now, self.clock.wall())
             if first is None:
                 raise ValueError(
@@ -108,11 +126,18 @@ class MemoryStore(MemorySteering):
         with self._lock:
             now = self.clock.now()
             woke = self._reap_locked(now)
+            c = _Claiming(now, lease, owner)
             left = {lane: n for lane, n in capacity.items() if n > 0}
-            claims: list[Claim] = []
-            batch_jobs: set[str] = set()
-            reran: set[str] = set()  # jobs a re-run of which this claim claimed
-            deferred: list[tuple[str, DueEntry]] = []
+            flowing: dict[str, int] = {}  # lanes with flow queues (priorities, keys)
+            for lane in [lane for lane in left if self._flow.flows(lane)]:
+                flowing[lane] = self._flow.claim_lane(
+                    lane,
+                    left.pop(lane),
+                    now_ms(now),
+                    lambda q: self._head_locked(q, c),
+                    lambda q, n: self._take_locked(c, q, n),
+                )
+            plain = dict(left)
             while left:
                 if len(left) == 1:  # one lane asks (the usual case): its heap alone
                     (lane,) = left
@@ -122,31 +147,64 @@ class MemoryStore(MemorySteering):
                     lane, entry = earliest(self._heaps, left, self._is_live)
                 if entry is None or entry.due > now:
                     break
-                job = self._jobs[entry.job_id]
-                pending = job.pending[entry.seq]
-                if (entry.job_id in batch_jobs and defers(job, pending)) or (
-                    pending.k is not None and (entry.job_id in reran or rerun_due(job, now))
-                ):
-                    deferred.append((lane, self._heaps[lane].pop()))  # judged once its run
-                    continue  # (claimed just now, or a re-run: first) has ended; others go on
-                self._heaps[lane].pop()
-                del job.pending[entry.seq]
-                claim = self._admit_locked(job, pending, now, lease, owner)
-                if claim is not None:
-                    # an occurrence of a series, or a re-run (it goes first: docs/guarantees.md)
-                    (batch_jobs if pending.k is not None else reran).add(claim.job_id)
-                    claims.append(claim)
-                    left[claim.lane] -= 1
-                    if not left[claim.lane]:
-                        del left[claim.lane]
+                if self._take_entry_locked(c, lane, entry):
+                    left[lane] -= 1
+                    if not left[lane]:
+                        del left[lane]
             for heap in self._heaps.values():
                 heap.compact(self._is_live)
-            next_due_in = self._next_due_in_locked(left, now)
-            for lane, entry in deferred:  # the end of the run they wait for wakes the claim
-                self._heaps[lane].push(entry)
+            asking = [lane for lane in plain if lane in left]
+            for lane, n in flowing.items():
+                if n:
+                    asking += self._flow.queues(lane)
+            got = [self._flow.next_turn(lane) for lane, n in flowing.items() if n]
+            turns = [t / 1000 for t in got if t is not None]  # ms: the stores' unit
+            next_due_in = self._next_due_in_locked(asking, now, turns)
+            for queue, entry in c.deferred:  # the end of the run they wait for wakes the claim
+                self._heaps[queue].push(entry)
         if woke:
             self._wake(0.0)
-        return ClaimBatch(claims, next_due_in, now, now)
+        return ClaimBatch(c.claims, next_due_in, now, now)
+
+    def _take_locked(self, c: _Claiming, queue: str, n: int) -> int:
+        """Claim up to ``n`` invocations from ``queue`` (its due entries in order)."""
+        heap, got = self._heaps.get(queue), 0
+        while heap is not None and got < n:
+            entry = heap.peek(self._is_live)
+            if entry is None or entry.due > c.now:
+                break
+            if self._take_entry_locked(c, queue, entry):
+                got += 1
+        return got
+
+    def _head_locked(self, queue: str, c: _Claiming) -> int | None:
+        """``queue``'s first due (ms), with what claim ``c`` set aside (Redis keeps those)."""
+        heap = self._heaps.get(queue)
+        entry = None if heap is None else heap.peek(self._is_live)
+        dues = [e.due for q, e in c.deferred if q == queue and self._is_live(e)]
+        if entry is not None:
+            dues.append(entry.due)
+        return ms_up(min(dues)) if dues else None
+
+    def _take_entry_locked(self, c: _Claiming, queue: str, entry: DueEntry) -> bool:
+        """Decide about ``entry``, the due head of ``queue``: set it aside for the rest of
+        the claim, or admit it. True if it became a claim."""
+        job = self._jobs[entry.job_id]
+        pending = job.pending[entry.seq]
+        if (entry.job_id in c.batch_jobs and defers(job, pending)) or (
+            pending.k is not None and (entry.job_id in c.reran or rerun_due(job, c.now))
+        ):
+            c.deferred.append((queue, self._heaps[queue].pop()))  # judged once its run
+            return False  # (claimed just now, or a re-run: first) has ended; others go on
+        self._heaps[queue].pop()
+        del job.pending[entry.seq]
+        claim = self._admit_locked(job, pending, c.now, c.lease, c.owner)
+        if claim is None:
+            return False
+        # an occurrence of a series, or a re-run (it goes first: docs/guarantees.md)
+        (c.batch_jobs if pending.k is not None else c.reran).add(claim.job_id)
+        c.claims.append(claim)
+        return True
 
     def _admit_locked(
         self, job: JobRecord, p: Pending, now: float, lease: float | None, owner: str
@@ -192,6 +250,8 @@ class MemoryStore(MemorySteering):
             ready,
         )
         self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
+        if spec.limit_key is not None:
+            self._flow.started(spec, now_ms(now))
         if lease_until is not None:
             heapq.heappush(self._leases, (lease_until, token))
         job.attempts = attempt
@@ -277,6 +337,7 @@ class MemoryStore(MemorySteering):
             return r, None
         del self._running[claim.token]
         self._running_per_job[r.job_id] -= 1
+        freed = r.spec.limit_key is not None and self._flow.ended(r.spec, now_ms(now))
         job = self._jobs.get(r.job_id)
         if job is not None:
             job.last_token = claim.token
@@ -317,6 +378,8 @@ class MemoryStore(MemorySteering):
         if job is not None:
             settled = self._settle_locked(job, now, how)
             woke = woke if settled is None else (settled if woke is None else min(woke, settled))
+        if freed:  # a queue waited for a slot of this key: claim again
+            woke = 0.0
         return Commit.OK, woke
 
     def _settle_locked(self, job: JobRecord, now: float, how: str) -> float | None:
@@ -375,6 +438,8 @@ class MemoryStore(MemorySteering):
             r = self._running[token]
             del self._running[token]
             self._running_per_job[r.job_id] -= 1
+            if r.spec.limit_key is not None and self._flow.ended(r.spec, now_ms(now)):
+                woke = True  # a queue waited for a slot of this key
             job = self._jobs.get(r.job_id)
             live = job is not None and job.generation == r.generation and not job.cancelled
             self._event_locked(now, "lease_lost", r.job_id, r.scheduled, r.attempt)
@@ -405,9 +470,13 @@ class MemoryStore(MemorySteering):
         p = job.pending.get(e.seq)
         return p is not None and p.due == e.due
 
-    def _next_due_in_locked(self, lanes: Mapping[str, int], now: float) -> float | None:
-        _, entry = earliest(self._heaps, lanes, self._is_live)
+    def _next_due_in_locked(
+        self, queues: Iterable[str], now: float, turns: Sequence[float] = ()
+    ) -> float | None:
+        _, entry = earliest(self._heaps, queues, self._is_live)
         nxt = None if entry is None else entry.due
+        if turns:
+            nxt = min(turns) if nxt is None else min(nxt, *turns)
         while self._leases and not self._lease_live(*self._leases[0]):
             heapq.heappop(self._leases)  # finished, or renewed (a later entry holds it)
         if self._leases:

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.clock import Clock
+from scheduler.flow import FlowState, Limit, now_ms
 from scheduler.model import Event, JobInfo
 from scheduler.stores.base import WakeListener
+from scheduler.stores.memory.flow import FlowBook
 from scheduler.stores.memory.records import JobRecord, Running, job_info, lane_depths
 
 
@@ -26,6 +28,7 @@ class MemoryViews:
     _history: OrderedDict[str, JobRecord]
     _events: deque[tuple[Any, ...]]  # Event fields, in order
     _listeners: tuple[WakeListener, ...]
+    _flow: FlowBook
 
     def get(self, job_id: str) -> JobInfo | None:
         with self._lock:
@@ -39,6 +42,16 @@ class MemoryViews:
         with self._lock:
             infos = [self._info_locked(j) for j in self._jobs.values()]
         return sorted(infos, key=lambda i: (i.next_run is None, i.next_run or 0.0))
+
+    def limits(self) -> dict[str, Limit]:
+        """Every declared limit, by scope (``FlowLimits``)."""
+        with self._lock:
+            return dict(self._flow.limits)
+
+    def flow_of(self, key: str) -> FlowState:
+        """Where limit key ``key`` stands (``FlowLimits``)."""
+        with self._lock:
+            return self._flow.state(key, now_ms(self.clock.now()))
 
     def events(self, limit: int = 100) -> list[Event]:
         with self._lock:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from scheduler import flow
+from scheduler.flow import FlowState, Limit
 from scheduler.model import AddResult, Event, JobInfo, JobSpec
 from scheduler.stores.redis.claiming import calendar_plans
 from scheduler.stores.redis.protocol import definitions, records, script_args
@@ -105,6 +107,37 @@ def resume(keys: Keys, job_id: str) -> Op[bool]:
 
 def trigger(keys: Keys, job_id: str) -> Op[bool]:
     return (yield from _flag(keys, "trigger", job_id))
+
+
+def set_limit(keys: Keys, scope: str, limit: Limit | None) -> Op[bool]:
+    """limit.lua: declare (None: remove) the limit of ``scope`` (validated by the caller)."""
+    text = "" if limit is None else limit.encode()
+    return bool((yield Script(keys.shard, "limit", script_args.limit(scope, text))))
+
+
+def limits(keys: Keys) -> Op[dict[str, Limit]]:
+    """Every declared limit (a stored one that does not parse is left out)."""
+    got = yield from one(keys.shard, "hgetall", keys.limits)
+    out = {}
+    for scope, text in (got or {}).items():
+        try:
+            out[str(scope)] = Limit.decode(str(text))
+        except ValueError:
+            continue
+    return out
+
+
+def flow_of(keys: Keys, key: str) -> Op[FlowState]:
+    """Where limit key ``key`` stands: its governing limit, running, recent starts."""
+    declared = yield from limits(keys)
+    scope = next((s for s in flow.scopes(key) if s in declared), None)
+    lim = None if scope is None else declared[scope]
+    running = yield from one(keys.shard, "hget", keys.flow_running, key)
+    starts = yield from one(keys.shard, "lrange", keys.window(key), 0, -1)
+    now = yield Now(keys.shard)
+    ints = [int(t) for t in starts or () if str(t).isdigit()]
+    count = int(running) if records.is_int(running) else 0
+    return FlowState(key, scope, lim, count, flow.recent(ints, lim, int(now)))
 
 
 def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from scheduler import validation
+from scheduler import flow, validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import (
     StoreConfigError,
@@ -30,6 +30,7 @@ from scheduler.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
+from scheduler.flow import FlowState, Limit
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import adds, ops, redo
@@ -55,6 +56,7 @@ from scheduler.stores.redis.protocol import (
 )
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.reading import lane_queues
 from scheduler.stores.redis.sharding import shards
 
 __all__ = [
@@ -251,13 +253,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
         """Per lane: pending invocations, and how many are due now (``QueueDepths``)."""
         with self.reachable():
             now = self._redis_now_ms()
-            lanes = sorted(self._r.smembers(self.keys.lanes))
-            with self._r.pipeline(transaction=False) as p:
-                for lane in lanes:
-                    p.zcard(self.keys.due(lane))
-                    p.zcount(self.keys.due(lane), "-inf", now)
-                n = p.execute()
-        return {lane: (int(n[2 * i]), int(n[2 * i + 1])) for i, lane in enumerate(lanes)}
+            return lane_queues.depths(self, now)
 
     # the producer's and inspector's operations are ops.py's, shared with AsyncClient
 
@@ -278,6 +274,16 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
 
     def trigger(self, job_id: str) -> bool:
         return requests.run(self, ops.trigger(self.keys, job_id))
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """``FlowLimits``: declare (None: remove) the limit of ``scope``, from the next claim."""
+        return requests.run(self, ops.set_limit(self.keys, *flow.declared(scope, limit)))
+
+    def limits(self) -> dict[str, Limit]:
+        return requests.run(self, ops.limits(self.keys))
+
+    def flow_of(self, key: str) -> FlowState:
+        return requests.run(self, ops.flow_of(self.keys, validation.limit_key(key)))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         return requests.run(self, ops.backfill(self.keys, job_id, start, end))

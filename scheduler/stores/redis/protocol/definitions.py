@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler import tasks, validation
 from scheduler.errors import PayloadError, TaskNotRegisteredError
+from scheduler.flow import queue_of
 from scheduler.model import (
     After,
     Ambiguous,
@@ -103,6 +104,8 @@ def _plain(spec: JobSpec) -> bool:
         and spec.catch_up_window is None
         and type(spec.lane) is str
         and spec.lane == "default"
+        and spec.priority == 0
+        and spec.limit_key is None
         and (spec.retry is _DEFAULTS.retry or spec.retry == _DEFAULTS.retry)
         and spec.trace is None
     )
@@ -122,6 +125,8 @@ def encode_slow(spec: JobSpec) -> str:
         ("w", "catch_up_window"),
         ("o", "overlap"),
         ("d", "delivery"),
+        ("p", "priority"),
+        ("k", "limit_key"),
     ):
         value = getattr(spec, name)
         if value != getattr(_DEFAULTS, name):
@@ -212,6 +217,8 @@ _OPTIONS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("w", "catch_up_window", _same),
     ("o", "overlap", Overlap),
     ("d", "delivery", Delivery),
+    ("p", "priority", validation.priority),
+    ("k", "limit_key", validation.limit_key),
 )
 
 
@@ -253,7 +260,8 @@ def add_args(spec: JobSpec, payload_limit: int, redis_now_ms: Callable[[], int])
         grace = _ms(grace_for(s.interval, spec.misfire_grace))
     window = "" if spec.catch_up_window is None else _ms(spec.catch_up_window)
     wire = (_WIRE[spec.misfire], _WIRE[spec.overlap], _WIRE[spec.delivery])
-    job, lane, stalls = spec.job_id, spec.lane, spec.retry.max_stalls
+    job, stalls = spec.job_id, spec.retry.max_stalls
+    lane = queue_of(spec.lane, spec.priority, spec.limit_key)  # its queue (lua/include/flow.lua)
     return script_args.add(job, text, lane, kind, num, anchor, grace, wire, stalls, window)
 
 

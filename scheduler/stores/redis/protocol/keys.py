@@ -65,9 +65,26 @@ class Keys:
         self.replicas = p + "replicas"  # hash: replica -> JSON (version, heartbeat), shard 0
         self.tasks = p + "tasks"  # hash: replica -> the tasks it serves (claim.lua's ARGV[6])
         self.parked = p + "parked"  # set: tasks whose jobs wait for a replica serving them
+        # flow control (lua/include/flow.lua, limits.lua; docs/flow-control.md)
+        self.limits = p + "limits"  # hash: scope -> "<rate> <period ms> <concurrency>"
+        self.flow_running = p + "flow:run"  # hash: limit key -> invocations running
+        self.flow_held = p + "flow:held"  # hash: token of a keyed invocation -> its queue
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
+
+    def levels(self, lane: str) -> str:
+        return f"{self.prefix}levels:{lane}"  # set: priorities of the lane's flow queues
+
+    def turns(self, level: str) -> str:
+        # zset: limit key -> its queue's next turn (ms); level: "<lane>\x1f<priority>"
+        return f"{self.prefix}turns:{level}"
+
+    def window(self, key: str) -> str:
+        return f"{self.prefix}flow:win:{key}"  # list: a limit key's last starts (ms)
+
+    def waiting(self, key: str) -> str:
+        return f"{self.prefix}flow:wait:{key}"  # set: queues waiting for a slot of the key
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"  # hash: definition and state of one job

@@ -167,6 +167,11 @@ def job(job_id: str) -> tuple[str]:
     return (job_id,)
 
 
+def limit(scope: str, text: str) -> tuple[str, str]:
+    """limit.lua: the scope, and its limit as stored (``Limit.encode``; "": removed)."""
+    return (scope, text)
+
+
 def entry(entry_id: str) -> tuple[str]:
     """restore.lua, purge.lua: the quarantine entry."""
     return (entry_id,)

@@ -37,6 +37,7 @@ SCRIPTS = (
     "retry",
     "delete",
     "fenced",
+    "limit",
 )
 
 # Scripts that write the caller's own keys, not a namespace's (workers.effects): their keys

@@ -34,7 +34,7 @@ from scheduler.model import JobInfo
 from scheduler.stores.redis.protocol import records
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.protocol.requests import Calls, Op, Scan, one, run
-from scheduler.stores.redis.reading import snapshots
+from scheduler.stores.redis.reading import lane_queues, snapshots
 from scheduler.stores.redis.reading.readable import AnyStore
 
 FINISHED = ("succeeded", "failed", "abandoned", "cancelled")
@@ -165,7 +165,9 @@ def _ids(
         )
         waiting = sorted(str(t) for t in (yield from one(i, "smembers", k.parked)))
         # due members, and those waiting for a replica that serves their task (park.lua)
-        dues = [k.due(lane) for lane in lanes] + [k.parked_jobs(t) for t in waiting]
+        by_lane = yield from lane_queues.queues(k, lanes)  # flow queues too
+        dues = [k.due(q) for qs in by_lane.values() for q in qs]
+        dues += [k.parked_jobs(t) for t in waiting]
         return (yield from _zpage(k, dues, inner, count, False, retries))
     if state in FINISHED:
         return (yield from _zpage(k, [k.done(state)], inner, count, True))

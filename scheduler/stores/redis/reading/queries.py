@@ -19,9 +19,9 @@ from typing import Any, NamedTuple, TypedDict
 
 from scheduler import timeinput
 from scheduler.model import Event
-from scheduler.stores.redis.protocol import definitions, records
+from scheduler.stores.redis.protocol import definitions, records, requests
 from scheduler.stores.redis.protocol.keys import LIVE_FIELDS
-from scheduler.stores.redis.reading import fleet
+from scheduler.stores.redis.reading import fleet, lane_queues
 from scheduler.stores.redis.reading.readable import AnyStore, Part
 
 SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job's events
@@ -83,23 +83,27 @@ def lanes(store: Part) -> list[str]:
 
 
 def queue_depths(store: Part) -> dict[str, int]:
-    """Pending invocations per lane (ZCARD of each ``due:<lane>``)."""
-    names = lanes(store)
+    """Pending invocations per lane (ZCARD of each of its queues' ``due:<queue>``)."""
+    by_lane = requests.run(store, lane_queues.queues(store.keys, lanes(store)))
     with store.redis.pipeline(transaction=False) as p:
-        for lane in names:
-            p.zcard(store.keys.due(lane))
-        return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
+        for qs in by_lane.values():
+            for q in qs:
+                p.zcard(store.keys.due(q))
+        got = iter(p.execute())
+    return {lane: sum(int(next(got)) for _ in qs) for lane, qs in by_lane.items()}
 
 
 def due_now(store: Part, now: float | None = None) -> dict[str, int]:
     """Pending invocations per lane that are due at ``now`` (default: Redis ``TIME``),
     i.e. waiting for a free worker or a replica."""
-    names = lanes(store)
+    by_lane = requests.run(store, lane_queues.queues(store.keys, lanes(store)))
     now_ms = round((redis_now(store) if now is None else now) * 1000)
     with store.redis.pipeline(transaction=False) as p:
-        for lane in names:
-            p.zcount(store.keys.due(lane), "-inf", now_ms)
-        return {lane: int(n) for lane, n in zip(names, p.execute(), strict=True)}
+        for qs in by_lane.values():
+            for q in qs:
+                p.zcount(store.keys.due(q), "-inf", now_ms)
+        got = iter(p.execute())
+    return {lane: sum(int(next(got)) for _ in qs) for lane, qs in by_lane.items()}
 
 
 def running_count(store: AnyStore) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from scheduler import validation
+from scheduler.flow import lane_of
 from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
 from scheduler.stores.redis.protocol.definitions import decode
 from scheduler.stores.redis.protocol.records import (
@@ -37,7 +38,8 @@ def job_info(
     try:
         return _job_info(job_id, h, skips, dead, running, leases)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
-        return malformed(job_id, f"{type(exc).__name__}: {str(exc)[:120]}", h.get("lane"))
+        lane = h.get("lane")
+        return malformed(job_id, f"{type(exc).__name__}: {str(exc)[:120]}", lane and lane_of(lane))
 
 
 def from_replies(
@@ -123,7 +125,7 @@ def _job_info(
     return JobInfo(
         job_id=job_id,
         schedule=spec.schedule.describe() if spec else "(unreadable)",
-        lane=h.get("lane", "default"),
+        lane=lane_of(h.get("lane", "default")),  # the hash holds its queue
         state=state,
         next_run=_next_run(h, spec, state),
         runs=_count(h, "runs"),
@@ -138,6 +140,8 @@ def _job_info(
         task=spec.target.name if spec and isinstance(spec.target, TaskRef) else "",
         args=spec.target.args_json if spec and isinstance(spec.target, TaskRef) else "",
         trace_id="" if spec is None or spec.trace is None else spec.trace.trace_id,
+        priority=spec.priority if spec else 0,
+        limit_key=spec.limit_key if spec else None,
     )
 
 

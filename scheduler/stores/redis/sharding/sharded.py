@@ -40,8 +40,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from scheduler import validation
+from scheduler import flow, validation
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.flow import FlowState, Limit
 from scheduler.model import (
     AddResult,
     Claim,
@@ -222,6 +223,17 @@ class ShardedStore(WakeSubscriptions):
 
     def retry_failed(self, task: str | None = None) -> list[Retried]:
         return redo.retry_failed(self, task)
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        flow.refuse_sharded(len(self.parts))
+        return False  # never reached
+
+    def limits(self) -> dict[str, Limit]:
+        return {}
+
+    def flow_of(self, key: str) -> FlowState:
+        flow.refuse_sharded(len(self.parts))
+        raise AssertionError  # never reached
 
     def delete(self, job_id: str) -> bool:
         return redo.delete(self, job_id)

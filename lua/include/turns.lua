@@ -1,0 +1,113 @@
+-- include/turns.lua: claim.lua's path for a lane with flow queues (include/flow.lua):
+-- priorities high to low; within one, the queues with due work take turns, one start
+-- each per round, in the order of their turn (then the key, byte order; the queue without
+-- a key first): a queue served goes behind the others (its turn: now), one held
+-- back by a rate limit comes back when the limit allows, one at its concurrency waits in
+-- flow:wait:<key> until an invocation of its key ends (include/flow.lua, flow_end).
+-- The in-process twin: scheduler/stores/memory/flow.py.
+-- Provides: candidates, next_turns, claim_level, claim_lanes
+-- Key families: levels:<lane>, turns:<level>, limits, flow:run, flow:held, flow:win:<key>,
+--   flow:wait:<key>, due:<lane>, wake, events, fence, job:<job_id>, layout, lease, parked,
+--   parked:<task>, quarantined, quarantined:<entry>, replica:<owner>, running, seq,
+--   skips:<job_id>, stats, tasks
+
+--@include core
+--@include flow
+--@include limits
+--@include queues
+--@include inspect
+--@include ask
+
+-- The queues of priority `p` in `lane` whose turn has come, in turn order: the one without
+-- a key (if its first member is due) and at most `cap` keyed ones.
+local function candidates(b, lane, p, cap, tk)
+  local out, first = {}, head_of(queue_of(lane, p, ''))
+  if first and first <= b.now then
+    local turn = math.max(first, tonumber(redis.call('ZSCORE', tk, '')) or first)
+    if turn <= b.now then out[1] = {turn, ''} end
+  end
+  local n = 0
+  local got = redis.call('ZRANGEBYSCORE', tk, '-inf', b.now, 'WITHSCORES', 'LIMIT', 0, cap + 1)
+  for i = 1, #got, 2 do
+    if got[i] ~= '' and n < cap then n = n + 1; out[#out + 1] = {tonumber(got[i + 1]), got[i]} end
+  end
+  table.sort(out, before)
+  return out
+end
+
+-- After a round of `lane`'s priority `p`: each candidate's next turn (`tk`: their zset).
+local function next_turns(b, lane, p, tk, cands, served, blocked)
+  for _, c in ipairs(cands) do
+    local key, bl = c[2], blocked[c[2]]
+    local q = queue_of(lane, p, key)
+    if bl and bl[1] == 'rate' then
+      redis.call('ZADD', tk, bl[2], key)
+    elseif bl then  -- its turn comes back with a slot (flow_end)
+      redis.call('ZADD', tk, '+inf', key)
+      redis.call('SADD', P .. 'flow:wait:' .. key, q)
+    elseif served[key] then  -- behind the others (a claim's later script calls may serve
+      local h = head_of(q)   -- it again); gone if it is empty
+      if not h then
+        redis.call('ZREM', tk, key)
+      else  -- (the queue without a key is found by its first member: its turn only orders)
+        redis.call('ZADD', tk, key == '' and b.now or math.max(h, b.now), key)
+      end
+    else  -- empty, or not yet due, or what is due waits (a run's end; a replica with its
+      local h = head_of(q)  -- task): asked again within PASSED_RECHECK_MS (include/ask.lua)
+      if h and key ~= '' then
+        redis.call('ZADD', tk, h > b.now and h or b.now + PASSED_RECHECK_MS, key)
+      else  -- the queue without a key is found by its first member: its turn only orders
+        redis.call('ZREM', tk, key)
+      end
+    end
+  end
+end
+
+local function claim_level(b, lane, p, cap)
+  local tk = P .. 'turns:' .. lane .. US .. fmt(p)
+  local cands = candidates(b, lane, p, cap, tk)
+  local served, done, blocked = {}, {}, {}
+  local active = #cands  -- candidates not done; one alone takes what its room allows at once
+  while cap > 0 and active > 0 do
+    for _, c in ipairs(cands) do
+      local key = c[2]
+      if cap > 0 and not done[key] then
+        local room, why, at = math.huge, nil, nil
+        if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
+        local q, n = queue_of(lane, p, key), b.n
+        local want = active == 1 and math.min(cap, room) or 1
+        -- places taken: claims, and calendar series sent to be planned (claimed in the
+        -- claim's next script call, in the place they took here: include/admit.lua)
+        local took = room > 0 and want - claim_lane(b, q, want) or 0
+        local got = b.n - n
+        for i = got - 1, 0, -1 do  -- each claim's token: the batch's fences are consecutive
+          if key ~= '' then flow_started(key, q, b.token_head .. fmt(b.fence - i), b.now) end
+        end
+        cap = cap - took
+        if took > 0 then served[key] = true end
+        if room <= 0 then blocked[key] = {why, at} end
+        if room <= 0 or took < want then done[key], active = true, active - 1 end
+      end
+    end
+  end
+  next_turns(b, lane, p, tk, cands, served, blocked)
+  return cap
+end
+
+-- claim.lua's step 3: each lane of `caps` ({lane, capacity}) through its flow queues or
+-- its own due set; the lanes with capacity left.
+local function claim_lanes(b, caps)
+  local left = {}
+  b.flows = {}
+  for _, lc in ipairs(caps) do
+    local lane, rest = lc[1], lc[2]
+    local levels = flow_levels(lane)
+    b.flows[lane] = levels
+    for _, p in ipairs(levels or {}) do
+      if rest > 0 then rest = claim_level(b, lane, p, rest) end
+    end
+    if not levels then rest = claim_lane(b, lane, rest) end
+    if rest > 0 then left[#left + 1] = lane end
+  end
+  return left
+end

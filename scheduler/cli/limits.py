@@ -1,0 +1,116 @@
+"""``duetime limit``: declare, change, list and remove the limits of a namespace's keys
+(docs/flow-control.md). A change holds from the fleet's next claim."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from scheduler import flow
+from scheduler.cli import render, when
+from scheduler.cli.app import (
+    bad_input,
+    json_option,
+    main,
+    namespace_option,
+    open_namespace,
+    with_url,
+)
+
+
+@main.group()
+def limit() -> None:
+    """Limits per key, fleet-wide: N starts per period, K running at once."""
+
+
+@limit.command("set")
+@with_url
+@namespace_option
+@click.argument("scope")
+@click.option("--rate", type=int, metavar="N", help="At most N starts in any window of --per.")
+@click.option("--per", metavar=when.DURATION, help="The rate's window (1ms to 1d), e.g. 60s.")
+@click.option("--concurrency", type=int, metavar="K", help="At most K running at once.")
+def limit_set(
+    redis_url: str | None,
+    namespace: str,
+    scope: str,
+    rate: int | None,
+    per: str | None,
+    concurrency: int | None,
+) -> None:
+    """Limit SCOPE: a key (customer:42), a pattern (customer:*: each key on its own) or *."""
+    seconds = None if per is None else when.duration("--per", per)
+    try:
+        scope, declared = flow.declared(scope, flow.limit(rate, seconds, concurrency))
+    except (ValueError, TypeError) as exc:
+        bad_input(exc)
+    assert declared is not None
+    with open_namespace("limit set", redis_url, namespace) as store:
+        changed = _set(store, scope, declared)
+    click.echo(f"{scope}: {declared.describe()}" + ("" if changed else " (unchanged)"))
+
+
+@limit.command("rm")
+@with_url
+@namespace_option
+@click.argument("scope")
+def limit_rm(redis_url: str | None, namespace: str, scope: str) -> None:
+    """Remove the limit of SCOPE."""
+    try:
+        scope = flow.scope(scope)
+    except (ValueError, TypeError) as exc:
+        bad_input(exc)
+    with open_namespace("limit rm", redis_url, namespace) as store:
+        changed = _set(store, scope, None)
+    click.echo(f"{scope}: removed" if changed else f"{scope}: had no limit")
+
+
+@limit.command("ls")
+@with_url
+@namespace_option
+@click.option("--key", "keys", multiple=True, help="Also show where KEY stands (repeatable).")
+@json_option
+def limit_ls(redis_url: str | None, namespace: str, keys: tuple[str, ...], as_json: bool) -> None:
+    """List the declared limits; with --key, how full each key's limit is."""
+    with open_namespace("limit ls", redis_url, namespace) as store:
+        declared = store.parts[0].limits()
+        try:
+            states = [store.parts[0].flow_of(k) for k in keys]
+        except (ValueError, TypeError) as exc:
+            bad_input(exc)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "limits": {s: lim._asdict() for s, lim in declared.items()},
+                    "keys": [_state_json(s) for s in states],
+                },
+                indent=2,
+            )
+        )
+        return
+    if not declared:
+        click.echo(f"no limits in namespace {namespace!r}")
+    else:
+        rows = [[s, lim.describe()] for s, lim in sorted(declared.items())]
+        click.echo("\n".join(render.table(["SCOPE", "LIMIT"], rows)))
+    for s in states:
+        under = "no limit" if s.limit is None else f"{s.scope}: {s.limit.describe()}"
+        click.echo(f"{s.key}: {under}; running {s.running}, starts in its window {s.recent_starts}")
+
+
+def _set(store: object, scope: str, lim: flow.Limit | None) -> bool:
+    parts = getattr(store, "parts", [store])
+    flow.refuse_sharded(len(parts))
+    return bool(parts[0].set_limit(scope, lim))
+
+
+def _state_json(s: flow.FlowState) -> dict[str, object]:
+    return {
+        "key": s.key,
+        "scope": s.scope,
+        "limit": None if s.limit is None else s.limit._asdict(),
+        "running": s.running,
+        "recent_starts": s.recent_starts,
+    }
