@@ -54,8 +54,10 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
       end
     else  -- empty, or not yet due, or what is due waits (a run's end; a replica with its
       local h = head_of(q)  -- task): asked again within PASSED_RECHECK_MS (include/ask.lua)
-      if h and key ~= '' then
-        redis.call('ZADD', tk, h > b.now and h or b.now + PASSED_RECHECK_MS, key)
+      if h and key ~= '' then  -- (a claim's later call leaves the turn its first call set:
+        if not (b.prior and h <= b.now) then  -- in process it is one call; include/defer.lua)
+          redis.call('ZADD', tk, h > b.now and h or b.now + PASSED_RECHECK_MS, key)
+        end
       else  -- the queue without a key is found by its first member: its turn only orders
         redis.call('ZREM', tk, key)
       end

@@ -271,3 +271,17 @@ def test_a_served_key_with_nothing_left_asks_for_nothing(pair: Pair) -> None:
     pair.clock.advance(31)
     got, m, _ = ids(pair, 3, lease=5)
     assert got == ["k", "c"] and m.next_due_in == pytest.approx(5)
+
+
+def test_a_claims_later_call_leaves_a_keyed_queues_turn(pair: Pair) -> None:
+    """A keyed series (every 1 s) and a cron series back from a gap in another lane: the
+    keyed one's next occurrence is due at the claim (it waits for its run: overlap), and
+    the claim's second script call (after the cron plan) re-judged its queue's turn to 1 s
+    on; in process, one call, it stays due (the next claim records the overlap at once).
+    Found by the long differential run."""
+    pair.both(lambda s: s.add(job("e", Every(1), lane="other", limit_key="k1")))
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    pair.clock.advance(125)
+    m, r = pair.both(lambda s: s.claim_due({"default": 2, "other": 2}, 5, "owner-1"))
+    assert sorted(claims(m)) == sorted(claims(r))
+    assert m.next_due_in == r.next_due_in == 0
