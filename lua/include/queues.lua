@@ -1,7 +1,8 @@
 -- include/queues.lua: a lane's flow queues read (include/flow.lua says what they are):
--- the priorities it has, a queue's name and first member, and the turn order.
--- Provides: flow_levels, queue_of, head_of, before
--- Key families: levels:<lane>, due:<lane>, layout, turns:<level>
+-- the priorities it has, a queue's name and first member, the turn order, and the queues
+-- of a priority whose turn has come (their stale turns set right on the way).
+-- Provides: flow_levels, queue_of, head_of, before, candidates
+-- Key families: levels:<lane>, due:<lane>, turns:<level>, layout, turns:<level>
 
 --@include core
 --@include flow
@@ -37,4 +38,34 @@ local function before(a, b)  -- (turn, key) order; keys by bytes (Lua's < follow
     if cx ~= cy then return cx < cy end
   end
   return #x < #y
+end
+
+-- The queues of priority `p` in `lane` whose turn has come, in turn order: the one without
+-- a key (if its first member is due) and at most `cap` keyed ones.
+local function candidates(b, lane, p, cap, tk)
+  local out, first = {}, head_of(queue_of(lane, p, ''))
+  if first and first <= b.now then
+    local turn = math.max(first, tonumber(redis.call('ZSCORE', tk, '')) or first)
+    if turn <= b.now then out[1] = {turn, ''} end
+  end
+  -- keyed: the first `cap` whose first member is due (of at most cap * 4 + 16 turns read);
+  -- one met empty loses its turn, one not due yet gets its first member's
+  local n, got = 0, redis.call('ZRANGEBYSCORE', tk, '-inf', b.now, 'WITHSCORES', 'LIMIT', 0,
+    cap * 4 + 16)
+  for i = 1, #got, 2 do
+    local key = got[i]
+    if key ~= '' and n < cap then
+      local h = head_of(queue_of(lane, p, key))
+      if not h then
+        redis.call('ZREM', tk, key)
+      elseif h > b.now then
+        redis.call('ZADD', tk, h, key)
+      else
+        n = n + 1
+        out[#out + 1] = {tonumber(got[i + 1]), key}
+      end
+    end
+  end
+  table.sort(out, before)
+  return out
 end

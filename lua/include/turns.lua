@@ -5,7 +5,7 @@
 -- back by a rate limit comes back when the limit allows, one at its concurrency waits in
 -- flow:wait:<key> until an invocation of its key ends (include/flow.lua, flow_end).
 -- The in-process twin: scheduler/stores/memory/flow.py.
--- Provides: candidates, next_turns, claim_level, claim_lanes
+-- Provides: next_turns, claim_level, claim_lanes
 -- Key families: levels:<lane>, turns:<level>, limits, flow:run, flow:held, flow:win:<key>,
 --   flow:wait:<key>, due:<lane>, wake, events, fence, job:<job_id>, layout, lease, parked,
 --   parked:<task>, quarantined, quarantined:<entry>, replica:<owner>, running, seq,
@@ -17,23 +17,6 @@
 --@include queues
 --@include inspect
 --@include ask
-
--- The queues of priority `p` in `lane` whose turn has come, in turn order: the one without
--- a key (if its first member is due) and at most `cap` keyed ones.
-local function candidates(b, lane, p, cap, tk)
-  local out, first = {}, head_of(queue_of(lane, p, ''))
-  if first and first <= b.now then
-    local turn = math.max(first, tonumber(redis.call('ZSCORE', tk, '')) or first)
-    if turn <= b.now then out[1] = {turn, ''} end
-  end
-  local n = 0
-  local got = redis.call('ZRANGEBYSCORE', tk, '-inf', b.now, 'WITHSCORES', 'LIMIT', 0, cap + 1)
-  for i = 1, #got, 2 do
-    if got[i] ~= '' and n < cap then n = n + 1; out[#out + 1] = {tonumber(got[i + 1]), got[i]} end
-  end
-  table.sort(out, before)
-  return out
-end
 
 -- After a round of `lane`'s priority `p`: each candidate's next turn (`tk`: their zset).
 local function next_turns(b, lane, p, tk, cands, served, blocked)

@@ -285,3 +285,17 @@ def test_a_claims_later_call_leaves_a_keyed_queues_turn(pair: Pair) -> None:
     m, r = pair.both(lambda s: s.claim_due({"default": 2, "other": 2}, 5, "owner-1"))
     assert sorted(claims(m)) == sorted(claims(r))
     assert m.next_due_in == r.next_due_in == 0
+
+
+def test_a_key_emptied_by_a_replace_takes_no_place(pair: Pair) -> None:
+    """A job moved from key k1 to k2 by a replace leaves k1's turn behind (its queue empty):
+    the claim passes over it to k2 in the same call, in both stores. Found by the long
+    differential run (in process the empty queue took the claim's one place; over Redis
+    a second script call found k2)."""
+    add(pair, "a", limit_key="k1", lane="other")
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    pair.clock.advance(125)
+    add(pair, "a", limit_key="k2", lane="other")
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, "owner-1"))
+    assert sorted(claims(m)) == sorted(claims(r))
+    assert {c.job_id for c in m.claims} == {"a", "c"}

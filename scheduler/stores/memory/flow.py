@@ -168,8 +168,20 @@ class FlowBook:
             turn = max(first, turns.get("", first))
             if turn <= now:
                 cands.append((turn, ""))
-        keyed = sorted((t, k) for k, t in turns.items() if k and t <= now)
-        return sorted(cands + keyed[:cap])
+        # keyed: the first ``cap`` whose head is due (of at most cap * 4 + 16 turns read);
+        # one met empty loses its turn, one not due yet gets its head's
+        read = sorted((t, k) for k, t in turns.items() if t <= now)[: cap * 4 + 16]
+        for t, k in read:
+            if not k or len(cands) - (1 if cands and not cands[0][1] else 0) >= cap:
+                continue
+            h = head(queue_of(lane, priority, k))
+            if h is None:
+                del turns[k]
+            elif h > now:
+                turns[k] = h
+            else:
+                cands.append((t, k))
+        return sorted(cands)
 
     def _claim_level(
         self, lane: str, priority: int, cap: int, now: int, head: Head, take: Take
