@@ -71,7 +71,9 @@ local function claim_level(b, lane, p, cap)
         cap = cap - took
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
-        if room <= 0 or took < want then done[key], active = true, active - 1 end
+        -- (a series sent to be planned under a limit: its start counts in the next call)
+        local planned = took > got and room < math.huge
+        if room <= 0 or took < want or planned then done[key], active = true, active - 1 end
       end
     end
   end

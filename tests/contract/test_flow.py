@@ -15,7 +15,7 @@ import pytest
 
 from scheduler import flow
 from scheduler.flow import Limit
-from scheduler.model import After, Cron, Every
+from scheduler.model import After, Cron, Every, RetryPolicy
 from tests.model.test_divergences import Pair, claim, claims, job
 
 
@@ -299,3 +299,18 @@ def test_a_key_emptied_by_a_replace_takes_no_place(pair: Pair) -> None:
     m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, "owner-1"))
     assert sorted(claims(m)) == sorted(claims(r))
     assert {c.job_id for c in m.claims} == {"a", "c"}
+
+
+def test_a_planned_series_counts_against_its_keys_rate(pair: Pair) -> None:
+    """A keyed cron series back from a gap and a re-run of the same key, under a rate of
+    1 per second: the series, first in line, takes the one start (in process planned and
+    claimed in place; over Redis planned, then claimed in the claim's next call, which
+    the re-run had taken before). Found by the long differential run."""
+    limit(pair, "k1", flow.limit(rate=1, per=1))
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), limit_key="k1")))
+    add(pair, "a", limit_key="k1", retry=RetryPolicy(max_attempts=2))
+    pair.clock.advance(0.001)
+    claim(pair, capacity=1, lease=5)  # a
+    pair.clock.advance(3_700)  # a's lease is lost: its re-run waits behind the series
+    got, _, _ = ids(pair, 2, lease=5)
+    assert got == ["c"]
