@@ -23,7 +23,8 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
   for _, c in ipairs(cands) do
     local key, bl = c[2], blocked[c[2]]
     local q = queue_of(lane, p, key)
-    if bl and bl[1] == 'rate' then
+    if bl and bl[1] == 'planned' then  -- luacheck: ignore (left as it is: the next call judges it)
+    elseif bl and bl[1] == 'rate' then
       redis.call('ZADD', tk, bl[2], key)
     elseif bl then  -- its turn comes back with a slot (flow_end)
       redis.call('ZADD', tk, '+inf', key)
@@ -56,7 +57,9 @@ local function claim_level(b, lane, p, cap)
   while cap > 0 and active > 0 do
     for _, c in ipairs(cands) do
       local key = c[2]
-      if cap > 0 and not done[key] then
+      if cap > 0 and not done[key] and b.planned and b.planned[key] then
+        done[key], active, blocked[key] = true, active - 1, {'planned'}  -- its next call's
+      elseif cap > 0 and not done[key] then
         local room, why, at = math.huge, nil, nil
         if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
         local q, n = queue_of(lane, p, key), b.n
@@ -72,8 +75,13 @@ local function claim_level(b, lane, p, cap)
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
         -- (a series sent to be planned under a limit: its start counts in the next call)
-        local planned = took > got and room < math.huge
-        if room <= 0 or took < want or planned then done[key], active = true, active - 1 end
+        if took > got and room < math.huge then  -- a key's other queues wait for that call
+          b.planned = b.planned or {}
+          b.planned[key] = true
+        end
+        if room <= 0 or took < want or (b.planned and b.planned[key]) then
+          done[key], active = true, active - 1
+        end
       end
     end
   end

@@ -314,3 +314,16 @@ def test_a_planned_series_counts_against_its_keys_rate(pair: Pair) -> None:
     pair.clock.advance(3_700)  # a's lease is lost: its re-run waits behind the series
     got, _, _ = ids(pair, 2, lease=5)
     assert got == ["c"]
+
+
+def test_a_planned_series_holds_its_key_across_priorities(pair: Pair) -> None:
+    """Concurrency 1 on a key with a cron series back from a gap (priority 0) and a
+    one-off of priority -1: the series takes the key's one slot (planned and claimed in
+    place in process; over Redis the one-off of the lower priority took it in the first
+    script call). Found by the long differential run."""
+    limit(pair, "k1", flow.limit(concurrency=1))
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), limit_key="k1")))
+    add(pair, "a", limit_key="k1", priority=-1)
+    pair.clock.advance(125)
+    got, _, _ = ids(pair, 2, lease=5)
+    assert got == ["c"]
