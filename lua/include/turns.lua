@@ -23,7 +23,8 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
   for _, c in ipairs(cands) do
     local key, bl = c[2], blocked[c[2]]
     local q = queue_of(lane, p, key)
-    if bl and bl[1] == 'planned' then  -- luacheck: ignore (left as it is: the next call judges it)
+    if bl and bl[1] == 'planned' then
+      -- nothing: its key waits for the claim's next call, which judges this queue's turn
     elseif bl and bl[1] == 'rate' then
       redis.call('ZADD', tk, bl[2], key)
     elseif bl then  -- its turn comes back with a slot (flow_end)
