@@ -169,6 +169,12 @@ def ms_up(t: float) -> int:
 #: starts at most ``rate`` fall in any window of the period.
 RATE_GUARD_MS = 40
 
+#: A claim counted against a rate starts within this long (s) of the moment its replica
+#: asked for it (before the store counted it), or is handed back unstarted, its start still
+#: counted: so every start falls within the guard after its count. The guard's other 5 ms
+#: cover what runs between that check and the job's first line.
+RATE_START_WITHIN = (RATE_GUARD_MS - 5) / 1000
+
 
 def window_ms(lim: Limit) -> int:
     """How long a claim counts against ``lim``'s rate (ms): its period and the guard."""

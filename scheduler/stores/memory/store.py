@@ -250,8 +250,7 @@ class MemoryStore(MemorySteering):
             ready,
         )
         self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
-        if spec.limit_key is not None:
-            self._flow.started(spec, now_ms(now))
+        within = None if spec.limit_key is None else self._flow.started(spec, now_ms(now))
         if lease_until is not None:
             heapq.heappush(self._leases, (lease_until, token))
         job.attempts = attempt
@@ -267,6 +266,7 @@ class MemoryStore(MemorySteering):
             job.generation,
             spec.lane,
             ready,
+            within,
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
