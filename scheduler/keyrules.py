@@ -186,9 +186,11 @@ class KeyRules:
         try:
             return validation.limit_key("".join(out))
         except ValueError as exc:
+            used = ", ".join(repr(f) for _, f in parsed if f is not None)
             raise KeyRuleError(
-                f"{_whose(spec, task, name, self.rules[name])} makes no limit key of this "
-                f"job's arguments: {exc}"
+                f"{_whose(spec, task, name, self.rules[name])} makes no limit key of the "
+                f"job's keyword arguments {used}: {exc}; pass other values, or give the job "
+                "its own limit_key="
             ) from None
 
 
