@@ -40,7 +40,7 @@ class MemoryAdding(MemorySteering):
             keyed = [rules.keyed(spec) for spec in specs]
             now = self.clock.now()
             results = [self._add_locked(spec, now) for spec in keyed]
-        woke = [r.due_in for r in results if r.outcome != "unchanged"]
+        woke = [r.due_in for r in results if r.outcome != "unchanged" and r.due_in is not None]
         if woke:
             self._wake(min(woke))
         return results

@@ -21,7 +21,6 @@ are written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from scheduler.errors import KeyRuleError, KeyRulesChangedError
@@ -80,25 +79,39 @@ class Adding(Protocol):
     @property
     def replication(self) -> Any: ...  # a ReplicationWatch
 
-    def call_scripts(self, *calls: tuple[str, Sequence[Any]], writes: int = 0) -> list[Any]: ...
+    def call_script(self, name: str, *args: Any) -> Any: ...
 
-    def reachable(self) -> AbstractContextManager[None]: ...
+    def call_scripts(self, *calls: tuple[str, Sequence[Any]], writes: int = 0) -> list[Any]: ...
 
 
 def send(store: Adding, args: Sequence[list[Any]], stamp: str | None) -> list[Any]:
     """``RedisStore.send_adds``: add.lua for jobs whose arguments are ``args``, the calls in
     one round trip (``call_scripts``, then WAIT), each with ``stamp``; the lost-write check;
-    one item per job: its reply, or the store's error for it (``store_error``), in place."""
+    one item per job: its reply, or the store's error for it (``store_error``), in place.
+    One job (the common case) is one ``call_script``: its error other than a stale stamp
+    is raised."""
     high = store.replication.seq_high
     calls = script_args.add_calls(args, stamp)
+    if len(args) == 1:
+        try:
+            reply = store.call_script("add", *calls[0])
+        except KeyRulesChangedError as exc:
+            return [exc]
+        try:
+            store.replication.after_add(high, [reply], [args[0][0]])
+        except UNREACHABLE as exc:
+            raise unreachable(exc, store.url) from exc
+        return [reply]
     replies = store.call_scripts(*[("add", call) for call in calls], writes=len(args))
     items = per_job(len(args), replies)
-    with store.reachable():
+    try:
         store.replication.after_add(
             high,
             [x for x in items if not isinstance(x, Exception)],
             [a[0] for a, x in zip(args, items, strict=True) if not isinstance(x, Exception)],
         )
+    except UNREACHABLE as exc:
+        raise unreachable(exc, store.url) from exc
     return [store_error(x, store.url) if isinstance(x, Exception) else x for x in items]
 
 
@@ -125,9 +138,11 @@ def add(
         for spec in keyed:
             args.append((yield from ops.add_args(keys, spec, payload_limit)))
         got = yield Adds(keys.shard, tuple(args), cache.stamp)
-        stale = [i for i, x in zip(todo, got, strict=True) if isinstance(x, KeyRulesChangedError)]
+        stale = []
         for i, x in zip(todo, got, strict=True):
             items[i] = x
+            if isinstance(x, KeyRulesChangedError):
+                stale.append(i)
         if stale and fresh:
             raise items[stale[0]]
         if stale:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 from scheduler.stores.redis.protocol import gateway
 from scheduler.stores.redis.protocol.gateway import Lua
@@ -152,6 +152,10 @@ class Part(Protocol):
 
     def redis_now_ms(self) -> int: ...
 
+
+class AddsPart(Part, Protocol):
+    """A part that runs ``Adds`` (``RedisStore``; only the add path yields them)."""
+
     def send_adds(self, args: Sequence[list[Any]], stamp: str | None) -> list[Any]: ...
 
 
@@ -159,7 +163,7 @@ def _do(part: Part, request: Request) -> Any:
     if isinstance(request, Script):
         return part.call_script(request.name, *request.args)
     if isinstance(request, Adds):
-        return part.send_adds(request.args, request.stamp)
+        return cast(AddsPart, part).send_adds(request.args, request.stamp)
     with part.reachable():
         if isinstance(request, Calls):
             return pipelined(part.redis, request)
