@@ -122,12 +122,6 @@ class KeyRules:
     def __bool__(self) -> bool:
         return bool(self._parsed)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, KeyRules) and other.rules == self.rules
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.rules.items()))
-
     def changed(self, name: str, template: str | None) -> KeyRules | None:
         """These rules with ``name``'s set to ``template`` (None: removed); None if that
         is what they already are."""
