@@ -108,11 +108,12 @@ def declared(scope_: object, lim: object) -> tuple[str, Limit | None]:
     return scope(scope_), lim
 
 
-def refuse_sharded(shards: int) -> None:
-    """Limits need one shard: a key's jobs spread over the shards of a sharded namespace."""
+def refuse_sharded(shards: int, what: str = "limits") -> None:
+    """Limits (and key rules, ``what``) need one shard: a key's jobs spread over the shards
+    of a sharded namespace."""
     if shards > 1:
         raise TypeError(
-            f"limits need an unsharded namespace: this one has {shards} shards, over which a "
+            f"{what} need an unsharded namespace: this one has {shards} shards, over which a "
             "key's jobs spread, so no shard could count them all; use a namespace of its own "
             "(one shard) for jobs with limits"
         )

@@ -1,0 +1,46 @@
+"""``RedisStore``'s flow control, mixed in (docs/flow-control.md): limits (limit.lua,
+``FlowLimits``) and key rules (rule.lua, ``LimitKeyRules``), each one operation of ops.py
+or rulebook.py run on the store (``AsyncClient`` runs the same operations)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from scheduler import flow, keyrules, validation
+from scheduler.flow import FlowState, Limit
+from scheduler.stores.redis import ops, rulebook
+from scheduler.stores.redis.protocol import requests
+from scheduler.stores.redis.protocol.keys import Keys
+
+
+class FlowPart(requests.Part, Protocol):
+    """What the flow methods need of a ``RedisStore``: a part with its keys."""
+
+    @property
+    def keys(self) -> Keys: ...
+
+
+class FlowMethods:
+    """``RedisStore``'s limits and key rules (mixed in; each is an operation run on it)."""
+
+    def set_limit(self: FlowPart, scope: str, limit: Limit | None) -> bool:
+        """``FlowLimits``: declare (None: remove) the limit of ``scope``, from the next claim."""
+        return requests.run_on(self, ops.set_limit(self.keys, *flow.declared(scope, limit)))
+
+    def limits(self: FlowPart) -> dict[str, Limit]:
+        return requests.run_on(self, ops.limits(self.keys))
+
+    def flow_of(self: FlowPart, key: str) -> FlowState:
+        return requests.run_on(self, ops.flow_of(self.keys, validation.limit_key(key)))
+
+    def set_key_rule(
+        self: FlowPart, template: str | None, *, task: str | None = None, lane: str | None = None
+    ) -> bool:
+        """``LimitKeyRules``: declare (None: remove) the key rule of ``task`` or ``lane``;
+        it applies to the jobs added after it, by every producer (their adds carry the
+        stamp of the rules they applied: stores/redis/rulebook.py)."""
+        name, text = keyrules.declared(template, task, lane)
+        return requests.run_on(self, rulebook.set_rule(self.keys, name, text))
+
+    def key_rules(self: FlowPart) -> dict[str, str]:
+        return requests.run_on(self, rulebook.rules(self.keys))
