@@ -32,8 +32,9 @@
 -- ARGV[8..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
---          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready>
---          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes> <at>\n<job>" (ms;
+--          <now us> <skips>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready>
+--          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes> <at>\n<job>", then
+--          per claim told of skips "<fence> <bytes>\n<first>|<last>|<count>|<reasons>" (ms;
 --          parsed by scheduler/stores/redis/claiming/claim_reply.py, claim_reply): "now us", the µs past "now"
 --          ("next" - "now" without now's rounding down); "next" (-1: nothing), for lanes with
 --          capacity left and the next lease expiry (include/ask.lua; no task: leases only);
@@ -111,7 +112,9 @@ register_serves(owner, served)
 
 -- 5. the reply, kept as the resend record (include/resend.lua): joined once, plans last
 local parts, epoch_text = b.claims, epoch or ''
-table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
-  lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us) .. epoch_text)
-plan_records(b, parts)  -- include/calendar.lua
+table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d %d\n', req, now, nxt,
+  fence_before, lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us, #b.skips) ..
+  epoch_text)
+plan_records(b, parts)  -- include/calendar.lua; then the skips runs are told of
+for _, s in ipairs(b.skips) do parts[#parts + 1] = s end
 return remember_reply(owner, table.concat(parts))

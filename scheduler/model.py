@@ -230,6 +230,9 @@ class Claim(NamedTuple):
     # when it became claimable (store clock): the later of its due time and the moment it
     # was enqueued, retried or resumed; dispatch lag counts from here (None: ``scheduled``)
     ready: float | None = None
+    # the occurrences of its job skipped since the job's previous claim, summed (``Skip``
+    # ``then``); None: none. A traced run tells them as a span event (docs/tracing.md)
+    skipped: Skip | None = None
 
     @property
     def scheduled_ms(self) -> int:
@@ -315,6 +318,15 @@ class Skip:
     last: float
     count: int
     reason: str  # misfire | coalesced | catch-up-window | overlap | overlap-queue-full
+
+    def then(self, later: Skip) -> Skip:
+        """These skips and ``later``'s as one summary: the range over both, the counts
+        summed, each reason once (comma-separated, in the order first recorded), as
+        lua/include/skips.lua sums them (``unreported_with``)."""
+        same = later.reason in self.reason.split(",")
+        reason = self.reason if same else f"{self.reason},{later.reason}"
+        first, last = min(self.first, later.first), max(self.last, later.last)
+        return Skip(first, last, self.count + later.count, reason)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ Guarantees (docs/tracing.md):
     ends once the outcome is recorded: succeeded, failed, timed_out, interrupted,
     lease_lost or quarantined (``duetime.invocation.outcome``), the error recorded on
     failure; what was asked of the job meanwhile (a lost lease found at renewal, a
-    timeout, an interrupt, a quarantine) is a span event;
+    timeout, an interrupt, a quarantine) is a span event, and so are the occurrences of
+    its job the store skipped since the job's previous claim (misfire, overlap: the
+    claim carries them, ``Claim.skipped``);
   - with no SDK provider (the API's no-op) nothing else is computed: the span reports
     it does not record, and no attribute is built.
 """
@@ -25,7 +27,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler import tracing
 from scheduler.clock import Clock
-from scheduler.model import Claim, Commit, Cron, TraceContext, describe_target
+from scheduler.model import Claim, Commit, Cron, Skip, TraceContext, describe_target
 from scheduler.stores.base import Store
 
 log = logging.getLogger("duetime.tracing")
@@ -156,6 +158,8 @@ class InvocationTracer:
         if not span.is_recording():
             return None
         span.set_attributes(self._attributes(claim, task))
+        if claim.skipped is not None:  # what the store skipped of its job since its last claim
+            span.add_event("duetime.skipped", skipped_attributes(claim.skipped))
         context = self._context
         token = context.attach(api.set_span_in_context(span))
         handle = InvocationSpan(span, token, api, context, cancel)
@@ -211,6 +215,18 @@ def tracer_for(on: bool, owner: str, clock: Clock, store: Store) -> InvocationTr
     from scheduler.stores.memory import MemoryStore
 
     return InvocationTracer(owner, clock.now if isinstance(store, MemoryStore) else clock.wall)
+
+
+def skipped_attributes(skipped: Skip) -> dict[str, Any]:
+    """The ``duetime.skipped`` event's attributes: the occurrences of the run's job that
+    the store skipped since the job's previous claim (ms on the store's clock, as
+    ``duetime.invocation.scheduled_ms``), how many, and why."""
+    return {
+        "duetime.skipped.count": skipped.count,
+        "duetime.skipped.first_ms": round(skipped.first * 1000),
+        "duetime.skipped.last_ms": round(skipped.last * 1000),
+        "duetime.skipped.reason": skipped.reason,
+    }
 
 
 def dst_attributes(cron: Cron, t: float) -> dict[str, str]:

@@ -161,6 +161,11 @@ def _interval(v: bytes) -> bool:
     return 1 <= q <= 1_000_000 and q <= p < 2**53
 
 
+def _unreported(v: bytes) -> bool:
+    m = re.fullmatch(rb"([0-9]+)\|([0-9]+)\|([0-9]+)\|[A-Za-z,\-]+", v)
+    return m is not None and all(lua_int(m.group(i)) is not None for i in (1, 2, 3))
+
+
 def _stash(v: bytes) -> bool:
     n = 0
     for m in re.finditer(rb"([0-9]+) ([^\n]+)\n", v):
@@ -203,6 +208,7 @@ RULES = {
     "lane": (lambda v: v != b"", "a lane name"),
     "def": (lambda v: v != b"" and utf8(v), "non-empty UTF-8 text"),
     "queued": (_blank_or(_queued), '"<ms>|<k>" or empty'),
+    "sk": (_blank_or(_unreported), '"<ms>|<ms>|<count>|<reasons>" or empty'),
     "stash": (_blank_or(_stash), 'lines of "<ms> <due member>"'),
     "reruns": (_blank_or(_stash), 'lines of "<ms> <due member>"'),
 }

@@ -197,6 +197,7 @@ def test_claim_reply_fields_match_the_header():
         "plans",
         "epoch bytes",
         "now us",
+        "skips",
     ]
     assert fields[: len(head)] == head
     line = re.search(r"string\.format\('%s\\n((?:%d ?)+)\\n'", code)
@@ -207,6 +208,11 @@ def test_claim_reply_fields_match_the_header():
     # issue()'s record: its numbers, formatted once each, joined by spaces, then a newline
     claim = re.search(r"c\[#c \+ 1\] = (s \.\. ' ' \.\.[^\n]*\n[^\n]*)'\\n'", code)
     assert claim and claim.group(1).count("' '") == len(record) - 3
+    # a claim told of skips: "<fence> <bytes>\n<sk>", after the plans
+    told = ["fence", "bytes", "first", "last", "count", "reasons"]
+    i = fields.index("bytes") - 1
+    assert fields[i : i + len(told)] == told
+    assert "b.skips[#b.skips + 1] = fe .. ' ' .. fmt(#f.sk) .. '\\n' .. f.sk" in code
 
 
 @scripts

@@ -267,6 +267,7 @@ class MemoryStore(MemorySteering):
             job.generation,
             spec.lane,
             ready,
+            job.told(),
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
@@ -490,11 +491,5 @@ class MemoryStore(MemorySteering):
 
     def _skip_locked(self, job: JobRecord, now: float, skip: Skip) -> None:
         job.note_skip(skip)
-        self._event_locked(
-            now,
-            "skipped",
-            job.spec.job_id,
-            skip.first,
-            None,
-            f"{skip.count} occurrence(s): {skip.reason}",
-        )
+        why = f"{skip.count} occurrence(s): {skip.reason}"
+        self._event_locked(now, "skipped", job.spec.job_id, skip.first, None, why)
