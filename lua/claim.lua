@@ -22,9 +22,8 @@
 --   parked, parked:<task>, levels:<lane>, turns:<level>, limits, flow:run, flow:held,
 --   flow:win:<key>, flow:wait:<key>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
--- ARGV[3] owner id          ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the
---                           last reply per owner is kept for 60 s)
--- ARGV[5] lease ms ("" = no expiry)
+-- ARGV[3] owner id  ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the last reply
+--         per owner is kept for 60 s)  ARGV[5] lease ms ("" = no expiry)
 -- ARGV[6] the tasks the owner serves: "*" (every task) or "\n<task>\n<task>...\n" (names
 --         as definitions spell them, JSON-escaped without quotes; "\n": none)
 -- ARGV[7] "<fence> <fence> ...": those the claim's earlier calls were handed ("" if none;
@@ -32,18 +31,17 @@
 -- ARGV[8..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
---          <now us> [<fence>...]\n<epoch>", then per claim "<sched> <attempt> <fence> <gen>
---          <ready> <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes>
---          <at>\n<job>" (ms; parsed by scheduler/stores/redis/claiming/claim_reply.py):
---          "now us", the µs past "now" (without now's rounding down); the fences after it,
---          claims a rate limit counted (each starts soon or is handed back: scheduler/flow.py);
---          "next" (-1: nothing), for lanes with capacity left and the next lease expiry
---          (include/ask.lua; no task: leases only); "lease until", -1 with no lease; "epoch",
---          the namespace's epoch key ("": Redis lost its data); "fence", the fence counter
---          before this call (below one handed out: claims lost); plans, calendar jobs whose
---          occurrences the caller computes ("at": the claims before it, its place); "ready",
---          when the job became claimable (lag counts from it);
---          a token is "<owner>:<fence>"; or an error reply "ERR duetime corrupt ..." (no write)
+--          <now us> <skips> [<fence>...]\n<epoch>", then per claim "<sched> <attempt> <fence>
+--          <gen> <ready> <job bytes> <def bytes>\n<job><def>", per plan "<job bytes>
+--          <at>\n<job>", per claim told of skips "<fence> <bytes>\n<first>|<last>|<count>|
+--          <reasons>" (ms; parsed by claiming/claim_reply.py): "now us", the µs past "now";
+--          the fences after <skips>: claims a rate limit counted (each starts soon or is
+--          handed back: scheduler/flow.py); "next" (-1: nothing), for lanes with capacity
+--          left and the next lease expiry (include/ask.lua; no task: leases only); "lease
+--          until", -1 with no lease; "epoch", the namespace's epoch key ("": Redis lost its
+--          data); "fence", the counter before this call (below one handed out: claims lost);
+--          plans, calendar jobs the caller plans ("at": the claims before it, its place);
+--          "ready", claimable since (lag from it); tokens "<owner>:<fence>"; or "ERR ..."
 
 --@include core
 --@include resend
@@ -113,8 +111,9 @@ register_serves(owner, served)
 
 -- 5. the reply, kept as the resend record (include/resend.lua): joined once, plans last
 local parts, epoch_text = b.claims, epoch or ''
-local rated = #b.rated > 0 and ' ' .. table.concat(b.rated, ' ') or ''
-table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d%s\n', req, now, nxt, fence_before,
-  lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us, rated) .. epoch_text)
-plan_records(b, parts)  -- include/calendar.lua
+table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d %d%s\n', req, now, nxt,
+  fence_before, lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us, #b.skips,
+  #b.rated > 0 and ' ' .. table.concat(b.rated, ' ') or '') .. epoch_text)
+plan_records(b, parts)  -- include/calendar.lua; then the skips runs are told of
+for _, s in ipairs(b.skips) do parts[#parts + 1] = s end
 return remember_reply(owner, table.concat(parts))

@@ -233,6 +233,9 @@ class Claim(NamedTuple):
     # a claim its key's rate limit counted: it starts within this many seconds of the
     # moment its replica asked for it, or is handed back unstarted (docs/flow-control.md#limits)
     start_within: float | None = None
+    # the occurrences of its job skipped since the job's previous claim, summed (``Skip``
+    # ``then``); None: none. A traced run tells them as a span event (docs/tracing.md)
+    skipped: Skip | None = None
 
     @property
     def scheduled_ms(self) -> int:
@@ -318,6 +321,15 @@ class Skip:
     last: float
     count: int
     reason: str  # misfire | coalesced | catch-up-window | overlap | overlap-queue-full
+
+    def then(self, later: Skip) -> Skip:
+        """These skips and ``later``'s as one summary: the range over both, the counts
+        summed, each reason once (comma-separated, in the order first recorded), as
+        lua/include/skips.lua sums them (``unreported_with``)."""
+        same = later.reason in self.reason.split(",")
+        reason = self.reason if same else f"{self.reason},{later.reason}"
+        first, last = min(self.first, later.first), max(self.last, later.last)
+        return Skip(first, last, self.count + later.count, reason)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ Guarantees (docs/tracing.md):
     ends once the outcome is recorded: succeeded, failed, timed_out, interrupted,
     lease_lost or quarantined (``duetime.invocation.outcome``), the error recorded on
     failure; what was asked of the job meanwhile (a lost lease found at renewal, a
-    timeout, an interrupt, a quarantine) is a span event;
+    timeout, an interrupt, a quarantine) is a span event, and so are the occurrences of
+    its job the store skipped since the job's previous claim (misfire, overlap: the
+    claim carries them, ``Claim.skipped``);
   - with no SDK provider (the API's no-op) nothing else is computed: the span reports
     it does not record, and no attribute is built.
 """
@@ -20,12 +22,12 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from scheduler import tracing
 from scheduler.clock import Clock
-from scheduler.model import Claim, Commit, Cron, TraceContext, describe_target
+from scheduler.model import Claim, Commit, Cron, Skip, TraceContext, describe_target
 from scheduler.stores.base import Store
 
 log = logging.getLogger("duetime.tracing")
@@ -41,19 +43,38 @@ CANCEL_EVENTS = {
 REFUSED = {Commit.LEASE_LOST: "lease_lost", Commit.QUARANTINED: "quarantined"}
 
 
+class CancelToken(Protocol):
+    """What a span hears of its job's cancel token (workers/context.py's)."""
+
+    reason: str | None
+
+    def on_cancel(self, callback: Callable[[], None]) -> None: ...
+
+
 class InvocationSpan:
-    """One invocation's span, from its start to its recorded outcome."""
+    """One invocation's span, from its start to its recorded outcome. It hears its job's
+    cancel token until the job returns, and then lets go of it (no reference cycle
+    between them is left for the garbage collector: docs/tracing.md, the cost)."""
 
-    __slots__ = ("_span", "_token", "_outcome", "_api", "_returned", "_lost")
+    __slots__ = ("_span", "_token", "_outcome", "_api", "_context", "_cancel", "_returned", "_lost")
 
-    def __init__(self, span: Any, token: object, api: Any) -> None:
-        self._span, self._token, self._api = span, token, api
+    def __init__(
+        self, span: Any, token: object, api: Any, context: Any, cancel: CancelToken | None
+    ) -> None:
+        self._span, self._token, self._api, self._context = span, token, api, context
+        self._cancel = cancel  # the job's cancel token (None once the job returned)
         self._outcome = "succeeded"
         self._returned = self._lost = False
 
+    def __call__(self) -> None:
+        """The job's cancel token was cancelled (its callback): a span event while the job
+        runs; once it returned, a loss is the commit's to tell (``end``)."""
+        cancel = self._cancel
+        if cancel is not None:
+            self.cancelled(cancel.reason or "")
+
     def cancelled(self, reason: str) -> None:
-        """The job was asked to stop (its cancel token's ``reason``) while it ran; once it
-        returned, a loss is the commit's to tell (``end``)."""
+        """The job was asked to stop (its cancel token's ``reason``) while it ran."""
         if self._returned:
             return
         attributes = {"duetime.cancel.reason": reason}
@@ -65,10 +86,8 @@ class InvocationSpan:
     def finished(self, outcome: str, error: BaseException | None) -> None:
         """The job's call returned as ``outcome`` (succeeded, failed, timed_out,
         interrupted): the span is no longer current on this thread."""
-        from opentelemetry import context
-
-        context.detach(self._token)  # type: ignore[arg-type]
-        self._outcome, self._returned = outcome, True
+        self._context.detach(self._token)
+        self._outcome, self._returned, self._cancel = outcome, True, None
         if error is not None and outcome != "interrupted":
             self._span.record_exception(error)
             self._span.set_attribute("error.type", type(error).__qualname__)
@@ -79,9 +98,12 @@ class InvocationSpan:
         span = self._span
         if result is Commit.LEASE_LOST and not self._lost:
             span.add_event("duetime.lease_lost", {"duetime.lease.found": "at commit"})
-        span.set_attribute("duetime.invocation.outcome", outcome)
-        if result is not Commit.OK:  # not recorded as it says: refused, or given up
-            span.set_attribute("duetime.invocation.recorded", False)
+        if result is Commit.OK:
+            span.set_attribute("duetime.invocation.outcome", outcome)
+        else:  # not recorded as it says: refused, or given up
+            span.set_attributes(
+                {"duetime.invocation.outcome": outcome, "duetime.invocation.recorded": False}
+            )
         if outcome != "succeeded" and outcome != "interrupted":
             status = self._api.Status(self._api.StatusCode.ERROR, outcome)
             span.set_status(status)
@@ -97,21 +119,33 @@ class InvocationTracer:
         api = tracing.api()
         assert api is not None  # the engine asked ``tracing.wanted`` first
         self._api = api
-        self._tracer = tracing.tracer()
         self._owner = owner
         self._store_now = store_now
         from opentelemetry import context
 
         self._context = context
         self._no_sdk = (api.ProxyTracerProvider, api.NoOpTracerProvider)
+        self._sdk: Any = None  # the provider's tracer, once one is set (set once: cached)
+        self._consumer = api.SpanKind.CONSUMER
         self._root = context.Context()  # an empty context: a span started in it is a root
 
-    def start(self, claim: Claim) -> InvocationSpan | None:
-        """The span of ``claim``'s invocation, started and made current on this thread;
-        None if it does not record (no SDK: nothing else is done)."""
-        api, spec = self._api, claim.spec
-        if isinstance(api.get_tracer_provider(), self._no_sdk):
+    def _recording(self) -> Any:
+        """The SDK's tracer, or None while the global provider is the API's no-op. The
+        API lets a process set its provider once, so the first real one is kept."""
+        provider = self._api.get_tracer_provider()
+        if isinstance(provider, self._no_sdk):
+            return None
+        self._sdk = provider.get_tracer(tracing.INSTRUMENTATION)
+        return self._sdk
+
+    def start(self, claim: Claim, cancel: CancelToken | None = None) -> InvocationSpan | None:
+        """The span of ``claim``'s invocation, started and made current on this thread,
+        hearing ``cancel`` (the job's token) until the job returns; None if it does not
+        record (no SDK: nothing else is done)."""
+        tracer = self._sdk or self._recording()
+        if tracer is None:
             return None  # the API's no-op: no span would record; nothing to compute
+        spec, api = claim.spec, self._api
         parent, links = self._root, None  # a root unless the enqueue's context says else
         if spec.trace is not None:
             joined = self._joined(spec.trace, spec.recurring)
@@ -120,14 +154,18 @@ class InvocationTracer:
             else:
                 parent, links = joined
         task = describe_target(spec.target)[0]
-        span = self._tracer.start_span(
-            f"duetime run {task}", context=parent, kind=api.SpanKind.CONSUMER, links=links
-        )
+        span = tracer.start_span(f"duetime run {task}", parent, self._consumer, links=links)
         if not span.is_recording():
             return None
         span.set_attributes(self._attributes(claim, task))
-        token = self._context.attach(api.set_span_in_context(span))
-        return InvocationSpan(span, token, api)
+        if claim.skipped is not None:  # what the store skipped of its job since its last claim
+            span.add_event("duetime.skipped", skipped_attributes(claim.skipped))
+        context = self._context
+        token = context.attach(api.set_span_in_context(span))
+        handle = InvocationSpan(span, token, api, context, cancel)
+        if cancel is not None:
+            cancel.on_cancel(handle)
+        return handle
 
     @functools.lru_cache(maxsize=1024)  # noqa: B019 (one per engine, as long-lived)
     def _joined(self, trace: TraceContext, recurring: bool) -> tuple[Any, Any] | None:
@@ -138,13 +176,13 @@ class InvocationTracer:
         if sc is None:
             return None
         if recurring:
-            return self._root, [api.Link(sc, {"duetime.link": "enqueue"})]
+            return self._root, [api.Link(sc)]  # its one link: no label (~2 µs a run)
         return api.set_span_in_context(api.NonRecordingSpan(sc), self._root), None
 
     def lost_before_start(self, claim: Claim) -> None:
         """A claim whose lease was gone before its job could start: a span of its own."""
         handle = self.start(claim)
-        if handle is not None:
+        if handle is not None:  # (no job: no cancel token)
             handle.finished("lease_lost", None)
             handle.end(Commit.LEASE_LOST)
 
@@ -177,6 +215,18 @@ def tracer_for(on: bool, owner: str, clock: Clock, store: Store) -> InvocationTr
     from scheduler.stores.memory import MemoryStore
 
     return InvocationTracer(owner, clock.now if isinstance(store, MemoryStore) else clock.wall)
+
+
+def skipped_attributes(skipped: Skip) -> dict[str, Any]:
+    """The ``duetime.skipped`` event's attributes: the occurrences of the run's job that
+    the store skipped since the job's previous claim (ms on the store's clock, as
+    ``duetime.invocation.scheduled_ms``), how many, and why."""
+    return {
+        "duetime.skipped.count": skipped.count,
+        "duetime.skipped.first_ms": round(skipped.first * 1000),
+        "duetime.skipped.last_ms": round(skipped.last * 1000),
+        "duetime.skipped.reason": skipped.reason,
+    }
 
 
 def dst_attributes(cron: Cron, t: float) -> dict[str, str]:

@@ -32,8 +32,10 @@ class InvocationSpan(Protocol):
 
 
 class InvocationTracer(Protocol):
-    def start(self, claim: Claim) -> InvocationSpan | None:
-        """Start ``claim``'s span, current on this thread; None if it does not record."""
+    def start(self, claim: Claim, cancel: CancelToken | None = None) -> InvocationSpan | None:
+        """Start ``claim``'s span, current on this thread, told of ``cancel`` (the job's
+        token: ``InvocationSpan.cancelled``) until the job returns; None if it does not
+        record."""
 
     def lost_before_start(self, claim: Claim) -> None:
         """``claim``'s lease was gone before its job could start."""
@@ -64,13 +66,12 @@ class OpenSpans(dict[str, InvocationSpan]):
         """``claim``'s span, started (None: not recording). Tracing never stops a job: a
         tracer that fails is logged and the job runs untraced."""
         try:
-            span = tracer.start(claim)
+            span = tracer.start(claim, token)
         except Exception as exc:
             log.warning("tracing: no span for job %s (%s); it runs untraced", claim.job_id, exc)
             return None
         if span is not None:
             self[claim.token] = span
-            token.on_cancel(lambda: span.cancelled(token.reason or ""))
         return span
 
     def finished(

@@ -34,7 +34,7 @@ local function overlap(now, job, f, run)
     redis.call('HSET', jkey(job), 'queued', fmt(run) .. '|')
   else
     local why = f.overlap == 'skip' and 'overlap' or 'overlap-queue-full'
-    record_skip_at(now, job, run, run, 1, why)
+    record_skip_at(now, job, run, run, 1, why, f)
   end
 end
 

@@ -75,7 +75,7 @@ local function cron_due(b, job, lane, f, busy, window)
     return nil
   end
   local run
-  if skip then record_skip_at(b.now, job, t, t, 1, skip) else run = t end
+  if skip then record_skip_at(b.now, job, t, t, 1, skip, f) else run = t end
   redis.call('HSET', jk, 'after', '', 'go', '')
   push_series(job, lane, tonumber(f.after), 0)
   ask_plan(b, job)

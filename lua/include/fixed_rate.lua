@@ -11,10 +11,10 @@
 --@include skips
 --@include grid
 
--- Record occurrences first_k..last_k of the grid as skipped.
-local function record_skip(now, job, anchor, iv, first_k, last_k, reason)
+-- Record occurrences first_k..last_k of the grid as skipped (`f`: the job's fields).
+local function record_skip(now, job, anchor, iv, first_k, last_k, reason, f)
   record_skip_at(now, job, occ(anchor, iv, first_k), occ(anchor, iv, last_k),
-    last_k - first_k + 1, reason)
+    last_k - first_k + 1, reason, f)
 end
 
 -- The due occurrence k of fixed-rate series `job` (hash fields `f`; `busy`: one of its
@@ -29,7 +29,7 @@ local function every_due(now, job, lane, f, busy, window)
   end
   local run_k, next_k, skip_from, skip_to, reason =
     plan(anchor, iv, k, now, f.misfire, grace, window)
-  if skip_from then record_skip(now, job, anchor, iv, skip_from, skip_to, reason) end
+  if skip_from then record_skip(now, job, anchor, iv, skip_from, skip_to, reason, f) end
   push_series(job, lane, occ(anchor, iv, next_k), next_k)
   if run_k then return occ(anchor, iv, run_k) end
   return nil

@@ -27,7 +27,7 @@
 local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next',
   'retries', 'ready'}
 local SERIES_FIELDS = {'overlap', 'misfire', 'k', 'anchor', 'interval', 'grace', 'queued',
-  'window', 'after', 'replan', 'go', 'stash'}
+  'window', 'after', 'replan', 'go', 'stash', 'sk'}
 local PAUSED_FIELDS = {'stash'}
 
 -- More fields `names` of `job`, whose fields `f` read_job read and checked: checked the

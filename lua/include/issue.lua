@@ -2,7 +2,9 @@
 -- of one claim.lua call; each gets a token "<owner>:<fence>" and a fence number greater
 -- than every earlier one. The batch's fence, RUNNING entries and leases are written once
 -- (write_claims): one command each per call instead of per claim. The claimed job's hash
--- is written under the key its caller passes (include/admit.lua builds it).
+-- is written under the key its caller passes (include/admit.lua builds it). A claim takes
+-- its job's skips no run was told of (field `sk`, include/skips.lua): the reply's skip
+-- records, "<fence> <bytes>\n<sk>" (b.skips), tell them to the run.
 -- Provides: new_batch, issue, write_claims
 -- Key families: layout, events, stats, fence, running, lease
 
@@ -16,7 +18,7 @@
 -- include/defer.lua, defers).
 local function new_batch(owner, now, lease, fence_before)
   return {owner = owner, now = now, lease = lease, fence_before = fence_before,
-    claims = {}, n = 0, issued = {}, running_set = {}, lease_add = {},
+    claims = {}, n = 0, issued = {}, running_set = {}, lease_add = {}, skips = {},
     plans = {}, plan_at = {}, token_head = owner .. ':', started_tail = '@' .. fmt(now),
     lease_until = lease and fmt(now + lease)}
 end
@@ -57,6 +59,11 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   c[#c + 1] = job
   c[#c + 1] = def
   b.n = b.n + 1
+  if f.sk and f.sk ~= '' then  -- skips since its last claim: this run is told of them
+    redis.call('HDEL', jk, 'sk')
+    b.skips[#b.skips + 1] = fe .. ' ' .. fmt(#f.sk) .. '\n' .. f.sk
+    f.sk = ''
+  end
 end
 
 local function write_claims(b)

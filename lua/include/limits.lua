@@ -1,7 +1,7 @@
 -- include/limits.lua: limits enforced where jobs are claimed (kept: include/flow.lua): which
 -- limit governs a key, whether it may start now, starts counted, ends that free slots.
 -- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, flow_freed, HELD,
---   flow_end_many, flow_end
+--   flow_end_many
 -- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
 --   wake, due:<lane>, layout, levels:<lane>
 
@@ -117,4 +117,3 @@ local function flow_end_many(tokens)
   for _, key in ipairs(keys) do flow_freed(key, keys[key]) end
 end
 
-local function flow_end(token) flow_end_many({token}) end

@@ -8,8 +8,8 @@
 -- enumerations' predicates are also names of their own (add.lua checks its arguments with
 -- them). what_of: what a field must be (the text of the reason when it is not). Pure (no
 -- Redis calls).
--- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, ascii, sized, kind_ok, misfire_ok,
---   overlap_ok, delivery_ok, RULE, fill_rules, what_of
+-- Provides: DEF_MAX, FIELD_MAX, queued_ok, stash_ok, unreported_ok, ascii, sized, kind_ok,
+--   misfire_ok, overlap_ok, delivery_ok, RULE, fill_rules, what_of
 -- Key families: layout
 
 --@include core
@@ -30,6 +30,11 @@ local function stash_ok(v)  -- "<score> <due member>\n" lines (a paused job's du
     n = n + #score + #member + 2
   end
   return n == #v
+end
+
+local function unreported_ok(v)  -- "<first>|<last>|<count>|<reasons>" (include/skips.lua)
+  local first, last, n = string.match(v, '^(%d+)|(%d+)|(%d+)|[%a,%-]+$')
+  return first ~= nil and int(first) ~= nil and int(last) ~= nil and int(n) ~= nil
 end
 
 -- Does non-empty `s` hold only bytes < 0x80? (string.byte in slices: C stack limits)
@@ -72,6 +77,7 @@ local function fill_rules()
     lane = function(v) return v ~= '' and #v <= FIELD_MAX end,
     def = function(v) return v ~= '' and #v <= DEF_MAX and (ascii(v) or utf8_ok(v)) end,
     queued = function(v) return #v <= FIELD_MAX and (v == '' or queued_ok(v)) end,
+    sk = function(v) return #v <= FIELD_MAX and (v == '' or unreported_ok(v)) end,
     stash = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end,
     reruns = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end}
 end
@@ -85,6 +91,7 @@ local function what_of(name)
     after = 'an integer or empty', since = 'an integer or empty', ready = 'an integer or empty',
     window = 'empty or >= 0', interval = 'whole ms >= 1 or "<p>/<q>" ms', e = 'hex or empty',
     lane = 'a lane name', def = 'non-empty UTF-8 text', queued = '"<ms>|<k>" or empty',
+    sk = '"<ms>|<ms>|<count>|<reasons>" or empty',
     stash = 'lines of "<ms> <due member>"', reruns = 'lines of "<ms> <due member>"', kind = 'after, at, every or cron',
     misfire = 'skip, run_once or catch_up', overlap = 'skip, allow or queue',
     delivery = 'at_least_once or at_most_once', state = 'a final state or empty'})[name] or

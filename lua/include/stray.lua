@@ -21,7 +21,7 @@ local function stray_entries(now, dry)
       local id, what = token_entry(token), 'malformed RUNNING entry without a lease'
       if not dry then
         redis.call('HDEL', P .. 'running', token)
-        flow_end(token)
+        flow_end_many({token})
         move_aside(now, 'reconcile', {id = id, job = '', reason = what, member = '', lane = '',
           type = '', running = data, token = token})
       end

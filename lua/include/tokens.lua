@@ -76,5 +76,5 @@ end
 local function drop_running(token)
   redis.call('HDEL', P .. 'running', token)
   redis.call('ZREM', P .. 'lease', token)
-  flow_end(token)  -- a keyed invocation's slot (include/limits.lua)
+  flow_end_many({token})  -- a keyed invocation's slot (include/limits.lua)
 end

@@ -3,7 +3,7 @@
 -- each per round, in the order of their turn (then the key, byte order; the queue without
 -- a key first): a queue served goes behind the others (its turn: now), one held
 -- back by a rate limit comes back when the limit allows, one at its concurrency waits in
--- flow:wait:<key> until an invocation of its key ends (include/flow.lua, flow_end).
+-- flow:wait:<key> until an invocation of its key ends (include/limits.lua, flow_end_many).
 -- The in-process twin: scheduler/stores/memory/flow.py.
 -- Provides: next_turns, take, claim_level, claim_lanes
 -- Key families: levels:<lane>, turns:<level>, limits, flow:run, flow:held, flow:win:<key>,
@@ -27,7 +27,7 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
       -- nothing: its key waits for the claim's next call, which judges this queue's turn
     elseif bl and bl[1] == 'rate' then
       redis.call('ZADD', tk, bl[2], key)
-    elseif bl then  -- its turn comes back with a slot (flow_end)
+    elseif bl then  -- its turn comes back with a slot (flow_end_many)
       redis.call('ZADD', tk, '+inf', key)
       redis.call('SADD', P .. 'flow:wait:' .. key, q)
     elseif served[key] then  -- behind the others (a claim's later script calls may serve

@@ -103,7 +103,8 @@ def test_a_local_time_that_does_not_exist_follows_the_policy(store, clock, polic
 def test_misfire_skip_runs_the_first_on_time_occurrence(store, clock):
     store.add(spec("c", Cron("* * * * *")))  # every minute, on the minute
     clock.advance(10 * 60 + 30)  # 12:10:30; 12:01 .. 12:10 were due
-    assert [c.scheduled for c in drain(store)] == [utc(2026, 6, 1, 12, 10)]  # in its grace
+    (run,) = drain(store)
+    assert run.scheduled == utc(2026, 6, 1, 12, 10)  # in its grace
     (skip,) = store.get("c").skipped
     assert (skip.first, skip.last, skip.count, skip.reason) == (
         utc(2026, 6, 1, 12, 1),
@@ -111,6 +112,19 @@ def test_misfire_skip_runs_the_first_on_time_occurrence(store, clock):
         9,
         "misfire",
     )
+    assert run.skipped == skip  # told to the run (over Redis: planned by a replica first)
+
+
+@pytest.mark.parametrize("clock", [MINUTE], indirect=True)
+def test_an_occurrence_skipped_alone_is_told_to_the_next_run(store, clock):
+    store.add(spec("c", Cron("* * * * *"), misfire_grace=10))
+    clock.advance(90)  # 12:01:30: 12:01 is past its grace, 12:02 not due (decided in Lua)
+    assert drain(store) == []
+    clock.advance(30)
+    (run,) = drain(store)
+    assert run.scheduled == utc(2026, 6, 1, 12, 2)
+    assert run.skipped == store.get("c").skipped[0]
+    assert (run.skipped.first, run.skipped.count) == (utc(2026, 6, 1, 12, 1), 1)
 
 
 @pytest.mark.parametrize("clock", [MINUTE], indirect=True)
@@ -148,8 +162,10 @@ def test_misfire_run_once_coalesces_into_the_latest(store, clock):
 def test_catch_up_runs_each_missed_one_inside_its_window(store, clock):
     store.add(spec("c", Cron("* * * * *"), misfire=Misfire.CATCH_UP, catch_up_window=200))
     clock.advance(10 * 60 + 30)  # window reaches back to 12:07:10
-    assert [c.scheduled for c in drain(store)] == [utc(2026, 6, 1, 12, m) for m in (8, 9, 10)]
+    runs = drain(store)
+    assert [c.scheduled for c in runs] == [utc(2026, 6, 1, 12, m) for m in (8, 9, 10)]
     (skip,) = store.get("c").skipped
+    assert [c.skipped for c in runs] == [skip, None, None]  # told once, to the first
     assert (skip.first, skip.last, skip.count, skip.reason) == (
         utc(2026, 6, 1, 12, 1),
         utc(2026, 6, 1, 12, 7),

@@ -152,6 +152,20 @@ def _queued(v: bytes) -> bool:
     )
 
 
+def _interval(v: bytes) -> bool:
+    """include/interval.lua's interval_of: "<ms>", or "<p>/<q>" (1 <= q <= 10^6, q <= p < 2^53)."""
+    m = re.fullmatch(rb"([0-9]+)(?:/([0-9]+))?", v)
+    if not m or len(m.group(1)) > 16 or len(m.group(2) or b"") > 7:
+        return False
+    p, q = int(m.group(1)), int(m.group(2) or b"1")
+    return 1 <= q <= 1_000_000 and q <= p < 2**53
+
+
+def _unreported(v: bytes) -> bool:
+    m = re.fullmatch(rb"([0-9]+)\|([0-9]+)\|([0-9]+)\|[A-Za-z,\-]+", v)
+    return m is not None and all(lua_int(m.group(i)) is not None for i in (1, 2, 3))
+
+
 def _stash(v: bytes) -> bool:
     n = 0
     for m in re.finditer(rb"([0-9]+) ([^\n]+)\n", v):
@@ -170,7 +184,7 @@ RULES = {
     "runs": (_at_least(0), "an integer >= 0"),
     "failures": (_at_least(0), "an integer >= 0"),
     "max_stalls": (_at_least(1), "an integer >= 1"),
-    "interval": (_at_least(1), "an integer >= 1"),
+    "interval": (_interval, 'whole ms >= 1 or "<p>/<q>" ms'),
     "grace": (_at_least(-1), "an integer >= -1"),
     "window": (_blank_or(_at_least(0)), "empty or >= 0"),
     "anchor": (_at_least(None), "an integer"),
@@ -194,6 +208,7 @@ RULES = {
     "lane": (lambda v: v != b"", "a lane name"),
     "def": (lambda v: v != b"" and utf8(v), "non-empty UTF-8 text"),
     "queued": (_blank_or(_queued), '"<ms>|<k>" or empty'),
+    "sk": (_blank_or(_unreported), '"<ms>|<ms>|<count>|<reasons>" or empty'),
     "stash": (_blank_or(_stash), 'lines of "<ms> <due member>"'),
     "reruns": (_blank_or(_stash), 'lines of "<ms> <due member>"'),
 }

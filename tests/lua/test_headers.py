@@ -197,19 +197,25 @@ def test_claim_reply_fields_match_the_header():
         "plans",
         "epoch bytes",
         "now us",
+        "skips",
     ]
     assert fields[: len(head)] == head
     line = re.search(r"string\.format\('%s\\n((?:%d ?)+)(%s)?\\n'", code)
     assert line and len(line.group(1).split()) == len(head) - 1
     # then, as one %s, the fences of the claims a rate counted
     assert line.group(2) and fields[len(head)] == "fence"
-    assert "<now us> [<fence>...]" in returns_block(header)
+    assert "<skips> [<fence>...]" in returns_block(header)
     i = fields.index("sched")
     record = ["sched", "attempt", "fence", "gen", "ready", "job bytes", "def bytes", "job", "def"]
     assert fields[i : i + len(record)] == record
     # issue()'s record: its numbers, formatted once each, joined by spaces, then a newline
     claim = re.search(r"c\[#c \+ 1\] = (s \.\. ' ' \.\.[^\n]*\n[^\n]*)'\\n'", code)
     assert claim and claim.group(1).count("' '") == len(record) - 3
+    # a claim told of skips: "<fence> <bytes>\n<sk>", after the plans
+    told = ["fence", "bytes", "first", "last", "count", "reasons"]
+    i = fields.index("bytes") - 1
+    assert fields[i : i + len(told)] == told
+    assert "b.skips[#b.skips + 1] = fe .. ' ' .. fmt(#f.sk) .. '\\n' .. f.sk" in code
 
 
 @scripts

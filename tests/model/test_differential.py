@@ -59,6 +59,7 @@ from scheduler.model import (
     Misfire,
     Overlap,
     RetryPolicy,
+    Skip,
     TaskRef,
 )
 from scheduler.stores.base import Store
@@ -176,7 +177,12 @@ def normal_claim(c: Claim) -> tuple[Any, ...]:
         c.generation,
         c.lane,
         ms(c.ready),
+        normal_skip(c.skipped),  # the skips its run is told of (a traced run's span event)
     )
+
+
+def normal_skip(s: Skip | None) -> tuple[Any, ...] | None:
+    return None if s is None else (ms(s.first), ms(s.last), s.count, s.reason)
 
 
 def normal_batch(b: ClaimBatch) -> tuple[Any, ...]:

@@ -363,3 +363,38 @@ def test_tracing_off_never_asks_for_opentelemetry():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split()[:1] == ["False"], out.stderr
+
+
+def test_a_runs_span_leaves_no_reference_cycle_to_collect(spans):
+    """The span hears its job's cancel token only while the job runs: once it returned, no
+    cycle (token -> callback -> span -> token) is left for the garbage collector, whose
+    passes over such garbage cost more than the span itself (docs/tracing.md, the cost)."""
+    import gc
+
+    from scheduler.model import Claim
+    from workers.context import CancelToken
+    from workers.traced import OpenSpans
+
+    tracer = InvocationTracer("r", lambda: 1.0)
+    spec = JobSpec("j", TaskRef("tracing.ok"), After(0), trace=TraceContext(PARENT))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        open_spans = OpenSpans()
+        claim = Claim("j", 0.0, 1, "tok", 9, 30.0, spec, 1, "default")
+        token = CancelToken()
+        span = open_spans.start(tracer, claim, token)
+        assert span is not None
+        open_spans.finished(span, None, token.reason)
+        open_spans.ended((claim,), (Commit.OK,))
+        del span, token, open_spans
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage if type(o).__module__ == "scheduler.spans"]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
+    [run] = named(spans, "duetime run")
+    assert run.attributes["duetime.invocation.outcome"] == "succeeded"

@@ -69,6 +69,7 @@ class JobRecord:
     resumed: float = 0.0  # its last resume: occurrences due before it are ready from it
     backfilled: set[float] | None = None  # occurrences a backfill has queued
     skipped: deque[Skip] | None = None  # created on first use: most jobs never skip
+    unreported: Skip | None = None  # skips since its last claim, summed (Claim.skipped)
     dead_letters: deque[Event] | None = None
     queue: str = ""  # the queue it waits in (scheduler/flow.py queue_of; set at add)
     ended: str = ""  # how a run ended while another ran: the outcome if a hand-back ends last
@@ -91,6 +92,12 @@ class JobRecord:
         if self.skipped is None:
             self.skipped = deque(maxlen=RECENT)
         self.skipped.append(skip)
+        self.unreported = skip if self.unreported is None else self.unreported.then(skip)
+
+    def told(self) -> Skip | None:
+        """The skips its next claim tells of (since its last claim), taken."""
+        skipped, self.unreported = self.unreported, None
+        return skipped
 
     def note_dead_letter(self, event: Event) -> None:
         if self.dead_letters is None:

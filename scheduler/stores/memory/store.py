@@ -229,6 +229,7 @@ class MemoryStore(MemoryAdding):
             spec.lane,
             ready,
             within,
+            job.told(),
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:
@@ -452,11 +453,5 @@ class MemoryStore(MemoryAdding):
 
     def _skip_locked(self, job: JobRecord, now: float, skip: Skip) -> None:
         job.note_skip(skip)
-        self._event_locked(
-            now,
-            "skipped",
-            job.spec.job_id,
-            skip.first,
-            None,
-            f"{skip.count} occurrence(s): {skip.reason}",
-        )
+        why = f"{skip.count} occurrence(s): {skip.reason}"
+        self._event_locked(now, "skipped", job.spec.job_id, skip.first, None, why)

@@ -5,13 +5,16 @@ a burst of jobs that share a definition decodes it once."""
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from scheduler.flow import RATE_START_WITHIN
 from scheduler.model import Claim, JobSpec
-from scheduler.stores.redis.protocol import definitions
+from scheduler.stores.redis.protocol import definitions, records
+
+log = logging.getLogger("duetime.redis")
 
 SPEC_CACHE = 10_000  # distinct definitions kept decoded
 
@@ -46,6 +49,9 @@ class ClaimReply(NamedTuple):
     plans: list[str]  # calendar jobs whose occurrences the caller computes
     now_us: int = 0  # microseconds past ``now`` (0 from a script older than this field)
     plan_at: tuple[int, ...] = ()  # per plan, the claims before it: its place among them
+    # (fence, "first|last|count|reasons"): the skips a claim's run is told of (its job's
+    # since its previous claim: lua/include/skips.lua), for the claims that have some
+    skips: tuple[tuple[int, str], ...] = ()
     rated: frozenset[int] = frozenset()  # fences of claims a rate limit counted
 
 
@@ -64,7 +70,7 @@ def claim_reply(text: str) -> ClaimReply:
 
 def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimReply:
     end = data.index(nl)
-    now, nxt, fence, lease_until, n, n_plans, n_epoch, *rest = map(int, data[:end].split())
+    now, nxt, fence, lease_until, n, n_plans, n_epoch, *more = map(int, data[:end].split())
     pos = end + 1 + n_epoch
     epoch = text(data[end + 1 : pos])
     claims: list[RawClaim] = []
@@ -83,11 +89,19 @@ def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimRe
         pos = end + 1 + length
         plans.append(text(data[end + 1 : pos]))
         at.append(before[0] if before else n)
+    skips = []
+    for _ in range(more[1] if len(more) > 1 else 0):  # "<skips>": since the tracing of skips
+        end = data.index(nl, pos)
+        told, length = map(int, data[pos:end].split())
+        pos = end + 1 + length
+        skips.append((told, text(data[end + 1 : pos])))
     if pos != len(data):
         raise ValueError(f"claim reply: {len(data) - pos} bytes left over")
-    us = rest[0] if rest else 0
-    rated = frozenset(rest[1:])
-    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans, us, tuple(at), rated)
+    us = more[0] if more else 0
+    rated = frozenset(more[2:])  # "<fence>...": since rate limits' start deadlines
+    return ClaimReply(
+        now, nxt, fence, lease_until, epoch, claims, plans, us, tuple(at), tuple(skips), rated
+    )
 
 
 def _json_claim_reply(text: str) -> ClaimReply:
@@ -139,11 +153,11 @@ def build(
         except definitions.UNREADABLE as exc:  # malformed data in Redis
             bad.append((job, token, exc))
             continue
-        lane = spec.lane
+        at, lane = sched / 1000, spec.lane
         within = RATE_START_WITHIN if rated and fence in rated else None
         fields = (
             job,
-            sched / 1000,
+            at,
             attempt,
             token,
             fence,
@@ -153,13 +167,29 @@ def build(
             lane,
             ready / 1000,
             within,
+            None,
         )
         claims.append(_new_claim(Claim, fields))
+    if reply.skips:
+        claims = _told(claims, reply.skips)
     return claims, bad
 
 
+def _told(claims: list[Claim], skips: Sequence[tuple[int, str]]) -> list[Claim]:
+    """``claims``, those the reply tells of skips carrying them (``Claim.skipped``); a
+    summary that does not parse is left out (a DEBUG line: it never fails a claim)."""
+    told = {}
+    for fence, text in skips:
+        try:
+            told[fence] = records.skip_entry(text)
+        except ValueError:
+            log.debug("claim fence %d: skips %r not told (they do not parse)", fence, text)
+    return [c._replace(skipped=told[c.fence]) if c.fence in told else c for c in claims]
+
+
 # ``tuple.__new__`` builds the record without the NamedTuple's Python-level ``__new__``
-# (a frame less per claim, ~0.3 µs); ``fields`` above are all of Claim's, in order
+# (a frame less per claim, ~0.3 µs); ``fields`` above are all of Claim's, in order (its
+# defaults are not applied: ``skipped`` is None there, and set by ``_told``)
 _new_claim = tuple.__new__
 
 
