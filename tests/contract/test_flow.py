@@ -398,3 +398,16 @@ def test_a_rated_claim_that_cannot_start_in_time_is_handed_back(store: Any, late
         assert again.job_id == "j" and again.attempt == 1
     else:
         assert ran == ["j"] and metrics.seen == ["succeeded"]
+
+
+def test_series_planned_in_one_claim_keep_their_turn_order(pair: Pair) -> None:
+    """Two calendar series of one lane due at once, one with a limit key: the queue without
+    a key has the turn first (equal turns), and Redis's claim, which plans them in a first
+    call and claims them in a second, puts them back in that order (found by the long
+    differential run)."""
+    pair.both(lambda s: s.add(job("j1", Cron("* * * * *"), lane="other", limit_key="k1")))
+    pair.both(lambda s: s.add(job("j2", Cron("* * * * *"), lane="other")))
+    pair.clock.advance(125)
+    m, r = pair.both(lambda s: s.claim_due({"other": 2}, 5, "o"))
+    assert claims(m) == claims(r)
+    assert [c.job_id for c in m.claims] == ["j2", "j1"]

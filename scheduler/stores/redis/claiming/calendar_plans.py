@@ -163,7 +163,9 @@ def in_place(first: Sequence[Claim], more: Sequence[Claim], at: dict[str, int]) 
     """The claims of one claim's two calls in one line: ``first``'s, with the claim of a
     series planned in between (``at``: job -> how many of ``first``'s claims came before
     its plan) in the place its plan took, as in process, where the series' due entry is
-    met there (docs/guarantees.md, "Misfires"); ``more``'s other claims after them."""
+    met there (docs/guarantees.md, "Misfires"), several in one place in the order of their
+    plans (``at``'s: the order the first call met them in); ``more``'s other claims after."""
+    rank = {job: i for i, job in enumerate(at)}
     at = dict(at)
     placed: dict[int, list[Claim]] = {}
     rest: list[Claim] = []
@@ -172,6 +174,8 @@ def in_place(first: Sequence[Claim], more: Sequence[Claim], at: dict[str, int]) 
             placed.setdefault(min(at.pop(c.job_id), len(first)), []).append(c)
         else:
             rest.append(c)
+    for group in placed.values():
+        group.sort(key=lambda c: rank[c.job_id])
     line: list[Claim] = []
     for i, c in enumerate(first):
         line += placed.get(i, ())
