@@ -5,6 +5,10 @@ process, without running a dispatcher or any job.
     job_id = client.enqueue("billing.send_invoice", kwargs={"customer": "c1"}, delay=30)
     client.enqueue("billing.report", every=60, job_id="hourly-report")
     client.cancel(job_id)                    # -> bool
+    client.enqueue("billing.total", kwargs={"month": 5}).result(timeout=60)  # its value
+
+``enqueue`` returns a ``JobHandle``: the job id (a ``str``, equal to it) that can also wait
+for the job's result (scheduler/handles.py, docs/results.md).
 
 Task names need not be registered in the producer: only the replicas run them (and a
 replica that does not know a name records the failure with a clear reason). A producer
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler import flow, timeinput, validation
 from scheduler import tracing as trace_config
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
+from scheduler.handles import JobHandle
 from scheduler.flow import FlowState, Limit
 from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
@@ -32,6 +37,7 @@ from scheduler.stores.base import (
     FlowLimits,
     HasClock,
     Interrupts,
+    Outcomes,
     Redo,
     Store,
     Upkeep,
@@ -100,8 +106,9 @@ class Client:
         job_id: str | None = None,
         allow_past: bool = False,
         **options: Any,
-    ) -> str:
-        """Store a job; returns its id. Give exactly one of ``delay`` (seconds, or a
+    ) -> JobHandle:
+        """Store a job; returns its handle (its id, a ``str``, with ``result()`` and
+        ``progress()``: scheduler/handles.py). Give exactly one of ``delay`` (seconds, or a
         duration string such as ``"90s"``, ``"1h30m"``, ``"PT1H"``), ``at`` (aware
         datetime or epoch seconds; in the past: due now, but more than 24 h back is
         refused unless ``allow_past=True``), ``every`` (seconds or a duration string,
@@ -127,16 +134,35 @@ class Client:
             self._stored(spec)
         else:
             self.store.add(spec)
-        return spec.job_id
+        return JobHandle(spec.job_id, self._watch, self._get)
+
+    def handle(
+        self, job_id: str, invocation: float | int | str | None = None
+    ) -> JobHandle:
+        """A handle of a job stored earlier (by any process): ``result()`` waits for its
+        outcome. ``invocation`` names one invocation of a recurring job: its scheduled
+        instant (seconds on the store's clock, as ``JobInfo.next_run`` and
+        ``Claim.scheduled``) or its id ``"<job>@<ms>"``; without it, a recurring job's
+        handle waits for its next invocation to end (docs/results.md)."""
+        return JobHandle(validation.job_id(job_id), self._watch, self._get, invocation)
+
+    def _watch(self, *args: Any) -> Any:
+        store = self.store
+        if not isinstance(store, Outcomes):
+            raise TypeError(f"{type(store).__name__} cannot tell a handle a job's outcome")
+        return store.watch(*args)
+
+    def _get(self, job_id: str) -> JobInfo | None:
+        return self.store.get(job_id)
 
     def _stored(self, spec: JobSpec) -> AddResult:
         """``store.add(spec)`` inside an enqueue span (tracing on)."""
         with trace_config.enqueuing((spec,), "enqueue"):
             return self.store.add(spec)
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Store many jobs at once; each item holds ``enqueue``'s arguments (``task`` plus
-        keywords). Returns their ids in order. Every item is validated before anything is
+        keywords). Returns their handles (ids) in order. Every item is validated before anything is
         written; a shared store then sends them in one round trip (each add atomic on its
         own)."""
         specs = job_specs(jobs, self._wall())
@@ -145,7 +171,8 @@ class Client:
                 self._add_many(specs)
         else:
             self._add_many(specs)
-        return [spec.job_id for spec in specs]
+        watch, get = self._watch, self._get
+        return [JobHandle(spec.job_id, watch, get) for spec in specs]
 
     def _add_many(self, specs: list[JobSpec]) -> None:
         if isinstance(self.store, BulkAdd):

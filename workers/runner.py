@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.errors import InvocationCancelled, InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics, Run
@@ -24,6 +25,7 @@ from workers.calls import AsyncFlags
 from workers.context import CURRENT, INTERRUPTED, CancelToken, InvocationContext
 from workers.coroutines import loops as _loops
 from workers.heartbeat import Heartbeat
+from workers.progress import ProgressReports
 from workers.retry import retry_delay
 from workers.timers import Timers
 from workers.traced import InvocationTracer, OpenSpans
@@ -96,6 +98,7 @@ class Runner:
         self._on_retry = on_retry
         self._clock = clock
         self._timers = timers
+        self._reports = ProgressReports(store, timers)  # current_invocation().progress()
         self._resolve = resolve
         self._heartbeat = heartbeat
         self._lane_timeouts = dict(lane_timeouts or {})
@@ -182,7 +185,8 @@ class Runner:
         )
         ctx = _new_record(  # InvocationContext(...), without its Python-level __new__
             InvocationContext,
-            (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token),
+            (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token)
+            + (claim, self._reports),
         )
         self._active[token] = claim.job_id
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
@@ -269,6 +273,8 @@ class Runner:
         """Record the outcome; True if it was queued for a batched ack instead."""
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
+        elif error is None and result is not None:  # not JSON: a failure (docs/results.md)
+            error = validation.result_problem(result)
         if error is None:
             # reported to the metrics once the store recorded it (a refused one is a lost
             # lease): by this commit, or by the flush of its batched ack (``recorded``)

@@ -52,6 +52,7 @@ SHEBANGS = {
     "delete": "#!lua flags=allow-oom",  # freeing memory must work when it is full
     "fenced": "#!lua",  # the caller's own keys: a job's effect adds data
     "limit": "#!lua flags=allow-oom",  # steering the drain of a full Redis (one hash field)
+    "progress": "#!lua",  # a running job's progress: not worth writing into a full Redis
 }
 
 lua_files = pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.name)
@@ -170,6 +171,7 @@ def test_complete_does_not_carry_the_claim_machinery():
         "reruns",  # due's re-runs listed in the job (a queued occurrence released by settle)
         "flow",  # due's pushes into flow queues (a queued occurrence's turn)
         "limits",  # an ended keyed invocation frees its key's slot
+        "told",  # a handle waiting for the job is told (results)
     }
     assert {"admit", "issue", "reap", "grid", "calendar"} & complete == set()
 

@@ -69,6 +69,9 @@ class Keys:
         self.limits = p + "limits"  # hash: scope -> "<rate> <period ms> <concurrency>"
         self.flow_running = p + "flow:run"  # hash: limit key -> invocations running
         self.flow_held = p + "flow:held"  # hash: token of a keyed invocation -> its queue
+        # results (lua/include/told.lua, stores/redis/results.py)
+        self.waits = p + "waits"  # zset: job a handle waits for -> until when (ms)
+        self.results = p + "results"  # pub/sub channel: "<state>|<sched>|<job>\n<payload>"
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
@@ -88,6 +91,10 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"  # hash: definition and state of one job
+
+    def result(self, invocation: str) -> str:
+        # string, TTL a day: how a waited-for invocation of a recurring job ended
+        return f"{self.prefix}res:{invocation}"
 
     def skips(self, job_id: str) -> str:
         return f"{self.prefix}skips:{job_id}"  # list: recent skipped ranges
