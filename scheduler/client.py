@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from scheduler import flow, timeinput, validation
 from scheduler import tracing as trace_config
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
-from scheduler.handles import JobHandle
 from scheduler.flow import FlowState, Limit
+from scheduler.handles import JobHandle
 from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import (
@@ -136,9 +136,7 @@ class Client:
             self.store.add(spec)
         return JobHandle(spec.job_id, self._watch, self._get)
 
-    def handle(
-        self, job_id: str, invocation: float | int | str | None = None
-    ) -> JobHandle:
+    def handle(self, job_id: str, invocation: float | int | str | None = None) -> JobHandle:
         """A handle of a job stored earlier (by any process): ``result()`` waits for its
         outcome. ``invocation`` names one invocation of a recurring job: its scheduled
         instant (seconds on the store's clock, as ``JobInfo.next_run`` and

@@ -370,9 +370,14 @@ PROGRESS_LIMIT = 4096  # bytes of a progress report as JSON (progress.lua refuse
 def result_problem(value: Any) -> ResultNotJSONError | None:
     """Why a job's return value cannot be its result (not JSON, or over RESULT_LIMIT
     bytes as JSON): the invocation then fails with this error; None when it can."""
-    if value is None or type(value) in (str, int, bool):  # the common cases, no dumps
-        if type(value) is not str or len(value) * 6 < RESULT_LIMIT:
-            return None
+    kind = type(value)
+    if (
+        value is None
+        or kind is int
+        or kind is bool
+        or (kind is str and len(value) * 6 < RESULT_LIMIT)
+    ):
+        return None  # the common cases, without json.dumps
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

@@ -99,8 +99,8 @@ class MemoryOutcomes(MemoryViews):
         job_id = job.spec.job_id
         idle = self._running_per_job.get(job_id, 0) == 0
         if job.spec.recurring:
-            book = self._book
-            kept = None if book is None or scheduled_ms is None else book.kept.get((job_id, scheduled_ms))
+            book, key = self._book, (job_id, scheduled_ms)
+            kept = None if book is None or scheduled_ms is None else book.kept.get(key)  # type: ignore[arg-type]
             if kept is not None and kept[1] > self.clock.now():
                 return kept[0]
             return Outcome(job_id, None, "cancelled") if job.cancelled and idle else None
@@ -112,7 +112,9 @@ class MemoryOutcomes(MemoryViews):
             return Outcome(job_id, None, "cancelled")
         return None
 
-    def _told_locked(self, book: OutcomeBook, kind: str, job_id: str, sched: Any, detail: str) -> None:
+    def _told_locked(
+        self, book: OutcomeBook, kind: str, job_id: str, sched: Any, detail: str
+    ) -> None:
         """An event of a watched job (``_event_locked``): tell the watches it ends."""
         state = ENDS.get(kind)
         job = self._jobs.get(job_id) or self._history.get(job_id)
