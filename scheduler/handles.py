@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.errors import JobFailed, JobNotFoundError, ResultTimeoutError
 from scheduler.model import JobInfo, Outcome
@@ -36,6 +36,7 @@ GRACE = 5.0  # seconds a shared store keeps a registration past the wait's own e
 
 Watch = Callable[..., Any]  # stores/base.py Outcomes.watch (or its async twin)
 _TYPE = re.compile(r"^([A-Za-z_][\w.]*): ")
+_H = TypeVar("_H", bound="_Handle")
 
 
 def scheduled_ms(invocation: float | int | str | None, job_id: str) -> int | None:
@@ -82,8 +83,8 @@ class _Handle(str):
     _ms: int | None
 
     def __new__(
-        cls, job_id: str, watch: Watch, get: Callable[[str], Any], invocation: Any = None
-    ) -> Any:
+        cls: type[_H], job_id: str, watch: Watch, get: Callable[[str], Any], invocation: Any = None
+    ) -> _H:
         h = super().__new__(cls, job_id)
         h._watch, h._get, h._ms = watch, get, scheduled_ms(invocation, job_id)
         return h
@@ -105,7 +106,7 @@ class _Handle(str):
         run, or a recurring job's next run to end."""
         return self._ms
 
-    def at(self, invocation: float | int | str) -> Any:
+    def at(self: _H, invocation: float | int | str) -> _H:
         """A handle of this job's invocation scheduled at ``invocation`` (seconds on the
         store's clock, or an invocation id ``"<job>@<ms>"``)."""
         return type(self)(str(self), self._watch, self._get, invocation)
@@ -181,7 +182,7 @@ class AsyncJobHandle(_Handle):
             try:
                 if known is None:
                     known = await asyncio.wait_for(asyncio.shield(fut), hold)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # noqa: UP041 - not TimeoutError before 3.11
                 known = None
             finally:
                 stop()

@@ -94,7 +94,7 @@ class Watch:
     job_id: str
     ms: int | None
     deliver: Callable[[Outcome], None]
-    recheck: Callable[[], Outcome | None]  # read the stored outcome again
+    recheck: Callable[[], Any]  # read the stored outcome again (async: a coroutine)
     told: bool = False
 
 
@@ -258,7 +258,7 @@ class ResultMethods:
             raise
         if known is not None:
             sub.watches.remove(w)
-            return known, _nothing
+            return known, nothing
         return None, lambda: sub.watches.remove(w)
 
     def report_progress(self, claim: Claim, value_json: str) -> Commit:
@@ -272,5 +272,5 @@ class ResultMethods:
             sub.stop()
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """A watch that needs no stopping."""
