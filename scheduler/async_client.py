@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler import flow, validation
 from scheduler import tracing as trace_config
-from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
+from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs, outcomes_of
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.flow import FlowState, Limit, refuse_sharded
 from scheduler.handles import AsyncJobHandle, threaded_watch
@@ -375,11 +375,11 @@ class StoreInThread(AsyncClient):
         return [self.handle(str(i)) for i in ids]
 
     def handle(self, job_id: str, invocation: float | int | str | None = None) -> AsyncJobHandle:
-        watch = threaded_watch(self.sync._watch)
+        watch = threaded_watch(lambda *args: outcomes_of(self.sync.store).watch(*args))
         return AsyncJobHandle(validation.job_id(job_id), watch, self._info, invocation)
 
     async def _info(self, job_id: str) -> JobInfo | None:
-        return await asyncio.to_thread(self.sync._get, job_id)
+        return await asyncio.to_thread(lambda: self.sync.store.get(job_id))
 
 
 def _in_thread(name: str) -> Callable[..., Any]:

@@ -145,10 +145,7 @@ class Client:
         return JobHandle(validation.job_id(job_id), self._watch, self._get, invocation)
 
     def _watch(self, *args: Any) -> Any:
-        store = self.store
-        if not isinstance(store, Outcomes):
-            raise TypeError(f"{type(store).__name__} cannot tell a handle a job's outcome")
-        return store.watch(*args)
+        return outcomes_of(self.store).watch(*args)
 
     def _get(self, job_id: str) -> JobInfo | None:
         return self.store.get(job_id)
@@ -389,6 +386,13 @@ def job_spec(
     return lambda now: build_spec(
         task, when, now, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, options=options
     )
+
+
+def outcomes_of(store: Store) -> Outcomes:
+    """``store`` as an ``Outcomes`` (what a handle waits on), or a ``TypeError``."""
+    if not isinstance(store, Outcomes):
+        raise TypeError(f"{type(store).__name__} cannot tell a handle a job's outcome")
+    return store
 
 
 class ClosedStore:

@@ -183,11 +183,9 @@ class Runner:
             if timeout is None
             else self._timers.call_later(timeout, lambda: token.cancel("timeout"))
         )
-        ctx = _new_record(  # InvocationContext(...), without its Python-level __new__
-            InvocationContext,
-            (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token)
-            + (claim, self._reports),
-        )
+        # InvocationContext(...), without its Python-level __new__
+        head = (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token)
+        ctx = _new_record(InvocationContext, (*head, claim, self._reports))
         self._active[token] = claim.job_id
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
         level = logging.DEBUG if claim.attempt == 1 else logging.INFO

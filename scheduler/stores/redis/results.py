@@ -265,7 +265,8 @@ class ResultMethods:
         args = script_args.progress(claim.job_id, claim.token, claim.scheduled_ms, value_json)
         return Commit(self.call_script("progress", *args))
 
-    def _stop_results(self) -> None:
+    def stop_results(self) -> None:
+        """Stop the results subscriber (the store is closing)."""
         with self._results_lock:
             sub, self._results = self._results, None
         if sub is not None:

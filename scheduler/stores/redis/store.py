@@ -491,5 +491,5 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods, ResultMe
 
     def close(self) -> None:
         self._close_subscriptions()
-        self._stop_results()
+        self.stop_results()
         urls.close(self._r)

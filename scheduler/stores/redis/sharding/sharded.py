@@ -452,7 +452,7 @@ class ShardedStore(WakeSubscriptions):
     def close(self) -> None:
         self._close_subscriptions()
         for shard in self.shards:
-            shard._stop_results()
+            shard.stop_results()
         urls.close(self._r)
 
 
