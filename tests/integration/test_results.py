@@ -6,6 +6,7 @@ handles (values, failures, a recurring invocation), read a running job's progres
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -88,9 +89,11 @@ def test_handles_wait_for_a_replica_processes_outcomes(replica, redis_url, redis
         while slow.progress() is None and time.monotonic() < deadline:
             time.sleep(0.1)  # the test's own look, not the handle's way of waiting
         assert slow.progress()["of"] == 30
-        out = CliRunner().invoke(main, ["--redis", redis_url, "--namespace", redis_ns,
-                                        "show", "slow"]).output  # fmt: skip
+        cli = CliRunner(env={"DUETIME_REDIS_URL": redis_url, "DUETIME_NAMESPACE": redis_ns})
+        out = cli.invoke(main, ["show", "slow"]).output
         assert re.search(r'^progress\s+\{"step": \d+, "of": 30\}  \(invocation slow@\d+', out, re.M)
+        shown = json.loads(cli.invoke(main, ["show", "slow", "--json"]).output)["progress"]
+        assert shown["value"]["of"] == 30 and shown["scheduled_ms"] > 0
         assert slow.result(timeout=30) == 30
         tick = c.enqueue("res.tick", every=0.5, job_id="tick")
         ran = tick.result(timeout=30)  # its next run, whichever it is
