@@ -5,8 +5,8 @@ commit, and what waiting handles cost Redis at rest.
 Not part of the test run. On a private ``redis-server`` (``EmbeddedRedis``) with
 ``--replicas`` ``duetime run`` processes (``start_replicas``, task ``bench.noop``):
 
-* latency: ``--jobs`` one-offs due over ``--spread`` seconds from 2 s ahead, each waited
-  for by its own handle before it is due (sync: a thread per handle; async: one task per
+* latency: ``--jobs`` one-offs due over ``--spread`` seconds from ``LEAD`` s ahead, each
+  waited for by its own handle before it is due (sync: a thread per handle; async: one task per
   handle in one loop); per job, (when ``result()`` returned) minus (the commit: the
   ``succeeded`` event's Redis time, ms); p50/p99/max;
 * at rest: ``--jobs`` handles wait (async) for jobs due in an hour, no replica running;
@@ -47,8 +47,11 @@ def commits(url: str, ns: str, n: int) -> dict[str, float]:
             time.sleep(0.1)
 
 
+LEAD = 6.0  # seconds from the enqueue to the first due time: every handle waits by then
+
+
 def due_plan(n: int, spread: float) -> list[float]:
-    t0 = time.time() + 2.0
+    t0 = time.time() + LEAD
     return [t0 + spread * i / n for i in range(n)]
 
 
@@ -65,8 +68,9 @@ def sync_run(url: str, ns: str, n: int, spread: float) -> list[float]:
                 returned[str(h)] = now
 
         threads = [threading.Thread(target=wait, args=(h,), daemon=True) for h in hs]
-        for t in threads:
+        for t in threads:  # a few at a time: the client's connection pool is bounded
             t.start()
+            time.sleep(0.002)
         for t in threads:
             t.join()
     done = commits(url, ns, n)

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.client import Client
 from scheduler.errors import JobFailed, JobNotFoundError, ResultTimeoutError
-from scheduler.model import After, Commit, Outcome
+from scheduler.model import After, Commit, Delivery, Outcome, RetryPolicy
 from tests.helpers import every, spec
 
 ALL = {"default": 100}
@@ -164,3 +164,23 @@ def test_progress_is_token_checked_and_read_back(store, clock):
     store.complete(c, None)
     assert store.report_progress(c, '{"done":4}') is not Commit.OK  # no longer its owner
     assert store.get("p").progress.value == {"done": 3}
+
+
+@pytest.mark.parametrize(
+    ("options", "state", "error"),
+    [
+        ({"retry": RetryPolicy(max_stalls=1)}, "failed", "lease lost"),
+        ({"delivery": Delivery.AT_MOST_ONCE}, "abandoned", ""),
+    ],
+    ids=["dead-lettered", "abandoned"],
+)
+def test_an_invocation_whose_lease_expired_for_good_is_told(store, clock, options, state, error):
+    store.add(spec("l", After(0), **options))
+    told = Told()
+    _, stop = store.watch("l", None, told)
+    claim_one(store, lease=5.0)
+    clock.advance(6)
+    assert store.claim_due(ALL, 5.0, "owner-2").claims == []  # reaps it, for good
+    got = told.wait()
+    stop()
+    assert (got.state, got.error) == (state, error)
