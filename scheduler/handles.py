@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-from scheduler.errors import JobFailed, JobNotFoundError, ResultTimeoutError
+from scheduler.errors import ClientClosedError, JobFailed, JobNotFoundError, ResultTimeoutError
 from scheduler.model import JobInfo, Outcome
 
 HOLD = 3600.0  # seconds a registration lasts; a longer wait registers (and reads) again
@@ -62,6 +62,8 @@ def value_of(outcome: Outcome, job_id: str, ms: int | None) -> Any:
     """The result of an outcome, or ``JobFailed`` saying how it ended."""
     if outcome.state == "succeeded":
         return outcome.value
+    if outcome.state == "closed":  # stores/redis/results.py CLOSED
+        raise ClientClosedError("Client")
     at = outcome.scheduled_ms if outcome.scheduled_ms is not None else ms
     invocation = f"{job_id}@{at}" if at is not None else f"{job_id} (its run)"
     m = _TYPE.match(outcome.error)

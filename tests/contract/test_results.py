@@ -184,3 +184,14 @@ def test_an_invocation_whose_lease_expired_for_good_is_told(store, clock, option
     got = told.wait()
     stop()
     assert (got.state, got.error) == (state, error)
+
+
+@pytest.mark.redis
+def test_closing_the_client_ends_a_waiting_handle(redis_url, redis_ns):
+    from scheduler.errors import ClientClosedError
+
+    client = Client(redis_url, namespace=redis_ns)
+    h = client.enqueue("tests.noop", delay=3600)
+    threading.Timer(0.3, client.close).start()
+    with pytest.raises(ClientClosedError):
+        h.result(timeout=10)

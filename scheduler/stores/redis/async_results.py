@@ -73,6 +73,7 @@ class AsyncResultSubscriber:
                 self.watches.deliver(w, outcome)
 
     async def stop(self) -> None:
+        self.watches.close()
         self._task.cancel()
         with contextlib.suppress(BaseException):
             await self._task

@@ -30,6 +30,7 @@ from scheduler.stores.redis.protocol.requests import Calls, Now, Op
 log = logging.getLogger("duetime.redis")
 
 JOB_FIELDS = ("kind", "state", "last_result", "last_error", "cancelled", "running")
+CLOSED = "closed"  # an outcome that is none: the client closed while its handle waited
 
 
 def parse(text: str) -> tuple[str, Outcome] | None:
@@ -138,6 +139,11 @@ class Watches:
         with self._lock:
             return [w for ws in self._by_job.values() for w in ws]
 
+    def close(self) -> None:
+        """The store is closing: every waiting handle raises ``ClientClosedError``."""
+        for w in self.all():
+            self.deliver(w, Outcome(w.job_id, w.ms, CLOSED))
+
 
 def on_message(watches: Watches, data: str) -> None:
     got = parse(data)
@@ -210,6 +216,7 @@ class ResultSubscriber:
 
     def stop(self) -> None:
         self._stop.set()
+        self.watches.close()
         pubsub = self._pubsub
         if pubsub is not None and pubsub.connection is not None:
             try:  # wake the blocked read at once
