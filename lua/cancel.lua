@@ -11,7 +11,8 @@
 -- Key families: job:<job_id>, due:<lane>, events, stats, skips:<job_id>, dead:<job_id>,
 --   bf:<job_id>, quarantined, quarantined:<entry>, layout, done:<state>, paused,
 --   runs:<job_id>, parked:<task>, parked, seq, wake, tasks, replica:<owner>, levels:<lane>,
---   turns:<level>
+--   turns:<level>, waits, results,
+--   res:<invocation>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id
 -- Returns: 1 if that prevented at least one start, else 0 (also when the job was moved
@@ -25,6 +26,7 @@
 --@include aside
 --@include park
 --@include reruns
+--@include told
 
 local job = ARGV[3]
 if job == '' then return redis.error_reply('ERR duetime bad-input id') end
@@ -52,5 +54,8 @@ take_reruns(f.lane, f.reruns, function(m) return drop_parked(f.def, m) end)
 redis.call('HSET', jk, 'cancelled', '1')
 redis.call('HDEL', jk, 'e', 'retries', 'stash', 'queued', 'paused', 'reruns')
 event(now, 'cancelled', job, nil, nil, '')
-if tonumber(f.running) <= 0 then retire(job, 'cancelled') end
+if tonumber(f.running) <= 0 then
+  retire(job, 'cancelled')
+  if TOLD.waiting() then TOLD.tell(now, job, nil, 'cancelled', '', false) end
+end
 return prevented

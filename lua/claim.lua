@@ -20,7 +20,7 @@
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, claimed:<owner>,
 --   replica:<owner>, epoch, layout, dead-jobs, done:<state>, paused, runs:<job_id>, tasks,
 --   parked, parked:<task>, levels:<lane>, turns:<level>, limits, flow:run, flow:held,
---   flow:win:<key>, flow:wait:<key>
+--   flow:win:<key>, flow:wait:<key>, waits, results, res:<invocation>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] owner id  ARGV[4] request id ([A-Za-z0-9-]+; resend detection: the last reply
 --         per owner is kept for 60 s)  ARGV[5] lease ms ("" = no expiry)

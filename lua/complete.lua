@@ -10,7 +10,8 @@
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
 --   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
---   flow:win:<key>, levels:<lane>, limits, turns:<level>
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>, waits, results,
+--   res:<invocation>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] result (JSON text, opaque)
 -- Returns: "ok" | "lease_lost" | "not_found" | "quarantined" (the invocation's RUNNING
@@ -24,6 +25,7 @@
 --@include settle
 --@include commit
 --@include history
+--@include told
 
 local job, token, result = ARGV[3], ARGV[4], ARGV[5]
 if job == '' or token == '' then return redis.error_reply('ERR duetime bad-input token') end
@@ -41,5 +43,7 @@ redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', to
   'last_run', fmt(now))
 event(now, 'succeeded', job, plan.r.sched, plan.r.attempt, '')
 record_run(now, job, plan.f, plan.r, 'succeeded')
+local kind = plan.f and plan.f.kind
+if TOLD.waiting() then TOLD.tell(now, job, plan.r.sched, 'succeeded', result, kind == 'every' or kind == 'cron') end
 settle(now, job, 'succeeded')
 return 'ok'

@@ -10,8 +10,8 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
---   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
---   flow:win:<key>, levels:<lane>, limits, turns:<level>
+--   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>, flow:win:<key>,
+--   levels:<lane>, limits, turns:<level>, waits, results, res:<invocation>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3..] job id, token, result (JSON text, opaque) triples; at most 1000 of them
 -- Returns: one code per triple, in order: "ok" | "lease_lost" | "not_found" |
@@ -25,6 +25,7 @@
 --@include settle
 --@include commit
 --@include history
+--@include told
 
 if #ARGV < 5 or (#ARGV - 2) % 3 ~= 0 or #ARGV > 3002 then
   return redis.error_reply('ERR duetime bad-input triples')
@@ -56,7 +57,7 @@ end
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
 -- again). The common case (a one-off job's only invocation) is retired with one HSET and
 -- listed in done:succeeded with the call's others.
-local now_s, retired = fmt(now), {}
+local now_s, retired, told = fmt(now), {}, TOLD.waiting()
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
@@ -73,6 +74,7 @@ local function succeed(job, token, result, r, f)
     record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
+  if told then TOLD.tell(now, job, r.sched, 'succeeded', result, f.kind == 'every' or f.kind == 'cron') end
   event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil,
     r.sched_text .. '|' .. r.attempt_text .. '||' .. job)  -- the entry's digits, as stored
 end

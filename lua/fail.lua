@@ -13,7 +13,8 @@
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
 --   dead-jobs, done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
---   flow:win:<key>, levels:<lane>, limits, turns:<level>
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>, waits, results,
+--   res:<invocation>
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
 -- ARGV[3] job id   ARGV[4] token   ARGV[5] error text   ARGV[6] retry in ms ("" = final)
 -- ARGV[7] the error's traceback (optional; its last 8 KiB are kept as last_tb)
@@ -32,6 +33,7 @@
 --@include settle
 --@include commit
 --@include history
+--@include told
 
 local job, token, err, retry = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local stop = ARGV[8] or ''
@@ -59,6 +61,7 @@ if stop == '1' then  -- an operator's stop, not a failure: no retry, no dead let
   redis.call('HSET', jk, 'last_token', token, 'last_run', fmt(now))
   event(now, 'interrupted', job, r.sched, r.attempt, err)
   record_run(now, job, f, r, 'interrupted')
+  if TOLD.waiting() then TOLD.tell(now, job, r.sched, 'interrupted', err, f.kind == 'every' or f.kind == 'cron') end
   settle(now, job, 'cancelled')
   return 'ok'
 end
@@ -75,6 +78,7 @@ else
   event(now, 'failed', job, r.sched, r.attempt, err)
   dead_letter(now, job, r.sched, r.attempt, err)
   record_run(now, job, f, r, 'failed')
+  if TOLD.waiting() then TOLD.tell(now, job, r.sched, 'failed', err, f.kind == 'every' or f.kind == 'cron') end
 end
 settle(now, job, how)
 return 'ok'

@@ -24,11 +24,14 @@ if TYPE_CHECKING:
         ClientClosedError,
         DuetimeError,
         InvocationTimeout,
+        JobFailed,
         JobNotFoundError,
         PayloadError,
+        ResultTimeoutError,
         SchedulerClosedError,
         TaskNotRegisteredError,
     )
+    from scheduler.handles import AsyncJobHandle, JobHandle
     from scheduler.model import (
         Ambiguous,
         Cron,
@@ -56,8 +59,12 @@ _HOMES = {
     "ClientClosedError": "scheduler.errors",
     "DuetimeError": "scheduler.errors",
     "InvocationTimeout": "scheduler.errors",
+    "JobFailed": "scheduler.errors",
     "JobNotFoundError": "scheduler.errors",
     "PayloadError": "scheduler.errors",
+    "ResultTimeoutError": "scheduler.errors",
+    "AsyncJobHandle": "scheduler.handles",
+    "JobHandle": "scheduler.handles",
     "SchedulerClosedError": "scheduler.errors",
     "TaskNotRegisteredError": "scheduler.errors",
     "Ambiguous": "scheduler.model",
@@ -76,12 +83,12 @@ _HOMES = {
 }
 
 __all__ = [
-    "Ambiguous", "AsyncClient", "Client", "ClientClosedError", "Clock", "Cron",
+    "Ambiguous", "AsyncClient", "AsyncJobHandle", "Client", "ClientClosedError", "Clock", "Cron",
     "current_invocation", "Delivery", "DuetimeError", "InvocationContext",
-    "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "MemoryStore",
-    "Misfire", "Missing", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
-    "RedisStore", "RetryPolicy", "Scheduler", "SchedulerClosedError", "task",
-    "TaskNotRegisteredError",
+    "InvocationTimeout", "JobFailed", "JobHandle", "JobInfo", "JobNotFoundError",
+    "JobScheduler", "MemoryStore", "Misfire", "Missing", "MonotonicClock", "Overlap",
+    "PayloadError", "RecurringJobScheduler", "RedisStore", "ResultTimeoutError",
+    "RetryPolicy", "Scheduler", "SchedulerClosedError", "task", "TaskNotRegisteredError",
 ]  # fmt: skip
 __version__ = "0.1.0"
 

@@ -11,6 +11,10 @@ shared by any number of tasks of one event loop. Given a ``Store`` object (a
 
     async with AsyncClient("redis://127.0.0.1:6379/0", namespace="prod") as client:
         job_id = await client.enqueue("billing.invoice", delay="1h", kwargs={"id": 7})
+        total = await client.enqueue("billing.total", kwargs={"month": 5})  # its result
+
+``enqueue`` returns an ``AsyncJobHandle``: the job id (a ``str``) that ``await`` waits on
+for the job's result (scheduler/handles.py, docs/results.md).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler import flow, keyrules, validation
 from scheduler import tracing as trace_config
-from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
+from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs, outcomes_of
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.flow import FlowState, Limit, refuse_sharded
+from scheduler.handles import AsyncJobHandle, threaded_watch
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
@@ -101,7 +106,7 @@ class AsyncClient:
         job_id: str | None = None,
         allow_past: bool = False,
         **options: Any,
-    ) -> str:
+    ) -> AsyncJobHandle:
         when = {"delay": delay, "at": at, "every": every, "anchor": anchor, "cron": cron}
         make = job_spec(
             task, when, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, **options
@@ -111,13 +116,27 @@ class AsyncClient:
         await st.checked(record=True)
         if not self._tracing:
             await st.add_many([spec])
-            return spec.job_id
+            return AsyncJobHandle(spec.job_id, self._watch, self._info)
         with trace_config.enqueuing((spec,), "enqueue"):
             await st.add_many([spec])
-        return spec.job_id
+        return AsyncJobHandle(spec.job_id, self._watch, self._info)
 
-    async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    def handle(self, job_id: str, invocation: float | int | str | None = None) -> AsyncJobHandle:
+        """As ``Client.handle``: an awaitable handle of a job stored earlier."""
+        return AsyncJobHandle(validation.job_id(job_id), self._watch, self._info, invocation)
 
+    async def _watch(self, *args: Any) -> Any:
+        from scheduler.stores.redis import async_results
+
+        return await async_results.watch(self._native(), *args)
+
+    async def _info(self, job_id: str) -> JobInfo | None:
+        try:
+            return await self.get(job_id)
+        except JobNotFoundError:
+            return None
+
+    async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[AsyncJobHandle]:
         st = self._native()
         specs = job_specs(jobs, self._wall(st))
         await st.checked(record=True)
@@ -126,7 +145,7 @@ class AsyncClient:
                 await st.add_many(specs)
         else:
             await st.add_many(specs)
-        return [spec.job_id for spec in specs]
+        return [AsyncJobHandle(spec.job_id, self._watch, self._info) for spec in specs]
 
     async def _flag(self, name: str, job_id: str) -> bool:
         from scheduler.stores.redis import ops
@@ -355,6 +374,21 @@ class StoreInThread(AsyncClient):
         await asyncio.to_thread(self.sync.close)  # idempotent
         self.sync.store = ClosedStore("AsyncClient")
 
+    async def enqueue(self, task: str | Callable[..., Any], **kwargs: Any) -> AsyncJobHandle:
+        job_id = await asyncio.to_thread(functools.partial(self.sync.enqueue, task, **kwargs))
+        return self.handle(str(job_id))
+
+    async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[AsyncJobHandle]:
+        ids = await asyncio.to_thread(self.sync.enqueue_many, jobs)
+        return [self.handle(str(i)) for i in ids]
+
+    def handle(self, job_id: str, invocation: float | int | str | None = None) -> AsyncJobHandle:
+        watch = threaded_watch(lambda *args: outcomes_of(self.sync.store).watch(*args))
+        return AsyncJobHandle(validation.job_id(job_id), watch, self._info, invocation)
+
+    async def _info(self, job_id: str) -> JobInfo | None:
+        return await asyncio.to_thread(lambda: self.sync.store.get(job_id))
+
 
 def _in_thread(name: str) -> Callable[..., Any]:
     async def call(self: StoreInThread, *args: Any, **kwargs: Any) -> Any:
@@ -365,9 +399,8 @@ def _in_thread(name: str) -> Callable[..., Any]:
     return call
 
 
+StoreInThread.enqueue.__doc__ = AsyncClient.enqueue.__doc__
 for _name in (
-    "enqueue",
-    "enqueue_many",
     "cancel",
     "pause",
     "resume",

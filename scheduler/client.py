@@ -5,6 +5,10 @@ process, without running a dispatcher or any job.
     job_id = client.enqueue("billing.send_invoice", kwargs={"customer": "c1"}, delay=30)
     client.enqueue("billing.report", every=60, job_id="hourly-report")
     client.cancel(job_id)                    # -> bool
+    client.enqueue("billing.total", kwargs={"month": 5}).result(timeout=60)  # its value
+
+``enqueue`` returns a ``JobHandle``: the job id (a ``str``, equal to it) that can also wait
+for the job's result (scheduler/handles.py, docs/results.md).
 
 Task names need not be registered in the producer: only the replicas run them (and a
 replica that does not know a name records the failure with a clear reason). A producer
@@ -20,19 +24,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler import flow, timeinput, validation
+from scheduler import timeinput, validation
 from scheduler import tracing as trace_config
+from scheduler.client_flow import FlowControl
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
-from scheduler.flow import FlowState, Limit
+from scheduler.handles import JobHandle
 from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import (
     BulkAdd,
     Closable,
-    FlowLimits,
     HasClock,
     Interrupts,
-    LimitKeyRules,
+    Outcomes,
     Redo,
     Store,
     Upkeep,
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
     from scheduler.stores.redis.reading.listing import Page
 
 
-class Client:
+class Client(FlowControl):
     """A producer and inspector of one namespace. ``redis_url``: ``redis://``,
     ``rediss://``, ``redis+cluster://host1:7000,host2:7001`` (Redis Cluster) or
     ``redis+sentinel://host1:26379,host2:26379/service[/db]`` (see
@@ -101,8 +105,9 @@ class Client:
         job_id: str | None = None,
         allow_past: bool = False,
         **options: Any,
-    ) -> str:
-        """Store a job; returns its id. Give exactly one of ``delay`` (seconds, or a
+    ) -> JobHandle:
+        """Store a job; returns its handle (its id, a ``str``, with ``result()`` and
+        ``progress()``: scheduler/handles.py). Give exactly one of ``delay`` (seconds, or a
         duration string such as ``"90s"``, ``"1h30m"``, ``"PT1H"``), ``at`` (aware
         datetime or epoch seconds; in the past: due now, but more than 24 h back is
         refused unless ``allow_past=True``), ``every`` (seconds or a duration string,
@@ -129,16 +134,30 @@ class Client:
             self._stored(spec)
         else:
             self.store.add(spec)
-        return spec.job_id
+        return JobHandle(spec.job_id, self._watch, self._get)
+
+    def handle(self, job_id: str, invocation: float | int | str | None = None) -> JobHandle:
+        """A handle of a job stored earlier (by any process): ``result()`` waits for its
+        outcome. ``invocation`` names one invocation of a recurring job: its scheduled
+        instant (seconds on the store's clock, as ``JobInfo.next_run`` and
+        ``Claim.scheduled``) or its id ``"<job>@<ms>"``; without it, a recurring job's
+        handle waits for its next invocation to end (docs/results.md)."""
+        return JobHandle(validation.job_id(job_id), self._watch, self._get, invocation)
+
+    def _watch(self, *args: Any) -> Any:
+        return outcomes_of(self.store).watch(*args)
+
+    def _get(self, job_id: str) -> JobInfo | None:
+        return self.store.get(job_id)
 
     def _stored(self, spec: JobSpec) -> AddResult:
         """``store.add(spec)`` inside an enqueue span (tracing on)."""
         with trace_config.enqueuing((spec,), "enqueue"):
             return self.store.add(spec)
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Store many jobs at once; each item holds ``enqueue``'s arguments (``task`` plus
-        keywords). Returns their ids in order. Every item is validated before anything is
+        keywords). Returns their handles (ids) in order. Every item is validated before anything is
         written; a shared store then sends them in one round trip (each add atomic on its
         own)."""
         specs = job_specs(jobs, self._wall())
@@ -147,7 +166,8 @@ class Client:
                 self._add_many(specs)
         else:
             self._add_many(specs)
-        return [spec.job_id for spec in specs]
+        watch, get = self._watch, self._get
+        return [JobHandle(spec.job_id, watch, get) for spec in specs]
 
     def _add_many(self, specs: list[JobSpec]) -> None:
         if isinstance(self.store, BulkAdd):
@@ -271,52 +291,6 @@ class Client:
         outcome is then dropped. False if there was no such job."""
         return self._redo().delete(validation.job_id(job_id))
 
-    # ---- flow control (docs/flow-control.md) -------------------------------------------
-
-    def set_limit(self, scope: str, limit: Limit | None) -> bool:
-        """Declare (or, with None, remove) the limit of ``scope``: a limit key
-        (``"customer:42"``), a pattern of keys (``"customer:*"``, each key limited on its
-        own) or ``"*"``; ``limit`` is ``flow.limit(rate=, per=, concurrency=)``. It holds
-        fleet-wide from the next claim. True if it changed; bad input raises, writing nothing."""
-        return self._flow().set_limit(*flow.declared(scope, limit))
-
-    def limits(self) -> dict[str, Limit]:
-        """Every declared limit, by scope."""
-        return self._flow().limits()
-
-    def flow_of(self, key: str) -> FlowState:
-        """Where limit key ``key`` stands: the scope that governs it and its limit, its
-        invocations running now, its starts within the rate's window."""
-        return self._flow().flow_of(validation.limit_key(key))
-
-    def set_key_rule(
-        self, template: str | None, *, task: str | None = None, lane: str | None = None
-    ) -> bool:
-        """Declare (or, with None, remove) the key rule of one ``task`` or one ``lane``: a
-        job added afterwards without a ``limit_key``, by any producer of the namespace,
-        gets its key from its task's rule, else from its lane's rule (its own ``limit_key``
-        wins). ``template``: literal text with ``{name}`` fields, each the job's keyword
-        argument of that name, a str or an int (``"customer:{customer_id}"``; ``{{`` and
-        ``}}`` are literal braces; a literal template, ``"task:send_email"``, puts all the
-        task's jobs under one key). Jobs already stored keep their key. An enqueue whose
-        rule needs an argument the job lacks raises ``KeyRuleError``, writing nothing. True
-        if it changed; bad input raises, writing nothing. A sharded namespace refuses it."""
-        return self._rules().set_key_rule(template, task=task, lane=lane)
-
-    def key_rules(self) -> dict[str, str]:
-        """Every key rule: its name (``"task:<name>"``, ``"lane:<name>"``) -> its template."""
-        return self._rules().key_rules()
-
-    def _rules(self) -> LimitKeyRules:
-        if not isinstance(self.store, LimitKeyRules):
-            raise TypeError(f"{type(self.store).__name__} keeps no key rules")
-        return self.store
-
-    def _flow(self) -> FlowLimits:
-        if not isinstance(self.store, FlowLimits):
-            raise TypeError(f"{type(self.store).__name__} keeps no limits")
-        return self.store
-
     def _redo(self) -> Redo:
         if not isinstance(self.store, Redo):
             raise TypeError(f"{type(self.store).__name__} does not retry or delete jobs")
@@ -389,6 +363,13 @@ def job_spec(
     return lambda now: build_spec(
         task, when, now, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, options=options
     )
+
+
+def outcomes_of(store: Store) -> Outcomes:
+    """``store`` as an ``Outcomes`` (what a handle waits on), or a ``TypeError``."""
+    if not isinstance(store, Outcomes):
+        raise TypeError(f"{type(store).__name__} cannot tell a handle a job's outcome")
+    return store
 
 
 class ClosedStore:

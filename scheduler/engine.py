@@ -2,8 +2,7 @@
 
 ``Scheduler`` is what ``JobScheduler`` and ``RecurringJobScheduler`` are thin layers over.
 It is also the composition root: the only place (with the CLI) where ``scheduler`` meets
-``workers``.
-"""
+``workers``."""
 
 from __future__ import annotations
 
@@ -39,9 +38,10 @@ from scheduler.stores.memory import MemoryStore
 from workers.acks import Acks
 from workers.context import INTERRUPTED
 from workers.coroutines import close_loop
+from workers.handoff import Work, works
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
-from workers.runner import Runner, Work, works
+from workers.runner import Runner
 from workers.timers import Timers
 
 log = logging.getLogger("duetime")

@@ -158,3 +158,41 @@ class EmbeddedRedisError(DuetimeError, RuntimeError):
 
 class ShardCountError(DuetimeError, RuntimeError):
     """The namespace was created with another shard count than this store's."""
+
+
+class JobFailed(DuetimeError, RuntimeError):
+    """What a handle's ``result()`` raises when the invocation it waits for did not
+    succeed: ``state`` is ``failed`` (its retries spent: dead-lettered), ``timed_out``
+    (failed by its timeout), ``interrupted`` (an operator's ``cancel(interrupt=True)``),
+    ``abandoned`` (its lease lost, at-most-once delivery), ``cancelled`` (the job was
+    cancelled before the invocation ran) or ``deleted``; ``error_type`` and ``message``
+    are the job's exception's class name and text ("" when there was none)."""
+
+    def __init__(
+        self,
+        job_id: str,
+        invocation: str,
+        state: str,
+        error_type: str = "",
+        message: str = "",
+    ) -> None:
+        self.job_id, self.invocation, self.state = job_id, invocation, state
+        self.error_type, self.message = error_type, message
+        what = f": {error_type}: {message}" if error_type else (f": {message}" if message else "")
+        super().__init__(f"job {job_id!r} invocation {invocation} {state}{what}")
+
+
+class ResultTimeoutError(DuetimeError, TimeoutError):
+    """A handle's ``result(timeout=)`` ran out before the invocation ended (it may still
+    run: call ``result()`` again to keep waiting, or ``Client.get`` to see where it is)."""
+
+
+class ResultNotJSONError(DuetimeError, TypeError):
+    """A job returned a value that is not JSON (or is over the stored result's size
+    limit): the invocation fails with this error instead of succeeding, so a handle never
+    receives a value other than the one returned."""
+
+
+class ProgressError(DuetimeError, ValueError):
+    """``current_invocation().progress(value)`` was given a value that is not JSON or is
+    over the progress size limit; nothing was stored."""

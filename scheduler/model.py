@@ -370,6 +370,37 @@ class JobInfo:
     trace_id: str = ""  # the trace id of the enqueue that created it ("": none recorded)
     priority: int = 0  # flow control (docs/flow-control.md)
     limit_key: str | None = None
+    progress: Progress | None = None  # what a run last reported (docs/results.md)
+
+
+class Progress(NamedTuple):
+    """What an invocation last reported with ``current_invocation().progress(value)``:
+    which invocation (its scheduled instant, ms on the store's clock), when (epoch
+    seconds) and the value (JSON)."""
+
+    scheduled_ms: int
+    at: float
+    value: Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one invocation ended, as a handle reads it (``scheduler/handles.py``)."""
+
+    job_id: str
+    scheduled_ms: int | None  # the invocation; None: the job as a whole (cancelled)
+    # succeeded | failed | timed_out | interrupted | abandoned | cancelled
+    state: str
+    value: Any = None  # succeeded: the job's return value, as JSON decodes it
+    error: str = ""  # otherwise: the error's text, "Type: message" ("" if none)
+
+    @staticmethod
+    def ended(job_id: str, scheduled_ms: int | None, state: str, detail: str = "") -> Outcome:
+        """A failure's outcome from the error text a store keeps (a timeout's is its own
+        state, ``timed_out``)."""
+        if state == "failed" and detail.startswith("InvocationTimeout: "):
+            state = "timed_out"
+        return Outcome(job_id, scheduled_ms, state, None, detail)
 
 
 def describe_target(target: Target) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler import timeinput
-from scheduler.errors import PayloadError
+from scheduler.errors import PayloadError, ProgressError, ResultNotJSONError
 
 MAX_ID_LENGTH = 200
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
@@ -359,3 +359,58 @@ def loads(text: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply for this Python to parse") from None
+
+
+# ---- what a running job hands back: its result, its progress (docs/results.md) ----------
+
+RESULT_LIMIT = 64 * 1024  # bytes of a job's result as JSON (a shared store keeps it so)
+PROGRESS_LIMIT = 4096  # bytes of a progress report as JSON (progress.lua refuses more)
+
+
+def result_problem(value: Any) -> ResultNotJSONError | None:
+    """Why a job's return value cannot be its result (not JSON, or over RESULT_LIMIT
+    bytes as JSON): the invocation then fails with this error; None when it can."""
+    kind = type(value)
+    if (
+        value is None
+        or kind is int
+        or kind is bool
+        or (kind is str and len(value) * 6 < RESULT_LIMIT)
+    ):
+        return None  # the common cases, without json.dumps
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return ResultNotJSONError(
+            f"the job returned a {type(value).__name__}, which is not JSON ({_why(exc)}): "
+            "return JSON values only (dict, list, str, int, float, bool, None)"
+        )
+    if len(text.encode()) > RESULT_LIMIT:
+        return ResultNotJSONError(
+            f"the job's result is {len(text.encode())} bytes as JSON, over the "
+            f"{RESULT_LIMIT}-byte limit: store large data elsewhere and return its key"
+        )
+    return None
+
+
+def progress_json(value: Any) -> str:
+    """A progress report as JSON text, or ``ProgressError`` saying what to fix."""
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ProgressError(
+            f"progress must be a JSON value (a number, a str, a small dict...): got a "
+            f"{type(value).__name__} ({_why(exc)})"
+        ) from None
+    if len(text.encode()) > PROGRESS_LIMIT:
+        raise ProgressError(
+            f"progress is {len(text.encode())} bytes as JSON, over the {PROGRESS_LIMIT}-byte "
+            "limit: report a summary (a count, a fraction, a short message)"
+        )
+    return text
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return str(exc).split("\n", 1)[0][:200]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # The reason of a token cancelled by an operator's interrupt (``cancel(interrupt=True)``,
 # here or, through the store, on another replica): the runner records such an end as
@@ -74,6 +74,8 @@ class InvocationContext(NamedTuple):
     fence: int
     lane: str
     token: CancelToken
+    claim: Any = None  # its Claim (the store's token authorises its progress reports)
+    reports: Any = None  # the engine's ProgressReports (workers/progress.py)
 
     @property
     def invocation_id(self) -> str:
@@ -88,6 +90,15 @@ class InvocationContext(NamedTuple):
     @property
     def cancel_reason(self) -> str | None:
         return self.token.reason
+
+    def progress(self, value: Any) -> None:
+        """Report how far the job has come: ``value`` is JSON (a number, a short text, a
+        small dict; at most 4 KiB as JSON, else ``ProgressError``, nothing stored). It is
+        stored with the job, where ``duetime show``, the console and a handle's
+        ``progress()`` read it; at most one write per second per invocation (the latest
+        value of a second is written when it ends: docs/results.md)."""
+        if self.reports is not None:
+            self.reports.report(self.claim, value)
 
 
 #: The invocation running in this context: set around each job by the runner

@@ -11,8 +11,9 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.errors import InvocationCancelled, InvocationTimeout, TaskNotRegisteredError
 from scheduler.metrics import Metrics, Run
@@ -23,7 +24,9 @@ from workers.acks import Acks
 from workers.calls import AsyncFlags
 from workers.context import CURRENT, INTERRUPTED, CancelToken, InvocationContext
 from workers.coroutines import loops as _loops
+from workers.handoff import Ran, Work
 from workers.heartbeat import Heartbeat
+from workers.progress import ProgressReports
 from workers.retry import retry_delay
 from workers.timers import Timers
 from workers.traced import InvocationTracer, OpenSpans
@@ -31,27 +34,6 @@ from workers.traced import InvocationTracer, OpenSpans
 log = logging.getLogger("duetime.workers")
 
 UNKNOWN_TASK_ATTEMPTS = 5
-
-
-class Work(NamedTuple):
-    """A claim on its way to a worker, stamped with the engine-clock time it was claimed."""
-
-    claim: Claim
-    claimed_at: float
-
-
-def works(claims: Sequence[Claim], claimed_at: float) -> list[Work]:
-    """``Work(claim, claimed_at)`` for each of a claimed batch (``tuple.__new__`` builds
-    each record without the NamedTuple's Python-level ``__new__``: a frame less per claim)."""
-    new = tuple.__new__
-    return [new(Work, (claim, claimed_at)) for claim in claims]
-
-
-class Ran(NamedTuple):
-    """How long an invocation waited for its worker after the claim, and then ran."""
-
-    waited: float
-    took: float
 
 
 _new_record = tuple.__new__  # a NamedTuple from all its fields, in order: a frame less
@@ -96,6 +78,7 @@ class Runner:
         self._on_retry = on_retry
         self._clock = clock
         self._timers = timers
+        self._reports = ProgressReports(store, timers)  # current_invocation().progress()
         self._resolve = resolve
         self._heartbeat = heartbeat
         self._lane_timeouts = dict(lane_timeouts or {})
@@ -179,10 +162,9 @@ class Runner:
             if timeout is None
             else self._timers.call_later(timeout, lambda: token.cancel("timeout"))
         )
-        ctx = _new_record(  # InvocationContext(...), without its Python-level __new__
-            InvocationContext,
-            (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token),
-        )
+        # InvocationContext(...), without its Python-level __new__
+        head = (claim.job_id, claim.scheduled_ms, claim.attempt, claim.fence, claim.lane, token)
+        ctx = _new_record(InvocationContext, (*head, claim, self._reports))
         self._active[token] = claim.job_id
         # a first attempt's start is routine (DEBUG); a later one is a retry or a takeover
         level = logging.DEBUG if claim.attempt == 1 else logging.INFO
@@ -280,6 +262,8 @@ class Runner:
         """Record the outcome; True if it was queued for a batched ack instead."""
         if error is None and token.reason == "timeout":
             error = InvocationTimeout(f"job ran past its timeout of {timeout:g}s")
+        elif error is None and result is not None:  # not JSON: a failure (docs/results.md)
+            error = validation.result_problem(result)
         if error is None:
             # reported to the metrics once the store recorded it (a refused one is a lost
             # lease): by this commit, or by the flush of its batched ack (``recorded``)

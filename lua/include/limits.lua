@@ -1,7 +1,6 @@
 -- include/limits.lua: limits enforced where jobs are claimed (kept: include/flow.lua): which
 -- limit governs a key, whether it may start now, starts counted, ends that free slots.
--- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, flow_freed, HELD,
---   flow_end_many
+-- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, HELD, flow_end_many
 -- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
 --   wake, due:<lane>, layout, levels:<lane>
 
@@ -79,29 +78,28 @@ local function flow_started(key, q, tokens, now)
   return false
 end
 
--- `ended.n` runs of `key` ended (in queues `ended.qs`): slots free, the waiting get a turn.
-local function flow_freed(key, ended)
-  if redis.call('HINCRBY', P .. 'flow:run', key, -ended.n) <= 0 then
-    redis.call('HDEL', P .. 'flow:run', key)
-  end
-  local now, wait = now_ms(), P .. 'flow:wait:' .. key
-  local waited = redis.call('SMEMBERS', wait)
-  local waiting = #waited
-  if waiting > 0 then redis.call('DEL', wait) end
-  for q in pairs(ended.qs) do waited[#waited + 1] = q end
-  for _, w in ipairs(waited) do  -- (a queue twice: ZADD LT of the same score, a no-op)
-    local l, wp = string.match(w, '^(.-)\31(%-?%d+)\31')
-    if l then redis.call('ZADD', P .. 'turns:' .. l .. US .. wp, 'LT', now, key) end
-  end
-  if waiting > 0 then redis.call('PUBLISH', P .. 'wake', fmt(now)) end
-end
-
 -- The invocations of `tokens` ended (or their leases were reaped): each keyed one frees
 -- its key's slot (flow_freed, once per key). One EXISTS per call where none runs.
 local HELD
 local function flow_end_many(tokens)
   if HELD == nil then HELD = redis.call('EXISTS', P .. 'flow:held') == 1 end
   if not HELD or #tokens == 0 then return end
+  -- `ended.n` runs of `key` ended (in queues `ended.qs`): slots free, the waiting get a turn.
+  local function flow_freed(key, ended)
+    if redis.call('HINCRBY', P .. 'flow:run', key, -ended.n) <= 0 then
+      redis.call('HDEL', P .. 'flow:run', key)
+    end
+    local now, wait = now_ms(), P .. 'flow:wait:' .. key
+    local waited = redis.call('SMEMBERS', wait)
+    local waiting = #waited
+    if waiting > 0 then redis.call('DEL', wait) end
+    for q in pairs(ended.qs) do waited[#waited + 1] = q end
+    for _, w in ipairs(waited) do  -- (a queue twice: ZADD LT of the same score, a no-op)
+      local l, wp = string.match(w, '^(.-)\31(%-?%d+)\31')
+      if l then redis.call('ZADD', P .. 'turns:' .. l .. US .. wp, 'LT', now, key) end
+    end
+    if waiting > 0 then redis.call('PUBLISH', P .. 'wake', fmt(now)) end
+  end
   local qs, ended, keys = redis.call('HMGET', P .. 'flow:held', unpack(tokens)), {}, {}
   for i, q in ipairs(qs) do
     if q then

@@ -10,7 +10,7 @@
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
 --   dead:<job_id>, skips:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, dead-jobs,
 --   done:<state>, paused, runs:<job_id>, flow:held, flow:run, flow:wait:<key>,
---   flow:win:<key>, levels:<lane>, limits, turns:<level>
+--   flow:win:<key>, levels:<lane>, limits, turns:<level>, waits, results, res:<invocation>
 
 --@include core
 --@include history
@@ -21,6 +21,7 @@
 --@include settle
 --@include check
 --@include aside
+--@include told
 
 -- Every field reaping and settling may parse.
 local REAP_FIELDS = {'gen', 'cancelled', 'delivery', 'max_stalls', 'lane', 'queued', 'paused',
@@ -64,15 +65,18 @@ local function reap_one(now, x)
   record_run(now, r.job, f, r, 'lease_lost')
   local how = 'failed'
   local live = f and f.gen == r.gen and f.cancelled ~= '1'
+  local ended, recurring = nil, f and (f.kind == 'every' or f.kind == 'cron')
   if live and f.delivery == 'at_most_once' then
-    how = 'abandoned'
+    how, ended = 'abandoned', {'abandoned', ''}
     event(now, 'abandoned', r.job, r.sched, r.attempt, 'lease lost')
   elseif live and r.stalls + 1 < tonumber(f.max_stalls) then
     push_retry(r.job, f.lane, r.gen, r.sched, r.attempt + 1, r.stalls + 1, now)
     how = 'released'
   elseif f then
     dead_letter(now, r.job, r.sched, r.attempt, 'lease lost')
+    ended = {'failed', 'lease lost'}
   end
+  if ended and TOLD.waiting() then TOLD.tell(now, r.job, r.sched, ended[1], ended[2], recurring) end
   settle(now, r.job, how)
 end
 

@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +198,7 @@ def _in_flight(r: Any, ns: str, pid: int) -> list[str]:
     return sorted({e["inv"] for e in _log(r, ns) if e["pid"] == pid and not done.get(e["inv"])})
 
 
-def _tally(report: Report, r: Any, ns: str, expected: list[str]) -> None:
+def _tally(report: Report, r: Any, ns: str, expected: Sequence[str]) -> None:
     """Fill ``report`` from the witness log: executions, reruns, completions, and what
     was lost, doubled or repeated without a takeover."""
     log = _log(r, ns)

@@ -166,6 +166,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("last attempt", info.attempts or "-"),
         ("last result", render.clip(result, 200)),
         ("last error", info.last_error or "-"),
+        ("progress", render.progress_text(info)),
         ("trace", info.trace_id or "-"),
     ):
         click.echo(f"{label:<13}{value}")

@@ -4,6 +4,7 @@ ISO 8601 in UTC, ``*_iso``) and as text for people (local time, aligned columns)
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from scheduler import timeinput, validation
@@ -83,7 +84,25 @@ def job_json(info: JobInfo) -> dict[str, Any]:
         "running": [invocation_json(i) for i in info.running],
         "skipped": [skip_json(s) for s in info.skipped],
         "dead_letters": [event_json(e) for e in info.dead_letters],
+        "progress": progress_json(info),
     }
+
+
+def progress_json(info: JobInfo) -> dict[str, Any] | None:
+    """What a run last reported (``current_invocation().progress``), or None."""
+    p = info.progress
+    if p is None:
+        return None
+    return {"scheduled_ms": p.scheduled_ms, "at": p.at, "at_iso": iso(p.at), "value": p.value}
+
+
+def progress_text(info: JobInfo) -> str:
+    """``show``'s progress line: the value, of which run, reported when."""
+    p = info.progress
+    if p is None:
+        return "-"
+    value = clip(json.dumps(p.value), 200)
+    return f"{value}  (invocation {info.job_id}@{p.scheduled_ms}, reported {iso(p.at)})"
 
 
 # ---- text for people (what the CLI prints) ------------------------------------------------

@@ -19,8 +19,8 @@ claim whole batches, ``Scheduler(lookahead=...)``; ``claim_due`` may then be ask
 than it hands out in one call, the Redis store's cap is 100 per lane, and answers
 ``next_due_in == 0`` when a lane filled a whole batch and has room for more),
 ``AcksWithClaims`` (a batch of successes sent with a claim, in one round trip), ``BulkAdd``,
-``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable``, ``ServesTasks``, ``Upkeep`` and
-``QueueDepths``.
+``ServerChecks``, ``Resyncing``, ``HasClock``, ``Closable``, ``ServesTasks``, ``Upkeep``,
+``QueueDepths``, ``Outcomes`` (handles wait for results) and ``ReportsProgress``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from scheduler.model import (
     Event,
     JobInfo,
     JobSpec,
+    Outcome,
     Quarantined,
     Reconciled,
     Retried,
@@ -349,4 +350,36 @@ class LimitKeyRules(Protocol):
 
     def key_rules(self) -> dict[str, str]:
         """Every key rule: its name (``task:<name>``, ``lane:<name>``) -> its template."""
+        ...
+
+
+@runtime_checkable
+class Outcomes(Protocol):
+    """A store that tells a waiting handle how an invocation ended (docs/results.md):
+    both stores."""
+
+    def watch(
+        self,
+        job_id: str,
+        scheduled_ms: int | None,
+        deliver: Callable[[Outcome], None],
+        hold: float = 0.0,
+    ) -> tuple[Outcome | None, Callable[[], None]]:
+        """Register ``deliver`` for the end of the job's invocation ``scheduled_ms``
+        (None: a one-off's only one, or a recurring job's next to end), then read the
+        stored outcome once. Returns it if the invocation already ended (``deliver`` is
+        then not needed), else None: ``deliver`` is called once, from any thread, when it
+        ends. The second item stops watching (always call it). ``hold``: seconds a shared
+        store keeps the registration (the caller watches again after that).
+        ``JobNotFoundError`` for an unknown job."""
+        ...
+
+
+@runtime_checkable
+class ReportsProgress(Protocol):
+    """A store that keeps what a running invocation reports as its progress."""
+
+    def report_progress(self, claim: Claim, value_json: str) -> Commit:
+        """Store ``value_json`` (``validation.progress_json``) as the progress of
+        ``claim``'s invocation, in its job; LEASE_LOST once it no longer owns it."""
         ...

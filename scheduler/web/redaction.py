@@ -73,6 +73,8 @@ def job(row: dict[str, Any]) -> dict[str, Any]:
     """A job's JSON row (``render.job_json``'s shape) with its code's texts redacted."""
     if row.get("last_result") is not None:
         row["last_result"] = REDACTED
+    if row.get("progress") is not None:  # a job's own data, as its result
+        row["progress"] = {**row["progress"], "value": REDACTED}
     row["last_error"] = error(row.get("last_error"))
     row["last_traceback"] = traceback(row.get("last_traceback"))
     for dead in row.get("dead_letters", []):  # each one's detail is the error that ended it

@@ -53,6 +53,7 @@ SHEBANGS = {
     "fenced": "#!lua",  # the caller's own keys: a job's effect adds data
     "limit": "#!lua flags=allow-oom",  # steering the drain of a full Redis (one hash field)
     "rule": "#!lua",  # a key rule serves jobs added later, which a full Redis refuses
+    "progress": "#!lua",  # a running job's progress: not worth writing into a full Redis
 }
 
 lua_files = pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.name)
@@ -171,6 +172,7 @@ def test_complete_does_not_carry_the_claim_machinery():
         "reruns",  # due's re-runs listed in the job (a queued occurrence released by settle)
         "flow",  # due's pushes into flow queues (a queued occurrence's turn)
         "limits",  # an ended keyed invocation frees its key's slot
+        "told",  # a handle waiting for the job is told (results)
     }
     assert {"admit", "issue", "reap", "grid", "calendar"} & complete == set()
 

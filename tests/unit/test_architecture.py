@@ -111,6 +111,10 @@ def test_the_public_names_are_unchanged_and_resolve():
         [
             "Ambiguous",
             "AsyncClient",  # issue 14; the rest as before the house moved (issue 11)
+            "AsyncJobHandle",  # results (issue 34): what enqueue returns, and its errors
+            "JobFailed",
+            "JobHandle",
+            "ResultTimeoutError",
             "Client",
             "ClientClosedError",  # use after close() (eighth session)
             "Clock",

@@ -36,3 +36,35 @@ def test_it_answers_as_the_sync_client_and_closes():
         return paused, state, None
 
     assert asyncio.run(main()) == (True, "paused", ClientClosedError)
+
+
+def test_its_handles_are_awaited_for_results_and_failures():
+    """In process: ``await handle`` is woken by the store's commit (results.md)."""
+    from scheduler import JobFailed, Scheduler, task
+
+    @task("tests.async_client.double")
+    def double(n: int) -> int:
+        if n < 0:
+            raise ValueError("negative")
+        return 2 * n
+
+    store = MemoryStore()
+    engine = Scheduler(2, store=store)
+
+    async def main() -> tuple[list[int], str, object]:
+        async with AsyncClient(store) as client:
+            hs = [
+                await client.enqueue("tests.async_client.double", kwargs={"n": i}) for i in range(5)
+            ]
+            got = [await h for h in hs]
+            bad = await client.enqueue("tests.async_client.double", kwargs={"n": -1}, retry=None)
+            try:
+                await bad.result(timeout=5)
+            except JobFailed as e:
+                failed = f"{e.error_type}: {e.message}"
+            return got, failed, await client.handle(hs[0]).result(timeout=1)
+
+    try:
+        assert asyncio.run(main()) == ([0, 2, 4, 6, 8], "ValueError: negative", 0)
+    finally:
+        engine.shutdown(wait=True, timeout=5)

@@ -157,26 +157,33 @@ def _return_deep() -> object:
 
 
 @pytest.mark.redis
-def test_a_result_that_cannot_be_encoded_is_a_success_recorded_once(
+def test_a_result_that_is_not_json_is_a_failure_of_its_invocation_recorded_once(
     make_engine, clock, redis_url, redis_ns, request
 ):
-    """A return value whose ``__repr__`` raises, or too deep for JSON: encoding it for the
-    store raised, so the success could not be recorded, the commit was retried and the
-    invocation left to its lease: the job would run again. Now a note stands for it."""
+    """A return value that is not JSON (a ``__repr__`` that raises, too deep, a set): it
+    used to be recorded as a note standing for it, a success whose value a handle could
+    never return. Now the invocation fails with ``ResultNotJSONError`` saying what to
+    return (docs/results.md), once: the commit itself never raises, so nothing runs
+    again after its lease."""
     from scheduler.stores.redis import RedisStore
 
     store = RedisStore(redis_url, redis_ns, clock=clock)
     request.addfinalizer(store.close)
     eng = make_engine(num_workers=1, store=store)
     RESULT_RUNS.clear()
-    eng.after("tests.workers.unshowable_result", 0, job_id="unshowable")
-    eng.after("tests.workers.deep_result", 0, job_id="deep")
+    once = RetryPolicy(max_attempts=1)
+    eng.after("tests.workers.unshowable_result", 0, job_id="unshowable", retry=once)
+    eng.after("tests.workers.deep_result", 0, job_id="deep", retry=once)
     assert eng.wait_idle()
     assert eng.running() == []
     one, deep = eng.get("unshowable"), eng.get("deep")
-    assert (one.state, deep.state) == ("succeeded", "succeeded")
-    assert one.last_result == "<a _Unshowable whose repr() failed: RuntimeError>"
-    assert deep.last_result == "<a list whose repr() failed: RecursionError>"
+    assert (one.state, deep.state) == ("failed", "failed")
+    assert one.last_error.startswith(
+        "ResultNotJSONError: the job returned a _Unshowable, which is not JSON"
+    )
+    assert deep.last_error.startswith("ResultNotJSONError: the job returned a list")
+    assert "nested too deep" in deep.last_error
+    assert one.last_result is None and deep.last_result is None
     clock.advance(3600)  # long past any lease: nothing runs again
     assert eng.wait_idle() and sorted(RESULT_RUNS) == ["deep", "unshowable"]
 

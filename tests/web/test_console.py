@@ -514,3 +514,25 @@ def test_jobs_no_live_replica_serves_are_shown_waiting_with_what_each_replica_se
     finally:
         replica.close()
         client.close()
+
+
+def test_the_job_page_shows_a_runs_progress_and_redacts_it(console_factory, redis_url, redis_ns):
+    """``current_invocation().progress(...)`` (stored by progress.lua) on the job page and
+    its JSON, hidden with the arguments by ``--redact-args`` (docs/results.md)."""
+    store = RedisStore(redis_url, redis_ns)
+    Client(store).enqueue("tests.web.tick", job_id="busy")
+    (c,) = store.claim_due({"default": 1}, 30.0, "r1").claims
+    assert store.report_progress(c, '{"rows":42,"note":"<b>x</b>"}').value == "ok"
+    web, _ = console_factory()
+    page = web.get(f"/ns/{redis_ns}/job/busy").text
+    shown = re.search(r'<td id="progress">(.*?)</td>', page, re.S)
+    assert shown and "&#34;rows&#34;: 42" in shown.group(1) and "<b>" not in shown.group(1)
+    assert f"invocation busy@{c.scheduled_ms}" in shown.group(1)
+    row = web.get(f"/api/ns/{redis_ns}/job/busy").json()["job"]
+    assert row["progress"]["value"] == {"rows": 42, "note": "<b>x</b>"}
+    hidden, _ = console_factory(redact=True)
+    assert "rows" not in hidden.get(f"/ns/{redis_ns}/job/busy").text
+    assert hidden.get(f"/api/ns/{redis_ns}/job/busy").json()["job"]["progress"]["value"] == (
+        "(redacted)"
+    )
+    store.close()

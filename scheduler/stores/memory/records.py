@@ -15,6 +15,7 @@ from scheduler.model import (
     JobSpec,
     Misfire,
     Overlap,
+    Progress,
     Skip,
     describe_target,
 )
@@ -73,6 +74,7 @@ class JobRecord:
     dead_letters: deque[Event] | None = None
     queue: str = ""  # the queue it waits in (scheduler/flow.py queue_of; set at add)
     ended: str = ""  # how a run ended while another ran: the outcome if a hand-back ends last
+    progress: Progress | None = None  # what a run last reported (stores/memory/outcomes.py)
 
     def due_in(self, now: float) -> float | None:
         """Seconds until the job's earliest pending invocation (None: nothing pending)."""
@@ -177,4 +179,5 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         trace_id="" if job.spec.trace is None else job.spec.trace.trace_id,
         priority=job.spec.priority,
         limit_key=job.spec.limit_key,
+        progress=job.progress,
     )

@@ -16,13 +16,13 @@ from scheduler.flow import Limit, now_ms
 from scheduler.heap import DueEntry, DueHeap
 from scheduler.model import Retried, describe_target
 from scheduler.stores.memory import series
+from scheduler.stores.memory.outcomes import MemoryOutcomes
 from scheduler.stores.memory.records import JobRecord, Pending
-from scheduler.stores.memory.views import MemoryViews
 
 ENDED_FOR_GOOD = ("cancelled", "succeeded")  # retry refuses these ("not_failed")
 
 
-class MemorySteering(MemoryViews):
+class MemorySteering(MemoryOutcomes):
     _heaps: dict[str, DueHeap]  # queue (scheduler/flow.py) -> its due heap
     _seq: itertools.count[int]
     _history_limit: int
@@ -254,6 +254,9 @@ class MemorySteering(MemoryViews):
         detail: str = "",
     ) -> None:
         self._events.append((now, kind, job_id, scheduled, attempt, detail, None))
+        book = self._book  # a handle waits for this job: tell it (outcomes.py)
+        if book is not None and job_id in book.watched:
+            self._told_locked(book, kind, job_id, scheduled, detail)
 
     def _retire_locked(self, job: JobRecord) -> None:
         del self._jobs[job.spec.job_id]

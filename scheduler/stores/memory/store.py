@@ -316,10 +316,10 @@ class MemoryStore(MemoryAdding):
                 if woke is not None:  # queued again: ready as when claimed (a resume: then)
                     p.ready = r.ready
         elif how == "succeeded":
-            self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
-            if job is not None:
+            if job is not None:  # recorded before its event: a handle told by it reads it
                 job.runs += 1
                 job.last_result, job.last_error = result, None
+            self._event_locked(now, "succeeded", r.job_id, r.scheduled, r.attempt)
         elif how == "interrupted":  # an operator's stop, not a failure (base.py)
             self._event_locked(now, "interrupted", r.job_id, r.scheduled, r.attempt, error)
             how = "cancelled"  # how its job settles
@@ -416,7 +416,7 @@ class MemoryStore(MemoryAdding):
                 woke = self._pend_locked(job, pend) is not None or woke
             elif job is not None:
                 ev = Event(now, "dead_lettered", r.job_id, r.scheduled, r.attempt, "lease lost")
-                self._events.append(ev)
+                self._event_locked(*ev[:6])  # a handle waiting for it is told
                 job.note_dead_letter(ev)
             if job is not None:
                 self._settle_locked(job, now, how)

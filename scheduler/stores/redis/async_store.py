@@ -107,6 +107,7 @@ class AsyncStore:
         self.lost_writes = 0
         self.data_loss_alarms = 0
         self._slots: asyncio.Semaphore | None = None  # IN_FLIGHT, made in the running loop
+        self.results: Any = None  # the results subscriber (async_results.py), on first watch
 
     @property
     def redis(self) -> Any:
@@ -291,6 +292,8 @@ class AsyncStore:
             await p.execute()
 
     async def close(self) -> None:
+        if self.results is not None:
+            await self.results.stop()
         """Close the pool (and the sentinel connections, if any)."""
         await self._r.aclose()
         manager = getattr(getattr(self._r, "connection_pool", None), "sentinel_manager", None)

@@ -57,6 +57,7 @@ from scheduler.stores.redis.protocol import (
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.reading import lane_queues
+from scheduler.stores.redis.results import ResultMethods
 from scheduler.stores.redis.sharding import shards
 
 __all__ = [
@@ -76,7 +77,7 @@ MAX_ACKS = 200  # completions per complete_many call (same bound on one call's R
 PLAN_ROUNDS = 3  # claims one claim_due makes while calendar plans make occurrences due
 
 
-class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMethods):
+class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMethods, ResultMethods):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharding/sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
     ``redis+cluster://``: protocol/urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
@@ -486,4 +487,5 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
 
     def close(self) -> None:
         self._close_subscriptions()
+        self.stop_results()
         urls.close(self._r)

@@ -72,6 +72,9 @@ class Keys:
         # key rules (lua/rule.lua, include/keyrules.lua; scheduler/keyrules.py)
         self.key_rules = p + "keyrules"  # hash: "task:<name>" | "lane:<name>" -> key template
         self.rules_stamp = p + "keyrules:stamp"  # string: "<changes>.<ms>", bumped by each
+        # results (lua/include/told.lua, stores/redis/results.py)
+        self.waits = p + "waits"  # zset: job a handle waits for -> until when (ms)
+        self.results = p + "results"  # pub/sub channel: "<state>|<sched>|<job>\n<payload>"
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms
@@ -91,6 +94,10 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"  # hash: definition and state of one job
+
+    def result(self, invocation: str) -> str:
+        # string, TTL a day: how a waited-for invocation of a recurring job ended
+        return f"{self.prefix}res:{invocation}"
 
     def skips(self, job_id: str) -> str:
         return f"{self.prefix}skips:{job_id}"  # list: recent skipped ranges

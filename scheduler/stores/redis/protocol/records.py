@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps does to a str
 from typing import Any, NamedTuple, TypeGuard
 
+from scheduler import validation
 from scheduler.model import AddResult, Event, Skip
 
-RESULT_LIMIT = 64 * 1024  # bytes of a stored result; the commit may write past maxmemory
+RESULT_LIMIT = validation.RESULT_LIMIT  # bytes of a stored result; a commit may pass maxmemory
 
 
 def events(f: Mapping[str, str]) -> list[Event]:

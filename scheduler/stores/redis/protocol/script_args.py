@@ -124,6 +124,12 @@ def release(job_id: str, token: str) -> list[str]:
     return [job_id, token]
 
 
+def progress(job_id: str, token: str, scheduled_ms: int, value_json: str) -> list[str]:
+    """progress.lua: the job, the claim's token, the invocation's scheduled ms, the
+    progress as JSON text (``validation.progress_json``)."""
+    return [job_id, token, str(scheduled_ms), value_json]
+
+
 def quarantine(job_id: str, token: str, reason: str) -> list[str]:
     """quarantine.lua: the job, the claim's token, why (its first ``REASON_MAX``
     characters)."""

@@ -39,6 +39,7 @@ SCRIPTS = (
     "fenced",
     "limit",
     "rule",
+    "progress",
 )
 
 # Scripts that write the caller's own keys, not a namespace's (workers.effects): their keys

@@ -4,12 +4,13 @@ failed listing (a job that does not parse reads as ``malformed``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from scheduler import validation
 from scheduler.flow import lane_of
-from scheduler.model import InvocationInfo, JobInfo, JobSpec, TaskRef
+from scheduler.model import InvocationInfo, JobInfo, JobSpec, Progress, TaskRef
 from scheduler.stores.redis.protocol.definitions import decode
 from scheduler.stores.redis.protocol.records import (
     dead_letter,
@@ -142,7 +143,20 @@ def _job_info(
         trace_id="" if spec is None or spec.trace is None else spec.trace.trace_id,
         priority=spec.priority if spec else 0,
         limit_key=spec.limit_key if spec else None,
+        progress=progress_of(h.get("progress")),
     )
+
+
+def progress_of(text: str | None) -> Progress | None:
+    """progress.lua's field ``"<sched ms>|<at ms>|<JSON>"``; None if absent or garbled."""
+    sched, _, rest = (text or "").partition("|")
+    at, _, value = rest.partition("|")
+    if not (sched.isdigit() and at.isdigit() and value):
+        return None
+    try:
+        return Progress(int(sched), int(at) / 1000, json.loads(value))
+    except ValueError:
+        return None
 
 
 def _parsed(parse: Callable[[str], T], entries: Iterable[str]) -> list[T]:

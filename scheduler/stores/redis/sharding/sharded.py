@@ -51,6 +51,7 @@ from scheduler.model import (
     Event,
     JobInfo,
     JobSpec,
+    Outcome,
     Quarantined,
     Reconciled,
     Retried,
@@ -375,6 +376,12 @@ class ShardedStore(WakeSubscriptions):
     def get(self, job_id: str) -> JobInfo | None:
         return self.shard(job_id).get(job_id)
 
+    def watch(self, job_id: str, *args: Any) -> tuple[Outcome | None, Callable[[], None]]:
+        return self.shard(job_id).watch(job_id, *args)
+
+    def report_progress(self, claim: Claim, value_json: str) -> Commit:
+        return self.shard(claim.job_id).report_progress(claim, value_json)
+
     def pending_occurrence(self, job_id: str) -> float | None:
         return self.shard(job_id).pending_occurrence(job_id)
 
@@ -454,6 +461,8 @@ class ShardedStore(WakeSubscriptions):
 
     def close(self) -> None:
         self._close_subscriptions()
+        for shard in self.shards:
+            shard.stop_results()
         urls.close(self._r)
 
 

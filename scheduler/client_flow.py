@@ -1,0 +1,59 @@
+"""``Client``'s flow control (docs/flow-control.md), mixed into it: limits per scope, the
+key rules that give jobs their limit keys, and where a key stands."""
+
+from __future__ import annotations
+
+from scheduler import flow, validation
+from scheduler.flow import FlowState, Limit
+from scheduler.stores.base import FlowLimits, LimitKeyRules, Store
+
+
+class FlowControl:
+    """The flow-control methods of ``Client`` (its ``store`` must keep limits: both
+    stores do; a sharded namespace refuses them)."""
+
+    store: Store
+
+    def set_limit(self, scope: str, limit: Limit | None) -> bool:
+        """Declare (or, with None, remove) the limit of ``scope``: a limit key
+        (``"customer:42"``), a pattern of keys (``"customer:*"``, each key limited on its
+        own) or ``"*"``; ``limit`` is ``flow.limit(rate=, per=, concurrency=)``. It holds
+        fleet-wide from the next claim. True if it changed; bad input raises, writing nothing."""
+        return self._flow().set_limit(*flow.declared(scope, limit))
+
+    def limits(self) -> dict[str, Limit]:
+        """Every declared limit, by scope."""
+        return self._flow().limits()
+
+    def flow_of(self, key: str) -> FlowState:
+        """Where limit key ``key`` stands: the scope that governs it and its limit, its
+        invocations running now, its starts within the rate's window."""
+        return self._flow().flow_of(validation.limit_key(key))
+
+    def set_key_rule(
+        self, template: str | None, *, task: str | None = None, lane: str | None = None
+    ) -> bool:
+        """Declare (or, with None, remove) the key rule of one ``task`` or one ``lane``: a
+        job added afterwards without a ``limit_key``, by any producer of the namespace,
+        gets its key from its task's rule, else from its lane's rule (its own ``limit_key``
+        wins). ``template``: literal text with ``{name}`` fields, each the job's keyword
+        argument of that name, a str or an int (``"customer:{customer_id}"``; ``{{`` and
+        ``}}`` are literal braces; a literal template, ``"task:send_email"``, puts all the
+        task's jobs under one key). Jobs already stored keep their key. An enqueue whose
+        rule needs an argument the job lacks raises ``KeyRuleError``, writing nothing. True
+        if it changed; bad input raises, writing nothing. A sharded namespace refuses it."""
+        return self._rules().set_key_rule(template, task=task, lane=lane)
+
+    def key_rules(self) -> dict[str, str]:
+        """Every key rule: its name (``"task:<name>"``, ``"lane:<name>"``) -> its template."""
+        return self._rules().key_rules()
+
+    def _rules(self) -> LimitKeyRules:
+        if not isinstance(self.store, LimitKeyRules):
+            raise TypeError(f"{type(self.store).__name__} keeps no key rules")
+        return self.store
+
+    def _flow(self) -> FlowLimits:
+        if not isinstance(self.store, FlowLimits):
+            raise TypeError(f"{type(self.store).__name__} keeps no limits")
+        return self.store
