@@ -24,6 +24,7 @@ from scheduler import flow, timeinput, validation
 from scheduler import tracing as trace_config
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
 from scheduler.flow import FlowState, Limit
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
 from scheduler.specs import check_options, epoch, make_spec, schedule_of
 from scheduler.stores.base import (
@@ -286,6 +287,20 @@ class Client:
         """Where limit key ``key`` stands: the scope that governs it and its limit, its
         invocations running now, its starts within the rate's window."""
         return self._flow().flow_of(validation.limit_key(key))
+
+    def limit_usage(self, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        """What waits on each declared limit now: per scope (by scope; [] without limits),
+        over the keys it governs that have due or running work, their invocations running,
+        starts in the rate's window, due jobs waiting and those held (their key's limit is
+        full), the oldest wait, and the ``top`` keys by due jobs waiting. Read only, one
+        consistent read in process; over Redis a few pipelined reads (docs/flow-control.md)."""
+        return self._flow().limit_usage(top)
+
+    def hold_of(self, job_id: str) -> Hold | None:
+        """What holds job ``job_id`` back now: its key's limit, when the job is scheduled,
+        due, and that limit is full at the time of reading (its wait is the limit's); None
+        otherwise. Raises ``JobNotFoundError`` for an unknown job. Read only."""
+        return self._flow().hold_of(validation.job_id(job_id))
 
     def _flow(self) -> FlowLimits:
         if not isinstance(self.store, FlowLimits):

@@ -30,7 +30,7 @@ from scheduler.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
-from scheduler.flow import FlowState, Limit
+from scheduler.flow import Limit
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import AckedClaim
 from scheduler.stores.redis import adds, ops, redo
@@ -57,6 +57,7 @@ from scheduler.stores.redis.protocol import (
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.reading import lane_queues
+from scheduler.stores.redis.reading.limits import LimitReadouts
 from scheduler.stores.redis.sharding import shards
 
 __all__ = [
@@ -76,7 +77,7 @@ MAX_ACKS = 200  # completions per complete_many call (same bound on one call's R
 PLAN_ROUNDS = 3  # claims one claim_due makes while calendar plans make occurrences due
 
 
-class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
+class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods, LimitReadouts):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharding/sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
     ``redis+cluster://``: protocol/urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
@@ -278,12 +279,6 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods):
     def set_limit(self, scope: str, limit: Limit | None) -> bool:
         """``FlowLimits``: declare (None: remove) the limit of ``scope``, from the next claim."""
         return requests.run(self, ops.set_limit(self.keys, *flow.declared(scope, limit)))
-
-    def limits(self) -> dict[str, Limit]:
-        return requests.run(self, ops.limits(self.keys))
-
-    def flow_of(self, key: str) -> FlowState:
-        return requests.run(self, ops.flow_of(self.keys, validation.limit_key(key)))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         return requests.run(self, ops.backfill(self.keys, job_id, start, end))
