@@ -120,7 +120,8 @@ def test_a_pattern_scope_adds_up_its_keys_and_lists_the_top_ones(pair: Pair) -> 
     assert [k.key for k in top2.top] == ["customer:1", "customer:3"]
     assert top2._replace(top=()) == pattern._replace(top=())  # the figures cover every key
     h = hold(pair, "customer:3-1")
-    assert h is not None and (h.key, h.scope, h.reason) == ("customer:3", "customer:*", "concurrency")
+    assert h is not None
+    assert (h.key, h.scope, h.reason) == ("customer:3", "customer:*", "concurrency")
 
 
 def test_a_key_without_a_limit_is_never_held(pair: Pair) -> None:

@@ -120,7 +120,8 @@ def test_show_says_what_holds_a_job(ns_cli, ns_store):
         r"start allowed in 1 d 0 h\), due \S+ s ago\n",
         shown,
     ), shown
-    assert "held by      limit tenant:1 (concurrency 1: 1 running), due" in ns_cli("show", "t1").output
+    shown = ns_cli("show", "t1").output
+    assert "held by      limit tenant:1 (concurrency 1: 1 running), due" in shown
     for job in ("c0", "c9", "free"):  # running; not due yet; no limit
         assert "held by" not in ns_cli("show", job).output
     held = json.loads(ns_cli("show", "t1", "--json").output)["held"]
