@@ -148,3 +148,26 @@ def test_a_namespace_without_limits_and_an_unknown_job_are_one_line(ns_cli, ns_s
     assert missing.exit_code == 1 and len(missing.output.strip().splitlines()) == 1
     bad = ns_cli("limit", "ls", "--key", "a*")
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+
+
+def test_the_metrics_leaders_gauges_cover_each_limit(ns_cli, ns_store, redis_url, redis_ns):
+    from scheduler.stores.redis import open_store
+    from scheduler.stores.redis.reading import queries
+
+    _held_namespace(ns_cli, ns_store)
+    limits = queries.gauges(ns_store)["limits"]
+    assert sorted(limits) == ["customer:*", "idle:*", "tenant:1"]  # scopes, never keys
+    c = limits["customer:*"]
+    assert (c["running"], c["window_starts"], c["waiting"], c["held"], c["full_keys"]) == (
+        1,
+        1,
+        2,
+        2,
+        1,
+    )
+    assert c["oldest_wait"] >= 0 and limits["idle:*"]["oldest_wait"] == 0
+    sharded = open_store(redis_url, redis_ns + "-sharded", shards=2)
+    try:
+        assert queries.gauges(sharded)["limits"] == {}
+    finally:
+        sharded.close()

@@ -26,7 +26,7 @@ from scheduler.stores.redis.protocol import records, requests
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.protocol.requests import Calls, Now, Op
 from scheduler.stores.redis.reading import lane_queues
-from scheduler.stores.redis.reading.readable import Part
+from scheduler.stores.redis.reading.readable import AnyStore, Part
 
 CHUNK = 500  # keys read per pipeline
 
@@ -104,6 +104,15 @@ def hold(k: Keys, job_id: str) -> Op[Hold | None]:
         return None
     state, now = yield from ops.flow_at(k, info.limit_key)
     return limit_usage.hold(info, state, now)
+
+
+def gauges(store: AnyStore) -> dict[str, dict[str, float]]:
+    """The metrics leader's gauges of each declared limit (``limit_usage.figures``); {} for
+    a sharded namespace, which refuses limits."""
+    shards = store.parts
+    if len(shards) > 1:
+        return {}
+    return limit_usage.figures(requests.run_on(shards[0], usage(shards[0].keys, top=0)))
 
 
 class LimitReadouts:
