@@ -43,6 +43,7 @@ from hypothesis.stateful import (
 )
 
 from scheduler.client import Client
+from scheduler.errors import JobNotFoundError
 from scheduler.flow import Limit
 from scheduler.model import (
     After,
@@ -416,6 +417,23 @@ class Differential(RuleBasedStateMachine):
         for jid in JOB_IDS:
             a, b = normal_info(self.mem.get(jid)), normal_info(self.red.get(jid))
             self.agree(f"get({jid!r})", a, b)
+
+    @invariant()
+    def the_limits_read_the_same(self) -> None:
+        """What waits on each limit and what holds each job (docs/flow-control.md,
+        "Watching limits"): one rule, the same figures."""
+        if not hasattr(self, "red"):
+            return
+        self.agree("limit_usage", *self.both(lambda s: s.limit_usage()))  # type: ignore[attr-defined]
+        for jid in JOB_IDS:
+            self.agree(f"hold_of({jid!r})", *self.both(lambda s: _hold(s, jid)))
+
+
+def _hold(store: Store, job_id: str) -> Any:
+    try:
+        return store.hold_of(job_id)  # type: ignore[attr-defined]
+    except JobNotFoundError:
+        return "unknown"
 
 
 # ---- the runs -----------------------------------------------------------------------------
