@@ -171,3 +171,25 @@ def test_the_metrics_leaders_gauges_cover_each_limit(ns_cli, ns_store, redis_url
         assert queries.gauges(sharded)["limits"] == {}
     finally:
         sharded.close()
+
+
+def test_ls_and_show_read_around_garbage(ns_cli, ns_store, redis_url, redis_ns):
+    """A limit, a running count or a window that does not parse is left out, never a
+    failed readout (tests/web/test_readouts_garbage.py's theme)."""
+    import redis
+
+    _held_namespace(ns_cli, ns_store)
+    raw = redis.Redis.from_url(redis_url)
+    p = f"duetime:{{{redis_ns}}}:"
+    raw.hset(p + "limits", "bad:*", "not a limit")
+    raw.hset(p + "flow:run", "customer:9", "abc")
+    raw.delete(p + "flow:win:customer:1")
+    raw.set(p + "flow:win:customer:1", "not a list")
+    raw.close()
+    got = ns_cli("limit", "ls")
+    assert got.exit_code == 0 and "Traceback" not in got.output, got.output
+    assert "bad:*" not in got.output and "customer:*" in got.output
+    data = json.loads(ns_cli("limit", "ls", "--json").output)
+    c = next(s for s in data["scopes"] if s["scope"] == "customer:*")
+    assert (c["waiting"], c["window_starts"], c["held"]) == (2, 0, 0)  # its window: unreadable
+    assert "held by" not in ns_cli("show", "t0").output and ns_cli("show", "c1").exit_code == 0

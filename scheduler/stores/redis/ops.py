@@ -135,11 +135,13 @@ def flow_at(keys: Keys, key: str) -> Op[tuple[FlowState, int]]:
             ("hget", (keys.flow_running, key), {}),
             ("lrange", (keys.window(key), 0, -1), {}),
         ),
+        lenient=True,  # a key of the wrong type (garbage) reads as empty, never a failed readout
     )
     now = int((yield Now(keys.shard)))
-    ints = [int(t) for t in starts or () if str(t).isdigit()]
+    ints = [] if isinstance(starts, Exception) else [int(t) for t in starts if str(t).isdigit()]
     count = int(running) if records.is_int(running) else 0
-    return flow.state(key, flow.decoded(declared), count, ints, now), now
+    limits = {} if isinstance(declared, Exception) else flow.decoded(declared)
+    return flow.state(key, limits, count, ints, now), now
 
 
 def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
