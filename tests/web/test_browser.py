@@ -234,7 +234,8 @@ def test_the_limits_page_and_a_held_job(fleet, page):
     assert row.locator("td.held").inner_text() == "2"
     assert row.locator("td").nth(1).inner_text() == "1 per 86400s"
     keys = page.inner_text('table.limit-keys[data-scope="tenant:*"]')
-    assert re.search(r"tenant:1\t[01]\t1\t2\t\S+\trate \(next start in (23h\d\dm|1d00h)\)", keys), keys
+    row_text = r"tenant:1\t[01]\t1\t2\t\S+\trate \(next start in (23h\d\dm|1d00h)\)"
+    assert re.search(row_text, keys), keys
     shot(page, "limits")
     page.goto(f"{base}/ns/{NS}/job/tenant-1-1")
     held = page.inner_text("#held")

@@ -1,4 +1,5 @@
-"""MemoryStore's read side: snapshots, the event log, queue depths and wake-up listeners.
+"""MemoryStore's read side: snapshots, the event log, queue depths, what waits on each
+limit and what holds a job (``scheduler/limit_usage.py``), and wake-up listeners.
 
 A mixin of ``MemoryStore`` (its state is declared here, set by ``MemoryStore.__init__``);
 each method holds the store's one lock once, so each reads one consistent state.
