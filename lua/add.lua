@@ -14,9 +14,11 @@
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, seq, gen, lanes, wake, events, stats, layout,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, runs:<job_id>, quarantined,
---   quarantined:<entry>, levels:<lane>, turns:<level>
+--   quarantined:<entry>, levels:<lane>, turns:<level>, keyrules:stamp
 -- ARGV[1] prefix, ARGV[2] now override ("" = TIME)
--- ARGV[3..] 12 per job, at most 100 jobs (one job may leave out the window):
+-- ARGV[3..] 12 per job, at most 100 jobs (one job without a stamp may leave out the window),
+--   then, optionally (12n + 1 arguments), the stamp of the key rules the caller applied to
+--   them (include/keyrules.lua: not the namespace's, the whole call is refused; none: unchecked):
 --   job id; def (canonical definition, opaque); lane; kind: after | at | every | cron;
 --   num: after: delay ms (from Redis TIME rounded up); at: due epoch ms; every: interval
 --   ("<ms>" or "<p>/<q>" ms, include/grid.lua); cron: the first occurrence (epoch ms);
@@ -31,41 +33,31 @@
 --          ..." (nothing written). Several: {seq_before, seq_after, then outcome, due_in_ms
 --          per job}, a job whose old data blocks it (the corrupt error above) having that
 --          error as its outcome (and -1) with nothing of it written; bad input or a corrupt
---          namespace key: the error reply, nothing written.
+--          namespace key: the error reply, nothing written. A stale stamp: the error reply
+--          "ERR duetime stale-rules <the namespace's stamp>", nothing written.
 
 --@include core
 --@include events
 --@include due
 --@include aside
 --@include put
+--@include keyrules
+--@include counters
 
 local m = #ARGV - 2
+local stamp = m > 12 and m % 12 == 1 and ARGV[#ARGV] or nil
+if stamp then m = m - 1 end
 if m ~= 11 and (m < 12 or m > 1200 or m % 12 ~= 0) then
   return redis.error_reply('ERR duetime bad-input count')
 end
 local jobs, lanes, seen = {}, {}, {}
-for i = 3, #ARGV, 12 do
+for i = 3, #ARGV - (stamp and 1 or 0), 12 do
   local a, bad = add_input(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
     ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11])
   if not a then return bad end
   jobs[#jobs + 1] = a
   if not seen[a.lane] then seen[a.lane] = true; lanes[#lanes + 1] = a.lane end
 end
--- The seq and gen counters in one MGET (nil for a key of another type: then asked), each
--- checked as expect_int does: seq's value, or nil and the error reply.
-local function counters()
-  local keys = {P .. 'seq', P .. 'gen'}
-  local got = redis.call('MGET', keys[1], keys[2])
-  for i = 1, 2 do
-    local bad = not got[i] and select(2, expect_int(keys[i]))
-    if got[i] and not int(got[i]) then
-      bad = corrupt_key(keys[i], 'is not an integer, expected an integer')
-    end
-    if bad then return nil, bad end
-  end
-  return got[1] or '0'
-end
-
 -- The seq and gen of this call's next write: at its first, one for every job left (one INCRBY
 -- each); those unused given back at the end: the counters end as one INCR per write leaves them.
 local left, taken, last_seq, last_gen = #jobs + 1, 0, nil, nil
@@ -82,7 +74,8 @@ end
 -- The namespace's keys, checked before the first write.
 local heads, added = {}, {}  -- each lane's head (include/due.lua); the lanes this call adds
 local seq, corrupt = counters()
-corrupt = corrupt or aside_ok() or expect(P .. 'lanes', 'set') or heads_read(lanes, heads)
+corrupt = corrupt or rules_stale(stamp) or aside_ok() or expect(P .. 'lanes', 'set')
+  or heads_read(lanes, heads)
   or events_ok('scheduled', 'quarantined')
 if corrupt then return corrupt end
 -- one instant for the whole call, from one TIME: now (floored to the ms) and rounded up

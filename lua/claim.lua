@@ -32,15 +32,17 @@
 -- ARGV[8..] lane, capacity pairs (capacity 0..1000)
 -- Returns: flat text, which is also the resend record (claimed:<owner>; no second copy):
 --          "<request id>\n<now> <next> <fence> <lease until> <claims> <plans> <epoch bytes>
---          <now us>\n<epoch>", then per claim "<sched> <attempt> <fence> <gen> <ready>
---          <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes> <at>\n<job>" (ms;
---          parsed by scheduler/stores/redis/claiming/claim_reply.py, claim_reply): "now us", the µs past "now"
---          ("next" - "now" without now's rounding down); "next" (-1: nothing), for lanes with
---          capacity left and the next lease expiry (include/ask.lua; no task: leases only);
---          "lease until", -1 with no lease; "epoch", the namespace's epoch key ("": Redis lost
---          its data); "fence", the fence counter before this call (below one handed out: claims
---          lost); plans, calendar jobs whose occurrences the caller computes ("at": the claims
---          before it, its place); "ready", when the job became claimable (lag counts from it);
+--          <now us> [<fence>...]\n<epoch>", then per claim "<sched> <attempt> <fence> <gen>
+--          <ready> <job bytes> <def bytes>\n<job><def>", then per plan "<job bytes>
+--          <at>\n<job>" (ms; parsed by scheduler/stores/redis/claiming/claim_reply.py):
+--          "now us", the µs past "now" (without now's rounding down); the fences after it,
+--          claims a rate limit counted (each starts soon or is handed back: scheduler/flow.py);
+--          "next" (-1: nothing), for lanes with capacity left and the next lease expiry
+--          (include/ask.lua; no task: leases only); "lease until", -1 with no lease; "epoch",
+--          the namespace's epoch key ("": Redis lost its data); "fence", the fence counter
+--          before this call (below one handed out: claims lost); plans, calendar jobs whose
+--          occurrences the caller computes ("at": the claims before it, its place); "ready",
+--          when the job became claimable (lag counts from it);
 --          a token is "<owner>:<fence>"; or an error reply "ERR duetime corrupt ..." (no write)
 
 --@include core
@@ -111,7 +113,8 @@ register_serves(owner, served)
 
 -- 5. the reply, kept as the resend record (include/resend.lua): joined once, plans last
 local parts, epoch_text = b.claims, epoch or ''
-table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d\n', req, now, nxt, fence_before,
-  lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us) .. epoch_text)
+local rated = #b.rated > 0 and ' ' .. table.concat(b.rated, ' ') or ''
+table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d%s\n', req, now, nxt, fence_before,
+  lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us, rated) .. epoch_text)
 plan_records(b, parts)  -- include/calendar.lua
 return remember_reply(owner, table.concat(parts))

@@ -111,7 +111,7 @@ end
 if #taken > 0 then
   redis.call('HDEL', P .. 'running', unpack(taken))
   redis.call('ZREM', P .. 'lease', unpack(taken))
-  for _, token in ipairs(taken) do flow_end(token) end  -- keyed ones free a slot
+  flow_end_many(taken)  -- keyed ones free a slot, once per key
 end
 list_done(now, 'succeeded', retired)
 flush_tally()

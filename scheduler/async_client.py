@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler import flow, validation
+from scheduler import flow, keyrules, validation
 from scheduler import tracing as trace_config
 from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.flow import FlowState, Limit, refuse_sharded
 from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
-from scheduler.model import Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
+from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
 
@@ -107,38 +107,27 @@ class AsyncClient:
         make = job_spec(
             task, when, tz=tz, job_id=job_id, kwargs=kwargs, allow_past=allow_past, **options
         )
-        from scheduler.stores.redis import ops
-
         st = self._native()
         spec = make(self._wall(st))
-        layout = await st.checked(record=True)
+        await st.checked(record=True)
         if not self._tracing:
-            await st.run(ops.add(layout.part(spec.job_id), spec, st.payload_limit))
+            await st.add_many([spec])
             return spec.job_id
         with trace_config.enqueuing((spec,), "enqueue"):
-            await st.run(ops.add(layout.part(spec.job_id), spec, st.payload_limit))
+            await st.add_many([spec])
         return spec.job_id
 
     async def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[str]:
 
         st = self._native()
         specs = job_specs(jobs, self._wall(st))
-        layout = await st.checked(record=True)
+        await st.checked(record=True)
         if self._tracing:
             with trace_config.enqueuing(specs, "enqueue_many"):
-                await self._add_many(st, layout, specs)
+                await st.add_many(specs)
         else:
-            await self._add_many(st, layout, specs)
+            await st.add_many(specs)
         return [spec.job_id for spec in specs]
-
-    @staticmethod
-    async def _add_many(st: AsyncStore, layout: Any, specs: list[JobSpec]) -> None:
-        from scheduler.stores.redis import ops
-
-        args = [
-            await st.run(ops.add_args(layout.part(s.job_id), s, st.payload_limit)) for s in specs
-        ]
-        await st.add_many(specs, args)
 
     async def _flag(self, name: str, job_id: str) -> bool:
         from scheduler.stores.redis import ops
@@ -288,6 +277,26 @@ class AsyncClient:
         layout = await st.checked()
         return await st.run(limits.hold(layout.part(jid), jid))
 
+    async def set_key_rule(
+        self, template: str | None, *, task: str | None = None, lane: str | None = None
+    ) -> bool:
+        """As ``Client.set_key_rule``."""
+        from scheduler.stores.redis import rulebook
+
+        name, text = keyrules.declared(template, task, lane)
+        st = self._native()
+        layout = await st.checked()
+        refuse_sharded(len(layout.parts), "key rules")
+        return await st.run(rulebook.set_rule(layout.parts[0], name, text))
+
+    async def key_rules(self) -> dict[str, str]:
+        """As ``Client.key_rules``."""
+        from scheduler.stores.redis import rulebook
+
+        st = self._native()
+        layout = await st.checked()
+        return await st.run(rulebook.rules(layout.parts[0]))
+
     async def quarantined(self) -> list[Quarantined]:
         from scheduler.stores.redis.integrity import upkeep
 
@@ -399,5 +408,7 @@ for _name in (
     "flow_of",
     "limit_usage",
     "hold_of",
+    "set_key_rule",
+    "key_rules",
 ):
     setattr(StoreInThread, _name, _in_thread(_name))

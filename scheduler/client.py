@@ -33,6 +33,7 @@ from scheduler.stores.base import (
     FlowLimits,
     HasClock,
     Interrupts,
+    LimitKeyRules,
     Redo,
     Store,
     Upkeep,
@@ -110,7 +111,8 @@ class Client:
         ``tz``, default UTC, or a ``Cron`` with its daylight-saving policy and jitter).
         With an existing ``job_id`` this is an upsert (equal definition: no-op keeping the
         anchor; changed: replaced atomically). Options as for ``Scheduler.after``: lane,
-        timeout, retry, misfire, misfire_grace, catch_up_window, overlap, delivery. On
+        timeout, retry, misfire, misfire_grace, catch_up_window, overlap, delivery,
+        priority, limit_key (without one, the task's or lane's key rule gives it). On
         return the job is stored and replicas have been woken if it is the earliest; on
         error nothing was written."""
         when = {"delay": delay, "at": at, "every": every, "anchor": anchor, "cron": cron}
@@ -301,6 +303,29 @@ class Client:
         due, and that limit is full at the time of reading (its wait is the limit's); None
         otherwise. Raises ``JobNotFoundError`` for an unknown job. Read only."""
         return self._flow().hold_of(validation.job_id(job_id))
+
+    def set_key_rule(
+        self, template: str | None, *, task: str | None = None, lane: str | None = None
+    ) -> bool:
+        """Declare (or, with None, remove) the key rule of one ``task`` or one ``lane``: a
+        job added afterwards without a ``limit_key``, by any producer of the namespace,
+        gets its key from its task's rule, else from its lane's rule (its own ``limit_key``
+        wins). ``template``: literal text with ``{name}`` fields, each the job's keyword
+        argument of that name, a str or an int (``"customer:{customer_id}"``; ``{{`` and
+        ``}}`` are literal braces; a literal template, ``"task:send_email"``, puts all the
+        task's jobs under one key). Jobs already stored keep their key. An enqueue whose
+        rule needs an argument the job lacks raises ``KeyRuleError``, writing nothing. True
+        if it changed; bad input raises, writing nothing. A sharded namespace refuses it."""
+        return self._rules().set_key_rule(template, task=task, lane=lane)
+
+    def key_rules(self) -> dict[str, str]:
+        """Every key rule: its name (``"task:<name>"``, ``"lane:<name>"``) -> its template."""
+        return self._rules().key_rules()
+
+    def _rules(self) -> LimitKeyRules:
+        if not isinstance(self.store, LimitKeyRules):
+            raise TypeError(f"{type(self.store).__name__} keeps no key rules")
+        return self.store
 
     def _flow(self) -> FlowLimits:
         if not isinstance(self.store, FlowLimits):

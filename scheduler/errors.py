@@ -61,6 +61,27 @@ class PayloadError(DuetimeError, ValueError):
     """Job arguments that are not JSON or exceed the payload limit."""
 
 
+class KeyRuleError(DuetimeError, ValueError):
+    """A job added without a ``limit_key`` whose key rule (docs/flow-control.md, "A job's
+    limit key") cannot make its key: the rule needs a keyword argument the job lacks, or
+    has of another type than str or int, or makes a text that is not a limit key. Nothing
+    was written (for ``enqueue_many``: nothing of the batch)."""
+
+
+class KeyRulesChangedError(DuetimeError, RuntimeError):
+    """A shared store refused an add sent with the stamp of key rules that have changed
+    since (add.lua's check; the store reloads the rules and sends the add again once, so
+    this is seen only when they changed again meanwhile). Nothing of the refused jobs was
+    written."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "the namespace's key rules changed twice while these jobs were being added, so "
+            "none of the refused ones was written: add them again"
+            + (f" ({detail})" if detail else "")
+        )
+
+
 class InvocationTimeout(DuetimeError, TimeoutError):
     """A job ran past its timeout (recorded as its failure; it was asked to stop)."""
 

@@ -109,11 +109,12 @@ def declared(scope_: object, lim: object) -> tuple[str, Limit | None]:
     return scope(scope_), lim
 
 
-def refuse_sharded(shards: int) -> None:
-    """Limits need one shard: a key's jobs spread over the shards of a sharded namespace."""
+def refuse_sharded(shards: int, what: str = "limits") -> None:
+    """Limits (and key rules, ``what``) need one shard: a key's jobs spread over the shards
+    of a sharded namespace."""
     if shards > 1:
         raise TypeError(
-            f"limits need an unsharded namespace: this one has {shards} shards, over which a "
+            f"{what} need an unsharded namespace: this one has {shards} shards, over which a "
             "key's jobs spread, so no shard could count them all; use a namespace of its own "
             "(one shard) for jobs with limits"
         )
@@ -174,6 +175,12 @@ def ms_up(t: float) -> int:
 #: hand-off): each claim counts for the period plus this guard, so that at the jobs' own
 #: starts at most ``rate`` fall in any window of the period.
 RATE_GUARD_MS = 40
+
+#: A claim counted against a rate starts within this long (s) of the moment its replica
+#: asked for it (before the store counted it), or is handed back unstarted, its start still
+#: counted: so every start falls within the guard after its count. The guard's other 5 ms
+#: cover what runs between that check and the job's first line.
+RATE_START_WITHIN = (RATE_GUARD_MS - 5) / 1000
 
 
 def window_ms(lim: Limit) -> int:

@@ -84,7 +84,8 @@ class Metrics:
 
     def finished(self, lane: str, outcome: str) -> None:
         """outcome: succeeded | failed | retried | timeout | interrupted | lease_lost |
-        unknown_task."""
+        unknown_task | late (a claim its limit key's rate counted, handed back unstarted
+        because it could not start in time: docs/flow-control.md#limits)."""
 
     def ran(self, lane: str, task: str, outcome: str, seconds: float, waited: float) -> None:
         """An invocation's call took ``seconds`` after waiting ``waited`` seconds for its

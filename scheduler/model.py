@@ -230,6 +230,9 @@ class Claim(NamedTuple):
     # when it became claimable (store clock): the later of its due time and the moment it
     # was enqueued, retried or resumed; dispatch lag counts from here (None: ``scheduled``)
     ready: float | None = None
+    # a claim its key's rate limit counted: it starts within this many seconds of the
+    # moment its replica asked for it, or is handed back unstarted (docs/flow-control.md#limits)
+    start_within: float | None = None
 
     @property
     def scheduled_ms(self) -> int:

@@ -159,8 +159,7 @@ class Runner:
     def run(self, work: Work) -> None:
         claim = work.claim
         failpoints.hit("after_claim")
-        if claim.lease_until is not None and not self._lease_still_held(work):
-            self._lost_before_start(claim)
+        if not self._may_start(work):
             return
         try:
             fn = self._resolve(claim.spec.target)
@@ -237,14 +236,26 @@ class Runner:
             if self._heartbeat is not None and not queued:
                 self._heartbeat.drop(claim)  # a queued ack is settled once recorded
 
+    def _may_start(self, work: Work) -> bool:
+        """A claim its rate counted starts within ``start_within`` of its request, or is
+        handed back unstarted (its start still counted: docs/flow-control.md#limits); any
+        claim starts only with its lease still held."""
+        claim, within = work.claim, work.claim.start_within
+        if within is not None and self._clock.now() - work.claimed_at > within:
+            log.info("invocation %s: late for its rate's window, handed back", claim.invocation_id)
+            self._metrics.finished(claim.lane, "late")
+            self._commit(claim, lambda: self._store.release(claim))
+            return False
+        if claim.lease_until is not None and not self._lease_still_held(work):
+            self._lost_before_start(claim)
+            return False
+        return True
+
     def _lost_before_start(self, claim: Claim) -> None:
         if self._tracer is not None:
             self._tracer.lost_before_start(claim)
-        log.warning(
-            "lease lost before start, not running job %s invocation %s",
-            claim.job_id,
-            claim.invocation_id,
-        )
+        msg = "lease lost before start, not running job %s invocation %s"
+        log.warning(msg, claim.job_id, claim.invocation_id)
         self._metrics.finished(claim.lane, "lease_lost")
 
     def _log_started(self, claim: Claim, level: int) -> None:

@@ -1,7 +1,7 @@
--- include/limits.lua: limits enforced where jobs are claimed (include/flow.lua says where
--- they are kept): which limit governs a key, whether it may start now, a start counted,
--- an end that frees a slot.
--- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, HELD, flow_end
+-- include/limits.lua: limits enforced where jobs are claimed (kept: include/flow.lua): which
+-- limit governs a key, whether it may start now, starts counted, ends that free slots.
+-- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, flow_freed, HELD,
+--   flow_end_many, flow_end
 -- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
 --   wake, due:<lane>, layout, levels:<lane>
 
@@ -58,43 +58,63 @@ local function flow_room(key, now, most)
   return room
 end
 
--- An invocation of `key`'s queue `q` was claimed at `now` under `token`.
-local function flow_started(key, q, token, now)
-  redis.call('HINCRBY', P .. 'flow:run', key, 1)
-  redis.call('HSET', P .. 'flow:held', token, q)
+-- Invocations of `key`'s queue `q` were claimed at `now` under `tokens`: counted, tokens
+-- and (under a rate) starts written once for the batch. Whether a rate counted them.
+local function flow_started(key, q, tokens, now)
+  local n = #tokens
+  if n == 0 then return false end
+  redis.call('HINCRBY', P .. 'flow:run', key, n)
+  local held = {}
+  for i, token in ipairs(tokens) do held[2 * i - 1], held[2 * i] = token, q end
+  redis.call('HSET', P .. 'flow:held', unpack(held))
   local lim = limit_of(key)
   if lim and lim.rate > 0 then
-    local win = P .. 'flow:win:' .. key
-    redis.call('LPUSH', win, fmt(now))
+    local win, starts = P .. 'flow:win:' .. key, {}
+    for i = 1, math.min(n, lim.rate) do starts[i] = fmt(now) end
+    redis.call('LPUSH', win, unpack(starts))
     redis.call('LTRIM', win, 0, lim.rate - 1)
     redis.call('PEXPIRE', win, lim.period)
+    return true
   end
+  return false
 end
 
--- The invocation of `token` ended (or its lease was reaped): a keyed one frees its
--- key's slot, and the queues that waited for one (and its own) get a turn now. One EXISTS
--- per call where no keyed invocation runs.
-local HELD
-local function flow_end(token)
-  if HELD == nil then HELD = redis.call('EXISTS', P .. 'flow:held') == 1 end
-  if not HELD then return end
-  local q = redis.call('HGET', P .. 'flow:held', token)
-  if not q then return end
-  redis.call('HDEL', P .. 'flow:held', token)
-  local lane, p, key = string.match(q, '^(.-)\31(%-?%d+)\31(.*)$')
-  if not key or key == '' then return end
-  if redis.call('HINCRBY', P .. 'flow:run', key, -1) <= 0 then
+-- `ended.n` runs of `key` ended (in queues `ended.qs`): slots free, the waiting get a turn.
+local function flow_freed(key, ended)
+  if redis.call('HINCRBY', P .. 'flow:run', key, -ended.n) <= 0 then
     redis.call('HDEL', P .. 'flow:run', key)
   end
   local now, wait = now_ms(), P .. 'flow:wait:' .. key
   local waited = redis.call('SMEMBERS', wait)
-  waited[#waited + 1] = q
-  for _, w in ipairs(waited) do
+  local waiting = #waited
+  if waiting > 0 then redis.call('DEL', wait) end
+  for q in pairs(ended.qs) do waited[#waited + 1] = q end
+  for _, w in ipairs(waited) do  -- (a queue twice: ZADD LT of the same score, a no-op)
     local l, wp = string.match(w, '^(.-)\31(%-?%d+)\31')
     if l then redis.call('ZADD', P .. 'turns:' .. l .. US .. wp, 'LT', now, key) end
   end
-  if #waited > 1 then
-    redis.call('DEL', wait)
-    redis.call('PUBLISH', P .. 'wake', fmt(now))
-  end
+  if waiting > 0 then redis.call('PUBLISH', P .. 'wake', fmt(now)) end
 end
+
+-- The invocations of `tokens` ended (or their leases were reaped): each keyed one frees
+-- its key's slot (flow_freed, once per key). One EXISTS per call where none runs.
+local HELD
+local function flow_end_many(tokens)
+  if HELD == nil then HELD = redis.call('EXISTS', P .. 'flow:held') == 1 end
+  if not HELD or #tokens == 0 then return end
+  local qs, ended, keys = redis.call('HMGET', P .. 'flow:held', unpack(tokens)), {}, {}
+  for i, q in ipairs(qs) do
+    if q then
+      ended[#ended + 1] = tokens[i]
+      local key = string.match(q, '^.-\31%-?%d+\31(.*)$')
+      if key and key ~= '' then
+        if not keys[key] then keys[key] = {n = 0, qs = {}}; keys[#keys + 1] = key end
+        keys[key].n, keys[key].qs[q] = keys[key].n + 1, true
+      end
+    end
+  end
+  if #ended > 0 then redis.call('HDEL', P .. 'flow:held', unpack(ended)) end
+  for _, key in ipairs(keys) do flow_freed(key, keys[key]) end
+end
+
+local function flow_end(token) flow_end_many({token}) end

@@ -5,7 +5,7 @@
 -- back by a rate limit comes back when the limit allows, one at its concurrency waits in
 -- flow:wait:<key> until an invocation of its key ends (include/flow.lua, flow_end).
 -- The in-process twin: scheduler/stores/memory/flow.py.
--- Provides: next_turns, claim_level, claim_lanes
+-- Provides: next_turns, take, claim_level, claim_lanes
 -- Key families: levels:<lane>, turns:<level>, limits, flow:run, flow:held, flow:win:<key>,
 --   flow:wait:<key>, due:<lane>, wake, events, fence, job:<job_id>, layout, lease, parked,
 --   parked:<task>, quarantined, quarantined:<entry>, replica:<owner>, running, seq,
@@ -50,6 +50,23 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
   end
 end
 
+-- Up to `want` places from queue `q` of limit key `key` ('': none): places taken (claims,
+-- and calendar series sent to be planned: claimed in the claim's next script call, in the
+-- place they took here, include/admit.lua) and claims made, their starts counted.
+local function take(b, q, key, want)
+  local n = b.n
+  local took = want - claim_lane(b, q, want)
+  local got = b.n - n
+  if key ~= '' and got > 0 then  -- the claims' tokens: the batch's fences are consecutive
+    local tokens = {}
+    for i = got - 1, 0, -1 do tokens[#tokens + 1] = b.token_head .. fmt(b.fence - i) end
+    if flow_started(key, q, tokens, b.now) then  -- the reply names them (claim.lua)
+      for i = got - 1, 0, -1 do b.rated[#b.rated + 1] = fmt(b.fence - i) end
+    end
+  end
+  return took, got
+end
+
 local function claim_level(b, lane, p, cap)
   local tk = P .. 'turns:' .. lane .. US .. fmt(p)
   local cands = candidates(b, lane, p, cap, tk)
@@ -63,15 +80,9 @@ local function claim_level(b, lane, p, cap)
       elseif cap > 0 and not done[key] then
         local room, why, at = math.huge, nil, nil
         if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
-        local q, n = queue_of(lane, p, key), b.n
         local want = active == 1 and math.min(cap, room) or 1
-        -- places taken: claims, and calendar series sent to be planned (claimed in the
-        -- claim's next script call, in the place they took here: include/admit.lua)
-        local took = room > 0 and want - claim_lane(b, q, want) or 0
-        local got = b.n - n
-        for i = got - 1, 0, -1 do  -- each claim's token: the batch's fences are consecutive
-          if key ~= '' then flow_started(key, q, b.token_head .. fmt(b.fence - i), b.now) end
-        end
+        local took, got = 0, 0
+        if room > 0 then took, got = take(b, queue_of(lane, p, key), key, want) end
         cap = cap - took
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
@@ -94,7 +105,7 @@ end
 -- its own due set; the lanes with capacity left.
 local function claim_lanes(b, caps)
   local left = {}
-  b.flows = {}
+  b.flows, b.rated = {}, {}
   for _, lc in ipairs(caps) do
     local lane, rest = lc[1], lc[2]
     local levels = flow_levels(lane)

@@ -1,5 +1,7 @@
 """``duetime limit``: declare, change, list and remove the limits of a namespace's keys
-(docs/flow-control.md). A change holds from the fleet's next claim."""
+(docs/flow-control.md), and its key rules (``duetime limit rule``: the key a job added
+without one gets from its task or its lane). A limit's change holds from the fleet's next
+claim; a rule's, for the jobs added after it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 
 import click
 
-from scheduler import flow
+from scheduler import flow, keyrules
 from scheduler.cli import render, when
 from scheduler.cli.app import (
     bad_input,
@@ -22,7 +24,7 @@ from scheduler.limit_usage import TOP_KEYS, ScopeUsage
 
 @main.group()
 def limit() -> None:
-    """Limits per key, fleet-wide: N starts per period, K running at once."""
+    """Limits per key, fleet-wide: N starts per period, K running at once; key rules."""
 
 
 @limit.command("set")
@@ -157,3 +159,73 @@ def _set(store: object, scope: str, lim: flow.Limit | None) -> bool:
     parts = getattr(store, "parts", [store])
     flow.refuse_sharded(len(parts))
     return bool(parts[0].set_limit(scope, lim))
+
+
+# ---- key rules ------------------------------------------------------------------------------
+
+task_option = click.option("--task", metavar="TASK", help="The rule of this task's jobs.")
+lane_option = click.option("--lane", metavar="LANE", help="The rule of this lane's jobs.")
+
+
+@limit.group()
+def rule() -> None:
+    """Key rules: a job enqueued without --limit-key gets its task's rule's key, else its
+    lane's (TEMPLATE: text with {kwarg} fields, e.g. 'customer:{customer_id}')."""
+
+
+@rule.command("set")
+@with_url
+@namespace_option
+@task_option
+@lane_option
+@click.argument("template")
+def rule_set(
+    redis_url: str | None, namespace: str, task: str | None, lane: str | None, template: str
+) -> None:
+    """Give jobs of --task or --lane the limit key TEMPLATE makes of their kwargs."""
+    name = _rule_name(template, task, lane)
+    with open_namespace("limit rule set", redis_url, namespace) as store:
+        changed = _rule(store, template, task, lane)
+    click.echo(f"{name}: {template}" + ("" if changed else " (unchanged)"))
+
+
+@rule.command("rm")
+@with_url
+@namespace_option
+@task_option
+@lane_option
+def rule_rm(redis_url: str | None, namespace: str, task: str | None, lane: str | None) -> None:
+    """Remove the key rule of --task or --lane (jobs stored keep their key)."""
+    name = _rule_name(None, task, lane)
+    with open_namespace("limit rule rm", redis_url, namespace) as store:
+        changed = _rule(store, None, task, lane)
+    click.echo(f"{name}: removed" if changed else f"{name}: had no rule")
+
+
+@rule.command("ls")
+@with_url
+@namespace_option
+@json_option
+def rule_ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """List the key rules: each task's and lane's template."""
+    with open_namespace("limit rule ls", redis_url, namespace) as store:
+        rules = store.parts[0].key_rules()
+    if as_json:
+        click.echo(json.dumps({"rules": rules}, indent=2))
+    elif not rules:
+        click.echo(f"no key rules in namespace {namespace!r}")
+    else:
+        click.echo("\n".join(render.table(["RULE", "TEMPLATE"], sorted(map(list, rules.items())))))
+
+
+def _rule_name(template: str | None, task: str | None, lane: str | None) -> str:
+    try:
+        return keyrules.declared(template, task, lane)[0]
+    except (ValueError, TypeError) as exc:
+        bad_input(exc)
+
+
+def _rule(store: object, template: str | None, task: str | None, lane: str | None) -> bool:
+    parts = getattr(store, "parts", [store])
+    flow.refuse_sharded(len(parts), "key rules")
+    return bool(parts[0].set_key_rule(template, task=task, lane=lane))

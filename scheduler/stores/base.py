@@ -346,3 +346,20 @@ class FlowLimits(Protocol):
         and that limit is full at the time of reading; None otherwise. Raises
         ``JobNotFoundError`` for an unknown job. Read only."""
         ...
+
+
+@runtime_checkable
+class LimitKeyRules(Protocol):
+    """A store that keeps key rules (scheduler/keyrules.py, docs/flow-control.md): a job
+    added without a limit key gets its task's rule's key, else its lane's rule's."""
+
+    def set_key_rule(
+        self, template: str | None, *, task: str | None = None, lane: str | None = None
+    ) -> bool:
+        """Declare (None: remove) the key rule of ``task`` or ``lane`` (exactly one): it
+        applies to every job added after it, by any producer. True if it changed."""
+        ...
+
+    def key_rules(self) -> dict[str, str]:
+        """Every key rule: its name (``task:<name>``, ``lane:<name>``) -> its template."""
+        ...

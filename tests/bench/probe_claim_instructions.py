@@ -14,7 +14,7 @@ complete_many.lua are measured too, by the same client code (the scripts' argume
 replies must be the same in both trees), on a server of their own.
 
     PYTHONPATH=. python tests/bench/probe_claim_instructions.py --jobs 2000 --batch 50 \\
-        --before "$before"
+        --before "$before" [--kind plain|keyed|limited]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
 from bench_add_ablate import callgrind_redis, whole  # noqa: E402
 
+from scheduler import flow  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
 from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
@@ -47,8 +48,18 @@ def summary(path: str) -> int:
     return int(m.group(1))
 
 
+#: --kind: what the jobs carry (docs/flow-control.md): nothing; one limit key, no limit
+#: declared; one key under a rate limit that never binds (10,000 starts per ms)
+KINDS = ("plain", "keyed", "limited")
+
+
 def measure(
-    texts: dict[str, str] | None, jobs: int, batch: int, warm: int = 300, raw: bool = False
+    texts: dict[str, str] | None,
+    jobs: int,
+    batch: int,
+    warm: int = 300,
+    raw: bool = False,
+    kind: str = "plain",
 ) -> dict[str, float]:
     """Instructions per job of the claims and of the acks (``texts``: the two scripts to
     use instead of this checkout's; ``raw``: claims only, their replies not read, so that
@@ -59,10 +70,16 @@ def measure(
         store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
         for name, text in (texts or {}).items():
             store._scripts[name] = client.register_script(text)
+        if kind == "limited":
+            store.set_limit("k", flow.limit(rate=flow.RATE_MAX, per=0.001))
+        key = None if kind == "plain" else "k"
         for i in range(0, warm + jobs, 500):
             n = min(500, warm + jobs - i)
             store.add_many(
-                [JobSpec(f"j{k:08d}", TaskRef("t.x", '{"i":1}'), After(0)) for k in range(i, i + n)]
+                [
+                    JobSpec(f"j{k:08d}", TaskRef("t.x", '{"i":1}'), After(0), limit_key=key)
+                    for k in range(i, i + n)
+                ]
             )
 
         def run(n: int) -> list[Any]:
@@ -107,13 +124,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--before", metavar="DIR")
     ap.add_argument("--raw", action="store_true", help="claims only, replies not read (cuts)")
+    ap.add_argument("--kind", choices=KINDS, default="plain", help="what the jobs carry")
     a = ap.parse_args()
     rows = {}
     if a.before:
         texts = {n: whole(a.before, n) for n in NAMES}
-        rows["before"] = measure(texts, a.jobs, a.batch, raw=a.raw)
-    rows["this"] = measure(None, a.jobs, a.batch, raw=a.raw)
-    print(f"Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call)")
+        rows["before"] = measure(texts, a.jobs, a.batch, raw=a.raw, kind=a.kind)
+    rows["this"] = measure(None, a.jobs, a.batch, raw=a.raw, kind=a.kind)
+    print(f"Redis instructions per job ({a.jobs} one-off {a.kind} jobs, {a.batch} per call)")
     print(f"{'':8s} {'claim':>10s} {'ack':>10s} {'both':>10s}")
     for label, r in rows.items():
         print(f"{label:8s} {r['claim']:10,.0f} {r['ack']:10,.0f} {r['both']:10,.0f}")

@@ -15,8 +15,11 @@ import pytest
 
 from scheduler import flow
 from scheduler.flow import Limit
+from scheduler.metrics import Metrics
 from scheduler.model import After, Cron, Every, RetryPolicy
 from tests.model.test_divergences import Pair, claim, claims, job
+from workers.runner import Runner, Work
+from workers.timers import Timers
 
 
 def add(p: Pair, job_id: str, delay: float = 0, **kw: Any) -> None:
@@ -141,6 +144,34 @@ def test_rate_per_key(pair: Pair) -> None:
     pair.clock.advance(flow.RATE_GUARD_MS / 1000)
     assert ids(pair)[0] == ["j2", "j3"]
     assert pair.mem.flow_of("api:x") == pair.red.flow_of("api:x")  # type: ignore[attr-defined]
+    assert pair.mem.flow_of("api:x").recent_starts == 2  # type: ignore[attr-defined]
+
+
+def test_a_claim_a_rate_counted_must_start_soon(pair: Pair) -> None:
+    """Only a claim its key's rate counted carries a start deadline; handed back unstarted,
+    it is pending again and its counted start stays in the window."""
+    limit(pair, "api:x", flow.limit(rate=2, per=1))
+    limit(pair, "db:y", flow.limit(concurrency=1))
+    add(pair, "rated", limit_key="api:x")
+    add(pair, "slot", limit_key="db:y")
+    add(pair, "free", limit_key="other")
+    add(pair, "plain")
+    pair.clock.advance(0.001)
+    got, m, r = ids(pair)
+    for batch in (m, r):
+        within = {c.job_id: c.start_within for c in batch.claims}
+        assert within == {
+            "rated": flow.RATE_START_WITHIN,
+            "slot": None,
+            "free": None,
+            "plain": None,
+        }
+    rated = {s: next(c for c in b.claims if c.job_id == "rated") for s, b in (("m", m), ("r", r))}
+    assert pair.mem.release(rated["m"]) == pair.red.release(rated["r"])
+    assert pair.mem.flow_of("api:x") == pair.red.flow_of("api:x")  # type: ignore[attr-defined]
+    assert pair.mem.flow_of("api:x").recent_starts == 1  # type: ignore[attr-defined]
+    got, m, _ = ids(pair)
+    assert got == ["rated"] and m.claims[0].attempt == 1  # the same attempt, one more start
     assert pair.mem.flow_of("api:x").recent_starts == 2  # type: ignore[attr-defined]
 
 
@@ -327,3 +358,43 @@ def test_a_planned_series_holds_its_key_across_priorities(pair: Pair) -> None:
     pair.clock.advance(125)
     got, _, _ = ids(pair, 2, lease=5)
     assert got == ["c"]
+
+
+# ---- a claim a rate counted, at its start ---------------------------------------------------
+
+
+class _Outcomes(Metrics):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def finished(self, lane: str, outcome: str) -> None:
+        self.seen.append(outcome)
+
+
+@pytest.mark.parametrize("late", [True, False])
+def test_a_rated_claim_that_cannot_start_in_time_is_handed_back(store: Any, late: bool) -> None:
+    """Started later than ``RATE_START_WITHIN`` after its claim was read, a claim its key's
+    rate counted could put more starts in a window than the rate allows: the runner hands
+    it back unstarted (same attempt) instead; in time, it runs."""
+    clock = store.clock
+    store.set_limit("api:x", flow.limit(rate=5, per=1))
+    store.add(job("j", After(0), limit_key="api:x"))
+    clock.advance(0.001)
+    (c,) = store.claim_due({"default": 1}, 30, "r1").claims
+    ran: list[str] = []
+    metrics, timers = _Outcomes(), Timers(clock)
+    runner = Runner(store, clock, timers, lambda _t: lambda: ran.append("j"), metrics=metrics)
+    try:
+        read_at = clock.now() - (flow.RATE_START_WITHIN + 0.001 if late else 0)
+        runner.run(Work(c, read_at))
+        runner.flush_acks()
+    finally:
+        timers.close()
+    if late:
+        assert ran == [] and metrics.seen == ["late"]
+        info = store.get("j")
+        assert info is not None and info.state == "scheduled" and info.running == ()
+        (again,) = store.claim_due({"default": 1}, 30, "r1").claims
+        assert again.job_id == "j" and again.attempt == 1
+    else:
+        assert ran == ["j"] and metrics.seen == ["succeeded"]

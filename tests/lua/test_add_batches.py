@@ -100,7 +100,9 @@ def test_bad_input_of_any_job_refuses_the_whole_call(redis_url, redis_ns, redis_
         bad = [*add_args(job="x2", misfire="sometimes"), ""]
         assert attempt(rs, "add", *good, *bad) == "ERROR: duetime bad-input policy"
         assert attempt(rs, "add", *good, *good[:6]) == "ERROR: duetime bad-input count"
-        assert attempt(rs, "add", *good, *good, "x") == "ERROR: duetime bad-input count"
+        assert attempt(rs, "add", *good, *good, "x", "y") == "ERROR: duetime bad-input count"
+        # 12n + 1 arguments: the last is the key rules' stamp, checked ("0": never changed)
+        assert attempt(rs, "add", *good, *good, "x") == "ERROR: duetime stale-rules 0"
         assert changed(before, dump(redis_client, rs.keys.prefix)) == []
     finally:
         rs.close()

@@ -199,8 +199,11 @@ def test_claim_reply_fields_match_the_header():
         "now us",
     ]
     assert fields[: len(head)] == head
-    line = re.search(r"string\.format\('%s\\n((?:%d ?)+)\\n'", code)
+    line = re.search(r"string\.format\('%s\\n((?:%d ?)+)(%s)?\\n'", code)
     assert line and len(line.group(1).split()) == len(head) - 1
+    # then, as one %s, the fences of the claims a rate counted
+    assert line.group(2) and fields[len(head)] == "fence"
+    assert "<now us> [<fence>...]" in returns_block(header)
     i = fields.index("sched")
     record = ["sched", "attempt", "fence", "gen", "ready", "job bytes", "def bytes", "job", "def"]
     assert fields[i : i + len(record)] == record

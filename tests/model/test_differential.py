@@ -3,7 +3,8 @@
 One ``MemoryStore`` and one ``RedisStore`` (on fakeredis, and on a real ``redis-server``)
 on ONE ``FakeClock`` are driven through the same random sequence of public store
 operations: adds of one-off (``After``/``At``), interval (``Every``) and cron (``Cron``)
-jobs with misfire, overlap, retry and delivery options; cancel, pause, resume, trigger;
+jobs with misfire, overlap, retry and delivery options, priorities, limit keys and
+arguments; limits and key rules set and removed; cancel, pause, resume, trigger;
 clock advances from 1 ms to over an hour; claims with capacities and a lease; complete,
 fail (with and without ``retry_in``), release, renew; lease expiry (an advance past the
 lease, then a claim reaps). After every step every return value and every job's
@@ -43,7 +44,7 @@ from hypothesis.stateful import (
 )
 
 from scheduler.client import Client
-from scheduler.errors import JobNotFoundError
+from scheduler.errors import JobNotFoundError, KeyRuleError
 from scheduler.flow import Limit
 from scheduler.model import (
     After,
@@ -128,6 +129,10 @@ RETRY_INS = st.sampled_from([0, 0.5, 1, 5, 60])
 # flow control (docs/flow-control.md): most jobs have neither a priority nor a key
 PRIORITIES = st.sampled_from([0, 0, 0, 2, -1])
 LIMIT_KEYS = st.sampled_from([None, None, "k1", "k2"])
+# key rules: a job's arguments (the rule "c:{c}" keys an int or a str, refuses a float or none)
+ARGS = st.sampled_from(["{}", '{"c":1}', '{"c":"x"}', '{"c":1.5}'])
+RULE_TARGETS = st.sampled_from([{"task": "t.x"}, {"lane": "default"}, {"lane": "other"}])
+TEMPLATES = st.sampled_from(["c:{c}", "lit", None, "k1"])
 LIMITS = st.sampled_from(
     [
         None,
@@ -211,6 +216,8 @@ def normal_info(info: JobInfo | None) -> dict[str, Any] | None:
         ],
         "task": info.task,
         "args": info.args,
+        "priority": info.priority,
+        "limit_key": info.limit_key,
         "last_traceback": info.last_traceback,
     }
 
@@ -234,13 +241,15 @@ class Differential(RuleBasedStateMachine):
         super().__init__()
         self.make_redis = make_redis
 
-    @initialize()
-    def start(self) -> None:
+    @initialize(whose=RULE_TARGETS, template=TEMPLATES)
+    def start(self, whose: dict[str, str] | None = None, template: str | None = None) -> None:
         self.clock = FakeClock(start=START)
         self.now_ms = round(START * 1000)  # the clock's time in whole ms: it stays on the ms grid
         self.mem: Store = MemoryStore(self.clock)
         self.red: Store = self.make_redis(self.clock)
         self.held: list[Held] = []
+        if whose is not None and template is not None:  # most runs start with a key rule
+            self.set_key_rule(whose, template)
 
     def teardown(self) -> None:
         red = getattr(self, "red", None)
@@ -270,6 +279,7 @@ class Differential(RuleBasedStateMachine):
         lane=st.sampled_from(LANES),
         priority=PRIORITIES,
         limit_key=LIMIT_KEYS,
+        args=ARGS,
     )
     def add(
         self,
@@ -282,12 +292,13 @@ class Differential(RuleBasedStateMachine):
         lane: str,
         priority: int = 0,
         limit_key: str | None = None,
+        args: str = "{}",
     ) -> None:
         if isinstance(schedule, tuple):
             schedule = At(self.now() + schedule[1])
         sp = JobSpec(
             job_id=job_id,
-            target=TaskRef("t.x"),
+            target=TaskRef("t.x", args),
             schedule=schedule,
             lane=lane,
             retry=RetryPolicy(max_attempts=attempts),
@@ -297,9 +308,22 @@ class Differential(RuleBasedStateMachine):
             priority=priority,
             limit_key=limit_key,
         )
-        a, b = self.both(lambda s: s.add(sp))
-        due_in = a.due_in
-        self.agree("add", (a.outcome, ms(due_in)), (b.outcome, ms(b.due_in)))
+
+        def put(s: Store) -> Any:
+            try:
+                got = s.add(sp)
+            except KeyRuleError as exc:  # its key rule refuses it: nothing written
+                return str(exc)
+            return got.outcome, ms(got.due_in)
+
+        self.agree("add", *self.both(put))
+
+    @rule(whose=RULE_TARGETS, template=TEMPLATES)
+    def set_key_rule(self, whose: dict[str, str], template: str | None) -> None:
+        """A rule for the jobs added after it (the Redis store's cached rules go stale: its
+        next add is refused once, then sent again with the rules read again)."""
+        self.agree("set_key_rule", *self.both(lambda s: s.set_key_rule(template, **whose)))  # type: ignore[attr-defined]
+        self.agree("key_rules", *self.both(lambda s: s.key_rules()))  # type: ignore[attr-defined]
 
     @rule(scope=st.sampled_from(["k1", "k2", "*"]), lim=LIMITS)
     def set_limit(self, scope: str, lim: Limit | None) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from scheduler import flow
 from scheduler.flow import (
+    RATE_START_WITHIN,
     FlowState,
     Limit,
     ms_up,
@@ -131,17 +132,20 @@ class FlowBook:
             room = min(room, lim.rate - counted, most)
         return room, None
 
-    def started(self, spec: JobSpec, now: int) -> None:
-        """An invocation of ``spec`` was claimed at ``now``: its key counts it."""
+    def started(self, spec: JobSpec, now: int) -> float | None:
+        """An invocation of ``spec`` was claimed at ``now``: its key counts it. Returns
+        the claim's ``start_within`` (``RATE_START_WITHIN`` where a rate counted it)."""
         key = spec.limit_key
         if key is None:
-            return
+            return None
         self.running[key] = self.running.get(key, 0) + 1
         lim = self.limit_of(key)
-        if lim is not None and lim.rate is not None:
-            starts = self.windows.setdefault(key, [])
-            starts.insert(0, now)
-            del starts[lim.rate :]
+        if lim is None or lim.rate is None:
+            return None
+        starts = self.windows.setdefault(key, [])
+        starts.insert(0, now)
+        del starts[lim.rate :]
+        return RATE_START_WITHIN
 
     def ended(self, spec: JobSpec, now: int) -> bool:
         """An invocation of ``spec`` (as claimed) ended: its key's slot is free, and the

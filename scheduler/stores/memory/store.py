@@ -21,25 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.clock import Clock, MonotonicClock
-from scheduler.flow import ms_up, now_ms, queue_of
+from scheduler.flow import ms_up, now_ms
 from scheduler.heap import DueEntry, DueHeap, earliest
-from scheduler.model import (
-    AddResult,
-    Claim,
-    ClaimBatch,
-    Commit,
-    Delivery,
-    Event,
-    JobSpec,
-    Misfire,
-    Overlap,
-    Skip,
-)
+from scheduler.model import Claim, ClaimBatch, Commit, Delivery, Event, Misfire, Overlap, Skip
 from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
+from scheduler.stores.memory.adding import MemoryAdding
 from scheduler.stores.memory.flow import FlowBook
 from scheduler.stores.memory.records import JobRecord, Pending, Running, defers, rerun_due
-from scheduler.stores.memory.steering import MemorySteering
 
 
 @dataclass
@@ -55,7 +44,7 @@ class _Claiming:
     deferred: list[tuple[str, DueEntry]] = field(default_factory=list)  # (queue, entry)
 
 
-class MemoryStore(MemorySteering):
+class MemoryStore(MemoryAdding):
     """Thread-safe in-process store. Several engines may share one instance.
 
     It records successes in batches too (``complete_many``, the ``BatchAcks`` protocol:
@@ -92,33 +81,6 @@ class MemoryStore(MemorySteering):
         with self._lock:
             self._last_id += 1
             return self._last_id
-
-    def add(self, spec: JobSpec) -> AddResult:
-        with self._lock:
-            now = self.clock.now()
-            old = self._jobs.get(spec.job_id)
-            if old is not None and not old.cancelled and old.spec == spec:
-                return AddResult("unchanged", old.due_in(now))
-            job = JobRecord(spec=spec, generation=next(self._generations), anchor=None)
-            job.queue = queue_of(spec.lane, spec.priority, spec.limit_key)
-            first = series.first(job, now, self.clock.wall())
-            if first is None:
-                raise ValueError(
-                    f"the schedule of {spec.job_id!r} has no occurrence after "
-                    "now; nothing was stored"
-                )
-            if old is not None:
-                self._drop_pending_locked(old)
-            if spec.recurring:
-                job.since = first.scheduled
-            self._jobs[spec.job_id] = job
-            self._history.pop(spec.job_id, None)
-            self._push_locked(job, first)
-            outcome = "replaced" if old is not None and not old.cancelled else "created"
-            self._event_locked(now, "scheduled", spec.job_id, first.scheduled, detail=outcome)
-            due_in = max(0.0, first.due - now)  # due already (At a past instant): 0
-        self._wake(due_in)
-        return AddResult(outcome, due_in)
 
     # ---- the dispatcher's side ---------------------------------------------------------
 
@@ -250,8 +212,7 @@ class MemoryStore(MemorySteering):
             ready,
         )
         self._running_per_job[spec.job_id] = self._running_per_job.get(spec.job_id, 0) + 1
-        if spec.limit_key is not None:
-            self._flow.started(spec, now_ms(now))
+        within = None if spec.limit_key is None else self._flow.started(spec, now_ms(now))
         if lease_until is not None:
             heapq.heappush(self._leases, (lease_until, token))
         job.attempts = attempt
@@ -267,6 +228,7 @@ class MemoryStore(MemorySteering):
             job.generation,
             spec.lane,
             ready,
+            within,
         )
 
     def renew(self, claims: Sequence[Claim], lease: float) -> list[Commit]:

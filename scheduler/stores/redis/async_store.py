@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from scheduler import validation
 from scheduler.clock import Clock
 from scheduler.model import AddResult, JobSpec
-from scheduler.stores.redis import adds
+from scheduler.stores.redis import adds, rulebook
 from scheduler.stores.redis.integrity.checks import eviction_cause
 from scheduler.stores.redis.integrity.replication import (
     FAILOVER,
@@ -46,7 +46,16 @@ from scheduler.stores.redis.integrity.server_checks import (
 from scheduler.stores.redis.ops import Layout
 from scheduler.stores.redis.protocol import gateway, script_args, scripts, urls
 from scheduler.stores.redis.protocol.keys import Keys
-from scheduler.stores.redis.protocol.requests import Calls, Eval, Now, Op, Request, Scan, Script
+from scheduler.stores.redis.protocol.requests import (
+    Adds,
+    Calls,
+    Eval,
+    Now,
+    Op,
+    Request,
+    Scan,
+    Script,
+)
 from scheduler.stores.redis.sharding import shards
 
 T = TypeVar("T")
@@ -94,6 +103,7 @@ class AsyncStore:
         self._checking: asyncio.Lock | None = None  # one check at a time, made in the loop
         self.clock = clock  # tests only: its time replaces Redis TIME (as RedisStore's)
         self.seq_high = [0] * len(self.layout.parts)  # per shard: the highest seq added
+        self.rules = [rulebook.RuleCache() for _ in self.layout.parts]  # key rules applied
         self.lost_writes = 0
         self.data_loss_alarms = 0
         self._slots: asyncio.Semaphore | None = None  # IN_FLIGHT, made in the running loop
@@ -141,18 +151,24 @@ class AsyncStore:
     async def run(self, op: Op[T]) -> T:
         """Run ``op`` (protocol/requests.py): each request awaited in turn; the op's result."""
         async with self._turn():
-            try:
-                request = next(op)
-                while True:
-                    request = op.send(await self._do(request))
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
+            return await self._drive(op)
+
+    async def _drive(self, op: Op[T]) -> T:
+        """``run`` within a turn its caller holds."""
+        try:
+            request = next(op)
+            while True:
+                request = op.send(await self._do(request))
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
 
     async def _do(self, request: Request) -> Any:
         try:
             if isinstance(request, Script):
-                return await self._script(request)
+                return await self._send(request)
+            if isinstance(request, Adds):
+                return await self._add_batch(request.part, request.args, request.stamp)
             if isinstance(request, Calls):
                 return await self._calls(request)
             if isinstance(request, Scan):
@@ -175,13 +191,6 @@ class AsyncStore:
         head = script_args.head(keys.prefix, None if self.clock is None else self.clock.now())
         sent = [(_script(name), [*head, *args]) for name, args in calls]
         return gateway.Trip(sent, [keys.epoch], self.waiter.wait(writes), raises)
-
-    async def _script(self, s: Script) -> Any:
-        high = self.seq_high[s.part]
-        reply = await self._send(s)
-        if s.name == "add":
-            await self._after_add(s.part, high, [reply])
-        return reply
 
     async def _send(self, s: Script) -> Any:
         import redis
@@ -211,30 +220,40 @@ class AsyncStore:
             nxt = next(iter(nxt.values()))
         return int(nxt), list(keys)
 
-    async def add_many(
-        self, specs: Sequence[JobSpec], args: Sequence[list[Any]]
-    ) -> list[AddResult]:
-        """add.lua for each of ``specs`` (``args``: their arguments, ops.add_args), one
-        round trip per shard (each add atomic on its own; a call that met a NOSCRIPT is
-        sent again: protocol/gateway.py)."""
-        from scheduler.stores.redis.protocol import records
-
+    async def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
+        """Store ``specs`` (adds.py: key rules applied, add.lua calls of ``ADD_BATCH`` jobs),
+        one round trip per shard holding some, in one turn; each add atomic on its own, the
+        first refusal raised (the other jobs were stored). The layout must be ``checked``."""
         groups: dict[int, list[int]] = defaultdict(list)
         for n, spec in enumerate(specs):
             groups[shards.shard_of(spec.job_id, len(self.layout.parts))].append(n)
         out: list[AddResult | None] = [None] * len(specs)
         async with self._turn():  # the shards' batches: one turn, a connection per shard
             replies = await asyncio.gather(
-                *(self._add_batch(i, [args[n] for n in members]) for i, members in groups.items())
+                *(
+                    self._drive(
+                        adds.add(
+                            self.layout.parts[i],
+                            [specs[n] for n in members],
+                            self.payload_limit,
+                            self.rules[i],
+                        )
+                    )
+                    for i, members in groups.items()
+                )
             )
-        for members, batch in zip(groups.values(), replies, strict=True):
-            for n, reply in zip(members, batch, strict=True):
-                out[n] = records.add_result(reply)
+        for members, results in zip(groups.values(), replies, strict=True):
+            for n, result in zip(members, results, strict=True):
+                out[n] = result
         return [r for r in out if r is not None]
 
-    async def _add_batch(self, part: int, args: list[list[Any]]) -> list[Any]:
+    async def _add_batch(
+        self, part: int, args: Sequence[list[Any]], stamp: str | None
+    ) -> list[Any]:
+        """``requests.Adds``: add.lua for ``args`` on shard ``part`` in one round trip, each
+        call with ``stamp``; one item per job, its reply or the store's error (adds.send)."""
         keys, high = self.layout.parts[part], self.seq_high[part]
-        calls = [("add", call) for call in script_args.add_calls(args)]
+        calls = [("add", call) for call in script_args.add_calls(args, stamp)]
         try:
             items = adds.per_job(
                 len(args), await gateway.arun(self._r, self._trip(keys, calls, len(args), False))
@@ -242,10 +261,7 @@ class AsyncStore:
             await self._after_add(part, high, [r for r in items if not isinstance(r, Exception)])
         except UNREACHABLE as exc:
             raise unreachable(exc, self.url) from exc
-        bad = adds.first_error(items)
-        if bad is not None:
-            raise adds.store_error(bad, self.url) from bad
-        return items
+        return [adds.store_error(x, self.url) if isinstance(x, Exception) else x for x in items]
 
     async def _after_add(self, part: int, high: int, replies: list[Any]) -> None:
         """The sync store's lost-write check (ReplicationWatch.after_add), for shard

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from scheduler import flow, validation
+from scheduler import validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import (
     StoreConfigError,
@@ -30,13 +30,13 @@ from scheduler.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
-from scheduler.flow import Limit
 from scheduler.model import AddResult, Claim, ClaimBatch, Commit, Event, JobInfo, JobSpec, Retried
 from scheduler.stores.base import AckedClaim
-from scheduler.stores.redis import adds, ops, redo
+from scheduler.stores.redis import adds, ops, redo, rulebook
 from scheduler.stores.redis.claiming import acked_claims, calendar_plans, presence
 from scheduler.stores.redis.claiming import claim_reply as claimcodec
 from scheduler.stores.redis.claiming.wakeups import WakeSubscriptions
+from scheduler.stores.redis.flow_methods import FlowMethods
 from scheduler.stores.redis.integrity import upkeep
 from scheduler.stores.redis.integrity.checks import CheckMethods
 from scheduler.stores.redis.integrity.replication import ReplicationWatch, Waiter
@@ -57,7 +57,6 @@ from scheduler.stores.redis.protocol import (
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.reading import lane_queues
-from scheduler.stores.redis.reading.limits import LimitReadouts
 from scheduler.stores.redis.sharding import shards
 
 __all__ = [
@@ -77,7 +76,7 @@ MAX_ACKS = 200  # completions per complete_many call (same bound on one call's R
 PLAN_ROUNDS = 3  # claims one claim_due makes while calendar plans make occurrences due
 
 
-class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods, LimitReadouts):
+class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMethods):
     """A namespace of jobs (or shard i of N: ``shard=(i, N)``, sharding/sharded.py) in one Redis or
     cluster slot. ``redis_url``: a URL (``redis://``, ``rediss://``, ``redis+sentinel://``,
     ``redis+cluster://``: protocol/urls.py) or a redis-py client. ``wait_replicas``: WAIT after each
@@ -122,6 +121,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods, LimitRea
         self._fixed_clock = clock is not None
         self._scripts = lua.register(self._r)
         self._definitions = claimcodec.Definitions()
+        self.rules = rulebook.RuleCache()  # the key rules this store's adds apply (adds.py)
         self._offset_ms = 0.0  # Redis time minus local monotonic time, in ms
         self._epoch: str | None = None  # the namespace's epoch, once known
         self._checked: list[str] | None = None  # check_server() warnings, once checked
@@ -217,26 +217,31 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods, LimitRea
             return int(self._r.incr(self.keys.ids))
 
     def add(self, spec: JobSpec) -> AddResult:
-        high = self.replication.seq_high
-        reply = self.call_script("add", *self._add_args(spec))
-        try:
-            self.replication.after_add(high, [reply], [spec.job_id])
-        except UNREACHABLE as exc:
-            raise unreachable(exc, self.url) from exc
-        return records.add_result(reply)
+        return self.add_many([spec])[0]
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``add`` for many jobs in one round trip (add.lua calls of ``adds.ADD_BATCH`` jobs
-        each, all checked first); each add is atomic, the batch is not (one refused raises)."""
-        return adds.add_many(self, [self._add_args(spec) for spec in specs])
+        each, all checked first); each add is atomic, the batch is not (one refused raises).
+        Key rules apply to each (adds.py: the cached rules, reloaded when add.lua finds
+        them stale)."""
+        self._writable()
+        return requests.run_on(self, adds.add(self.keys, specs, self.payload_limit, self.rules))
 
-    def _add_args(self, spec: JobSpec) -> list[Any]:
+    def send_adds(self, args: Sequence[list[Any]], stamp: str | None) -> list[Any]:
+        """``requests.Adds`` on this store: add.lua for ``args``, one item per job."""
+        return adds.send(self, args, stamp)
+
+    def _writable(self) -> None:
         if not self._counted:  # a sharded namespace (another count) would not find the job
             with self.reachable():
                 self._counted = shards.check_count(self._r, self.keys, self.url)
         if self._eviction.due():  # an evicting Redis would lose the job: refused
             with self.reachable():
                 self._eviction.check(self._r, self.url)
+
+    def _add_args(self, spec: JobSpec) -> list[Any]:
+        """add.lua's arguments for ``spec`` as it is (no key rule applied; tests)."""
+        self._writable()
         return definitions.add_args(spec, self.payload_limit, self._redis_now_ms)
 
     def redis_now_ms(self) -> int:
@@ -275,10 +280,6 @@ class RedisStore(WakeSubscriptions, CheckMethods, upkeep.UpkeepMethods, LimitRea
 
     def trigger(self, job_id: str) -> bool:
         return requests.run(self, ops.trigger(self.keys, job_id))
-
-    def set_limit(self, scope: str, limit: Limit | None) -> bool:
-        """``FlowLimits``: declare (None: remove) the limit of ``scope``, from the next claim."""
-        return requests.run(self, ops.set_limit(self.keys, *flow.declared(scope, limit)))
 
     def backfill(self, job_id: str, start: float, end: float) -> int:
         return requests.run(self, ops.backfill(self.keys, job_id, start, end))

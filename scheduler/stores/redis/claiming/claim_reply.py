@@ -9,6 +9,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from scheduler.flow import RATE_START_WITHIN
 from scheduler.model import Claim, JobSpec
 from scheduler.stores.redis.protocol import definitions
 
@@ -45,6 +46,7 @@ class ClaimReply(NamedTuple):
     plans: list[str]  # calendar jobs whose occurrences the caller computes
     now_us: int = 0  # microseconds past ``now`` (0 from a script older than this field)
     plan_at: tuple[int, ...] = ()  # per plan, the claims before it: its place among them
+    rated: frozenset[int] = frozenset()  # fences of claims a rate limit counted
 
 
 def claim_reply(text: str) -> ClaimReply:
@@ -62,7 +64,7 @@ def claim_reply(text: str) -> ClaimReply:
 
 def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimReply:
     end = data.index(nl)
-    now, nxt, fence, lease_until, n, n_plans, n_epoch, *now_us = map(int, data[:end].split())
+    now, nxt, fence, lease_until, n, n_plans, n_epoch, *rest = map(int, data[:end].split())
     pos = end + 1 + n_epoch
     epoch = text(data[end + 1 : pos])
     claims: list[RawClaim] = []
@@ -83,8 +85,9 @@ def _flat_claim_reply(data: Any, nl: Any, text: Callable[[Any], str]) -> ClaimRe
         at.append(before[0] if before else n)
     if pos != len(data):
         raise ValueError(f"claim reply: {len(data) - pos} bytes left over")
-    us = now_us[0] if now_us else 0
-    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans, us, tuple(at))
+    us = rest[0] if rest else 0
+    rated = frozenset(rest[1:])
+    return ClaimReply(now, nxt, fence, lease_until, epoch, claims, plans, us, tuple(at), rated)
 
 
 def _json_claim_reply(text: str) -> ClaimReply:
@@ -126,6 +129,7 @@ def build(
     and (job id, token, error) of each whose definition did not decode (``spec_of``
     raised ValueError, KeyError or TypeError), which the caller moves aside."""
     until = None if reply.lease_until < 0 else reply.lease_until / 1000
+    rated = reply.rated
     claims = []
     bad: list[tuple[str, str, Exception]] = []
     for job, sched, attempt, fence, gen, ready, text in reply.claims:
@@ -136,7 +140,20 @@ def build(
             bad.append((job, token, exc))
             continue
         lane = spec.lane
-        fields = (job, sched / 1000, attempt, token, fence, until, spec, gen, lane, ready / 1000)
+        within = RATE_START_WITHIN if rated and fence in rated else None
+        fields = (
+            job,
+            sched / 1000,
+            attempt,
+            token,
+            fence,
+            until,
+            spec,
+            gen,
+            lane,
+            ready / 1000,
+            within,
+        )
         claims.append(_new_claim(Claim, fields))
     return claims, bad
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.errors import (
+    KeyRulesChangedError,
     StoreConfigError,
     StoreCorruptError,
     StoreFullError,
@@ -321,10 +322,13 @@ def tls_refused(text: str) -> str | None:
 
 def refused(exc: Exception, url: str) -> Exception:
     """A script's error reply as what it means: bad input refused by the script is a
-    ValueError; a namespace key of the wrong type, ``StoreCorruptError`` (logged at most
-    once a minute per key); the layout of another version, ``StoreConfigError``."""
+    ValueError; an add sent with a stale stamp of the key rules, ``KeyRulesChangedError``;
+    a namespace key of the wrong type, ``StoreCorruptError`` (logged at most once a minute
+    per key); the layout of another version, ``StoreConfigError``."""
     if "duetime bad-input" in str(exc):
         return ValueError(f"the store refused the request: {exc}")
+    if "duetime stale-rules" in str(exc):  # adds.py reloads the key rules and resends once
+        return KeyRulesChangedError(f"Redis at {url}: {exc}")
     if "duetime layout" in str(exc):
         return StoreConfigError(str(exc).removeprefix("duetime "))
     if "duetime corrupt" in str(exc):

@@ -14,7 +14,8 @@ read without I/O (``read``, ``settle``); two small executors, ``run`` (sync) and
 - every call of a trip goes on one connection, in order, in one non-transactional
   pipeline, then ``WAIT`` when asked (WAIT counts the writes of its own connection);
 - a lone call without WAIT is one plain command, no pipeline (``call`` / ``acall``:
-  the hot path of every claim and ack);
+  the hot path of every claim, ack and add), its error reply raised or returned as the
+  trip says;
 - a connection error raises; redis-py may resend the whole pipeline first
   (``urls.resend_policy``): every script sent must be safe to resend.
 """
@@ -85,6 +86,14 @@ def _no_script() -> type[Exception]:
     return error
 
 
+@cache
+def _error_reply() -> type[Exception]:
+    import redis
+
+    error: type[Exception] = redis.exceptions.ResponseError
+    return error
+
+
 def commands(trip: Trip, todo: Sequence[int]) -> list[tuple[Any, ...]]:
     """The commands that send the calls ``todo`` (indexes into ``trip.calls``), in order,
     then WAIT if the trip has one."""
@@ -148,9 +157,14 @@ def call(client: Any, script: Sendable, route: Sequence[str], argv: Sequence[Any
 def run(client: Any, trip: Trip) -> list[Any]:
     """Send ``trip`` on a sync client (redis-py, cluster or not); its replies, as
     ``settle`` answers them."""
-    if trip.wait is None and trip.raises and len(trip.calls) == 1:
+    if trip.wait is None and len(trip.calls) == 1:
         script, argv = trip.calls[0]
-        return [call(client, script, trip.route, argv)]
+        try:
+            return [call(client, script, trip.route, argv)]
+        except _error_reply() as exc:  # evaluated only when something was raised
+            if trip.raises:
+                raise
+            return [exc]
     replies: list[Any] = [None] * len(trip.calls)
     todo: Sequence[int] = range(len(trip.calls))
     acked: Any = None
@@ -178,9 +192,14 @@ async def acall(client: Any, script: Sendable, route: Sequence[str], argv: Seque
 
 async def arun(client: Any, trip: Trip) -> list[Any]:
     """``run`` on a ``redis.asyncio`` client."""
-    if trip.wait is None and trip.raises and len(trip.calls) == 1:
+    if trip.wait is None and len(trip.calls) == 1:
         script, argv = trip.calls[0]
-        return [await acall(client, script, trip.route, argv)]
+        try:
+            return [await acall(client, script, trip.route, argv)]
+        except _error_reply() as exc:
+            if trip.raises:
+                raise
+            return [exc]
     replies: list[Any] = [None] * len(trip.calls)
     todo: Sequence[int] = range(len(trip.calls))
     acked: Any = None

@@ -69,6 +69,9 @@ class Keys:
         self.limits = p + "limits"  # hash: scope -> "<rate> <period ms> <concurrency>"
         self.flow_running = p + "flow:run"  # hash: limit key -> invocations running
         self.flow_held = p + "flow:held"  # hash: token of a keyed invocation -> its queue
+        # key rules (lua/rule.lua, include/keyrules.lua; scheduler/keyrules.py)
+        self.key_rules = p + "keyrules"  # hash: "task:<name>" | "lane:<name>" -> key template
+        self.rules_stamp = p + "keyrules:stamp"  # string: "<changes>.<ms>", bumped by each
 
     def due(self, lane: str) -> str:
         return f"{self.prefix}due:{lane}"  # zset: pending member -> due epoch ms

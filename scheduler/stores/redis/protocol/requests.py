@@ -2,7 +2,7 @@
 
 An operation (``ops.py``, ``reading/listing.py``, ``redo.py``, ``integrity/upkeep.py``,
 ``sharding/shards.py``) is a generator: it yields requests (run this Lua script, these
-redis-py calls in one pipeline, one SCAN step, a Lua text of its own, Redis's time) and is
+redis-py calls in one pipeline, adds, one SCAN step, a Lua text of its own, Redis's time) and is
 sent each reply; its return
 value is the result. It names no connection and never blocks, so the sync stores (``run``
 below, on a ``RedisStore`` or ``ShardedStore``) and the asyncio executor
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 from scheduler.stores.redis.protocol import gateway
 from scheduler.stores.redis.protocol.gateway import Lua
@@ -74,13 +74,26 @@ class Eval:
 
 
 @dataclass(frozen=True)
+class Adds:
+    """add.lua for jobs whose arguments are ``args`` (``definitions.add_args``), on part
+    ``part``, ``ADD_BATCH`` jobs a call in one round trip, each call with ``stamp`` (the
+    key rules' stamp applied; None: unchecked); the reply is one item per job: add.lua's
+    reply, or the store's error for it, in its place (adds.py). The lost-write check is
+    done."""
+
+    part: int
+    args: tuple[list[Any], ...]
+    stamp: str | None = None
+
+
+@dataclass(frozen=True)
 class Now:
     """Redis's time in epoch ms (a test store's fixed clock if it has one)."""
 
     part: int = 0
 
 
-Request: TypeAlias = Script | Calls | Scan | Eval | Now
+Request: TypeAlias = Script | Calls | Adds | Scan | Eval | Now
 Op: TypeAlias = Generator[Request, Any, T]
 
 
@@ -140,9 +153,17 @@ class Part(Protocol):
     def redis_now_ms(self) -> int: ...
 
 
+class AddsPart(Part, Protocol):
+    """A part that runs ``Adds`` (``RedisStore``; only the add path yields them)."""
+
+    def send_adds(self, args: Sequence[list[Any]], stamp: str | None) -> list[Any]: ...
+
+
 def _do(part: Part, request: Request) -> Any:
     if isinstance(request, Script):
         return part.call_script(request.name, *request.args)
+    if isinstance(request, Adds):
+        return cast(AddsPart, part).send_adds(request.args, request.stamp)
     with part.reachable():
         if isinstance(request, Calls):
             return pipelined(part.redis, request)

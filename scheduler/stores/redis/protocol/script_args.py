@@ -56,11 +56,14 @@ def add(
     return [job_id, definition, lane, kind, num, anchor, grace, *wire, max_stalls, window]
 
 
-def add_calls(jobs: Sequence[Sequence[Any]]) -> list[list[Any]]:
+def add_calls(jobs: Sequence[Sequence[Any]], stamp: str | None = None) -> list[list[Any]]:
     """add.lua's ARGV[3..] of each call for many jobs' ``add`` arguments, in order,
-    ``ADD_BATCH`` jobs a call, their arguments in a row (adds.py reads the replies)."""
+    ``ADD_BATCH`` jobs a call, their arguments in a row (adds.py reads the replies), then
+    ``stamp``, the stamp of the key rules applied to them (None: none sent, unchecked)."""
+    tail = [] if stamp is None else [stamp]
     return [
-        [x for job in jobs[i : i + ADD_BATCH] for x in job] for i in range(0, len(jobs), ADD_BATCH)
+        [x for job in jobs[i : i + ADD_BATCH] for x in job] + tail
+        for i in range(0, len(jobs), ADD_BATCH)
     ]
 
 
@@ -170,6 +173,12 @@ def job(job_id: str) -> tuple[str]:
 def limit(scope: str, text: str) -> tuple[str, str]:
     """limit.lua: the scope, and its limit as stored (``Limit.encode``; "": removed)."""
     return (scope, text)
+
+
+def rule(name: str, template: str | None) -> tuple[str, str]:
+    """rule.lua: the rule's name (``task:<name>``, ``lane:<name>``), its template ("":
+    removed)."""
+    return (name, template or "")
 
 
 def entry(entry_id: str) -> tuple[str]:

@@ -38,6 +38,7 @@ SCRIPTS = (
     "delete",
     "fenced",
     "limit",
+    "rule",
 )
 
 # Scripts that write the caller's own keys, not a namespace's (workers.effects): their keys

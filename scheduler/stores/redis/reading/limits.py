@@ -9,24 +9,22 @@ Cost of ``usage``: one pipeline for the lanes' levels and one for their turns (a
 ``LRANGE`` of its window, and per queue of it a ``ZCOUNT`` and a ``ZRANGE 0 0``. No SCAN.
 The rule that turns them into figures is ``scheduler/limit_usage.py``'s, the in-process
 store's too.
-
-``LimitReadouts`` mixes these into ``RedisStore`` (its ``FlowLimits`` readouts).
+``RedisStore`` runs them (``flow_methods.py``), ``AsyncClient`` too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from scheduler import flow, limit_usage, validation
+from scheduler import flow, limit_usage
 from scheduler.errors import JobNotFoundError
-from scheduler.flow import FlowState, Limit
 from scheduler.limit_usage import TOP_KEYS, Hold, KeySeen, ScopeUsage
 from scheduler.stores.redis import ops
 from scheduler.stores.redis.protocol import records, requests
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.protocol.requests import Calls, Now, Op
 from scheduler.stores.redis.reading import lane_queues
-from scheduler.stores.redis.reading.readable import AnyStore, Part
+from scheduler.stores.redis.reading.readable import AnyStore
 
 CHUNK = 500  # keys read per pipeline
 
@@ -113,24 +111,3 @@ def gauges(store: AnyStore) -> dict[str, dict[str, float]]:
     if len(shards) > 1:
         return {}
     return limit_usage.figures(requests.run_on(shards[0], usage(shards[0].keys, top=0)))
-
-
-class LimitReadouts:
-    """``RedisStore``'s ``FlowLimits`` readouts (mixed in; ``set_limit`` writes, and stays
-    with the store)."""
-
-    def limits(self: Part) -> dict[str, Limit]:
-        """Every declared limit, by scope."""
-        return requests.run_on(self, ops.limits(self.keys))
-
-    def flow_of(self: Part, key: str) -> FlowState:
-        """Where limit key ``key`` stands: its limit, running, starts in its window, full."""
-        return requests.run_on(self, ops.flow_of(self.keys, validation.limit_key(key)))
-
-    def limit_usage(self: Part, top: int = TOP_KEYS) -> list[ScopeUsage]:
-        """What waits on each declared limit now (docs/flow-control.md)."""
-        return requests.run_on(self, usage(self.keys, top))
-
-    def hold_of(self: Part, job_id: str) -> Hold | None:
-        """What holds ``job_id`` back now: its key's full limit, or None."""
-        return requests.run_on(self, hold(self.keys, validation.job_id(job_id)))

@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from scheduler import flow, validation
+from scheduler import flow, keyrules, validation
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.errors import JobNotFoundError
 from scheduler.flow import FlowState, Limit
@@ -244,6 +244,16 @@ class ShardedStore(WakeSubscriptions):
         if self.get(job_id) is None:
             raise JobNotFoundError(job_id)
         return None  # no limit holds a job of a sharded namespace: it has none
+
+    def set_key_rule(
+        self, template: str | None, *, task: str | None = None, lane: str | None = None
+    ) -> bool:
+        keyrules.declared(template, task, lane)  # bad input first, as unsharded
+        flow.refuse_sharded(len(self.parts), "key rules")
+        return False  # never reached
+
+    def key_rules(self) -> dict[str, str]:
+        return {}
 
     def delete(self, job_id: str) -> bool:
         return redo.delete(self, job_id)

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Redis CPU per job of a claim and an ack: duetime's scripts beside the floor (not a test;
+by hand; docs/performance.md#the-floor-what-a-claim-and-an-ack-cost-natively).
+
+Three ways to claim and acknowledge the same one-off jobs, each on a fresh namespace of
+``--jobs`` jobs due now (added by duetime, so every variant reads the same hashes):
+
+* ``native``: the essential commands sent natively and pipelined, no Lua. Per batch of
+  ``--batch``: ZRANGEBYSCORE of the due set, then one pipeline of ZREM, one XADD
+  ("claimed"), and per job HMGET of the fields a claim reads, HSET of its RUNNING entry,
+  ZADD of its lease; the ack, one pipeline: per job HSET of the outcome, ZREM of the
+  lease, HDEL of the entry, and one XADD ("succeeded");
+* ``lua``: the same commands in two minimal scripts (a claim and an ack, no checks);
+* ``duetime``: ``claim.lua`` and ``complete_many.lua`` as a replica calls them
+  (``RedisStore.claim_due``, then the batched ack's arguments).
+
+Redis CPU (its main thread: ``INFO cpu``) and its commands (``INFO commandstats``) per
+job, medians of ``--runs`` runs, the variants alternating run by run on one server; the
+ratios are against ``native``. ``--instructions``: the server under callgrind instead,
+instructions per job (deterministic: a busy box does not move them; one run each).
+
+    PYTHONPATH=. python tests/bench/bench_floor.py [--jobs 20000] [--batch 100] [--runs 5]
+        [--instructions]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+import pathlib
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
+
+import redis  # noqa: E402
+from bench_add_ablate import callgrind_redis  # noqa: E402
+
+from scheduler.embedded import EmbeddedRedis  # noqa: E402
+from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
+from scheduler.stores.redis import RedisStore  # noqa: E402
+from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
+
+VARIANTS = ("native", "lua", "duetime")
+READ = ("gen", "cancelled", "e", "paused", "kind", "def", "running", "next", "retries", "ready")
+
+CLAIM_LUA = """
+local due, jobp, running, lease, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, n, owner, until_ = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local fence = tonumber(ARGV[5])
+local members = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, n)
+if #members == 0 then return {} end
+redis.call('ZREM', due, unpack(members))
+local out = {}
+for i, m in ipairs(members) do
+  local job = string.match(m, '|s|(.*)$')
+  local f = redis.call('HMGET', jobp .. job, 'gen', 'cancelled', 'e', 'paused', 'kind', 'def',
+    'running', 'next', 'retries', 'ready')
+  local token = owner .. ':' .. (fence + i)
+  redis.call('HSET', running, token, job .. '|' .. now .. '|1')
+  redis.call('ZADD', lease, until_, token)
+  out[#out + 1] = job
+  out[#out + 1] = f[6]
+end
+redis.call('XADD', events, '*', 'kind', 'claimed', 'n', #members)
+return out
+"""
+
+ACK_LUA = """
+local jobp, running, lease, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = ARGV[1]
+for i = 2, #ARGV, 3 do
+  local job, token, result = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  redis.call('HSET', jobp .. job, 'last_result', result, 'last_run', now)
+  redis.call('ZREM', lease, token)
+  redis.call('HDEL', running, token)
+end
+redis.call('XADD', events, '*', 'kind', 'succeeded', 'n', (#ARGV - 1) / 3)
+return 'ok'
+"""
+
+
+def add_jobs(store: RedisStore, n: int, tag: str) -> None:
+    for i in range(0, n, 500):
+        store.add_many(
+            [
+                JobSpec(f"{tag}{k:08d}", TaskRef("t.x", '{"i":1}'), After(0))
+                for k in range(i, min(n, i + 500))
+            ]
+        )
+
+
+def run_native(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    k = store.keys
+    due, running, lease, events = k.due("default"), k.running, k.lease, k.events
+    done, fence = 0, 0
+    while done < jobs:
+        now = int(time.time() * 1000)
+        members = r.zrangebyscore(due, "-inf", now, start=0, num=batch)
+        if not members:
+            continue
+        p = r.pipeline(transaction=False)
+        p.zrem(due, *members)
+        claimed = []
+        for m in members:
+            job = m.split("|s|", 1)[1]
+            fence += 1
+            token = f"o:{fence}"
+            p.hmget(k.job(job), READ)
+            p.hset(running, token, f"{job}|{now}|1")
+            p.zadd(lease, {token: now + 30_000})
+            claimed.append((job, token))
+        p.xadd(events, {"kind": "claimed", "n": len(members)})
+        p.execute()
+        p = r.pipeline(transaction=False)
+        for job, token in claimed:
+            p.hset(k.job(job), mapping={"last_result": "null", "last_run": now})
+            p.zrem(lease, token)
+            p.hdel(running, token)
+        p.xadd(events, {"kind": "succeeded", "n": len(claimed)})
+        p.execute()
+        done += len(members)
+
+
+def run_lua(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    k = store.keys
+    claim, ack = r.register_script(CLAIM_LUA), r.register_script(ACK_LUA)
+    done, fence = 0, 0
+    while done < jobs:
+        now = int(time.time() * 1000)
+        got = claim(
+            keys=[k.due("default"), k.prefix + "job:", k.running, k.lease, k.events],
+            args=[now, batch, "o", now + 30_000, fence],
+        )
+        if not got:
+            continue
+        argv: list[Any] = [now]
+        for i in range(0, len(got), 2):
+            fence += 1
+            argv += [got[i], f"o:{fence}", "null"]
+        ack(keys=[k.prefix + "job:", k.running, k.lease, k.events], args=argv)
+        done += len(got) // 2
+
+
+def run_duetime(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    done = 0
+    while done < jobs:
+        claims = store.claim_due({"default": batch}, 30.0, "o").claims
+        if not claims:
+            continue
+        codes = store.call_script(
+            "complete_many", *acked_claims.ack_args([(c, None) for c in claims])
+        )
+        assert all(c == "ok" for c in codes), codes
+        done += len(claims)
+
+
+RUN: dict[str, Callable[[Any, RedisStore, int, int], None]] = {
+    "native": run_native,
+    "lua": run_lua,
+    "duetime": run_duetime,
+}
+
+
+def cpu(r: Any) -> float:
+    info = r.info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
+def commands(r: Any) -> int:
+    return sum(int(v["calls"]) for v in r.info("commandstats").values())
+
+
+def one(r: Any, variant: str, jobs: int, batch: int, run: int) -> dict[str, float]:
+    store = RedisStore(r, f"floor{run}{variant}")
+    store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
+    add_jobs(store, jobs, variant[0])
+    time.sleep(0.01)  # due now: every job is due at the first call
+    c0, n0 = cpu(r), commands(r)
+    RUN[variant](r, store, jobs, batch)
+    c1, n1 = cpu(r), commands(r)
+    r.flushall()  # this private server's: the next run starts empty
+    return {"cpu_us": (c1 - c0) * 1e6 / jobs, "commands": (n1 - n0) / jobs}
+
+
+@contextlib.contextmanager
+def server() -> Iterator[Any]:
+    with EmbeddedRedis(appendonly=False) as srv:
+        r = redis.Redis.from_url(srv.url, decode_responses=True)
+        try:
+            yield r
+        finally:
+            r.close()
+
+
+def instructions(variant: str, jobs: int, batch: int) -> float:
+    out = os.path.join(tempfile.mkdtemp(prefix="cg-floor-"), "cg")
+    with callgrind_redis(out) as (client, control):
+        store = RedisStore(client, f"floor{variant}")
+        store._upkeep_at = float("inf")
+        add_jobs(store, jobs, variant[0])
+        time.sleep(0.01)
+        control("-z")
+        RUN[variant](client, store, jobs, batch)
+        control("-d")
+    dumps = sorted(f for f in glob.glob(out + ".*") if re.search(r"\.\d+$", f))
+    dumps.sort(key=lambda f: int(f.rsplit(".", 1)[1]))
+    m = re.search(r"^summary: (\d+)", pathlib.Path(dumps[-1]).read_text(), re.M)
+    assert m, "no callgrind summary"
+    return int(m.group(1)) / jobs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--instructions", action="store_true")
+    a = ap.parse_args()
+    if a.instructions:
+        got = {v: instructions(v, a.jobs, a.batch) for v in VARIANTS}
+        print(f"Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call)")
+        for v in VARIANTS:
+            print(f"  {v:8s} {got[v]:10,.0f}  x{got[v] / got['native']:.2f}")
+        return
+    rows: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+    with server() as r:
+        for run in range(a.runs):
+            for v in VARIANTS:
+                rows[v].append(one(r, v, a.jobs, a.batch, run))
+                print(f"  run {run + 1} {v}: {rows[v][-1]}", flush=True)
+    med = {v: {k: statistics.median(x[k] for x in rows[v]) for k in rows[v][0]} for v in VARIANTS}
+    print(
+        f"Redis main-thread CPU per job ({a.jobs} one-off jobs due at once, {a.batch} per "
+        f"call, medians of {a.runs}; load {os.getloadavg()[0]:.2f})"
+    )
+    print("| | µs per job | vs native | commands per job |")
+    print("|---|---:|---:|---:|")
+    for v in VARIANTS:
+        m = med[v]
+        ratio = m["cpu_us"] / med["native"]["cpu_us"]
+        print(f"| {v} | {m['cpu_us']:.1f} | {ratio:.2f} | {m['commands']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
