@@ -33,6 +33,7 @@ from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.flow import FlowState, Limit, refuse_sharded
 from scheduler.handles import AsyncJobHandle, threaded_watch
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.model import Cron, Event, JobInfo, Quarantined, Reconciled
 from scheduler.stores.base import Store
 from scheduler.stores.redis.integrity.server_checks import not_interrupted
@@ -277,6 +278,24 @@ class AsyncClient:
         layout = await st.checked()
         return await st.run(ops.flow_of(layout.parts[0], validation.limit_key(key)))
 
+    async def limit_usage(self, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        """As ``Client.limit_usage``."""
+        from scheduler.stores.redis.reading import limits
+
+        st = self._native()
+        layout = await st.checked()
+        if len(layout.parts) > 1:
+            return []  # a sharded namespace refuses limits
+        return await st.run(limits.usage(layout.parts[0], top))
+
+    async def hold_of(self, job_id: str) -> Hold | None:
+        """As ``Client.hold_of``."""
+        from scheduler.stores.redis.reading import limits
+
+        jid, st = validation.job_id(job_id), self._native()
+        layout = await st.checked()
+        return await st.run(limits.hold(layout.part(jid), jid))
+
     async def set_key_rule(
         self, template: str | None, *, task: str | None = None, lane: str | None = None
     ) -> bool:
@@ -420,6 +439,8 @@ for _name in (
     "set_limit",
     "limits",
     "flow_of",
+    "limit_usage",
+    "hold_of",
     "set_key_rule",
     "key_rules",
 ):

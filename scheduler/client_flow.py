@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scheduler import flow, validation
 from scheduler.flow import FlowState, Limit
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.stores.base import FlowLimits, LimitKeyRules, Store
 
 
@@ -29,6 +30,20 @@ class FlowControl:
         """Where limit key ``key`` stands: the scope that governs it and its limit, its
         invocations running now, its starts within the rate's window."""
         return self._flow().flow_of(validation.limit_key(key))
+
+    def limit_usage(self, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        """What waits on each declared limit now: per scope (by scope; [] without limits),
+        over the keys it governs that have due or running work, their invocations running,
+        starts in the rate's window, due jobs waiting and those held (their key's limit is
+        full), the oldest wait, and the ``top`` keys by due jobs waiting. Read only, one
+        consistent read in process; over Redis a few pipelined reads (docs/flow-control.md)."""
+        return self._flow().limit_usage(top)
+
+    def hold_of(self, job_id: str) -> Hold | None:
+        """What holds job ``job_id`` back now: its key's limit, when the job is scheduled,
+        due, and that limit is full at the time of reading (its wait is the limit's); None
+        otherwise. Raises ``JobNotFoundError`` for an unknown job. Read only."""
+        return self._flow().hold_of(validation.job_id(job_id))
 
     def set_key_rule(
         self, template: str | None, *, task: str | None = None, lane: str | None = None

@@ -19,6 +19,7 @@ is asked again when the limit allows (a window's oldest start ages out; a slot f
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from scheduler import validation
@@ -145,13 +146,18 @@ def _count(value: object, name: str, most: int) -> None:
 
 class FlowState(NamedTuple):
     """Where a limit key stands: the scope whose limit governs it (None: no limit), that
-    limit, its invocations running now, and its starts within the rate's window."""
+    limit, its invocations running now, its starts within the rate's window, and whether
+    the limit is full now (``full``: ``"concurrency"`` or ``"rate"``, as a claim checks them;
+    None: a start is allowed) with, for a full rate, the seconds until the window allows
+    the next start (``next_start_in``)."""
 
     key: str
     scope: str | None
     limit: Limit | None
     running: int
     recent_starts: int
+    full: str | None = None
+    next_start_in: float | None = None
 
 
 def now_ms(t: float) -> int:
@@ -183,7 +189,7 @@ def window_ms(lim: Limit) -> int:
     return round(lim.period * 1000) + RATE_GUARD_MS
 
 
-def window_allows(starts: list[int], lim: Limit, now_ms: int) -> int | None:
+def window_allows(starts: Sequence[int], lim: Limit, now_ms: int) -> int | None:
     """None if a start at ``now_ms`` keeps within ``lim``'s rate (``starts``: the key's
     last starts in ms, newest first), else the ms at which the oldest one counted ages out."""
     if lim.rate is None or lim.period is None or len(starts) < lim.rate:
@@ -192,9 +198,58 @@ def window_allows(starts: list[int], lim: Limit, now_ms: int) -> int | None:
     return None if free_at <= now_ms else free_at
 
 
-def recent(starts: list[int], lim: Limit | None, now_ms: int) -> int:
+def recent(starts: Sequence[int], lim: Limit | None, now_ms: int) -> int:
     """How many of ``starts`` fall within ``lim``'s window ending at ``now_ms``."""
     if lim is None or lim.period is None:
         return 0
     period = window_ms(lim)
     return sum(1 for t in starts if t + period > now_ms)
+
+
+def fullness(
+    lim: Limit | None, running: int, starts: Sequence[int], now_ms: int
+) -> tuple[str, int | None] | None:
+    """Is ``lim`` full at ``now_ms`` for a key with ``running`` invocations and these last
+    ``starts`` (ms, newest first)? None if a start is allowed; else why, as a claim checks
+    it (concurrency first, then the rate), and for the rate the ms its next start is
+    allowed at (``window_allows``)."""
+    if lim is None:
+        return None
+    if lim.concurrency is not None and running >= lim.concurrency:
+        return "concurrency", None
+    if lim.rate is not None:
+        at = window_allows(starts, lim, now_ms)
+        if at is not None:
+            return "rate", at
+    return None
+
+
+def state(
+    key: str, limits: Mapping[str, Limit], running: int, starts: Sequence[int], now_ms: int
+) -> FlowState:
+    """``key``'s ``FlowState`` from what a store keeps: the declared ``limits``, its running
+    count and its last starts (ms, newest first), at ``now_ms``."""
+    scope = next((s for s in scopes(key) if s in limits), None)
+    lim = None if scope is None else limits[scope]
+    full = fullness(lim, running, starts, now_ms)
+    free_at = None if full is None else full[1]
+    return FlowState(
+        key,
+        scope,
+        lim,
+        running,
+        recent(starts, lim, now_ms),
+        None if full is None else full[0],
+        None if free_at is None else (free_at - now_ms) / 1000,
+    )
+
+
+def decoded(stored: Mapping[object, object] | None) -> dict[str, Limit]:
+    """The ``limits`` hash as declared limits by scope (one that does not parse is left out)."""
+    out = {}
+    for scope, text in (stored or {}).items():
+        try:
+            out[str(scope)] = Limit.decode(str(text))
+        except ValueError:
+            continue
+    return out

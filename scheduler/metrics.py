@@ -9,9 +9,11 @@ finished invocations by outcome, run duration per task, lease renewals and losse
 the standard process, platform and GC collectors of prometheus-client. Per namespace
 (read from the store at scrape time, by one replica only, the *metrics leader*, so that
 they are not multiplied by the number of replicas; see ``namespace_source``): queue depth
-per lane, running invocations, live replicas, quarantined entries and the store's
+per lane, running invocations, live replicas, quarantined entries, the store's
 counter of every event kind (skipped occurrences, retries, dead letters, data-loss
-alarms, ...).
+alarms, ...), and per declared limit what waits on it (``duetime_limit_*{scope}``;
+docs/flow-control.md). In process, pass ``namespace_source=lambda: {"limits":
+limit_usage.figures(store.limit_usage())}`` for the limits' gauges.
 """
 
 from __future__ import annotations
@@ -325,6 +327,7 @@ class _NamespaceCollector:
         for task, n in data.get("waiting", {}).items():
             waiting.add_metric([ns, task], n)
         yield waiting
+        yield from _limit_families(ns, data.get("limits") or {})
         yield gauge("duetime_running", "Invocations running in the namespace", "running")
         yield gauge("duetime_replicas_alive", "Replicas with a live heartbeat key", "replicas")
         yield gauge(
@@ -343,3 +346,45 @@ class _NamespaceCollector:
         for kind, n in (counts or {}).items():
             events.add_metric([ns, kind], n)
         yield events
+
+
+#: The gauges of each declared limit (``scheduler/limit_usage.py``'s ``figures``): name,
+#: help, figure. Labelled by scope (a declared key, ``<prefix>:*`` or ``*``), never by key.
+LIMIT_GAUGES = (
+    (
+        "duetime_limit_running",
+        "Invocations running of the keys a declared limit governs (with due or running work)",
+        "running",
+    ),
+    (
+        "duetime_limit_window_starts",
+        "Starts within the rate's window of the keys a declared limit governs",
+        "window_starts",
+    ),
+    (
+        "duetime_limit_waiting_jobs",
+        "Due invocations not yet claimed of the keys a declared limit governs",
+        "waiting",
+    ),
+    (
+        "duetime_limit_held_jobs",
+        "Of those, the ones whose key's limit is full: their wait is the limit's",
+        "held",
+    ),
+    ("duetime_limit_full_keys", "Keys at their limit now (with due or running work)", "full_keys"),
+    (
+        "duetime_limit_oldest_wait_seconds",
+        "How long the oldest due invocation of the scope's keys has waited (0: none waits)",
+        "oldest_wait",
+    ),
+)
+
+
+def _limit_families(ns: str, limits: Mapping[str, Mapping[str, float]]) -> Iterable[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    for name, doc, figure in LIMIT_GAUGES:
+        family = GaugeMetricFamily(name, doc, labels=["namespace", "scope"])
+        for scope, figures in sorted(limits.items()):
+            family.add_metric([ns, scope], figures.get(figure, 0))
+        yield family

@@ -19,6 +19,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
+from scheduler.limit_usage import TOP_KEYS, ScopeUsage
 
 
 @main.group()
@@ -72,50 +73,92 @@ def limit_rm(redis_url: str | None, namespace: str, scope: str) -> None:
 @with_url
 @namespace_option
 @click.option("--key", "keys", multiple=True, help="Also show where KEY stands (repeatable).")
+@click.option(
+    "--top",
+    type=click.IntRange(0, 1000),
+    default=TOP_KEYS,
+    show_default=True,
+    help="Keys listed per pattern scope (those with the most due jobs waiting).",
+)
 @json_option
-def limit_ls(redis_url: str | None, namespace: str, keys: tuple[str, ...], as_json: bool) -> None:
-    """List the declared limits; with --key, how full each key's limit is."""
+def limit_ls(
+    redis_url: str | None, namespace: str, keys: tuple[str, ...], top: int, as_json: bool
+) -> None:
+    """List the declared limits and what waits on each: per scope, over the keys it
+    governs that have due or running work, how many run, started in the rate's window,
+    wait (due, not yet claimed), are held (their key's limit is full) and the oldest wait;
+    for a pattern, its top keys. With --key, where each KEY stands."""
     with open_namespace("limit ls", redis_url, namespace) as store:
-        declared = store.parts[0].limits()
+        scopes = store.limit_usage(top)
         try:
             states = [store.parts[0].flow_of(k) for k in keys]
         except (ValueError, TypeError) as exc:
             bad_input(exc)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "limits": {s: lim._asdict() for s, lim in declared.items()},
-                    "keys": [_state_json(s) for s in states],
-                },
-                indent=2,
-            )
-        )
+        out = {
+            "limits": {u.scope: u.limit._asdict() for u in scopes},
+            "scopes": [render.scope_usage_json(u) for u in scopes],
+            "keys": [render.flow_state_json(s) for s in states],
+        }
+        click.echo(json.dumps(out, indent=2))
         return
-    if not declared:
-        click.echo(f"no limits in namespace {namespace!r}")
+    if not scopes:
+        click.echo(
+            f"no limits in namespace {namespace!r}: declare one with duetime limit set SCOPE "
+            "--rate N --per PERIOD or --concurrency K"
+        )
     else:
-        rows = [[s, lim.describe()] for s, lim in sorted(declared.items())]
-        click.echo("\n".join(render.table(["SCOPE", "LIMIT"], rows)))
+        click.echo("\n".join(_table(scopes)))
+    for u in scopes:
+        if u.top and u.scope.endswith("*"):
+            click.echo(f"\n{u.scope}: its keys with the most due jobs waiting")
+            click.echo("\n".join("  " + line for line in _keys_table(u)))
     for s in states:
         under = "no limit" if s.limit is None else f"{s.scope}: {s.limit.describe()}"
-        click.echo(f"{s.key}: {under}; running {s.running}, starts in its window {s.recent_starts}")
+        full = "" if s.full is None else f"; full: {render.full_text(s.full, s.next_start_in)}"
+        click.echo(
+            f"{s.key}: {under}; running {s.running}, starts in its window {s.recent_starts}{full}"
+        )
+
+
+def _table(scopes: list[ScopeUsage]) -> list[str]:
+    head = ["SCOPE", "LIMIT", "KEYS", "RUNNING", "IN WINDOW", "WAITING", "HELD", "OLDEST WAIT"]
+    rows = [
+        [
+            u.scope,
+            u.limit.describe(),
+            str(u.keys),
+            str(u.running),
+            str(u.window_starts),
+            str(u.waiting),
+            str(u.held),
+            render.waited(u.oldest_wait),
+        ]
+        for u in scopes
+    ]
+    return render.table(head, rows, right=frozenset(range(2, 7)))
+
+
+def _keys_table(u: ScopeUsage) -> list[str]:
+    head = ["KEY", "RUNNING", "IN WINDOW", "WAITING", "OLDEST WAIT", "FULL"]
+    rows = [
+        [
+            k.key,
+            str(k.running),
+            str(k.window_starts),
+            str(k.waiting),
+            render.waited(k.oldest_wait),
+            render.full_text(k.full, k.next_start_in),
+        ]
+        for k in u.top
+    ]
+    return render.table(head, rows, right=frozenset(range(1, 4)))
 
 
 def _set(store: object, scope: str, lim: flow.Limit | None) -> bool:
     parts = getattr(store, "parts", [store])
     flow.refuse_sharded(len(parts))
     return bool(parts[0].set_limit(scope, lim))
-
-
-def _state_json(s: flow.FlowState) -> dict[str, object]:
-    return {
-        "key": s.key,
-        "scope": s.scope,
-        "limit": None if s.limit is None else s.limit._asdict(),
-        "running": s.running,
-        "recent_starts": s.recent_starts,
-    }
 
 
 # ---- key rules ------------------------------------------------------------------------------

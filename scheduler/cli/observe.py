@@ -23,11 +23,13 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
+from scheduler.errors import JobNotFoundError
 from scheduler.model import EVENT_KINDS
 from scheduler.stores.redis.reading import console_history, fleet, listing, namespaces, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
+    from scheduler.limit_usage import Hold
     from scheduler.model import JobInfo
     from scheduler.stores.redis.reading.queries import Entry
 
@@ -145,12 +147,19 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         runs = queries.recent_runs(store, job_id)
         now = queries.redis_now(store)
         waiting = _waiting(info, fleet.serving(store))
+        held = _held(store, info)
     if as_json:
         events = [render.event_json(e.event, e.id) for e in recent]
-        out = {**render.job_json(info), "waiting": waiting, "recent_runs": runs, "events": events}
+        out = {**render.job_json(info), "waiting": waiting, "held": render.hold_json(held)}
+        out.update(recent_runs=runs, events=events)
         click.echo(json.dumps(out, indent=2))
         return
     result = "-" if info.last_result is None else json.dumps(info.last_result)
+    held_by = (
+        []
+        if held is None
+        else [("held by", f"{held.describe()}, due {render.waited(held.waited)} ago")]
+    )
     for label, value in (
         ("job", info.job_id),
         ("task", info.task or "-"),
@@ -161,6 +170,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("limit key", info.limit_key or "-"),
         ("state", render.state_text(info) if waiting is None else f"waiting: {waiting}"),
         ("next run", render.when(info.next_run, now)),
+        *held_by,
         ("succeeded", f"{info.runs} run(s)"),
         ("failed", f"{info.failures} run(s) (after their retries)"),
         ("last attempt", info.attempts or "-"),
@@ -196,6 +206,17 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     click.echo(f"events       {f'(last {len(recent)})' if recent else 'none'}")
     for entry in recent:
         click.echo("  " + render.event_line(entry))
+
+
+def _held(store: AnyStore, info: JobInfo) -> Hold | None:
+    """What holds the job back now (docs/flow-control.md): its key's full limit, or None
+    (also when it was deleted since it was read)."""
+    if info.limit_key is None:
+        return None
+    try:
+        return store.hold_of(info.job_id)
+    except JobNotFoundError:
+        return None
 
 
 def _lease(until: float | None, now: float) -> str:

@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 from scheduler import timeinput, validation
+from scheduler.flow import FlowState
+from scheduler.limit_usage import Hold, KeyUsage, ScopeUsage
 from scheduler.model import Event, InvocationInfo, JobInfo, Skip
 from scheduler.stores.redis.reading.queries import Entry, iso
 
@@ -105,6 +107,34 @@ def progress_text(info: JobInfo) -> str:
     return f"{value}  (invocation {info.job_id}@{p.scheduled_ms}, reported {iso(p.at)})"
 
 
+def key_usage_json(k: KeyUsage) -> dict[str, Any]:
+    """One key under a limit as a plain JSON object (seconds as floats)."""
+    return k._asdict()
+
+
+def scope_usage_json(u: ScopeUsage) -> dict[str, Any]:
+    """What waits on one declared limit (``Client.limit_usage``) as a plain JSON object."""
+    out = u._asdict()
+    out.update(
+        limit=u.limit._asdict(),
+        limit_text=u.limit.describe(),
+        top=[key_usage_json(k) for k in u.top],
+    )
+    return out
+
+
+def hold_json(h: Hold | None) -> dict[str, Any] | None:
+    """What holds a job back (``Client.hold_of``) as a plain JSON object, with its text."""
+    if h is None:
+        return None
+    return {**h._asdict(), "limit": h.limit._asdict(), "text": h.describe()}
+
+
+def flow_state_json(s: FlowState) -> dict[str, Any]:
+    """Where a limit key stands (``Client.flow_of``) as a plain JSON object."""
+    return {**s._asdict(), "limit": None if s.limit is None else s.limit._asdict()}
+
+
 # ---- text for people (what the CLI prints) ------------------------------------------------
 
 
@@ -182,3 +212,17 @@ def event_line(entry: Entry) -> str:
     if e.detail:
         parts.append(e.detail)
     return "  ".join(parts)
+
+
+def waited(seconds: float | None) -> str:
+    """A wait for people: ``1.75 s``, ``3 min``; ``-`` for none."""
+    return "-" if seconds is None else timeinput.span(seconds)
+
+
+def full_text(full: str | None, next_start_in: float | None) -> str:
+    """Whether a key's limit is full: ``-``, ``concurrency``, ``rate (next start in 0.4 s)``."""
+    if full is None:
+        return "-"
+    if next_start_in is None:
+        return full
+    return f"{full} (next start in {timeinput.span(next_start_in)})"

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from scheduler.clock import Clock
 from scheduler.flow import FlowState, Limit
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.model import (
     AddResult,
     Claim,
@@ -332,7 +333,19 @@ class FlowLimits(Protocol):
         ...
 
     def flow_of(self, key: str) -> FlowState:
-        """Where ``key`` stands against its limit: running, recent starts, waiting."""
+        """Where ``key`` stands against its limit: running, recent starts, full or not."""
+        ...
+
+    def limit_usage(self, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        """What waits on each declared limit now, one ``ScopeUsage`` per scope (by scope;
+        [] without limits), over the keys it governs that have due or running work, with
+        its ``top`` keys by due jobs waiting. Read only."""
+        ...
+
+    def hold_of(self, job_id: str) -> Hold | None:
+        """What holds ``job_id`` back now: its key's limit, when the job is scheduled, due,
+        and that limit is full at the time of reading; None otherwise. Raises
+        ``JobNotFoundError`` for an unknown job. Read only."""
         ...
 
 

@@ -1,7 +1,7 @@
 """What each page of the console shows, as plain JSON values: the JSON endpoints return
 these dicts as they are and the HTML pages render them. Read only through the store's
 queries (``stores/redis/reading/``: ``queries.py``, ``listing.py``,
-``console_history.py``): no key name or stream entry is read here.
+``console_history.py``, ``limits.py``): no key name or stream entry is read here.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from scheduler.cli import render
+from scheduler.errors import JobNotFoundError
+from scheduler.limit_usage import Hold
 from scheduler.model import JobInfo
 from scheduler.stores.redis.reading import console_history, fleet, listing, queries
 from scheduler.web import occurrences, redaction
@@ -155,11 +157,34 @@ def job(
     return {
         "now": now,
         "job": job_row(info, redact, fleet.serving(store)),
+        "held": render.hold_json(_held(store, info)),
         "definition": _definition(spec),
         "upcoming": occurrences.as_json(occurrences.upcoming(spec, info.next_run, now)),
         "runs": queries.stored_runs(store, job_id) or queries.runs_of(recent, 20),
         "events": _events(recent, redact),
         "scanned": scan,
+    }
+
+
+def _held(store: AnyStore, info: JobInfo) -> Hold | None:
+    """What holds the job back now: its key's full limit (docs/flow-control.md), or None
+    (also when it was deleted since it was read)."""
+    if info.limit_key is None:
+        return None
+    try:
+        return store.hold_of(info.job_id)
+    except JobNotFoundError:
+        return None
+
+
+def limits(store: AnyStore) -> dict[str, Any]:
+    """Each declared limit and what waits on it (``Client.limit_usage``): per scope the
+    keys it governs with due or running work, running, starts in the window, due jobs
+    waiting and held, the oldest wait, and its top keys; a sharded namespace has none."""
+    return {
+        "now": queries.redis_now(store),
+        "sharded": len(queries.parts(store)) > 1,
+        "scopes": [render.scope_usage_json(u) for u in store.limit_usage()],
     }
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     AnyStore = RedisStore | ShardedStore  # a namespace's store, the console's way in
     from scheduler.web.console import Console
 
-PAGES = ("overview", "jobs", "job", "running", "failed", "recurring", "events")
+PAGES = ("overview", "jobs", "job", "running", "failed", "recurring", "events", "limits")
 
 
 class NotFound(Exception):
@@ -132,6 +132,7 @@ def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
         ("failed", "failed"),
         ("recurring", "recurring"),
         ("events", "events"),
+        ("limits", "limits"),
     ):
         html, api = reader(page, _builders(console)[page])
         out.append(Route(f"/ns/{{ns}}/{path}", html, name=page))
@@ -193,6 +194,7 @@ def _builders(console: Console) -> dict[str, Callable[[Request, str, AnyStore], 
         "failed": lambda r, ns, s: data.failed(s, redact, arg(r, "cursor")),
         "recurring": lambda r, ns, s: data.recurring(s, redact, arg(r, "cursor")),
         "events": events,
+        "limits": lambda r, ns, s: data.limits(s),
     }
 
 

@@ -139,7 +139,29 @@ def tour(client, store) -> list:
     t.append([client.quarantined(), client.restore("nope"), client.purge_quarantined()])
     done = client.reconcile(dry_run=True)
     t.append((done.scanned, done.findings, done.complete))
+    t.extend(limits_tour(client, store))
     t.append(definitions.__name__)  # the tour ran to its end
+    return t
+
+
+def limits_tour(client, store) -> list:
+    """Limits and what waits on them (a sharded namespace refuses limits: the same refusal,
+    no usage, nothing held); times left out."""
+    from scheduler import flow
+
+    t = [outcome(client.set_limit, "t:*", flow.limit(concurrency=1))]
+    for i in range(3):
+        client.enqueue("t.k", job_id=f"k{i}", limit_key="t:1")
+    store.claim_due({"default": 50}, 10.0, "o1")  # k0 (the key's queue is FIFO); k1, k2 held
+    t.append(
+        [
+            (u.scope, u.keys, u.full_keys, u.running, u.waiting, u.held, [k.key for k in u.top])
+            for u in client.limit_usage()
+        ]
+    )
+    holds = [client.hold_of(f"k{i}") for i in range(3)]
+    t.append([None if h is None else (h.scope, h.reason, h.running, h.describe()) for h in holds])
+    t.append([outcome(client.hold_of, "nope"), outcome(client.hold_of, "")])
     return t
 
 
@@ -291,6 +313,11 @@ def test_the_tour_exercises_what_it_claims(redis_url, redis_ns):
     store.close()
     assert t[13] == 10 and t[14] == 0  # backfill queued 10 runs, then none
     assert t[22] == ["f"] and t[24] == 1  # a dead job listed, then retried
+    set_limit, usage, holds, refused = t[-5:-1]  # the limits' part
+    assert set_limit is True and usage == [("t:*", 1, 1, 1, 2, 2, ["t:1"])]
+    assert holds[0] is None  # it runs
+    assert holds[1] == ("t:*", "concurrency", 1, "limit t:* (concurrency 1: 1 running)")
+    assert refused[0][0] == "JobNotFoundError" and refused[1][0] == "ValueError"
 
 
 @pytest.mark.parametrize("shards", [1, 3])

@@ -230,3 +230,39 @@ def test_a_namespace_read_that_hangs_leaves_the_scrape_on_time(monkeypatch):
     while value(metrics, "duetime_replicas_alive") != 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert value(metrics, "duetime_replicas_alive") == 3  # read again once the store answers
+
+
+def test_limit_gauges_per_scope_in_process():
+    """An in-process store's limits as gauges (docs/flow-control.md, "Watching limits"):
+    labelled by declared scope only, however many keys it governs."""
+    from scheduler import flow
+    from scheduler.limit_usage import figures
+    from scheduler.model import After, JobSpec, TaskRef
+    from scheduler.stores.memory import MemoryStore
+    from scheduler.testing import FakeClock
+
+    clock = FakeClock(start=1_700_000_000.0)
+    store = MemoryStore(clock)
+    store.set_limit("customer:*", flow.limit(concurrency=1))
+    store.set_limit("idle", flow.limit(rate=5, per=60))
+    for key, n in (("customer:1", 3), ("customer:2", 2)):
+        for i in range(n):
+            store.add(JobSpec(f"{key}-{i}", TaskRef("t.x"), After(0), limit_key=key))
+    clock.advance(0.001)
+    assert len(store.claim_due({"default": 10}, 30.0, "o").claims) == 2  # one per key
+    clock.advance(2)
+    metrics = PrometheusMetrics(
+        namespace="app", namespace_source=lambda: {"limits": figures(store.limit_usage())}
+    )
+    assert value(metrics, "duetime_limit_running", scope="customer:*") == 2
+    assert value(metrics, "duetime_limit_waiting_jobs", scope="customer:*") == 3
+    assert value(metrics, "duetime_limit_held_jobs", scope="customer:*") == 3
+    assert value(metrics, "duetime_limit_full_keys", scope="customer:*") == 2
+    assert value(metrics, "duetime_limit_window_starts", scope="customer:*") == 0
+    assert value(metrics, "duetime_limit_oldest_wait_seconds", scope="customer:*") == 2.001
+    assert value(metrics, "duetime_limit_waiting_jobs", scope="idle") == 0
+    assert value(metrics, "duetime_limit_oldest_wait_seconds", scope="idle") == 0
+    text = prom.generate_latest(metrics.registry).decode()
+    assert 'scope="customer:1"' not in text  # never a label per key
+    store.set_limit("customer:*", None)
+    assert value(metrics, "duetime_limit_running", scope="customer:*") is None  # gone with it

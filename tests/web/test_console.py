@@ -17,7 +17,7 @@ pytestmark = pytest.mark.redis
 
 EVIL_ID = '<script>alert("id")</script>'
 EVIL_ARGS = {"note": "<img src=x onerror=alert(1)>", "html": "</td><script>alert(2)</script>"}
-PAGES = ["", "jobs", "running", "failed", "recurring", "events"]
+PAGES = ["", "jobs", "running", "failed", "recurring", "events", "limits"]
 
 
 def csrf_of(html: str) -> str:

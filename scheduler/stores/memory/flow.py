@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scheduler import flow
 from scheduler.flow import (
     RATE_START_WITHIN,
     FlowState,
@@ -25,6 +26,7 @@ from scheduler.flow import (
     scopes,
     window_allows,
 )
+from scheduler.limit_usage import KeySeen
 from scheduler.model import JobSpec
 
 RECHECK_MS = 1000  # a keyed queue whose due head waits is asked again within (include/ask.lua)
@@ -73,10 +75,23 @@ class FlowBook:
         return None if scope is None else self.limits[scope]
 
     def state(self, key: str, now: int) -> FlowState:
-        scope = self.governing(key)
-        lim = None if scope is None else self.limits[scope]
-        starts = self.windows.get(key, [])
-        return FlowState(key, scope, lim, self.running.get(key, 0), recent(starts, lim, now))
+        return flow.state(
+            key, self.limits, self.running.get(key, 0), self.windows.get(key, []), now
+        )
+
+    def seen(self, due: dict[str, list[int]]) -> list[KeySeen]:
+        """What the readout of limits reads of each key with due (``due``: key -> due
+        times in ms of its invocations due now) or running work (``limit_usage``)."""
+        return [
+            KeySeen(
+                key,
+                self.running.get(key, 0),
+                tuple(self.windows.get(key, ())),
+                len(due.get(key, ())),
+                min(due[key]) if due.get(key) else None,
+            )
+            for key in sorted(set(due) | set(self.running))
+        ]
 
     def set_limit(self, scope: str, lim: Limit | None, now: int) -> bool:
         """As lua/limit.lua: declared (None: removed); the queues of keys it may govern

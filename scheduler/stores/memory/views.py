@@ -1,4 +1,5 @@
-"""MemoryStore's read side: snapshots, the event log, queue depths and wake-up listeners.
+"""MemoryStore's read side: snapshots, the event log, queue depths, what waits on each
+limit and what holds a job (``scheduler/limit_usage.py``), and wake-up listeners.
 
 A mixin of ``MemoryStore`` (its state is declared here, set by ``MemoryStore.__init__``);
 each method holds the store's one lock once, so each reads one consistent state.
@@ -11,8 +12,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
+from scheduler import limit_usage
 from scheduler.clock import Clock
-from scheduler.flow import FlowState, Limit, now_ms
+from scheduler.errors import JobNotFoundError
+from scheduler.flow import FlowState, Limit, ms_up, now_ms
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.model import Event, JobInfo
 from scheduler.stores.base import WakeListener
 from scheduler.stores.memory.flow import FlowBook
@@ -52,6 +56,37 @@ class MemoryViews:
         """Where limit key ``key`` stands (``FlowLimits``)."""
         with self._lock:
             return self._flow.state(key, now_ms(self.clock.now()))
+
+    def limit_usage(self, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        """What waits on each declared limit now (``FlowLimits``; docs/flow-control.md):
+        one read of the jobs under the lock (O(jobs), as ``queue_depths``)."""
+        with self._lock:
+            now = now_ms(self.clock.now())
+            if not self._flow.limits:
+                return []
+            due: dict[str, list[int]] = {}
+            for job in self._jobs.values():
+                key = job.spec.limit_key
+                if key is not None and job.pending:
+                    dues = [t for t in (ms_up(p.due) for p in job.pending.values()) if t <= now]
+                    if dues:
+                        due.setdefault(key, []).extend(dues)
+            return limit_usage.usage(self._flow.limits, self._flow.seen(due), now, top)
+
+    def hold_of(self, job_id: str) -> Hold | None:
+        """What holds ``job_id`` back now: its key's limit, if it is due and that limit is
+        full (``FlowLimits``); None if not. ``JobNotFoundError`` for an unknown job."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                if job_id in self._history:
+                    return None
+                raise JobNotFoundError(job_id)
+            key = job.spec.limit_key
+            if key is None:
+                return None
+            now = now_ms(self.clock.now())
+            return limit_usage.hold(self._info_locked(job), self._flow.state(key, now), now)
 
     def events(self, limit: int = 100) -> list[Event]:
         with self._lock:

@@ -1,6 +1,7 @@
 """``RedisStore``'s flow control, mixed in (docs/flow-control.md): limits (limit.lua,
-``FlowLimits``) and key rules (rule.lua, ``LimitKeyRules``), each one operation of ops.py
-or rulebook.py run on the store (``AsyncClient`` runs the same operations)."""
+``FlowLimits``; what waits on them: reading/limits.py) and key rules (rule.lua,
+``LimitKeyRules``), each one operation of ops.py, rulebook.py or reading/limits.py run
+on the store (``AsyncClient`` runs the same operations)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Protocol
 
 from scheduler import flow, keyrules, validation
 from scheduler.flow import FlowState, Limit
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.stores.redis import ops, rulebook
 from scheduler.stores.redis.protocol import requests
 from scheduler.stores.redis.protocol.keys import Keys
+from scheduler.stores.redis.reading import limits
 
 
 class FlowPart(requests.Part, Protocol):
@@ -32,6 +35,14 @@ class FlowMethods:
 
     def flow_of(self: FlowPart, key: str) -> FlowState:
         return requests.run_on(self, ops.flow_of(self.keys, validation.limit_key(key)))
+
+    def limit_usage(self: FlowPart, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        """What waits on each declared limit now (``FlowLimits``; reading/limits.py)."""
+        return requests.run_on(self, limits.usage(self.keys, top))
+
+    def hold_of(self: FlowPart, job_id: str) -> Hold | None:
+        """What holds ``job_id`` back now: its key's full limit, or None (``FlowLimits``)."""
+        return requests.run_on(self, limits.hold(self.keys, validation.job_id(job_id)))
 
     def set_key_rule(
         self: FlowPart, template: str | None, *, task: str | None = None, lane: str | None = None

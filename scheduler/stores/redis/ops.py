@@ -117,27 +117,31 @@ def set_limit(keys: Keys, scope: str, limit: Limit | None) -> Op[bool]:
 
 def limits(keys: Keys) -> Op[dict[str, Limit]]:
     """Every declared limit (a stored one that does not parse is left out)."""
-    got = yield from one(keys.shard, "hgetall", keys.limits)
-    out = {}
-    for scope, text in (got or {}).items():
-        try:
-            out[str(scope)] = Limit.decode(str(text))
-        except ValueError:
-            continue
-    return out
+    return flow.decoded((yield from one(keys.shard, "hgetall", keys.limits)))
 
 
 def flow_of(keys: Keys, key: str) -> Op[FlowState]:
-    """Where limit key ``key`` stands: its governing limit, running, recent starts."""
-    declared = yield from limits(keys)
-    scope = next((s for s in flow.scopes(key) if s in declared), None)
-    lim = None if scope is None else declared[scope]
-    running = yield from one(keys.shard, "hget", keys.flow_running, key)
-    starts = yield from one(keys.shard, "lrange", keys.window(key), 0, -1)
-    now = yield Now(keys.shard)
-    ints = [int(t) for t in starts or () if str(t).isdigit()]
+    """Where limit key ``key`` stands: its governing limit, running, recent starts, full."""
+    state, _ = yield from flow_at(keys, key)
+    return state
+
+
+def flow_at(keys: Keys, key: str) -> Op[tuple[FlowState, int]]:
+    """``flow_of`` and the time (ms) it was read at."""
+    declared, running, starts = yield Calls(
+        keys.shard,
+        (
+            ("hgetall", (keys.limits,), {}),
+            ("hget", (keys.flow_running, key), {}),
+            ("lrange", (keys.window(key), 0, -1), {}),
+        ),
+        lenient=True,  # a key of the wrong type (garbage) reads as empty, never a failed readout
+    )
+    now = int((yield Now(keys.shard)))
+    ints = [] if isinstance(starts, Exception) else [int(t) for t in starts if str(t).isdigit()]
     count = int(running) if records.is_int(running) else 0
-    return FlowState(key, scope, lim, count, flow.recent(ints, lim, int(now)))
+    limits = {} if isinstance(declared, Exception) else flow.decoded(declared)
+    return flow.state(key, limits, count, ints, now), now
 
 
 def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:

@@ -21,7 +21,7 @@ from scheduler import timeinput
 from scheduler.model import Event
 from scheduler.stores.redis.protocol import definitions, records, requests
 from scheduler.stores.redis.protocol.keys import LIVE_FIELDS
-from scheduler.stores.redis.reading import fleet, lane_queues
+from scheduler.stores.redis.reading import fleet, lane_queues, limits
 from scheduler.stores.redis.reading.readable import AnyStore, Part
 
 SCAN_CHUNK = 1000  # stream entries read per XREVRANGE while looking for one job's events
@@ -159,6 +159,7 @@ def gauges(store: AnyStore) -> dict[str, Any]:
         "events": dict(sorted(events.items())),
         "quarantined": quarantined_count(store),
         "waiting": fleet.waiting_all(store),
+        "limits": limits.gauges(store),  # scope -> its figures (duetime_limit_*)
     }
 
 

@@ -42,7 +42,9 @@ from typing import Any
 
 from scheduler import flow, keyrules, validation
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.errors import JobNotFoundError
 from scheduler.flow import FlowState, Limit
+from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.model import (
     AddResult,
     Claim,
@@ -235,6 +237,14 @@ class ShardedStore(WakeSubscriptions):
     def flow_of(self, key: str) -> FlowState:
         flow.refuse_sharded(len(self.parts))
         raise AssertionError  # never reached
+
+    def limit_usage(self, top: int = TOP_KEYS) -> list[ScopeUsage]:
+        return []  # a sharded namespace refuses limits (flow.refuse_sharded)
+
+    def hold_of(self, job_id: str) -> Hold | None:
+        if self.get(job_id) is None:
+            raise JobNotFoundError(job_id)
+        return None  # no limit holds a job of a sharded namespace: it has none
 
     def set_key_rule(
         self, template: str | None, *, task: str | None = None, lane: str | None = None
