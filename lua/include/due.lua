@@ -99,9 +99,9 @@ end
 -- (0: none), attempt, stalls}; nil if malformed (numbers as core's int() reads them, a UTF-8 job id).
 local function parse_member(member)
   if #member > 2048 then return nil end
-  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|([%z\1-\127]+)$')  -- ASCII: one pass
-  local ascii = seq ~= nil  -- (else its job id's UTF-8 is checked below)
-  if not ascii then seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$') end
+  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|([^\128-\255]+)$')  -- ASCII: one pass
+  local plain = seq ~= nil  -- (else its job id's UTF-8 is checked below)
+  if not plain then seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$') end
   if not seq or #seq > 16 then return nil end
   local m
   if kind == 's' then
@@ -115,6 +115,6 @@ local function parse_member(member)
     m = {seq = seq, kind = kind, gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
       stalls = tonumber(stalls), job = job, ready = ready}
   end
-  if not m or (not ascii and string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
+  if not m or (not plain and string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
   return m
 end
