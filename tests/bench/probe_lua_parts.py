@@ -63,12 +63,16 @@ HMGET_ONLY = (
     READ,
     "  local f, why, t\n  redis.call('HMGET', jkey(m.job), unpack(CLAIM_FIELDS))\n",
 )
+RULES = "      if not (RULE[name] or sized)(v) then return 'malformed job data: ' .. field_problem(name, v) end\n"  # noqa: E501
+NO_RULES = ("include/check.lua", RULES, "")
+SORT = "    local looks, members, parks, n = sort_round(b, lane, due)\n"
+NO_SORT = ("include/inspect.lua", SORT, "    local looks, members, parks, n = {}, {}, {}, 0\n")
 ZREM = "    if #members > 0 then redis.call('ZREM', key, unpack(members)) end\n"
 NO_WRITE = ("include/inspect.lua", ZREM, "    do return 0 end\n")
 # admission and issue (include/admit.lua, include/issue.lua)
 NO_ISSUE = (
     "include/admit.lua",
-    "    issue(b, job, jk, f, f.gen, tonumber(f.next), 1, 0, 'e', '')\n",
+    "    issue(b, job, jk, f, f.gen, pending, 1, 0, 'e', '')\n",
     "",
 )
 HSET = "    redis.call('HSET', jk, 'running', running, 'attempts', a, ...)\n"
@@ -88,9 +92,11 @@ IN_ISSUE = [NO_HSET, NO_EVENT, NO_RECORD_LINE]
 CLAIM: dict[str, list[Edit]] = {
     "units defined, core's checks (return after the includes)": [AFTER_UNITS],
     "+ input, resend lookup, namespace checks, reap, unpark": [BEFORE_LANES],
-    "+ fetch the due members, parse them": [NO_READ, NO_WRITE, AT_WRITE],
-    "+ the job's HMGET (10 fields), unchecked": [HMGET_ONLY, NO_WRITE, AT_WRITE],
-    "+ read_job's checks (rules, defaults, missing; foreign)": [NO_WRITE, AT_WRITE],
+    "+ fetch the due members (ZRANGEBYSCORE WITHSCORES)": [NO_SORT, NO_WRITE, AT_WRITE],
+    "+ parse them, sort the round": [NO_READ, NO_WRITE, AT_WRITE],
+    "+ the job's HMGET (CLAIM_FIELDS), unchecked": [HMGET_ONLY, NO_WRITE, AT_WRITE],
+    "+ read_job without the field rules (its table, defaults)": [NO_RULES, NO_WRITE, AT_WRITE],
+    "+ the field rules (foreign: nothing with every task)": [NO_WRITE, AT_WRITE],
     "+ ZREM, admit (no issue)": UPTO_ISSUE,
     "+ issue: fence, token, RUNNING entry, lease lists": [AT_WRITE, *IN_ISSUE],
     "+ issue: the job's HSET": [AT_WRITE, NO_EVENT, NO_RECORD_LINE],
