@@ -89,8 +89,8 @@ local function admit(b, lane, x)
   end
   local pending = tonumber(f.next)  -- parsed once: a one-off's claim runs it
   if early(b, lane, x, pending) then return false end
-  local since = (m.ready or 0) > 0 and m.ready or tonumber(f.ready or '') or 0  -- released
-  b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
+  local since = (m.ready or 0) > 0 and m.ready or ((f.ready or '') ~= '' and tonumber(f.ready)) or 0
+  b.ready = since > x.score and since or x.score  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
     issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)
     b.issued[job] = 'r'  -- a re-run: the job's occurrences in this call wait (defers)

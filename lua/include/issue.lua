@@ -32,7 +32,7 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   local fence = (b.fence or b.fence_before) + 1
   b.fence = fence
   local s, a, fe = fmt(sched), fmt(attempt), fmt(fence)  -- each number formatted once
-  local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
+  local ready = b.ready and b.ready > sched and b.ready or sched  -- claimable from (lag from here)
   local later = ready > sched and fmt(ready)
   if later then need_layout(LAYOUT_READY) end
   local token = b.token_head .. fe
