@@ -45,7 +45,7 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
     la[#la + 1] = b.lease_until
     la[#la + 1] = token
   end
-  local def, running = f.def, fmt(tonumber(f.running) + 1)
+  local def, running = f.def, f.running == '0' and '1' or fmt(tonumber(f.running) + 1)
   if f.kind == 'every' or f.kind == 'cron' then
     redis.call('HSET', jk, 'running', running, 'attempts', a, 'started', fe .. b.started_tail, ...)
   else
