@@ -57,10 +57,10 @@ local function series_due(b, job, lane, f)
   return run
 end
 
--- A due occurrence whose job's pending time (`next`) is still ahead: its entry was scored
--- early (garbage written by hand). Scored at that time again, and true: never run early.
-local function early(b, lane, x, f)
-  local due = tonumber(f.next)
+-- A due occurrence whose job's pending time (`next`, the number `due`) is still ahead: its
+-- entry was scored early (garbage written by hand). Scored at that time again, and true:
+-- never run early.
+local function early(b, lane, x, due)
   if x.m.kind ~= 's' or not due or due <= b.now then return false end
   due_add(lane, due, x.member)
   event(b.now, 'requeued', x.m.job, due, nil,
@@ -87,9 +87,10 @@ local function admit(b, lane, x)
     stash(b.now, jk, m.kind, f.next, x.member, f.stash)
     return false
   end
-  if early(b, lane, x, f) then return false end
-  local since = (m.ready or 0) > 0 and m.ready or tonumber(f.ready or '') or 0  -- released
-  b.ready = math.max(tonumber(x.score), since)  -- claimable from: due, or enqueued/resumed
+  local pending = tonumber(f.next)  -- parsed once: a one-off's claim runs it
+  if early(b, lane, x, pending) then return false end
+  local since = (m.ready or 0) > 0 and m.ready or ((f.ready or '') ~= '' and tonumber(f.ready)) or 0
+  b.ready = since > x.score and since or x.score  -- claimable from: due, or enqueued/resumed
   if m.kind == 'r' then
     issue(b, job, jk, f, m.gen, m.sched, m.attempt, m.stalls)
     b.issued[job] = 'r'  -- a re-run: the job's occurrences in this call wait (defers)
@@ -99,7 +100,7 @@ local function admit(b, lane, x)
     return true
   end
   if f.kind ~= 'every' and f.kind ~= 'cron' then
-    issue(b, job, jk, f, f.gen, tonumber(f.next), 1, 0, 'e', '')
+    issue(b, job, jk, f, f.gen, pending, 1, 0, 'e', '')
     return true
   end
   local run = series_due(b, job, lane, f)

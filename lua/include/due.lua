@@ -99,7 +99,9 @@ end
 -- (0: none), attempt, stalls}; nil if malformed (numbers as core's int() reads them, a UTF-8 job id).
 local function parse_member(member)
   if #member > 2048 then return nil end
-  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$')
+  local seq, kind, rest = string.match(member, '^(%x+)|(%a)|([^\128-\255]+)$')  -- ASCII: one pass
+  local plain = seq ~= nil  -- (else its job id's UTF-8 is checked below)
+  if not plain then seq, kind, rest = string.match(member, '^(%x+)|(%a)|(.+)$') end
   if not seq or #seq > 16 then return nil end
   local m
   if kind == 's' then
@@ -112,9 +114,7 @@ local function parse_member(member)
     if not ready or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 then return nil end
     m = {seq = seq, kind = kind, gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
       stalls = tonumber(stalls), job = job, ready = ready}
-  else
-    m = {seq = seq, kind = kind}
   end
-  if not m.job or (string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
+  if not m or (not plain and string.find(m.job, '[\128-\255]') and not utf8_ok(m.job)) then return nil end
   return m
 end

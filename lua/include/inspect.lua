@@ -23,11 +23,11 @@
 
 -- The fields admission may parse: of every job (CLAIM_FIELDS); then only of a recurring job
 -- (SERIES_FIELDS), a paused one-off (PAUSED_FIELDS: its stash), a re-run's (RERUN_FIELDS:
--- include/reruns.lua). Each is read once per member, checked, and passed on.
-local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next',
-  'retries', 'ready'}
+-- include/reruns.lua; `retries`, which a one-off's occurrence never parses). Each is read
+-- once per member, checked, and passed on.
+local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next', 'ready'}
 local SERIES_FIELDS = {'overlap', 'misfire', 'k', 'anchor', 'interval', 'grace', 'queued',
-  'window', 'after', 'replan', 'go', 'stash', 'sk'}
+  'window', 'after', 'replan', 'go', 'stash', 'sk', 'retries'}
 local PAUSED_FIELDS = {'stash'}
 
 -- More fields `names` of `job`, whose fields `f` read_job read and checked: checked the
@@ -55,7 +55,7 @@ local function inspect(member, score)
     f, why, t = read_more(m.job, f, series and SERIES_FIELDS or PAUSED_FIELDS)
   end
   local lines = f and (m.kind == 'r' or (series and tonumber(f.retries) > 0))  -- a re-run's
-  if lines then f, why, t = read_more(m.job, f, RERUN_FIELDS) end  -- line; a series' (defers)
+  if lines then f, why, t = read_more(m.job, f, RERUN_FIELDS[series and 1 or 2]) end
   if series and not why and skips_problem(m.job) then
     why, t = 'malformed job data: ' .. skips_problem(m.job), 'hash'
   end
@@ -106,13 +106,10 @@ local function claim_lane(b, lane, cap)
     local looks, members, parks, n = sort_round(b, lane, due)
     passed, budget = passed + n, budget - n
     if #members > 0 then redis.call('ZREM', key, unpack(members)) end
-    for _, p in ipairs(parks) do
-      budget = budget - 1
-      park(p[1], p[2].member, p[2].score)
-    end
-    for _, x in ipairs(looks) do
-      budget = budget - 1
-      if admit(b, lane, x) then cap = cap - 1 end
+    budget = budget - #parks - #looks  -- (numeric loops: ipairs costs a C call an item)
+    for k = 1, #parks do park(parks[k][1], parks[k][2].member, parks[k][2].score) end
+    for k = 1, #looks do
+      if admit(b, lane, looks[k]) then cap = cap - 1 end
     end
   end
   if passed > 0 then b.passed[lane] = (cap > 0 and budget <= 0) and 'more' or 'all' end

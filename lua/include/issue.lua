@@ -32,7 +32,7 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   local fence = (b.fence or b.fence_before) + 1
   b.fence = fence
   local s, a, fe = fmt(sched), fmt(attempt), fmt(fence)  -- each number formatted once
-  local ready = math.max(sched, b.ready or sched)  -- when it became claimable (lag from here)
+  local ready = b.ready and b.ready > sched and b.ready or sched  -- claimable from (lag from here)
   local later = ready > sched and fmt(ready)
   if later then need_layout(LAYOUT_READY) end
   local token = b.token_head .. fe
@@ -45,7 +45,7 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
     la[#la + 1] = b.lease_until
     la[#la + 1] = token
   end
-  local def, running = f.def, fmt(tonumber(f.running) + 1)
+  local def, running = f.def, f.running == '0' and '1' or fmt(tonumber(f.running) + 1)
   if f.kind == 'every' or f.kind == 'cron' then
     redis.call('HSET', jk, 'running', running, 'attempts', a, 'started', fe .. b.started_tail, ...)
   else

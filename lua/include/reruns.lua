@@ -16,7 +16,10 @@
 
 -- Room for a paused job's series line (a member of at most ~1 KiB) next to them in its stash.
 local RERUNS_MAX = DEF_MAX - 4096
-local RERUN_FIELDS = {'reruns'}  -- what claim.lua reads more of a job for a re-run member
+-- What claim.lua reads more of a job for a re-run: [1] of a series (its `retries` came with
+-- the series' fields), [2] of a one-off's re-run member (drop_rerun counts it down). One
+-- local: claim.lua's main chunk is near Lua's limit of 200.
+local RERUN_FIELDS = {{'reruns'}, {'retries', 'reruns'}}
 
 local function rerun_line(due, member) return fmt(due) .. ' ' .. member .. '\n' end
 
@@ -59,7 +62,7 @@ local function take_reruns(lane, text, elsewhere)
 end
 
 -- Re-run member `x` (its member and score) of job key `jk` (checked fields `f`, with
--- RERUN_FIELDS) leaves its due set for good (claimed, stashed or dropped): uncounted, unlisted.
+-- `retries` and `reruns`) leaves its due set for good (claimed, stashed or dropped): uncounted, unlisted.
 local function drop_rerun(jk, f, x)
   redis.call('HINCRBY', jk, 'retries', -1)
   local text, line = f.reruns or '', rerun_line(x.score, x.member)

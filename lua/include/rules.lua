@@ -3,7 +3,7 @@
 -- most FIELD_MAX), plain functions, some shared, so a read checks a field with one table
 -- lookup and one call. Integers as core's int() reads them, parsed once; enumerations by
 -- comparison (interned strings); a definition's UTF-8 scan only when it holds a byte
--- >= 0x80 (found by math.max over its bytes, in C). RULE is filled on its first lookup (a
+-- >= 0x80 (found by one pattern pass, in C). RULE is filled on its first lookup (a
 -- script that checks no job field, as add.lua's add of a new job, builds none of it); the
 -- enumerations' predicates are also names of their own (add.lua checks its arguments with
 -- them). what_of: what a field must be (the text of the reason when it is not). Pure (no
@@ -37,13 +37,9 @@ local function unreported_ok(v)  -- "<first>|<last>|<count>|<reasons>" (include/
   return first ~= nil and int(first) ~= nil and int(last) ~= nil and int(n) ~= nil
 end
 
--- Does non-empty `s` hold only bytes < 0x80? (string.byte in slices: C stack limits)
-local function ascii(s)
-  for i = 1, #s, 4000 do
-    if math.max(string.byte(s, i, i + 3999)) >= 128 then return false end
-  end
-  return true
-end
+-- Does `s` hold only bytes < 0x80? One pattern pass in C (~50 instructions a byte; the
+-- bytes pushed to math.max in slices took ~70; no C stack limit either way).
+local function ascii(s) return string.find(s, '^[^\128-\255]*$') ~= nil end
 
 local function sized(v) return #v <= FIELD_MAX end  -- a field with no other rule
 

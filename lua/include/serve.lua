@@ -27,6 +27,8 @@ end
 local function task_of(def)
   local s = string.find(def, '"t":"', 1, true)
   if not s then return nil end
+  local tok = string.match(def, '^([^"\\]*)"', s + 5)  -- a name without escapes: one pass
+  if tok then return (#tok > 0 and #tok <= 1200) and tok or nil end
   local i, j = s + 5, s + 5
   while true do
     local q = string.find(def, '"', j, true)

@@ -60,14 +60,19 @@ def measure(
     warm: int = 300,
     raw: bool = False,
     kind: str = "plain",
+    served: list[str] | None = None,
 ) -> dict[str, float]:
     """Instructions per job of the claims and of the acks (``texts``: the two scripts to
     use instead of this checkout's; ``raw``: claims only, their replies not read, so that
-    a cut claim.lua can be measured: each call then sees the same due jobs)."""
+    a cut claim.lua can be measured: each call then sees the same due jobs; ``kind``: KINDS;
+    ``served``: the claimant names these tasks, task-aware claiming, as a worker does;
+    None: "*")."""
     out = os.path.join(tempfile.mkdtemp(prefix="cg-claim-"), "cg")
     with callgrind_redis(out) as (client, control):
         store = RedisStore(client, "p1")
         store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
+        if served is not None:
+            store.serve(lambda: (1, served))
         for name, text in (texts or {}).items():
             store._scripts[name] = client.register_script(text)
         if kind == "limited":
@@ -82,11 +87,12 @@ def measure(
                 ]
             )
 
+        client.script_load(store._scripts["claim"].script)  # raw: EVALSHA, loaded once
+
         def run(n: int) -> list[Any]:
             claims: list[Any] = []
             if raw:
                 script = store._scripts["claim"]
-                client.script_load(script.script)
                 for c in range(n // batch):
                     argv = list(store.claim_request({"default": batch}, 30.0, "o").argv)
                     argv[1] = f"rq{c}"  # a fresh request id: never a resend

@@ -1,110 +1,115 @@
 #!/usr/bin/env python3
-"""Where a burst's per-job Lua goes in claim.lua and complete_many.lua (not a test; by hand).
+"""Where a claimed job's Redis instructions go inside claim.lua (not a test; by hand).
 
-Each variant is a copy of the assembled script with one line replaced (a text substitution
-that must apply), called as a replica calls it on batches of ``--batch`` one-off jobs, so
-the difference between two rows is what the piece between them costs per job. EVALSHA µs
-per call (``INFO commandstats``) / batch, medians of ``--runs``, against a private
-redis-server; the variants run alternately, run by run. A variant is not a correct
-script: these copies only say what a piece costs, they are never shipped (the method of
-bench_add_ablate.py, for the two scripts of the burst).
+Each variant is a copy of claim.lua (its units inlined) with some lines replaced (text
+substitutions that must apply: a probe that no longer fits the scripts says which line
+is gone), measured as ``probe_claim_instructions.measure(raw=True)`` measures one: a
+redis-server under callgrind, ``--jobs`` one-off jobs due now claimed in calls of
+``--batch`` (one lane, a lease), the server's whole work per job in instructions
+(deterministic: other load on the box does not move them; ±0.3k between runs). The rows
+are cumulative: the difference between two rows is what the piece between them costs per
+job. A variant is not a correct script: these copies only say what a piece costs, they
+are never shipped. Variants that stop before the due set is written see the same jobs
+each call.
 
-* ``claim``: ``--calls`` calls, each claiming ``--batch`` due jobs of a fresh namespace
-  (the variants that stop before any write see the same jobs each call);
-* ``complete_many``: the same ``--batch`` claimed invocations acknowledged ``--calls``
-  times by variants that stop before the first write (the decide phase, read only), and
-  once per call on fresh claims by the whole script.
+``--fixed``: the fixed part of a call, instructions per call: an EVALSHA of ``return 1``,
+an FCALL of a function that returns 1 (Redis Functions, ``FUNCTION LOAD``), and an
+EVALSHA of claim.lua's units alone (their top-level definitions, run again by every call).
 
-    PYTHONPATH=. python tests/bench/probe_lua_parts.py [--batch 100] [--runs 3]
+    PYTHONPATH=. python tests/bench/probe_lua_parts.py [--jobs 2000] [--batch 50]
+        [--only SUBSTRING] [--served t.x] [--fixed]
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import os
 import pathlib
+import re
 import shutil
-import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
-import redis  # noqa: E402
+from bench_add_ablate import callgrind_redis  # noqa: E402
+from probe_claim_instructions import measure, summary  # noqa: E402
 
-from scheduler.embedded import EmbeddedRedis  # noqa: E402
-from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
-from scheduler.stores.redis import RedisStore  # noqa: E402
-from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
 from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 
-Edit = tuple[str, str, str]  # (file under lua/, line as it is, what replaces it)
+Edit = tuple[str, str, str]  # (file under lua/, text as it is, what replaces it)
 
-INSPECT = "      local x = inspect(due[i], tonumber(due[i + 1]))"
-ZREM = "    redis.call('ZREM', key, unpack(members))"
-CLAIM: dict[str, list[Edit]] = {
-    "checks, reaper (stop before the lanes)": [
-        ("claim.lua", "\n-- 2. claim", "\ndo return 'stop' end\n-- 2. claim")
-    ],
-    "+ fetch the due members, parse them": [
-        ("include/inspect.lua", INSPECT, "      local x = {m = parse_member(due[i])}"),
-        ("include/inspect.lua", ZREM, "    do return 0 end"),
-    ],
-    "+ inspect each job (read only)": [("include/inspect.lua", ZREM, "    do return 0 end")],
-    "+ admit and issue each claim": [
-        (
-            "claim.lua",
-            "\n-- 3. when to ask again",
-            "\ndo return 'stop' end\n-- 3. when to ask again",
-        )
-    ],
-    "+ reply and resend record (the whole script)": [],
-}
-
-DECIDE = (
-    "    local plan, bad = commit_plan(jobs[i], tokens[i], 'succeeded', "
-    "check(jobs[i], tokens[i], datas[i]))"
+STOP = "do return 'stop' end\n"
+# claim.lua's own steps
+AFTER_UNITS = ("claim.lua", "--@include turns\n", "--@include turns\n" + STOP)
+BEFORE_LANES = ("claim.lua", "-- 3. claim, lane", STOP + "-- 3. claim, lane")
+AT_WRITE = ("claim.lua", "write_claims(b)\n", STOP)
+BEFORE_ASK = ("claim.lua", "-- 4. when to ask", STOP + "-- 4. when to ask")
+BEFORE_REPLY = ("claim.lua", "-- 5. the reply", STOP + "-- 5. the reply")
+NO_RECORD = (
+    "claim.lua",
+    "return remember_reply(owner, table.concat(parts))",
+    "return table.concat(parts)",
 )
-WRITE = "-- 2. write"
-STOP = ("complete_many.lua", WRITE, "do return 'stop' end\n" + WRITE)
-ACK: dict[str, list[Edit]] = {
-    "input, namespace checks, RUNNING entries": [
-        ("complete_many.lua", DECIDE, "    local plan = {}"),
-        STOP,
-    ],
-    "+ each token checked (parse_running, not_owned)": [
-        (
-            "complete_many.lua",
-            DECIDE,
-            "    local r, c, d = check(jobs[i], tokens[i], datas[i]); local plan = {}",
-        ),
-        STOP,
-    ],
-    "instead: only the HMGET of the job's 13 fields": [
-        (
-            "complete_many.lua",
-            DECIDE,
-            "    local g = redis.call('HMGET', jkey(jobs[i]), unpack(COMMIT_FIELDS)); "
-            "local plan = {}",
-        ),
-        STOP,
-    ],
-    "instead: only read_job (HMGET + checks)": [
-        (
-            "complete_many.lua",
-            DECIDE,
-            "    local f = read_job(jobs[i], COMMIT_FIELDS); local plan = {}",
-        ),
-        STOP,
-    ],
-    "the decide phase as it is (token + read_job)": [STOP],
-    "+ the writes (the whole script)": [],
+# the lane's round (include/inspect.lua)
+READ = "  local f, why, t = read_job(m.job, CLAIM_FIELDS)\n"
+NO_READ = ("include/inspect.lua", READ, "  local f, why, t\n")
+HMGET_ONLY = (
+    "include/inspect.lua",
+    READ,
+    "  local f, why, t\n  redis.call('HMGET', jkey(m.job), unpack(CLAIM_FIELDS))\n",
+)
+RULES = "      if not (RULE[name] or sized)(v) then return 'malformed job data: ' .. field_problem(name, v) end\n"  # noqa: E501
+NO_RULES = ("include/check.lua", RULES, "")
+SORT = "    local looks, members, parks, n = sort_round(b, lane, due)\n"
+NO_SORT = ("include/inspect.lua", SORT, "    local looks, members, parks, n = {}, {}, {}, 0\n")
+ZREM = "    if #members > 0 then redis.call('ZREM', key, unpack(members)) end\n"
+NO_WRITE = ("include/inspect.lua", ZREM, "    do return 0 end\n")
+# admission and issue (include/admit.lua, include/issue.lua)
+NO_ISSUE = (
+    "include/admit.lua",
+    "    issue(b, job, jk, f, f.gen, pending, 1, 0, 'e', '')\n",
+    "",
+)
+HSET = "    redis.call('HSET', jk, 'running', running, 'attempts', a, ...)\n"
+NO_HSET = ("include/issue.lua", HSET, "    local _ = running\n")
+EVENT = "  event_tallied(b.now, 'claimed',"
+NO_EVENT = ("include/issue.lua", EVENT, "  local _ = false and event_tallied(b.now, 'claimed',")
+RECORD = """  c[#c + 1] = s .. ' ' .. a .. ' ' .. fe .. ' ' .. gen .. ' ' .. (later or s) .. ' ' .. fmt(#job) ..
+    ' ' .. fmt(#def) .. '\\n'
+  c[#c + 1] = job
+  c[#c + 1] = def
+"""
+NO_RECORD_LINE = ("include/issue.lua", RECORD, "")
+
+UPTO_ISSUE = [NO_ISSUE, AT_WRITE]
+IN_ISSUE = [NO_HSET, NO_EVENT, NO_RECORD_LINE]
+
+CLAIM: dict[str, list[Edit]] = {
+    "units defined, core's checks (return after the includes)": [AFTER_UNITS],
+    "+ input, resend lookup, namespace checks, reap, unpark": [BEFORE_LANES],
+    "+ fetch the due members (ZRANGEBYSCORE WITHSCORES)": [NO_SORT, NO_WRITE, AT_WRITE],
+    "+ parse them, sort the round": [NO_READ, NO_WRITE, AT_WRITE],
+    "+ the job's HMGET (CLAIM_FIELDS), unchecked": [HMGET_ONLY, NO_WRITE, AT_WRITE],
+    "+ read_job without the field rules (its table, defaults)": [NO_RULES, NO_WRITE, AT_WRITE],
+    "+ the field rules (foreign: nothing with every task)": [NO_WRITE, AT_WRITE],
+    "+ ZREM, admit (no issue)": UPTO_ISSUE,
+    "+ issue: fence, token, RUNNING entry, lease lists": [AT_WRITE, *IN_ISSUE],
+    "+ issue: the job's HSET": [AT_WRITE, NO_EVENT, NO_RECORD_LINE],
+    "+ issue: its event line (event_tallied)": [AT_WRITE, NO_RECORD_LINE],
+    "+ issue: its reply record": [AT_WRITE],
+    "+ write_claims (fence, RUNNING, lease, XADD, HINCRBY)": [BEFORE_ASK],
+    "+ ask_next, replica's SET, register_serves": [BEFORE_REPLY],
+    "+ the reply joined (no resend record)": [NO_RECORD],
+    "the whole script (+ the resend record's SET)": [],
 }
 
 
-def variant(edits: Sequence[Edit], name: str) -> str:
+def variant(edits: Sequence[Edit], name: str = "claim") -> str:
     """The assembled text of lua/``name``.lua with ``edits`` applied."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="lua-parts-")) / "lua"
     shutil.copytree(lua.lua_dir(), d)
@@ -112,7 +117,7 @@ def variant(edits: Sequence[Edit], name: str) -> str:
         p = d / rel
         text = p.read_text()
         if old not in text:
-            raise SystemExit(f"{rel}: the line to replace is gone (update this probe): {old!r}")
+            raise SystemExit(f"{rel}: the text to replace is gone (update this probe): {old!r}")
         p.write_text(text.replace(old, new, 1))
     try:
         return lua.assemble((d / f"{name}.lua").read_text(), f"{name}.lua", d)
@@ -120,102 +125,63 @@ def variant(edits: Sequence[Edit], name: str) -> str:
         shutil.rmtree(d.parent)
 
 
-def fresh(url: str, ns: str, n: int) -> RedisStore:
-    store = RedisStore(url, ns)
-    for i in range(0, n, 500):
-        store.add_many(
-            [
-                JobSpec(f"j{k}", TaskRef("t.x", '{"i": 1}'), After(0))
-                for k in range(i, min(n, i + 500))
-            ]
-        )
-    return store
+FUNCTION = "#!lua name=probe\nredis.register_function('one', function() return 1 end)"
 
 
-def claimed(store: RedisStore, n: int) -> list[Any]:
-    out: list[Any] = []
-    while len(out) < n:
-        out += store.claim_due({"default": n - len(out)}, 30.0, "o1").claims
-    return out
-
-
-def per_job(r: redis.Redis, calls: Callable[[], int]) -> float:
-    """EVALSHA µs per job of what ``calls()`` sends (it returns the jobs it covered)."""
-    r.config_resetstat()
-    jobs = calls()
-    stat = r.info("commandstats")["cmdstat_evalsha"]
-    return stat["usec"] / jobs
-
-
-def probe_claim(r: redis.Redis, url: str, batch: int, calls: int, runs: int) -> dict[str, float]:
-    shas = {k: r.script_load(variant(e, "claim")) for k, e in CLAIM.items()}
-    got: dict[str, list[float]] = {k: [] for k in shas}
-    for run in range(runs):
-        for n, (label, sha) in enumerate(shas.items()):
-            store = fresh(url, f"c{run}x{n}", batch * calls)
-            key, prefix = store.keys.prefix + "x", store.keys.prefix
-
-            def send(store: RedisStore = store, sha: str = sha, key: str = key,
-                     prefix: str = prefix) -> int:  # fmt: skip
-                for c in range(calls):
-                    argv = list(store.claim_request({"default": batch}, 30.0, "o1").argv)
-                    argv[1] = f"rq{c}"  # a fresh request id: never a resend
-                    r.evalsha(sha, 1, key, prefix, "", *argv)
-                return batch * calls
-
-            got[label].append(per_job(r, send))
-            store.close()
-    return {k: statistics.median(v) for k, v in got.items()}
-
-
-def probe_ack(r: redis.Redis, url: str, batch: int, calls: int, runs: int) -> dict[str, float]:
-    shas = {k: r.script_load(variant(e, "complete_many")) for k, e in ACK.items()}
-    got: dict[str, list[float]] = {k: [] for k in shas}
-    for run in range(runs):
-        for n, (label, sha) in enumerate(shas.items()):
-            whole = not ACK[label]  # writes: fresh claims per call
-            store = fresh(url, f"a{run}x{n}", batch * (calls if whole else 1))
-            key, prefix = store.keys.prefix + "x", store.keys.prefix
-            argsets = [
-                acked_claims.ack_args([(c, None) for c in claimed(store, batch)])
-                for _ in range(calls if whole else 1)
-            ]
-
-            def send(sha: str = sha, key: str = key, prefix: str = prefix,
-                     argsets: list[list[Any]] = argsets) -> int:  # fmt: skip
-                for c in range(calls):
-                    r.evalsha(sha, 1, key, prefix, "", *argsets[c % len(argsets)])
-                return batch * calls
-
-            got[label].append(per_job(r, send))
-            store.close()
-    return {k: statistics.median(v) for k, v in got.items()}
-
-
-def table(title: str, got: dict[str, float]) -> str:
-    """Each row with its difference from the row above ("instead" rows replace the
-    per-item work of the row above them: compare them with the first row)."""
-    lines, last = [title], None
-    for label, us in got.items():
-        step = "" if last is None else f"  ({us - last:+.1f})"
-        lines.append(f"  {label:48s} {us:6.2f}{step}")
-        last = us
-    return "\n".join(lines)
+def fixed(calls: int) -> dict[str, float]:
+    """Instructions per call: EVALSHA of `return 1`, FCALL of a function returning 1, and
+    EVALSHA of claim.lua's units alone (their top level, then `return 1`)."""
+    out = os.path.join(tempfile.mkdtemp(prefix="cg-fixed-"), "cg")
+    units = variant([AFTER_UNITS])
+    prefix = "duetime:{probe}:"
+    rows = {}
+    with callgrind_redis(out) as (client, control):
+        one = client.script_load("return 1")
+        whole = client.script_load(units)
+        client.function_load(FUNCTION, replace=True)
+        sends = {
+            "EVALSHA of `return 1`": lambda: client.evalsha(one, 1, prefix + "x", prefix, ""),
+            "FCALL of a function returning 1": lambda: client.fcall("one", 1, prefix + "x"),
+            "EVALSHA of claim.lua's units (top level only)": lambda: client.evalsha(
+                whole, 1, prefix + "x", prefix, "", "o", "rq", "30000", "*", "", "default", "50"
+            ),
+        }
+        for label, send in sends.items():
+            for _ in range(50):
+                send()
+            control("-z")
+            for _ in range(calls):
+                send()
+            control("-d")
+            dumps = [f for f in glob.glob(out + ".*") if re.search(r"\.\d+$", f)]
+            last = max(dumps, key=lambda f: int(f.rsplit(".", 1)[1]))
+            rows[label] = summary(last) / calls
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch", type=int, default=100, help="jobs per script call")
-    ap.add_argument("--calls", type=int, default=10, help="script calls per variant and run")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--only", action="append", default=[], help="variants whose label has it")
+    ap.add_argument("--served", action="append", help="the claimant's tasks (default: every)")
+    ap.add_argument("--fixed", action="store_true", help="the fixed part of a call instead")
     a = ap.parse_args()
-    with EmbeddedRedis(appendonly=False) as server:
-        r = redis.Redis.from_url(server.url)
-        head = f"(EVALSHA µs per job, batches of {a.batch}, medians of {a.runs})"
-        print(table(f"claim.lua {head}", probe_claim(r, server.url, a.batch, a.calls, a.runs)))
-        print(
-            table(f"complete_many.lua {head}", probe_ack(r, server.url, a.batch, a.calls, a.runs))
-        )
+    if a.fixed:
+        print("Redis instructions per call (the fixed part)")
+        for label, n in fixed(1000).items():
+            print(f"  {label:52s} {n:10,.0f}")
+        return
+    chosen = {k: v for k, v in CLAIM.items() if not a.only or any(s in k for s in a.only)}
+    texts = {k: variant(v) for k, v in chosen.items()}  # every substitution applies, first
+    print(f"claim.lua: Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call;")
+    print(f"  tasks served: {'every' if a.served is None else ', '.join(a.served)})")
+    last = None
+    for label, text in texts.items():
+        got = measure({"claim": text}, a.jobs, a.batch, raw=True, served=a.served)["claim"]
+        step = "" if last is None else f"  ({got - last:+8,.0f})"
+        print(f"  {label:56s} {got:9,.0f}{step}", flush=True)
+        last = got
 
 
 if __name__ == "__main__":

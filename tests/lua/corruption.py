@@ -139,6 +139,15 @@ def _blank_or(rule):
     return lambda v: v == b"" or rule(v)
 
 
+def _interval(v: bytes) -> bool:
+    """include/interval.lua's interval_of: "<ms>" or "<p>/<q>" ms, 1 <= q <= 10^6, q <= p < 2^53."""
+    m = re.fullmatch(rb"([0-9]+)(?:/([0-9]+))?", v)
+    if not m or len(m.group(1)) > 16 or len(m.group(2) or b"") > 7:
+        return False
+    p, q = int(m.group(1)), int(m.group(2) or b"1")
+    return 1 <= q <= 1_000_000 and q <= p < 2**53
+
+
 def _one_of(*values: str):
     return lambda v: v in {x.encode() for x in values}
 

@@ -55,3 +55,31 @@ def test_integer_rules_answer_as_the_model_on_edge_cases(redis_client, name):
 def test_integer_rules_answer_as_the_model_on_any_bytes(redis_client, values):
     for name in ("gen", "retries", "grace", "window", "since"):
         assert lua_rules(redis_client, name, values) == [RULES[name][0](v) for v in values]
+
+
+INTERVALS = [
+    *EDGES, b"1/1", b"3/2", b"1000/3", b"2/3", b"0/1", b"5/0", b"1/1000000", b"1000000/1000000",
+    b"1000001/1000001", b"9" * 16 + b"/7", b"9007199254740991", b"9007199254740992", b"1/", b"/3",
+    b"1//3", b"-3/2", b"3/-2", b"3/2\n",
+]  # fmt: skip
+
+
+def test_the_interval_rule_answers_as_the_model(redis_client):
+    assert lua_rules(redis_client, "interval", INTERVALS) == [
+        RULES["interval"][0](v) for v in INTERVALS
+    ]
+
+
+DEFINITIONS = [
+    b"", b"a", b"\x00", b"a\x00b", b"\x7f", b"\x80", b"\xff", b'{"t":"x"}', "é".encode(),
+    "€𝄞".encode(), b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"abc\xe2\x82", b"\xc0\xaf",
+]  # fmt: skip
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=st.lists(st.binary(max_size=40) | st.text(max_size=20).map(str.encode), max_size=40))
+def test_the_definition_rule_answers_as_the_model(redis_client, values):
+    values = DEFINITIONS + values
+    assert lua_rules(redis_client, "def", values) == [RULES["def"][0](v) for v in values]

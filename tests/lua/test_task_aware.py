@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduler.model import After, Every, JobSpec, TaskRef
 from scheduler.stores.redis import RedisStore, redo
+from scheduler.stores.redis.protocol import scripts as lua_scripts
 from scheduler.stores.redis.reading import fleet, queries
 from scheduler.testing import FakeClock
 
@@ -233,3 +236,54 @@ def test_a_claimant_with_no_task_wakes_only_for_leases(redis_url, redis_ns, cloc
         assert batch.claims == [] and batch.next_due_in is None  # not at 5 s: it cannot run it
     finally:
         bare.close()
+
+
+# serve.lua's task_of against its documented reading: the text after the first `"t":"` up
+# to the next quote not escaped (preceded by an even number of backslashes), 1-1200 bytes
+TASK_OF = lua_scripts.assemble(
+    "#!lua\n--@include serve\n"
+    "local out = {}\n"
+    "for i = 3, #ARGV do out[#out + 1] = task_of(ARGV[i]) or false end\n"
+    "return out\n",
+    "task_of_probe.lua",
+)
+
+
+def task_of_model(d: bytes) -> bytes | None:
+    s = d.find(b'"t":"')
+    if s < 0:
+        return None
+    i = j = s + 5
+    while (q := d.find(b'"', j)) >= 0:
+        k = q - 1
+        while k >= i and d[k] == 92:
+            k -= 1
+        if (q - 1 - k) % 2 == 0:
+            tok = d[i:q]
+            return tok if 0 < len(tok) <= 1200 else None
+        j = q + 1
+    return None
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    defs=st.lists(
+        st.builds(
+            lambda a, name, b: a + b'"t":"' + name + b'"' + b,
+            st.sampled_from([b"{", b'{"a":"x\\"t\\":\\"y",', b'{"s":1,']),
+            st.binary(max_size=12).filter(lambda n: b'"' not in n)
+            | st.sampled_from(
+                [b"", b"t.x", b"a\\", b"a\\\\", b"a\\\\\\", b'a\\"b', b"x" * 1201, b"x" * 1200]
+            ),
+            st.sampled_from([b"}", b'", "u":"v"}', b'\\""}', b""]),
+        )
+        | st.binary(max_size=30),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_task_of_reads_the_task_as_documented(redis_client, defs):
+    got = redis_client.eval(TASK_OF, 0, "duetime:{task-of}:", "", *defs)
+    assert [g if g else None for g in got] == [task_of_model(d) for d in defs]
