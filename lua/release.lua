@@ -2,7 +2,8 @@
 -- release.lua: hand a claimed but unstarted invocation back at once, same attempt (used
 -- by a shutting-down replica so nobody waits for its lease). A one-off's first run is
 -- pending again exactly as before its claim (its entry, `next`: trigger brings it forward
--- and readouts show when it is due; its `ready`: its claim's); any other run waits as a
+-- and readouts show when it is due; its `ready`: its claim's), or in its stash if the job
+-- was paused meanwhile (as pause.lua leaves a pending run); any other run waits as a
 -- retry entry, which keeps its claim's ready (include/due.lua). Token-checked.
 -- Decide, then write: the RUNNING entry and the job are checked before the first write;
 -- one that does not parse is moved aside (include/commit.lua), and a corrupt namespace key
@@ -42,8 +43,13 @@ redis.call('HSET', jk, 'last_token', token)
 event(now, 'released', job, r.sched, r.attempt, '')
 if f.gen == r.gen and f.cancelled ~= '1' then
   if r.attempt == 1 and f.kind ~= 'every' and f.kind ~= 'cron' and (f.e or '') == '' then
-    push_series(job, f.lane, r.sched, 0)  -- a one-off's first run: pending as before its claim
-    redis.call('HSET', jk, 'ready', fmt(math.max(r.sched, r.ready)))  -- ready as claimed
+    if f.paused == '1' then  -- its job paused meanwhile: stashed, as pause.lua stashes it
+      redis.call('HSET', jk, 'stash', (f.stash or '') .. fmt(r.sched) .. ' ' .. next_seq() ..
+        '|s|' .. job .. '\n', 'next', fmt(r.sched))  -- (resume.lua makes it due again)
+    else
+      push_series(job, f.lane, r.sched, 0)  -- a one-off's first run: pending as before its claim
+      redis.call('HSET', jk, 'ready', fmt(math.max(r.sched, r.ready)))  -- ready as claimed
+    end
   else
     push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched, nil,
       math.max(r.sched, r.ready))  -- ready as claimed

@@ -104,16 +104,7 @@ def _never(*_: Any) -> bool:
 
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
-KNOWN_DIVERGENCES: dict[str, str] = {
-    "A_PAUSED_ONE_OFFS_RUN_HANDED_BACK_IS_DUE_IN_REDIS": (
-        "a one-off paused while its first run is claimed, then handed back (release): in "
-        "process the run waits in the stash; over Redis release.lua puts it back in its due "
-        "set until a claim meets it and stashes it. Claims and get() agree; the readouts of "
-        "due work (queue_depths, limit_usage) do not meanwhile. Guard: the_limits_read_the_"
-        "same skips limit_usage while Redis holds such a member (_paused_run_due_in_redis). "
-        "Test: test_a_paused_one_offs_run_handed_back_is_not_due"
-    ),
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}
 
 
 # ---- what the machine generates -------------------------------------------------------------
@@ -463,17 +454,9 @@ class Differential(RuleBasedStateMachine):
         "Watching limits"): one rule, the same figures."""
         if not hasattr(self, "red"):
             return
-        if not self._paused_run_due_in_redis():  # KNOWN_DIVERGENCES
-            self.agree("limit_usage", *self.both(lambda s: s.limit_usage()))  # type: ignore[attr-defined]
+        self.agree("limit_usage", *self.both(lambda s: s.limit_usage()))  # type: ignore[attr-defined]
         for jid in JOB_IDS:
             self.agree(f"hold_of({jid!r})", *self.both(lambda s: _hold(s, jid)))
-
-    def _paused_run_due_in_redis(self) -> bool:
-        """Does Redis hold a paused job's run in a due set (its series member: ``e``)?"""
-        r, keys = self.red.redis, self.red.keys  # type: ignore[attr-defined]
-        return any(
-            r.hget(keys.job(j), "paused") == "1" and r.hget(keys.job(j), "e") for j in JOB_IDS
-        )
 
 
 def _hold(store: Store, job_id: str) -> Any:

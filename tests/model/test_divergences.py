@@ -854,15 +854,13 @@ def test_a_stale_run_handed_back_after_the_job_ended(pair: Pair) -> None:
     assert (mi.state, mi.next_run) == (ri.state, ri.next_run) == ("failed", None)
 
 
-@issue31("a paused one-off's first run handed back waits in Redis's due set until a claim")
 def test_a_paused_one_offs_run_handed_back_is_not_due(pair: Pair) -> None:
     """One-off "a" is paused while its first run is claimed; the run is handed back (a
     release). In process it waits in the job's stash for the resume (pause.lua's rule:
-    nothing of a paused job is due or counted); over Redis release.lua puts it back in its
-    due set, where the next claim that meets it moves it to the stash. Claims agree; the
-    readouts of due work do not until then: ``queue_depths`` (``stats``, the console's due
-    now) and what waits on a limit (``limit_usage``). Found by the long differential run
-    once it compared ``limit_usage``."""
+    nothing of a paused job is due or counted); over Redis release.lua put it back in its
+    due set, where the next claim that met it moved it to the stash, and the readouts of due
+    work (``queue_depths``, ``limit_usage``) counted it meanwhile; now release.lua stashes
+    it too. Found by the long differential run once it compared ``limit_usage``."""
     from scheduler import flow
 
     pair.both(lambda s: s.set_limit("k", flow.limit(concurrency=1)))  # type: ignore[attr-defined]
@@ -872,4 +870,6 @@ def test_a_paused_one_offs_run_handed_back_is_not_due(pair: Pair) -> None:
     pair.both(lambda s: s.pause("a"))
     assert pair.mem.release(m.claims[0]) == pair.red.release(r.claims[0])
     assert pair.mem.limit_usage() == pair.red.limit_usage()  # type: ignore[attr-defined]
-    assert pair.mem.queue_depths() == pair.red.queue_depths()  # type: ignore[attr-defined]
+    # (Redis lists every lane it knows, an empty one as (0, 0); in process only those with work)
+    mem, red = pair.both(lambda s: {k: d for k, d in s.queue_depths().items() if d != (0, 0)})  # type: ignore[attr-defined]
+    assert mem == red == {}
