@@ -1,9 +1,11 @@
 -- include/ask.lua: when a claimant should ask again (claim.lua's "next").
 -- Provides: PASSED_RECHECK_MS, next_due, ask_next
--- Key families: layout, due:<lane>, lease, levels:<lane>, turns:<level>
+-- Key families: layout, due:<lane>, lease, levels:<lane>, turns:<level>, limits, flow:run,
+--   flow:win:<key>, flow:held, flow:wait:<key>, wake
 
 --@include core
 --@include queues
+--@include limits
 
 -- Due members of tasks the claimant lacks, left for the replicas that serve them, are not
 -- a reason to ask again at once; due members the budget of one call did not reach are,
@@ -35,17 +37,26 @@ local function next_due(now, lanes, passed)
 end
 
 -- When to ask again (include/ask.lua) for the lanes `left`: a flow lane's queues without
--- a key by their first member, its keyed queues by their turn.
+-- a key by their first member, its keyed queues by their turn, but for a key at its
+-- concurrency (its turn "inf", or filled after its turn was set): a slot's end gives it back.
 local function ask_next(now, left, passed, b)
   local queues, best = {}, nil
+  local function open_turn(tk)  -- the earliest such turn of level `tk`, pages of 8
+    for from = 0, math.huge, 8 do
+      local got = redis.call('ZRANGE', tk, from, from + 7, 'WITHSCORES')
+      if #got == 0 then return nil end
+      for i = 1, #got, 2 do
+        local t = tonumber(got[i + 1])
+        if not t or t == math.huge then return nil end
+        if got[i] ~= '' and select(2, flow_room(got[i], now, 1)) ~= 'concurrency' then return t end
+      end
+    end
+  end
   for _, lane in ipairs(left) do
     for _, p in ipairs(b.flows[lane] or {}) do
       queues[#queues + 1] = queue_of(lane, p, '')
-      local got = redis.call('ZRANGE', P .. 'turns:' .. lane .. US .. fmt(p), 0, 1, 'WITHSCORES')
-      for i = 1, #got, 2 do
-        local t = tonumber(got[i + 1])  -- "inf": at its concurrency, waiting for a slot
-        if got[i] ~= '' and t and t ~= math.huge and (not best or t < best) then best = t end
-      end
+      local t = open_turn(P .. 'turns:' .. lane .. US .. fmt(p))
+      if t and (not best or t < best) then best = t end
     end
     if not b.flows[lane] then queues[#queues + 1] = lane end
   end

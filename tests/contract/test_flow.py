@@ -411,3 +411,23 @@ def test_series_planned_in_one_claim_keep_their_turn_order(pair: Pair) -> None:
     m, r = pair.both(lambda s: s.claim_due({"other": 2}, 5, "o"))
     assert claims(m) == claims(r)
     assert [c.job_id for c in m.claims] == ["j2", "j1"]
+
+
+def test_a_key_filled_at_a_lower_priority_asks_again_only_for_others(pair: Pair) -> None:
+    """A claim serves key k1 at priority 0 (a re-run; the series' next occurrence waits for
+    it) and fills k1's concurrency at priority -1: the claim's next ask is not "now" for
+    k1's queue (a slot's end gives its turn back) but the next due time of the rest, in
+    both stores; over Redis the cron job's plan makes a second script call, which judged
+    k1 full where the in-process store, one step, did not (found by the long run)."""
+    limit(pair, "k1", flow.limit(concurrency=2))
+    pair.both(lambda s: s.add(job("j1", Every(1), limit_key="k1")))
+    pair.clock.advance(5.001)
+    add(pair, "j4", limit_key="k1", priority=-1)
+    claim(pair, capacity=1, lease=5)
+    pair.both(lambda s: s.add(job("j3", Cron("*/10 * * * * *"), lane="other", limit_key="k2")))
+    pair.clock.advance(61)  # j1's lease expired: its run comes back as a re-run
+    m, r = pair.both(lambda s: s.claim_due({"default": 3, "other": 3}, 5, "o"))
+    assert claims(m) == claims(r)
+    assert sorted(c.job_id for c in m.claims) == ["j1", "j3", "j4"]
+    assert m.next_due_in == pytest.approx(r.next_due_in, abs=0.0011)
+    assert m.next_due_in > 1  # j3's next occurrence, not k1's waiting queue

@@ -264,13 +264,18 @@ class FlowBook:
 
     def next_turn(self, lane: str) -> float | None:
         """The earliest turn (ms) of ``lane``'s keyed queues that may come (their heads:
-        the store's)."""
+        the store's), but for a key at its concurrency (include/ask.lua's rule)."""
         best = None
         for priority in self.levels.get(lane, ()):
             for key, turn in self.turns.get((lane, priority), {}).items():
-                if key and turn != WAITS and (best is None or turn < best):
+                if key and turn != WAITS and (best is None or turn < best) and not self._full(key):
                     best = turn
         return best
+
+    def _full(self, key: str) -> bool:
+        """Is ``key`` at its concurrency (a slot's end gives its queues their turn)?"""
+        lim = self.limit_of(key)
+        return bool(lim and lim.concurrency and self.running.get(key, 0) >= lim.concurrency)
 
     def queues(self, lane: str) -> list[str]:
         """``lane``'s queues without a key, one per priority (its own included)."""
