@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler import flow, keyrules, validation
 from scheduler import tracing as trace_config
 from scheduler.client import Client, ClosedStore, backfill_window, job_spec, job_specs, outcomes_of
+from scheduler.client_flow import unknown_task
 from scheduler.errors import EventLoopMismatchError, JobNotFoundError, StoreFullError
 from scheduler.flow import FlowState, Limit, refuse_sharded
 from scheduler.handles import AsyncJobHandle, threaded_watch
@@ -297,7 +298,12 @@ class AsyncClient:
         return await st.run(limits.hold(layout.part(jid), jid))
 
     async def set_key_rule(
-        self, template: str | None, *, task: str | None = None, lane: str | None = None
+        self,
+        template: str | None,
+        *,
+        task: str | None = None,
+        lane: str | None = None,
+        new_task: bool = False,
     ) -> bool:
         """As ``Client.set_key_rule``."""
         from scheduler.stores.redis import rulebook
@@ -306,6 +312,10 @@ class AsyncClient:
         st = self._native()
         layout = await st.checked()
         refuse_sharded(len(layout.parts), "key rules")
+        if task is not None and template is not None and not new_task:
+            bad = unknown_task(task, await st.run(rulebook.served(layout.parts[0])))
+            if bad is not None:
+                raise bad
         return await st.run(rulebook.set_rule(layout.parts[0], name, text))
 
     async def key_rules(self) -> dict[str, str]:

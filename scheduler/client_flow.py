@@ -3,7 +3,7 @@ key rules that give jobs their limit keys, and where a key stands."""
 
 from __future__ import annotations
 
-from scheduler import flow, validation
+from scheduler import flow, tasks, validation
 from scheduler.flow import FlowState, Limit
 from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.stores.base import FlowLimits, LimitKeyRules, Store
@@ -46,7 +46,12 @@ class FlowControl:
         return self._flow().hold_of(validation.job_id(job_id))
 
     def set_key_rule(
-        self, template: str | None, *, task: str | None = None, lane: str | None = None
+        self,
+        template: str | None,
+        *,
+        task: str | None = None,
+        lane: str | None = None,
+        new_task: bool = False,
     ) -> bool:
         """Declare (or, with None, remove) the key rule of one ``task`` or one ``lane``: a
         job added afterwards without a ``limit_key``, by any producer of the namespace,
@@ -56,7 +61,12 @@ class FlowControl:
         ``}}`` are literal braces; a literal template, ``"task:send_email"``, puts all the
         task's jobs under one key). Jobs already stored keep their key. An enqueue whose
         rule needs an argument the job lacks raises ``KeyRuleError``, writing nothing. True
-        if it changed; bad input raises, writing nothing. A sharded namespace refuses it."""
+        if it changed; bad input raises, writing nothing. A sharded namespace refuses it.
+        A rule for a task that no replica of the namespace has served (in process: that is
+        not registered) is refused as a likely typo; ``new_task=True`` declares it for a
+        task whose replicas have not started yet."""
+        if task is not None and template is not None and not new_task:
+            check_known_task(self.store, task)
         return self._rules().set_key_rule(template, task=task, lane=lane)
 
     def key_rules(self) -> dict[str, str]:
@@ -72,3 +82,36 @@ class FlowControl:
         if not isinstance(self.store, FlowLimits):
             raise TypeError(f"{type(self.store).__name__} keeps no limits")
         return self.store
+
+
+def check_known_task(store: Store, task: str) -> None:
+    """Refuse (ValueError) a key rule for ``task`` when ``known_tasks`` does not name it."""
+    bad = unknown_task(task, known_tasks(store))
+    if bad is not None:
+        raise bad
+
+
+def unknown_task(task: str, known: set[str] | None) -> ValueError | None:
+    """The error for a key rule naming ``task`` where ``known`` tasks are served (None:
+    every task), or None: a rule for a task nothing serves is most likely a typo."""
+    if known is None or task in known:
+        return None
+    listed = ", ".join(repr(t) for t in sorted(known)[:10]) or "none yet"
+    return ValueError(
+        f"no replica of this namespace serves task {task!r} (served: {listed}); check its "
+        "name, or declare the rule with new_task=True (duetime limit rule set --new-task) "
+        "for a task whose replicas have not started"
+    )
+
+
+def known_tasks(store: Store) -> set[str] | None:
+    """The tasks a rule may name without ``new_task``: those a replica of a shared store's
+    namespace has served (None: one serves every task), or in process those registered
+    with ``@task``."""
+    parts = getattr(store, "parts", None)
+    if parts:
+        from scheduler.stores.redis import rulebook
+        from scheduler.stores.redis.protocol import requests
+
+        return requests.run_on(parts[0], rulebook.served(parts[0].keys))
+    return tasks.registered_names()

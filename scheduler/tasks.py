@@ -70,6 +70,11 @@ def task(name: str | F | None = None, **options: Any) -> F | Callable[[F], F]:
     return register
 
 
+def registered_names() -> set[str]:
+    """The names of every task registered in this process."""
+    return set(_tasks)
+
+
 def default_name(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 

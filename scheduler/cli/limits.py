@@ -19,6 +19,7 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
+from scheduler.client_flow import check_known_task
 from scheduler.limit_usage import TOP_KEYS, ScopeUsage
 
 
@@ -178,13 +179,26 @@ def rule() -> None:
 @namespace_option
 @task_option
 @lane_option
+@click.option(
+    "--new-task", is_flag=True, help="--task names a task no replica has served yet (not a typo)."
+)
 @click.argument("template")
 def rule_set(
-    redis_url: str | None, namespace: str, task: str | None, lane: str | None, template: str
+    redis_url: str | None,
+    namespace: str,
+    task: str | None,
+    lane: str | None,
+    new_task: bool,
+    template: str,
 ) -> None:
     """Give jobs of --task or --lane the limit key TEMPLATE makes of their kwargs."""
     name = _rule_name(template, task, lane)
     with open_namespace("limit rule set", redis_url, namespace) as store:
+        if task is not None and not new_task:
+            try:
+                check_known_task(store, task)
+            except ValueError as exc:
+                bad_input(exc)
         changed = _rule(store, template, task, lane)
     click.echo(f"{name}: {template}" + ("" if changed else " (unchanged)"))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scheduler import flow
+from scheduler import flow, task
 from scheduler.async_client import AsyncClient
 from scheduler.client import Client
 from scheduler.errors import KeyRuleError, KeyRulesChangedError
@@ -41,7 +41,7 @@ def key_of(p: Pair, job_id: str) -> str | None:
 
 
 def rule(p: Pair, template: str | None, **target: str) -> bool:
-    m, r = p.both(lambda s: Client(s).set_key_rule(template, **target))
+    m, r = p.both(lambda s: Client(s).set_key_rule(template, **target, new_task=True))
     assert m == r
     assert Client(p.mem).key_rules() == Client(p.red).key_rules()
     return bool(m)
@@ -175,7 +175,7 @@ def test_a_bad_rule_is_refused_when_set_and_nothing_written(
 ) -> None:
     for s in (pair.mem, pair.red):
         with pytest.raises((ValueError, TypeError)):
-            Client(s).set_key_rule(template, **target)
+            Client(s).set_key_rule(template, **target, new_task=True)
     assert pair.both(lambda s: Client(s).key_rules()) == ({}, {})
 
 
@@ -274,11 +274,11 @@ def test_the_async_client_applies_a_rule_set_by_another_client(
         async with AsyncClient(redis_url, namespace=redis_ns) as client:
             await client.enqueue(SEND, kwargs={"n": 1}, job_id="before")
             with Client(redis_url, namespace=redis_ns) as other:
-                other.set_key_rule("n:{n}", task=SEND)
+                other.set_key_rule("n:{n}", task=SEND, new_task=True)
             await client.enqueue(SEND, kwargs={"n": 2}, job_id="one")
             await client.enqueue_many([{"task": SEND, "kwargs": {"n": 3}, "job_id": "many"}])
             assert await client.key_rules() == {"task:billing.send": "n:{n}"}
-            assert not await client.set_key_rule("n:{n}", task=SEND)  # unchanged
+            assert not await client.set_key_rule("n:{n}", task=SEND, new_task=True)  # unchanged
             with pytest.raises(KeyRuleError, match="'bare'"):
                 await client.enqueue(SEND, job_id="bare")  # no "n": nothing written
             return [(await client.get(j)).limit_key for j in ("before", "one", "many")]
@@ -293,9 +293,9 @@ def test_a_sharded_namespace_refuses_rules(redis_url: str, redis_ns: str) -> Non
     """As it refuses limits: a key's jobs spread over the shards."""
     with Client(redis_url + "?shards=2", namespace=redis_ns) as client:
         with pytest.raises(TypeError, match="key rules need an unsharded namespace"):
-            client.set_key_rule("k", task=SEND)
+            client.set_key_rule("k", task=SEND, new_task=True)
         with pytest.raises(ValueError, match="key template"):  # bad input said first
-            client.set_key_rule("{a.b}", task=SEND)
+            client.set_key_rule("{a.b}", task=SEND, new_task=True)
         assert client.key_rules() == {}
 
     async def main() -> None:
@@ -304,3 +304,35 @@ def test_a_sharded_namespace_refuses_rules(redis_url: str, redis_ns: str) -> Non
                 await client.set_key_rule("k", lane="default")
 
     asyncio.run(main())
+
+
+# ---- a rule for a task nothing serves: a likely typo -------------------------------------------
+
+
+def test_a_rule_for_a_task_nothing_serves_is_refused_unless_new(store: Store) -> None:
+    """A task no replica of the namespace has served (in process: not registered) is
+    most likely misspelt: refused in one line, nothing written; ``new_task=True`` declares
+    it for replicas yet to start; a lane's rule names no task."""
+    client = Client(store)
+    with pytest.raises(ValueError, match=r"no replica of this namespace serves task 'bilin\.send'"):
+        client.set_key_rule("n:{n}", task="bilin.send")
+    assert client.key_rules() == {}
+    assert client.set_key_rule("n:{n}", task="bilin.send", new_task=True)
+    assert client.set_key_rule("lane:x", lane="nowhere")
+    assert client.set_key_rule(None, task="never.there") is False  # removal: no check
+
+
+@task("billing.send.twin")
+def _twin() -> None:
+    """A task registered in this process (the in-process store's known tasks)."""
+
+
+def test_a_task_a_replica_served_may_have_a_rule(store: Store) -> None:
+    client = Client(store)
+    if isinstance(store, RedisStore):  # what a replica's claim records (lua/include/serve.lua)
+        store.redis.hset(store.keys.tasks, "replica-1", "\nbilling.send\n")
+    name = "billing.send" if isinstance(store, RedisStore) else "billing.send.twin"
+    assert client.set_key_rule("n:{n}", task=name)
+    if isinstance(store, RedisStore):  # a replica that serves every task: any name may be
+        store.redis.hset(store.keys.tasks, "replica-2", "*")
+        assert client.set_key_rule("n:{n}", task="any.other")

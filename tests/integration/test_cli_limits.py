@@ -199,10 +199,10 @@ def test_ls_and_show_read_around_garbage(ns_cli, ns_store, redis_url, redis_ns):
 
 
 def test_rules_set_list_remove_and_what_enqueue_gets(ns_cli, ns_store):
-    got = ns_cli("limit", "rule", "set", "--task", "t.x", "customer:{customer_id}")
+    got = ns_cli("limit", "rule", "set", "--task", "t.x", "--new-task", "customer:{customer_id}")
     assert got.exit_code == 0, got.output
     assert got.output == "task:t.x: customer:{customer_id}\n"
-    again = ns_cli("limit", "rule", "set", "--task", "t.x", "customer:{customer_id}")
+    again = ns_cli("limit", "rule", "set", "--task", "t.x", "--new-task", "customer:{customer_id}")
     assert again.output == "task:t.x: customer:{customer_id} (unchanged)\n"
     assert ns_cli("limit", "rule", "set", "--lane", "reports", "lane:reports").exit_code == 0
     assert ns_store.key_rules() == {
@@ -260,6 +260,16 @@ def test_a_sharded_namespace_refuses_rules(redis_url, redis_ns):
     from scheduler.cli import main
 
     env = {"DUETIME_REDIS_URL": redis_url + "?shards=2", "DUETIME_NAMESPACE": redis_ns}
-    got = CliRunner().invoke(main, ["limit", "rule", "set", "--task", "t", "k"], env=env)
+    got = CliRunner().invoke(
+        main, ["limit", "rule", "set", "--task", "t", "--new-task", "k"], env=env
+    )
     assert got.exit_code == 2 and "key rules need an unsharded namespace" in got.output
     assert len(got.output.strip().splitlines()) == 1
+
+
+def test_a_rule_for_a_task_no_replica_served_is_refused(ns_cli):
+    got = ns_cli("limit", "rule", "set", "--task", "bilin.send", "k")
+    assert got.exit_code == 2
+    assert "no replica of this namespace serves task 'bilin.send'" in got.output
+    assert "--new-task" in got.output and "Traceback" not in got.output
+    assert ns_cli("limit", "rule", "ls", "--json").output.count("bilin") == 0

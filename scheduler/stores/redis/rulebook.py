@@ -16,7 +16,7 @@ from typing import Any
 
 from scheduler.errors import StoreCorruptError
 from scheduler.keyrules import EMPTY, KeyRules
-from scheduler.stores.redis.protocol import script_args
+from scheduler.stores.redis.protocol import records, script_args
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.protocol.requests import Calls, Op, Script
 
@@ -69,6 +69,19 @@ def set_rule(keys: Keys, name: str, template: str | None) -> Op[bool]:
     ``keyrules.declared``); True if it changed (the stamp changed with it)."""
     stamp = yield Script(keys.shard, "rule", script_args.rule(name, template))
     return bool(stamp)
+
+
+def served(keys: Keys) -> Op[set[str] | None]:
+    """Every task a replica of the namespace has served (its ``tasks`` hash: live replicas
+    and those not yet found dead); None when one serves every task."""
+    replies = yield Calls(keys.shard, (("hvals", (keys.tasks,), {}),))
+    out: set[str] = set()
+    for text in replies[0]:
+        names = records.served_names(text)
+        if names is None:
+            return None
+        out.update(names)
+    return out
 
 
 def rules(keys: Keys) -> Op[dict[str, str]]:
