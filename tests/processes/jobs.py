@@ -1,0 +1,107 @@
+"""Tasks that the process-lane tests run in worker processes (a module the children
+import, as a replica's ``--import``)."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import time
+
+from scheduler import current_invocation, task
+
+log = logging.getLogger("tests.processes.jobs")
+
+
+@task("proc.whoami")
+def whoami(tag: str = "") -> dict:
+    ctx = current_invocation()
+    log.warning("running %s in %d", tag, os.getpid())
+    return {
+        "pid": os.getpid(),
+        "tag": tag,
+        "job_id": ctx.job_id,
+        "attempt": ctx.attempt,
+        "fence": ctx.fence,
+        "lane": ctx.lane,
+        "scheduled_ms": ctx.scheduled_ms,
+        "cancelled": ctx.cancelled(),
+    }
+
+
+@task("proc.awhoami")
+async def awhoami(tag: str = "") -> dict:
+    await asyncio.sleep(0)
+    ctx = current_invocation()
+    return {"pid": os.getpid(), "tag": tag, "job_id": ctx.job_id, "attempt": ctx.attempt}
+
+
+@task("proc.hang")
+def hang(marker: str = "") -> None:
+    """Blocks for an hour; on its stop, writes what it saw to ``marker``."""
+    try:
+        time.sleep(3600)
+    finally:
+        if marker:
+            ctx = current_invocation()
+            with open(marker, "a") as f:
+                f.write(f"{ctx.cancelled()} {ctx.cancel_reason}\n")
+
+
+@task("proc.ahang")
+async def ahang() -> None:
+    await asyncio.sleep(3600)
+
+
+@task("proc.stubborn")
+def stubborn() -> None:
+    """Ignores SIGTERM: only SIGKILL stops it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(3600)
+
+
+@task("proc.boom")
+def boom(message: str = "boom") -> None:
+    raise ValueError(message)
+
+
+@task("proc.exit")
+def exit_now(code: int = 1) -> None:
+    os._exit(code)
+
+
+@task("proc.sigkill")
+def sigkill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task("proc.segfault")
+def segfault() -> None:
+    ctypes.string_at(0)
+
+
+@task("proc.grow")
+def grow(mb: int = 64) -> int:
+    global _held
+    _held = bytearray(mb * 1024 * 1024)  # kept: the resident memory stays up
+    return os.getpid()
+
+
+_held = b""
+
+
+@task("proc.spin")
+def spin(ms: float = 50.0) -> int:
+    """A pure-Python loop of about ``ms`` milliseconds of CPU."""
+    end = time.process_time() + ms / 1000
+    n = 0
+    while time.process_time() < end:
+        n += 1
+    return n
+
+
+@task("proc.notjson")
+def notjson() -> object:
+    return {1, 2}
