@@ -64,6 +64,7 @@ _HOMES = {
     "Cron": "scheduler.model",
     "Delivery": "scheduler.model",
     "JobInfo": "scheduler.model",
+    "Lane": "scheduler.model",
     "Misfire": "scheduler.model",
     "Missing": "scheduler.model",
     "Overlap": "scheduler.model",
@@ -78,7 +79,7 @@ _HOMES = {
 __all__ = [
     "Ambiguous", "AsyncClient", "Client", "ClientClosedError", "Clock", "Cron",
     "current_invocation", "Delivery", "DuetimeError", "InvocationContext",
-    "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "MemoryStore",
+    "InvocationTimeout", "JobInfo", "JobNotFoundError", "JobScheduler", "Lane", "MemoryStore",
     "Misfire", "Missing", "MonotonicClock", "Overlap", "PayloadError", "RecurringJobScheduler",
     "RedisStore", "RetryPolicy", "Scheduler", "SchedulerClosedError", "task",
     "TaskNotRegisteredError",

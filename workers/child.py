@@ -106,6 +106,9 @@ class _Child:
         cv = CURRENT.set(ctx)
         self._token = token
         try:
+            module = job.get("module")
+            if module and module not in sys.modules:  # a task registered after this started
+                importlib.import_module(module)
             fn = self._resolve(TaskRef(job["task"], job["args"]))
             result = asyncio.run(fn()) if coroutines.is_async(fn) else coroutines.call(fn)
             try:
@@ -183,6 +186,7 @@ class _Forward(logging.Handler):
                     "msg": record.getMessage(),
                     "exc": exc or record.exc_text,
                     "created": record.created,
+                    "where": [record.pathname, record.lineno, record.funcName],
                 }
             )
         except Exception:  # noqa: BLE001

@@ -104,7 +104,8 @@ class ProcessLanes:
             return fn  # type: ignore[no-any-return]
         if not isinstance(target, TaskRef):
             raise TypeError(_CALLABLE.format(lane=slot.lane))
-        return functools.partial(slot.run, target)
+        module = getattr(getattr(fn, "func", fn), "__module__", None)  # imported on need
+        return functools.partial(slot.run, target, module)
 
     def run_in(self, lane: str, run: Callable[[Any], None]) -> Callable[[Any], None]:
         """``run`` for a process lane's worker threads: each binds to a slot first."""
@@ -182,7 +183,7 @@ class Slot:
         theirs.close()
         self._proc, self._conn, self._jobs = proc, ours, 0
 
-    def run(self, target: TaskRef) -> Any:
+    def run(self, target: TaskRef, module: str | None) -> Any:
         """Run ``target`` in this slot's child for the invocation running on this thread;
         its result, or raise what it ended as."""
         ctx = CURRENT.get()
@@ -192,7 +193,7 @@ class Slot:
         self._jobs += 1
         token = ctx.token
         token.on_cancel(self._wake)
-        job = {"task": target.name, "args": target.args_json, **_fields(ctx)}
+        job = {"task": target.name, "args": target.args_json, "module": module, **_fields(ctx)}
         try:
             self._conn.send_bytes(json.dumps({"run": job}).encode())
         except OSError:
@@ -361,6 +362,7 @@ class Slot:
                 "exc_text": message.get("exc"),
                 "created": float(message.get("created") or time.time()),
                 "process": pid,
+                **_where(message.get("where")),
                 **self._fields(ctx, "job_log"),
             }
         )
@@ -386,6 +388,19 @@ def _fields(ctx: InvocationContext) -> dict[str, Any]:
         "fence": ctx.fence,
         "lane": ctx.lane,
     }
+
+
+def _where(where: Any) -> dict[str, Any]:
+    """A forwarded record's place in the child's code (path, line, function), if sent."""
+    if isinstance(where, list) and len(where) == 3:
+        path, line, func = where
+        return {
+            "pathname": str(path),
+            "filename": str(path).rsplit("/", 1)[-1],
+            "lineno": line,
+            "funcName": func,
+        }
+    return {}
 
 
 def _readable(conn: Any) -> bool:

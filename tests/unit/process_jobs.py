@@ -12,13 +12,13 @@ import time
 
 from scheduler import current_invocation, task
 
-log = logging.getLogger("tests.processes.jobs")
+log = logging.getLogger("tests.process_jobs")  # each job logs "started" (tests wait on it)
 
 
 @task("proc.whoami")
 def whoami(tag: str = "") -> dict:
     ctx = current_invocation()
-    log.warning("running %s in %d", tag, os.getpid())
+    log.warning("started %s in %d", tag, os.getpid())
     return {
         "pid": os.getpid(),
         "tag": tag,
@@ -42,6 +42,7 @@ async def awhoami(tag: str = "") -> dict:
 def hang(marker: str = "") -> None:
     """Blocks for an hour; on its stop, writes what it saw to ``marker``."""
     try:
+        log.warning("started")  # inside: a stop right after it still runs the finally
         time.sleep(3600)
     finally:
         if marker:
@@ -52,6 +53,7 @@ def hang(marker: str = "") -> None:
 
 @task("proc.ahang")
 async def ahang() -> None:
+    log.warning("started")
     await asyncio.sleep(3600)
 
 
@@ -59,6 +61,7 @@ async def ahang() -> None:
 def stubborn() -> None:
     """Ignores SIGTERM: only SIGKILL stops it."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    log.warning("started")
     time.sleep(3600)
 
 
