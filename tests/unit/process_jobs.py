@@ -40,7 +40,8 @@ async def awhoami(tag: str = "") -> dict:
 
 @task("proc.hang")
 def hang(marker: str = "") -> None:
-    """Blocks for an hour; on its stop, writes what it saw to ``marker``."""
+    """Blocks for an hour; on its stop, appends what it saw to ``marker`` (one line per
+    run: job id, attempt, ``cancelled()``, ``cancel_reason``; the bench counts them)."""
     try:
         log.warning("started")  # inside: a stop right after it still runs the finally
         time.sleep(3600)
@@ -48,7 +49,7 @@ def hang(marker: str = "") -> None:
         if marker:
             ctx = current_invocation()
             with open(marker, "a") as f:
-                f.write(f"{ctx.cancelled()} {ctx.cancel_reason}\n")
+                f.write(f"{ctx.cancelled()} {ctx.cancel_reason} {ctx.job_id} {ctx.attempt}\n")
 
 
 @task("proc.ahang")
@@ -96,13 +97,13 @@ _held = b""
 
 
 @task("proc.spin")
-def spin(ms: float = 50.0) -> int:
-    """A pure-Python loop of about ``ms`` milliseconds of CPU."""
-    end = time.process_time() + ms / 1000
-    n = 0
-    while time.process_time() < end:
-        n += 1
-    return n
+def spin(n: int = 100_000) -> int:
+    """A pure-Python loop of ``n`` steps (CPU-bound; tests/bench/bench_process_lanes.py
+    sizes ``n`` to ~50 ms)."""
+    total = 0
+    for i in range(n):
+        total += i % 7
+    return total
 
 
 @task("proc.notjson")

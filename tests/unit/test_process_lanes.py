@@ -123,7 +123,7 @@ def test_a_hung_job_is_stopped_at_its_timeout_recorded_timed_out_and_retried(
     info = engine.get(job)
     assert info.last_error == "InvocationTimeout: job ran past its timeout of 2s"
     assert info.state == "scheduled" and info.attempts == 1  # retried per its policy
-    assert marker.read_text() == "True timeout\n"  # cancelled() and its reason, in the child
+    assert marker.read_text() == f"True timeout {job} 1\n"  # cancelled(), its reason, in the child
     assert len(_live(engine)) == 2 and set(_live(engine)) != set(before)  # replaced
     clock.advance(1.0)  # the retry is due
     started.wait(job)
@@ -164,7 +164,7 @@ def test_an_interrupt_stops_the_worker_process(make_engine, started, tmp_path):
     assert engine.wait_idle(WAIT * 4)
     info = engine.get(job)
     assert info.state == "cancelled"
-    assert marker.read_text() == "True cancelled\n"
+    assert marker.read_text() == f"True cancelled {job} 1\n"
     events = [e for e in engine.events() if e.job_id == job and e.kind == "interrupted"]
     assert events and "its worker process was stopped" in events[0].detail
 
