@@ -110,14 +110,6 @@ def served() -> tuple[int, list[str]]:
     return _served
 
 
-def modules() -> list[str]:
-    """The modules that define the registered tasks (a process lane's worker process
-    imports them; ``__main__`` is left out: spawn runs the main script itself)."""
-    with _lock:
-        found = {getattr(fn, "__module__", None) for fn in _tasks.values()}
-    return sorted(m for m in found if isinstance(m, str) and m not in ("__main__", "__mp_main__"))
-
-
 def registered(name: str) -> Callable[..., Any] | None:
     """The function registered as ``name`` in this process, or None."""
     return _tasks.get(name)

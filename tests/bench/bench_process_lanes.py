@@ -8,6 +8,7 @@ Not part of the test run; see tests/bench/README.md ("Process lanes"). From a ch
 
 * start -- how long ``multiprocessing``'s spawn takes to a worker process ready to run a
   job (a ``proc.whoami`` reply), for the first job of a fresh process lane.
+* noop -- what a warm process lane adds per job: no-op jobs through each lane.
 * cpu -- a batch of CPU-bound jobs (``proc.spin``: a pure-Python loop sized to ~50 ms on
   this box, measured alone first) on an in-process engine, in a thread lane of 2 workers
   and in a process lane of 2 workers, in the same sitting, alternating; wall time from
@@ -70,12 +71,12 @@ def start_cost(runs: int) -> list[float]:
     return out
 
 
-def batch(engine: Scheduler, lane: str, jobs: int, n: int) -> float:
+def batch(engine: Scheduler, lane: str, jobs: int, n: int, check: bool = True) -> float:
     began = time.perf_counter()
     ids = [engine.after("proc.spin", 0, lane=lane, kwargs={"n": n}) for _ in range(jobs)]
     assert engine.wait_idle(600)
     took = time.perf_counter() - began
-    assert all(engine.get(j).state == "succeeded" for j in ids)
+    assert not check or all(engine.get(j).state == "succeeded" for j in ids)
     return took
 
 
@@ -100,6 +101,19 @@ def cpu(runs: int, jobs: int) -> None:
     print(
         f"speed-up: {t / p:.2f}x; ideal on 2 idle cores: {jobs * alone / t:.2f} cores used "
         f"by threads, {jobs * alone / p:.2f} by processes"
+    )
+
+
+def noop(runs: int, jobs: int) -> None:
+    """What a warm process lane adds per job: no-op jobs (``proc.spin`` of 0 steps)."""
+    with Scheduler(1, lanes={"t": 2, "p": Lane(2, "process")}) as engine:
+        batch(engine, "p", 4, 0)
+        threads = [batch(engine, "t", jobs, 0, check=False) for _ in range(runs)]
+        procs = [batch(engine, "p", jobs, 0, check=False) for _ in range(runs)]
+    t, p = statistics.median(threads), statistics.median(procs)
+    print(
+        f"{jobs} no-op jobs, 2 workers: thread lane {t / jobs * 1e6:.0f} us/job, "
+        f"process lane {p / jobs * 1e6:.0f} us/job (median of {runs})"
     )
 
 
@@ -204,7 +218,7 @@ def _children(pid: int) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["start", "cpu", "hung"])
+    parser.add_argument("scenario", choices=["start", "cpu", "noop", "hung"])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--replicas", type=int, default=3)
@@ -215,6 +229,8 @@ def main() -> None:
             f"engine with a 1-process lane to its first job done: "
             f"{', '.join(f'{c * 1000:.0f}' for c in costs)} ms"
         )
+    elif args.scenario == "noop":
+        noop(args.runs, args.jobs or 2000)
     elif args.scenario == "cpu":
         cpu(args.runs, args.jobs or 40)
     else:
