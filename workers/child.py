@@ -1,7 +1,8 @@
 """A process lane's worker process: runs one job at a time for the worker thread that
 started it (workers/processes.py), and nothing else: no store, no lease, no commit.
 
-It imports the replica's task modules, then serves messages over its pipe, each one JSON
+It says it is up (after importing the task modules its predecessor needed), then serves
+messages over its pipe, each one JSON
 (never pickled): a job (task name, JSON arguments, the invocation's job id, scheduled
 time, attempt, fence and lane) in; the job's log records while it runs, then its JSON
 result or its error (type, message, traceback text) and the process's resident memory,
@@ -77,16 +78,8 @@ class _Child:
         parent = multiprocessing.parent_process()
         if parent is not None:
             threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-        for module in config.get("modules", ()):
-            try:
-                importlib.import_module(module)
-            except WorkerStopped:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - user code at import
-                self.send(
-                    {"t": "fatal", "message": f"task module {module!r}: " + failures.text(exc)}
-                )
-                sys.exit(1)
+        modules = [m for m in config.get("modules", ()) if _imported(m)]
+        self.send({"t": "ready", "modules": modules})
 
     def serve(self) -> None:
         while True:
@@ -97,6 +90,9 @@ class _Child:
             job = json.loads(raw)
             if "run" in job:
                 self.send(self._run(job["run"]))
+            elif "import" in job:  # before a job: its module, outside its timeout
+                _imported(job["import"])
+                self.send({"t": "imported", "module": job["import"]})
 
     def _run(self, job: dict[str, Any]) -> dict[str, Any]:
         token = CancelToken()
@@ -140,6 +136,19 @@ class _Child:
             pass
         token.cancel(reason)
         raise WorkerStopped(0)
+
+
+def _imported(module: str) -> bool:
+    """Import a task module ahead of its job; one that fails is left for the job itself
+    to import, which then fails with that error (its own outcome, retried per its
+    policy)."""
+    try:
+        importlib.import_module(module)
+    except WorkerStopped:
+        raise
+    except BaseException:  # noqa: BLE001 - user code at import
+        return False
+    return True
 
 
 def _error(kind: str, message: str, trace: str, rss_bytes: int | None) -> dict[str, Any]:

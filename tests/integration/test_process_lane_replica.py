@@ -68,6 +68,44 @@ def test_a_replica_stops_a_hung_job_in_a_process_lane_and_goes_on(redis_url, red
             proc.wait()
 
 
+def test_hung_jobs_over_three_replicas_are_each_stopped_and_retried_once_none_lost_or_doubled(
+    redis_url, redis_ns, tmp_path
+):
+    """The bench's hung-jobs figure (1,000 jobs; tests/bench/bench_process_lanes.py hung),
+    scaled down: 9 jobs hung in ``time.sleep(3600)``, a 1 s timeout and one retry, over 3
+    replicas of 2 process workers each. Every job ends dead-lettered after exactly its 2
+    attempts, each attempt ran (and was stopped) exactly once, and every replica lives."""
+    marker = tmp_path / "runs.txt"
+    procs = [_replica(redis_url, redis_ns, tmp_path / f"r{i}.log") for i in range(3)]
+    retry = RetryPolicy(max_attempts=2, backoff=0.1, jitter=0)
+    try:
+        with Client(redis_url, namespace=redis_ns) as client:
+            kwargs = {"marker": str(marker)}
+            jobs = [
+                client.enqueue(
+                    "proc.hang", delay=0, lane="p", timeout=1, retry=retry, kwargs=kwargs
+                )
+                for _ in range(9)
+            ]
+
+            def done() -> bool:
+                return all(client.get(j).state == "failed" for j in jobs)
+
+            assert wait_until(done, 90), [client.get(j).state for j in jobs]
+            for job in jobs:
+                info = client.get(job)
+                assert [d.attempt for d in info.dead_letters] == [2]
+                assert info.last_error == "InvocationTimeout: job ran past its timeout of 1s"
+        runs = sorted(line.split()[2:] for line in marker.read_text().splitlines())
+        assert runs == sorted([job, str(attempt)] for job in jobs for attempt in (1, 2))
+        assert all(p.poll() is None for p in procs)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+
+
 @pytest.mark.parametrize(
     ("lane", "says"),
     [
