@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         Cron,
         Delivery,
         JobInfo,
+        Lane,
         Misfire,
         Missing,
         Overlap,
