@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from scheduler import timeinput
 from scheduler.errors import JobNotFoundError
@@ -195,7 +195,7 @@ class Lane:
     resident memory passes ``max_memory_mb`` after a job (None: never). docs/lanes.md."""
 
     workers: int = 1
-    isolation: str = "thread"
+    isolation: Literal["thread", "process"] = "thread"
     max_jobs: int | None = None
     max_memory_mb: float | None = None
     kill_grace: float = 5.0

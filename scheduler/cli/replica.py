@@ -245,7 +245,10 @@ def run(
         sys.setswitchinterval(switch_interval / 1000)
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
-        _announce(owner, namespace, store, served, endpoint)
+        shown = {
+            k: v if isinstance(v, int) else f"{v.workers}:{v.isolation}" for k, v in sizes.items()
+        }
+        _announce(owner, namespace, store, {**served, **shown}, endpoint)
         while not requests.stop.wait(summary_every or None):
             signals.log_summary()
         signals.stopping()
@@ -477,7 +480,7 @@ def _lane(text: str) -> tuple[str, Any]:
                 f"lane {name!r}: {key} must be a number, got {value!r}", param_hint="'--lane'"
             ) from None
     try:
-        return name, Lane(int(size), isolation, **given)
+        return name, Lane(int(size), "process" if isolation == "process" else "thread", **given)
     except ValueError as exc:
         raise click.BadParameter(f"lane {name!r}: {exc}", param_hint="'--lane'") from None
 

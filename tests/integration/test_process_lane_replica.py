@@ -57,6 +57,7 @@ def test_a_replica_stops_a_hung_job_in_a_process_lane_and_goes_on(redis_url, red
         assert proc.poll() is None  # the replica never died
         text = log.read_text()
         assert "stopped (timeout): exited" in text
+        assert "with lanes {'default': 1, 'p': '2:process'}" in text
         # the child's own log line, in the replica's log with the job's fields
         assert f'"msg": "started after in {child}"' in text
         assert f'"job_id": "{ok}"' in text
