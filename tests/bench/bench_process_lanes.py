@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -80,6 +81,30 @@ def batch(engine: Scheduler, lane: str, jobs: int, n: int, check: bool = True) -
     return took
 
 
+def cores_free(n: int) -> float:
+    """The control: how many cores two bare processes get of this box right now (2.0 on
+    two idle cores): the same loop, timed alone, then in two processes started together
+    (past their spawn, at a barrier)."""
+    import multiprocessing
+
+    alone = _timed(process_jobs.spin, n)
+    mp = multiprocessing.get_context("spawn")
+    ready = mp.Barrier(3)
+    procs = [mp.Process(target=_spin_after, args=(n, ready)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    ready.wait()
+    began = time.perf_counter()
+    for p in procs:
+        p.join()
+    return 2 * alone / (time.perf_counter() - began)
+
+
+def _spin_after(n: int, ready: Any) -> None:
+    ready.wait()
+    process_jobs.spin(n)
+
+
 def cpu(runs: int, jobs: int) -> None:
     n = calibrate()
     alone = min(_timed(process_jobs.spin, n) for _ in range(5))
@@ -93,6 +118,9 @@ def cpu(runs: int, jobs: int) -> None:
             threads.append(batch(engine, "t", jobs, n))
             procs.append(batch(engine, "p", jobs, n))
     pairs = [a / b for a, b in zip(threads, procs, strict=True)]
+    free = [cores_free(n * 10) for _ in range(3)]
+    print(f"control, two bare processes at once: {', '.join(f'{c:.2f}' for c in free)} cores")
+    print("(a process lane's speed-up over a thread lane is bounded by the control's figure)")
     print(f"load average before: {load:.2f} (the box is shared)")
     print(f"speed-up per run (thread / process, same run): {', '.join(f'{r:.2f}' for r in pairs)}")
     t, p = statistics.median(threads), statistics.median(procs)
