@@ -245,10 +245,7 @@ def run(
         sys.setswitchinterval(switch_interval / 1000)
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
-        shown = {
-            k: v if isinstance(v, int) else f"{v.workers}:{v.isolation}" for k, v in sizes.items()
-        }
-        _announce(owner, namespace, store, {**served, **shown}, endpoint)
+        _announce(owner, namespace, store, _shown(served, sizes), endpoint)
         while not requests.stop.wait(summary_every or None):
             signals.log_summary()
         signals.stopping()
@@ -486,6 +483,12 @@ def _lane(text: str) -> tuple[str, Any]:
 
 
 _LANE_OPTIONS: dict[str, Any] = {"max_jobs": int, "max_memory_mb": float, "kill_grace": float}
+
+
+def _shown(served: dict[str, int], sizes: dict[str, Any]) -> dict[str, Any]:
+    """The lanes as the start line shows them: a process lane as ``"2:process"``."""
+    lanes = {k: f"{v.workers}:{v.isolation}" for k, v in sizes.items() if not isinstance(v, int)}
+    return {**served, **lanes}
 
 
 def _size(lane: Any) -> int:
