@@ -88,10 +88,11 @@ class ProcessLanes:
         slot = _local.slot
         if slot is None:
             return fn  # type: ignore[no-any-return]
-        if not isinstance(target, TaskRef):
+        ref = task_ref(target)
+        if ref is None:
             raise TypeError(_CALLABLE.format(lane=slot.lane))
         module = getattr(getattr(fn, "func", fn), "__module__", None)  # imported on need
-        return functools.partial(slot.run, target, module)
+        return functools.partial(slot.run, ref, module)
 
     def run_in(self, lane: str, run: Callable[[Any], None]) -> Callable[[Any], None]:
         """``run`` for a process lane's worker threads: each binds to a slot first."""
@@ -171,8 +172,18 @@ def lane_options(procs: ProcessLanes | None, run: Callable[[Any], None]) -> dict
 def check(procs: ProcessLanes | None, lane: str, target: Target) -> None:
     """Refuse, at enqueue, a callable on a process lane (only a task's name and JSON
     arguments can cross to a worker process)."""
-    if procs is not None and lane in procs.lanes and not isinstance(target, TaskRef):
+    if procs is not None and lane in procs.lanes and task_ref(target) is None:
         raise TypeError(_CALLABLE.format(lane=lane))
+
+
+def task_ref(target: Target) -> TaskRef | None:
+    """What a worker process is told to run: the task's name and JSON arguments; for a
+    registered task given as its function (the facades' ``schedule(fn)``), its name
+    (``@task`` marks the function with it) and no arguments. None for any other callable."""
+    if isinstance(target, TaskRef):
+        return target
+    name = getattr(target, "__duetime_task__", None)
+    return TaskRef(name, "{}") if isinstance(name, str) else None
 
 
 def close(procs: ProcessLanes | None) -> None:

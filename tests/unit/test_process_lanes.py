@@ -18,7 +18,7 @@ from scheduler import Lane, RetryPolicy
 from scheduler.engine import Scheduler
 from scheduler.stores.memory import MemoryStore
 from tests.helpers import WAIT
-from tests.unit import process_jobs  # noqa: F401  (registers the proc.* tasks)
+from tests.unit import process_jobs  # registers the proc.* tasks
 
 RETRY = RetryPolicy(max_attempts=2, backoff=1.0, jitter=0.0)
 
@@ -240,6 +240,17 @@ def test_a_worker_process_is_recycled_past_its_memory_ceiling(make_engine):
     after = engine.after("proc.whoami", 0, lane="p")
     assert engine.wait_idle(WAIT * 4)
     assert engine.get(after).last_result["pid"] != engine.get(grew).last_result
+
+
+def test_a_registered_task_given_as_its_function_runs_in_the_process_lane(make_engine):
+    """The facades take functions: a registered one crosses by its name."""
+    from scheduler import JobScheduler
+
+    with JobScheduler(1, lanes={"p": Lane(1, "process")}) as s:
+        job = s.schedule(process_jobs.whoami, 0, lane="p")
+        assert s.engine.wait_idle(WAIT * 4)
+        info = s.engine.get(str(job))
+        assert info.state == "succeeded" and info.last_result["pid"] != os.getpid()
 
 
 def test_a_callable_cannot_go_to_a_process_lane(make_engine):
