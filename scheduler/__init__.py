@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         TaskNotRegisteredError,
     )
     from scheduler.handles import AsyncJobHandle, JobHandle
+    from scheduler.lane import Lane
     from scheduler.model import (
         Ambiguous,
         Cron,
@@ -71,6 +72,7 @@ _HOMES = {
     "Cron": "scheduler.model",
     "Delivery": "scheduler.model",
     "JobInfo": "scheduler.model",
+    "Lane": "scheduler.lane",
     "Misfire": "scheduler.model",
     "Missing": "scheduler.model",
     "Overlap": "scheduler.model",
@@ -86,7 +88,7 @@ __all__ = [
     "Ambiguous", "AsyncClient", "AsyncJobHandle", "Client", "ClientClosedError", "Clock", "Cron",
     "current_invocation", "Delivery", "DuetimeError", "InvocationContext",
     "InvocationTimeout", "JobFailed", "JobHandle", "JobInfo", "JobNotFoundError",
-    "JobScheduler", "MemoryStore", "Misfire", "Missing", "MonotonicClock", "Overlap",
+    "JobScheduler", "Lane", "MemoryStore", "Misfire", "Missing", "MonotonicClock", "Overlap",
     "PayloadError", "RecurringJobScheduler", "RedisStore", "ResultTimeoutError",
     "RetryPolicy", "Scheduler", "SchedulerClosedError", "task", "TaskNotRegisteredError",
 ]  # fmt: skip

@@ -2,8 +2,9 @@
 
 Both are context managers (exit = ``shutdown()``) and thread-safe; their methods may be
 called from inside running jobs. Beyond their fixed signatures, keyword-only:
-``lanes`` (name -> worker count; a job's ``lane=`` picks one, so long jobs in their own
-lane cannot starve short ones), ``lane_timeouts``, and ``stats()``, the read-out of
+``lanes`` (name -> worker count, or a ``Lane``: ``Lane(2, "process")`` runs that lane's
+jobs in worker processes, docs/lanes.md; a job's ``lane=`` picks one, so long jobs in
+their own lane cannot starve short ones), ``lane_timeouts``, and ``stats()``, the read-out of
 dispatch delay and of what waits per lane. ``.engine`` reaches the richer API (timeouts,
 retries, pause/resume, inspection).
 """
@@ -16,6 +17,7 @@ from typing import Any
 from scheduler import readout, validation
 from scheduler.clock import Clock
 from scheduler.engine import Scheduler
+from scheduler.lane import Lane
 from scheduler.model import Cron
 from scheduler.readout import LagWindow, Stats
 from scheduler.stores.base import QueueDepths, Store
@@ -28,7 +30,7 @@ class _Facade:
         *,
         store: Store | None = None,
         clock: Clock | None = None,
-        lanes: Mapping[str, int] | None = None,
+        lanes: Mapping[str, int | Lane] | None = None,
         lane_timeouts: Mapping[str, float | str] | None = None,
     ) -> None:
         self._lags = LagWindow()

@@ -19,6 +19,7 @@ from scheduler.client import Client
 from scheduler.clock import Clock, MonotonicClock
 from scheduler.dispatcher import Dispatcher
 from scheduler.errors import SchedulerClosedError
+from scheduler.lane import Lane
 from scheduler.metrics import Metrics
 from scheduler.model import After, At, Claim, Cron, Every, InvocationInfo, Schedule
 from scheduler.readout import Lag
@@ -35,9 +36,9 @@ from scheduler.stores.base import (
     Store,
 )
 from scheduler.stores.memory import MemoryStore
+from workers import processes
 from workers.acks import Acks
 from workers.context import INTERRUPTED
-from workers.coroutines import close_loop
 from workers.handoff import Work, works
 from workers.heartbeat import Heartbeat
 from workers.lanes import Lanes
@@ -74,7 +75,7 @@ class Scheduler(Client):
         *,
         store: Store | None = None,
         clock: Clock | None = None,
-        lanes: Mapping[str, int] | None = None,
+        lanes: Mapping[str, int | Lane] | None = None,
         lane_timeouts: Mapping[str, float | str] | None = None,
         lease: float | None | Literal["store"] = "store",
         rng: random.Random | None = None,
@@ -84,10 +85,6 @@ class Scheduler(Client):
         lookahead: float = LOOKAHEAD,
         tracing: bool | None = None,
     ) -> None:
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-            raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
-        if num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         self.clock: Clock = clock or (
             store.clock if isinstance(store, HasClock) else MonotonicClock()
         )
@@ -101,8 +98,9 @@ class Scheduler(Client):
         self._lease = self.store.default_lease if lease == "store" else lease
         if self._lease is not None:
             self._lease = validation.interval(self._lease, "lease")
-        sizes = {"default": num_workers, **dict(lanes or {})}
+        sizes, process = validation.lanes(num_workers, lanes)  # process: Lane of each such lane
         timeouts = validation.lane_timeouts(lane_timeouts or {}, sizes)
+        self._processes = processes.build(process, self.owner, tasks.resolve)
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)
@@ -122,13 +120,14 @@ class Scheduler(Client):
             metrics=self.metrics,
             acks=acks,  # successes ride with claims, if the store takes them (AcksWithClaims)
         )
+        wiring = processes.lane_options(self._processes, self._runner.run)  # on_exit, runs
         if acks is None:  # a store without batches: a free worker refills itself
             self._lanes: Lanes[Work] = Lanes(
                 sizes,
                 self._runner.run,
                 self._dispatcher.poke_capacity,
                 self._refill,
-                on_exit=close_loop,
+                **wiring,
             )
         else:  # batched: the dispatcher claims whole batches (look-ahead)
             self._lanes = Lanes(
@@ -137,10 +136,9 @@ class Scheduler(Client):
                 self._dispatcher.poke_capacity,
                 lookahead=validation.delay(lookahead, "lookahead"),
                 on_idle=self._idle_rides if self._dispatcher.rides else acks.flush,
-                # in process a flush is cheap: a worker about to sleep leaves nothing
-                # unrecorded (a remote store batches further, up to the timer)
+                # in process a flush is cheap: a worker about to sleep leaves nothing unrecorded
                 on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
-                on_exit=close_loop,  # a worker thread's event loop, if it ran async jobs
+                **wiring,  # a worker thread's event loop and process, if any, end with it
             )
         self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
         self._poke_on_add = not isinstance(self.store, MemoryStore)
@@ -175,7 +173,7 @@ class Scheduler(Client):
             self.store,
             self.clock,
             self._timers,
-            tasks.resolve,
+            processes.resolver(self._processes, tasks.resolve),  # process lanes: their call
             heartbeat=heartbeat,
             lane_timeouts=timeouts,
             rng=rng,
@@ -276,6 +274,7 @@ class Scheduler(Client):
         if options:
             check_options(options, "schedule")
         spec = make_spec(fn, schedule, job_id=job_id, check_task=True, **options)
+        processes.check(self._processes, spec.lane, spec.target)  # a callable cannot cross
         if spec.lane not in self._lanes:
             raise ValueError(
                 f"unknown lane {spec.lane!r}; this scheduler has lanes "
@@ -432,6 +431,7 @@ class Scheduler(Client):
             lambda: self._runner.release_unstarted(self._lanes.close()),
             lambda: self._wind_down(wait, timeout, exiting),
             self._retire,
+            lambda: processes.close(self._processes),  # the worker processes no thread holds
         )
 
     def _wind_down(self, wait: bool, timeout: float | None, exiting: bool) -> None:

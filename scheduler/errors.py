@@ -91,6 +91,22 @@ class InvocationCancelled(DuetimeError):
     lost) and did not fail by itself: recorded as such, never as a success."""
 
 
+class WorkerProcessError(DuetimeError, RuntimeError):
+    """A process lane's worker process ended without replying while it ran a job (a
+    signal such as SIGKILL or a segfault, ``os._exit``, the OOM killer), or could not
+    start: that invocation fails with this (its retry policy applies), a fresh worker
+    process replaces the dead one, and the replica goes on."""
+
+
+class ProcessJobError(DuetimeError):
+    """A job in a process lane raised: what its worker process reported (the exception's
+    type name, message and traceback text; the exception itself stays in the child)."""
+
+    def __init__(self, kind: str, message: str, trace: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message, self.trace = kind, message, trace
+
+
 class StaleFenceError(DuetimeError, RuntimeError):
     """A fenced write (``workers.effects``) was refused: the sink has already seen a newer
     fence for this job's occurrence, so another owner re-ran it after this one lost its

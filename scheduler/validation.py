@@ -101,6 +101,35 @@ def timestamp(value: object, name: str) -> float:
     return f
 
 
+def lanes(
+    num_workers: int, given: Mapping[str, Any] | None
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """``lanes=`` checked: each lane's worker count (the ``"default"`` lane's is
+    ``num_workers``), and the ``Lane`` of each process lane. A lane is an int (threads) or
+    a ``scheduler.Lane``; anything else is refused in one line."""
+    from scheduler.lane import Lane
+
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+        raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    sizes: dict[str, int] = {"default": num_workers}
+    process: dict[str, Any] = {}
+    for lane, spec in (given or {}).items():
+        if isinstance(spec, Lane):
+            sizes[lane] = spec.workers
+            if spec.isolation == "process":
+                process[lane] = spec
+        elif isinstance(spec, int) and not isinstance(spec, bool):
+            sizes[lane] = spec
+        else:
+            raise TypeError(
+                f"lane {lane!r}: give a worker count (an int: threads) or a scheduler.Lane "
+                f"(e.g. Lane(workers=2, isolation='process')), got {type(spec).__name__}"
+            )
+    return sizes, process
+
+
 def lane_timeouts(given: Mapping[str, float | str], lanes: Mapping[str, int]) -> dict[str, float]:
     """The lanes' timeouts, checked: each a duration, each of a lane the scheduler has (a
     typo would leave the lane meant without one)."""

@@ -3,7 +3,7 @@
 The narrow surface of ``scheduler`` that ``workers`` may use (tests/unit/test_architecture.py
 reads this list):
 
-    scheduler.model, scheduler.errors, scheduler.clock, scheduler.metrics,
+    scheduler.model, scheduler.lane, scheduler.errors, scheduler.clock, scheduler.metrics,
     scheduler.validation, scheduler.stores.base,
     scheduler.stores.redis.protocol.fenced (workers/effects/redis.py only: a fenced
     write to the user's own Redis is a Lua script, and scripts are sent by the Redis

@@ -10,6 +10,7 @@ import os
 import traceback
 from types import TracebackType
 
+from scheduler.errors import ProcessJobError
 from scheduler.stores.base import TRACEBACK_MAX
 
 ERROR_MAX = 4000  # characters of an error's text kept (a store's last_error, a log line)
@@ -17,12 +18,17 @@ ERROR_MAX = 4000  # characters of an error's text kept (a store's last_error, a 
 
 def text(error: BaseException) -> str:
     """``"Type: message"``, at most ERROR_MAX characters, whatever the exception's
-    ``__str__`` does."""
+    ``__str__`` does. A process lane's job error is the child's own type and message."""
+    if isinstance(error, ProcessJobError):
+        return _bounded(f"{error.kind}: {error.message}")
     try:
         message = str(error)
     except BaseException as exc:  # noqa: BLE001 - user code: anything may come out of it
         message = f"<str() of the exception failed: {type(exc).__name__}>"
-    out = f"{type(error).__name__}: {message}"
+    return _bounded(f"{type(error).__name__}: {message}")
+
+
+def _bounded(out: str) -> str:
     if len(out) > ERROR_MAX:
         out = f"{out[: ERROR_MAX - 40]}... ({len(out)} characters in all)"
     return out
@@ -30,9 +36,13 @@ def text(error: BaseException) -> str:
 
 def trace(error: BaseException) -> str:
     """The formatted traceback from the job's own first frame (the worker's frames that
-    called it are left out), its last TRACEBACK_MAX bytes (where the error is)."""
+    called it are left out), its last TRACEBACK_MAX bytes (where the error is). A process
+    lane's job error carries the child's traceback text."""
     try:
-        tb = "".join(traceback.format_exception(type(error), error, _from_the_job(error)))
+        if isinstance(error, ProcessJobError):
+            tb = error.trace
+        else:
+            tb = "".join(traceback.format_exception(type(error), error, _from_the_job(error)))
     except BaseException as exc:  # noqa: BLE001
         return f"<the traceback could not be formatted: {type(exc).__name__}>"
     raw = tb.rstrip().encode()

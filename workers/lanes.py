@@ -24,9 +24,10 @@ class Lanes(Generic[T]):
         on_idle: Callable[[], None] = lambda: None,
         on_drained: Callable[[], None] | None = None,
         on_exit: Callable[[], None] = lambda: None,
+        runs: Mapping[str, Callable[[T], None]] | None = None,
     ) -> None:
         """See ``WorkerPool`` for ``refill``, ``lookahead``, ``on_idle``, ``on_drained``
-        and ``on_exit``."""
+        and ``on_exit``. ``runs``: a lane's own ``run`` (a process lane's), by name."""
         if not sizes:
             raise ValueError("at least one lane is needed")
         self._pools: dict[str, WorkerPool[T]] = {}
@@ -35,7 +36,7 @@ class Lanes(Generic[T]):
                 self._pools[validation.name(lane, "lane name")] = WorkerPool(
                     lane,
                     size,
-                    run,
+                    (runs or {}).get(lane, run),
                     on_free,
                     refill,
                     lookahead=lookahead,

@@ -127,6 +127,7 @@ def test_the_public_names_are_unchanged_and_resolve():
             "JobInfo",
             "JobNotFoundError",
             "JobScheduler",
+            "Lane",  # issue 34: a lane's workers and isolation (threads or processes)
             "MemoryStore",
             "Misfire",
             "Missing",
