@@ -16,9 +16,10 @@ but not as held.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from scheduler import flow, timeinput
+from scheduler.errors import JobNotFoundError
 from scheduler.flow import FlowState, Limit, ms_up
 from scheduler.model import JobInfo
 
@@ -187,3 +188,14 @@ def figures(scopes: Iterable[ScopeUsage]) -> dict[str, dict[str, float]]:
         }
         for u in scopes
     }
+
+
+def held(store: Any, info: JobInfo) -> Hold | None:
+    """What holds job ``info`` back now, as ``show`` and the console's job page say it: its
+    key's full limit (``hold_of``), or None (no key; or deleted since it was read)."""
+    if info.limit_key is None:
+        return None
+    try:
+        return store.hold_of(info.job_id)  # type: ignore[no-any-return]
+    except JobNotFoundError:
+        return None

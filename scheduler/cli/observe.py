@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from scheduler import limit_usage
 from scheduler.cli import render
 from scheduler.cli.app import (
     EXIT_REFUSED,
@@ -23,13 +24,11 @@ from scheduler.cli.app import (
     open_namespace,
     with_url,
 )
-from scheduler.errors import JobNotFoundError
 from scheduler.model import EVENT_KINDS
 from scheduler.stores.redis.reading import console_history, fleet, listing, namespaces, queries
 
 if TYPE_CHECKING:
     from scheduler.cli.app import AnyStore
-    from scheduler.limit_usage import Hold
     from scheduler.model import JobInfo
     from scheduler.stores.redis.reading.queries import Entry
 
@@ -147,7 +146,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         runs = queries.recent_runs(store, job_id)
         now = queries.redis_now(store)
         waiting = _waiting(info, fleet.serving(store))
-        held = _held(store, info)
+        held = limit_usage.held(store, info)
     if as_json:
         events = [render.event_json(e.event, e.id) for e in recent]
         out = {**render.job_json(info), "waiting": waiting, "held": render.hold_json(held)}
@@ -206,17 +205,6 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
     click.echo(f"events       {f'(last {len(recent)})' if recent else 'none'}")
     for entry in recent:
         click.echo("  " + render.event_line(entry))
-
-
-def _held(store: AnyStore, info: JobInfo) -> Hold | None:
-    """What holds the job back now (docs/flow-control.md): its key's full limit, or None
-    (also when it was deleted since it was read)."""
-    if info.limit_key is None:
-        return None
-    try:
-        return store.hold_of(info.job_id)
-    except JobNotFoundError:
-        return None
 
 
 def _lease(until: float | None, now: float) -> str:

@@ -10,9 +10,8 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from scheduler import limit_usage
 from scheduler.cli import render
-from scheduler.errors import JobNotFoundError
-from scheduler.limit_usage import Hold
 from scheduler.model import JobInfo
 from scheduler.stores.redis.reading import console_history, fleet, listing, queries
 from scheduler.web import occurrences, redaction
@@ -157,24 +156,13 @@ def job(
     return {
         "now": now,
         "job": job_row(info, redact, fleet.serving(store)),
-        "held": render.hold_json(_held(store, info)),
+        "held": render.hold_json(limit_usage.held(store, info)),
         "definition": _definition(spec),
         "upcoming": occurrences.as_json(occurrences.upcoming(spec, info.next_run, now)),
         "runs": queries.stored_runs(store, job_id) or queries.runs_of(recent, 20),
         "events": _events(recent, redact),
         "scanned": scan,
     }
-
-
-def _held(store: AnyStore, info: JobInfo) -> Hold | None:
-    """What holds the job back now: its key's full limit (docs/flow-control.md), or None
-    (also when it was deleted since it was read)."""
-    if info.limit_key is None:
-        return None
-    try:
-        return store.hold_of(info.job_id)
-    except JobNotFoundError:
-        return None
 
 
 def limits(store: AnyStore) -> dict[str, Any]:
