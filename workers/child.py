@@ -32,6 +32,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from scheduler import validation
 from scheduler.model import Target, TaskRef
 from workers import coroutines, failures
 from workers.context import CURRENT, CancelToken, InvocationContext
@@ -97,8 +98,9 @@ class _Child:
     def _run(self, job: dict[str, Any]) -> dict[str, Any]:
         token = CancelToken()
         ctx = InvocationContext(
-            job["job_id"], job["scheduled_ms"], job["attempt"], job["fence"], job["lane"], token
-        )
+            job["job_id"], job["scheduled_ms"], job["attempt"], job["fence"], job["lane"], token,
+            None, _Progress(self),
+        )  # fmt: skip
         cv = CURRENT.set(ctx)
         self._token = token
         try:
@@ -200,3 +202,16 @@ class _Forward(logging.Handler):
             )
         except Exception:  # noqa: BLE001
             self.handleError(record)
+
+
+class _Progress:
+    """``current_invocation().progress(value)`` in a worker process: checked here (a bad
+    value raises in the job, as in a thread lane), sent to the replica, which writes it
+    as a thread lane's progress (workers/progress.py, at most once a second)."""
+
+    def __init__(self, child: _Child) -> None:
+        self._child = child
+
+    def report(self, _claim: Any, value: Any) -> None:
+        validation.progress_json(value)
+        self._child.send({"t": "progress", "value": value})

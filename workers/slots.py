@@ -169,6 +169,8 @@ class Slot:
                 kind = message.get("t")
                 if kind == "log":
                     self._log(message, ctx, proc.pid)
+                elif kind == "progress" and ctx.reports is not None:  # checked by the child
+                    ctx.reports.report(ctx.claim, message.get("value"))
                 elif kind in ("ok", "error") and stopping is None:
                     return message  # type: ignore[no-any-return]
             if stopping is None and token.reason is not None:

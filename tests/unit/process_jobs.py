@@ -109,3 +109,10 @@ def spin(n: int = 100_000) -> int:
 @task("proc.notjson")
 def notjson() -> object:
     return {1, 2}
+
+
+@task("proc.progress")
+def progress(value: object = None) -> str:
+    """Reports ``value`` as its progress (a set: not JSON, refused in the job)."""
+    current_invocation().progress(set() if value == "not json" else value)
+    return "reported"

@@ -308,3 +308,18 @@ def test_thread_lanes_are_wired_as_before_without_a_process_lane(make_engine):
     pools = engine._lanes._pools
     assert all(p._run == engine._runner.run for p in pools.values())
     assert all(p._on_exit is close_loop for p in pools.values())
+
+
+@BOTH
+def test_progress_reported_in_a_worker_process_reaches_the_job(make_engine, engine_store):
+    """``current_invocation().progress`` in a process lane: checked in the child (a value
+    that is not JSON fails the job there, as in a thread lane), written by the replica."""
+    engine = _lane(make_engine, engine_store)
+    good = engine.after("proc.progress", 0, kwargs={"value": {"done": 3}}, lane="p")
+    bad = engine.after("proc.progress", 0, kwargs={"value": "not json"}, lane="p")
+    assert engine.wait_idle(WAIT * 4)
+    got = engine.get(good)
+    assert got.last_result == "reported" and got.progress is not None
+    assert got.progress.value == {"done": 3}
+    failed = engine.get(bad)
+    assert failed.last_result is None and "ProgressError" in (failed.last_error or "")
