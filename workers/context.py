@@ -101,6 +101,20 @@ class InvocationContext(NamedTuple):
             self.reports.report(self.claim, value)
 
 
+def log_fields(of: Any, event: str, replica: str) -> dict[str, Any]:
+    """The structured fields of a log line (scheduler/log.py) about invocation ``of``: a
+    ``Claim`` or its ``InvocationContext`` (both name its job, invocation, attempt, lane),
+    as the runner and a process lane's worker log it."""
+    return {
+        "event": event,
+        "job_id": of.job_id,
+        "invocation": of.invocation_id,
+        "attempt": of.attempt,
+        "lane": of.lane,
+        "replica": replica,
+    }
+
+
 #: The invocation running in this context: set around each job by the runner
 #: (workers/runner.py), read by ``current_invocation``.
 CURRENT: contextvars.ContextVar[InvocationContext | None] = contextvars.ContextVar(

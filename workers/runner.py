@@ -22,7 +22,7 @@ from scheduler.stores.base import Store
 from workers import commits, coroutines, failpoints, failures
 from workers.acks import Acks
 from workers.calls import AsyncFlags
-from workers.context import CURRENT, INTERRUPTED, CancelToken, InvocationContext
+from workers.context import CURRENT, INTERRUPTED, CancelToken, InvocationContext, log_fields
 from workers.coroutines import loops as _loops
 from workers.handoff import Ran, Work
 from workers.heartbeat import Heartbeat
@@ -430,15 +430,7 @@ class Runner:
             self._on_retry(retry_in)
 
     def _fields(self, claim: Claim, event: str) -> dict[str, Any]:
-        """The structured fields of a log line about ``claim`` (see scheduler.log)."""
-        return {
-            "event": event,
-            "job_id": claim.job_id,
-            "invocation": claim.invocation_id,
-            "attempt": claim.attempt,
-            "lane": claim.lane,
-            "replica": self._owner,
-        }
+        return log_fields(claim, event, self._owner)
 
     def _lease_still_held(self, work: Work) -> bool:
         """Do not start a job whose lease may be gone: renew first if it waited long."""

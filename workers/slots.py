@@ -20,7 +20,7 @@ from scheduler.errors import InvocationCancelled, ProcessJobError, WorkerProcess
 from scheduler.lane import Lane
 from scheduler.model import Target, TaskRef
 from workers import child
-from workers.context import CURRENT, INTERRUPTED, InvocationContext
+from workers.context import CURRENT, INTERRUPTED, InvocationContext, log_fields
 
 log = logging.getLogger("duetime.workers")
 
@@ -312,14 +312,7 @@ class Slot:
         logger.handle(record)
 
     def _fields(self, ctx: InvocationContext, event: str) -> dict[str, Any]:
-        return {
-            "event": event,
-            "job_id": ctx.job_id,
-            "invocation": ctx.invocation_id,
-            "attempt": ctx.attempt,
-            "lane": ctx.lane,
-            "replica": self._owner,
-        }
+        return log_fields(ctx, event, self._owner)
 
 
 def _fields(ctx: InvocationContext) -> dict[str, Any]:
