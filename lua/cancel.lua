@@ -56,6 +56,6 @@ redis.call('HDEL', jk, 'e', 'retries', 'stash', 'queued', 'paused', 'reruns')
 event(now, 'cancelled', job, nil, nil, '')
 if tonumber(f.running) <= 0 then
   retire(job, 'cancelled')
-  if TOLD.waiting() then TOLD.tell(now, job, nil, 'cancelled', '', false) end
+  TOLD.ended(now, job, nil, 'cancelled', '', nil)
 end
 return prevented

@@ -43,7 +43,6 @@ redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', to
   'last_run', fmt(now))
 event(now, 'succeeded', job, plan.r.sched, plan.r.attempt, '')
 record_run(now, job, plan.f, plan.r, 'succeeded')
-local kind = plan.f and plan.f.kind
-if TOLD.waiting() then TOLD.tell(now, job, plan.r.sched, 'succeeded', result, kind == 'every' or kind == 'cron') end
+TOLD.ended(now, job, plan.r.sched, 'succeeded', result, plan.f)
 settle(now, job, 'succeeded')
 return 'ok'

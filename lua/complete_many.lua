@@ -57,11 +57,11 @@ end
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
 -- again). The common case (a one-off job's only invocation) is retired with one HSET and
 -- listed in done:succeeded with the call's others.
-local now_s, retired, told = fmt(now), {}, TOLD.waiting()
+local now_s, retired = fmt(now), {}
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
-    'retries', 'lists', 'failures', 'started')
+    'retries', 'lists', 'failures', 'started', 'keep')
   if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
       and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
@@ -74,7 +74,7 @@ local function succeed(job, token, result, r, f)
     record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
-  if told then TOLD.tell(now, job, r.sched, 'succeeded', result, f.kind == 'every' or f.kind == 'cron') end
+  TOLD.ended(now, job, r.sched, 'succeeded', result, f)
   event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil,
     r.sched_text .. '|' .. r.attempt_text .. '||' .. job)  -- the entry's digits, as stored
 end

@@ -61,7 +61,7 @@ if stop == '1' then  -- an operator's stop, not a failure: no retry, no dead let
   redis.call('HSET', jk, 'last_token', token, 'last_run', fmt(now))
   event(now, 'interrupted', job, r.sched, r.attempt, err)
   record_run(now, job, f, r, 'interrupted')
-  if TOLD.waiting() then TOLD.tell(now, job, r.sched, 'interrupted', err, f.kind == 'every' or f.kind == 'cron') end
+  TOLD.ended(now, job, r.sched, 'interrupted', err, f)
   settle(now, job, 'cancelled')
   return 'ok'
 end
@@ -78,7 +78,7 @@ else
   event(now, 'failed', job, r.sched, r.attempt, err)
   dead_letter(now, job, r.sched, r.attempt, err)
   record_run(now, job, f, r, 'failed')
-  if TOLD.waiting() then TOLD.tell(now, job, r.sched, 'failed', err, f.kind == 'every' or f.kind == 'cron') end
+  TOLD.ended(now, job, r.sched, 'failed', err, f)
 end
 settle(now, job, how)
 return 'ok'

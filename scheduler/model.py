@@ -207,6 +207,9 @@ class JobSpec:
     # starts first; jobs of one limit key share its limits and take turns with other keys
     priority: int = 0
     limit_key: str | None = None
+    # seconds a run's result is kept after it ends (docs/results.md); None: a day, and a
+    # recurring job's runs only when a handle waited for them
+    result_ttl: float | None = None
 
     @property
     def recurring(self) -> bool:
@@ -371,6 +374,7 @@ class JobInfo:
     priority: int = 0  # flow control (docs/flow-control.md)
     limit_key: str | None = None
     progress: Progress | None = None  # what a run last reported (docs/results.md)
+    result_ttl: float | None = None  # seconds its results are kept (None: the default)
 
 
 class Progress(NamedTuple):

@@ -107,6 +107,13 @@ JOB_OPTIONS = (
         "text",
         "The key whose limits it shares (e.g. customer:42); keys take turns.  [default: none]",
     ),
+    JobOption(
+        "result_ttl",
+        "--result-ttl",
+        "duration",
+        "Keep a run's result this long after it ends (a recurring job: every run's).  "
+        "[default: 1d, a recurring job's runs only when waited for]",
+    ),
 )
 # make_spec's options, and the other keywords of the calls that take them (for hints)
 OPTIONS = ("kwargs", *(o.name for o in JOB_OPTIONS))
@@ -142,6 +149,7 @@ def make_spec(
     delivery: Delivery | str = Delivery.AT_LEAST_ONCE,
     priority: int = 0,
     limit_key: str | None = None,
+    result_ttl: float | str | None = None,
     check_task: bool = True,
 ) -> JobSpec:
     """A validated job definition. ``fn`` is a callable or a registered task name (with
@@ -168,6 +176,7 @@ def make_spec(
         delivery=delivery if type(delivery) is Delivery else Delivery(delivery),
         priority=0 if priority == 0 and type(priority) is int else validation.priority(priority),
         limit_key=None if limit_key is None else validation.limit_key(limit_key),
+        result_ttl=None if result_ttl is None else validation.result_ttl(result_ttl),
     )
     return spec
 

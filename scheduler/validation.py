@@ -63,6 +63,22 @@ def delay(value: object, name: str = "delay_seconds") -> float:
     return _at_most(f, name, value)
 
 
+RESULT_TTL_RANGE = (1.0, 30 * 86400.0)  # seconds a job's results are kept (docs/results.md)
+
+
+def result_ttl(value: object) -> float:
+    """How long a job's results are kept after a run ends: seconds (or a duration string)
+    from 1 s to 30 days, whole milliseconds (a shared store expires keys by the ms)."""
+    f = _seconds("result_ttl", value)
+    low, high = RESULT_TTL_RANGE
+    if not low <= f <= high:
+        raise ValueError(
+            f"result_ttl must be from 1 s to 30 days ({high:.0f} s), got {value!r}; "
+            "results are kept a day by default"
+        )
+    return round(f, 3)
+
+
 MIN_RECURRENCE = 1e-6  # seconds: the shortest interval of an in-process recurring job
 
 

@@ -21,7 +21,7 @@
 
 -- Every field a commit, with settle() after it, may parse.
 local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
-  'running', 'runs', 'failures', 'lists', 'started', 'stash', 'reruns'}
+  'running', 'runs', 'failures', 'lists', 'started', 'stash', 'reruns', 'keep'}
 
 -- Due sets found sound in this call (a batch of acks checks each lane once; nothing this
 -- call writes can change a key's type).

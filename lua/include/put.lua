@@ -67,9 +67,8 @@ end
 local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
   local set = {'def', a.def, 'kind', a.kind, 'gen', fmt(gen), 'e', seq, 'next', a.due_s}
   opt(set, 'lane', a.lane); opt(set, 'delivery', a.delivery)
-  opt(set, 'max_stalls', fmt(a.max_stalls))
+  opt(set, 'max_stalls', fmt(a.max_stalls)); opt(set, 'k', fmt(k))
   opt(set, 'running', old.running or '0')   -- invocations of a replaced definition may still run
-  opt(set, 'k', fmt(k))
   if a.series then
     opt(set, 'misfire', a.misfire); opt(set, 'overlap', a.overlap)
     opt(set, 'grace', fmt(a.grace)); opt(set, 'since', a.due_s)
@@ -78,6 +77,8 @@ local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
   if anchor then opt(set, 'interval', a.n); opt(set, 'anchor', fmt(anchor)) end
   if a.kind == 'cron' and a.anchor ~= '' then opt(set, 'after', a.anchor) end
   if a.kind == 'at' and due < now then opt(set, 'ready', fmt(now)) end  -- lag from now
+  local keep = tonumber(string.match(a.def, '"rt":([%d%.]+)') or '')  -- result_ttl (s)
+  keep = keep and fmt(math.floor(keep * 1000 + 0.5)); if RULE.keep(keep) then opt(set, 'keep', keep) end
   redis.call('HSET', jk, unpack(set))
   local lane = lane_of(a.lane)  -- its queue is in `lane` (include/flow.lua)
   if not lanes[lane] then redis.call('SADD', P .. 'lanes', lane); lanes[lane] = true end

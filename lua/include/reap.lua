@@ -25,7 +25,7 @@
 
 -- Every field reaping and settling may parse.
 local REAP_FIELDS = {'gen', 'cancelled', 'delivery', 'max_stalls', 'lane', 'queued', 'paused',
-  'kind', 'e', 'retries', 'running', 'started', 'stash', 'reruns'}
+  'kind', 'e', 'retries', 'running', 'started', 'stash', 'reruns', 'keep'}
 
 -- What reaping expired lease `token` needs, read only: {token, r, data (the RUNNING entry
 -- as stored), f (its job's checked fields; nil: gone)} or `bad` (what to record when it is
@@ -65,7 +65,7 @@ local function reap_one(now, x)
   record_run(now, r.job, f, r, 'lease_lost')
   local how = 'failed'
   local live = f and f.gen == r.gen and f.cancelled ~= '1'
-  local ended, recurring = nil, f and (f.kind == 'every' or f.kind == 'cron')
+  local ended = nil
   if live and f.delivery == 'at_most_once' then
     how, ended = 'abandoned', {'abandoned', ''}
     event(now, 'abandoned', r.job, r.sched, r.attempt, 'lease lost')
@@ -76,7 +76,7 @@ local function reap_one(now, x)
     dead_letter(now, r.job, r.sched, r.attempt, 'lease lost')
     ended = {'failed', 'lease lost'}
   end
-  if ended and TOLD.waiting() then TOLD.tell(now, r.job, r.sched, ended[1], ended[2], recurring) end
+  if ended then TOLD.ended(now, r.job, r.sched, ended[1], ended[2], f) end
   settle(now, r.job, how)
 end
 

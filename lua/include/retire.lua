@@ -1,6 +1,6 @@
 -- include/retire.lua: retire a finished or cancelled job: its state is recorded and its
--- hash and lists expire after a day (finished jobs stay inspectable that long), and it is
--- listed in done:<state> (`duetime ls --state`), trimmed to that day.
+-- hash and lists expire after a day, or its `keep` (its result_ttl: docs/results.md), and
+-- it is listed in done:<state> (`duetime ls --state`), trimmed to a day.
 -- The live count (include/events.lua) drops by one per job retired here.
 -- Provides: RETENTION_MS, RETENTION, list_done, retire, retire_success
 -- Key families: layout, events, stats, job:<job_id>, skips:<job_id>, dead:<job_id>, bf:<job_id>,
@@ -9,6 +9,7 @@
 --@include core
 --@include job
 --@include events
+--@include rules
 
 local RETENTION_MS = 86400000
 local RETENTION = '86400000'  -- PEXPIRE's argument as text: a Lua number is formatted per call
@@ -27,11 +28,13 @@ local function retire(job, outcome)
   local jk = jkey(job)
   local ended = redis.call('HSET', jk, 'state', outcome)  -- 1: it had no state, it was live
   redis.call('HDEL', jk, 'paused', 'stash')  -- paused while its last run ran: it ended
-  redis.call('PEXPIRE', jk, RETENTION)
-  redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION)
-  redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION)
-  redis.call('PEXPIRE', P .. 'bf:' .. job, RETENTION)
-  redis.call('PEXPIRE', P .. 'runs:' .. job, RETENTION)
+  local keep = redis.call('HGET', jk, 'keep')
+  if not RULE.keep(keep) then keep = RETENTION end
+  redis.call('PEXPIRE', jk, keep)
+  redis.call('PEXPIRE', P .. 'skips:' .. job, keep)
+  redis.call('PEXPIRE', P .. 'dead:' .. job, keep)
+  redis.call('PEXPIRE', P .. 'bf:' .. job, keep)
+  redis.call('PEXPIRE', P .. 'runs:' .. job, keep)
   -- The listing indexes are derived data, written with pcall: one of another type is
   -- skipped, never a reason to stop a retirement (a listing re-reads every job it names).
   local now = now_ms()
@@ -47,10 +50,11 @@ local function retire_success(now_s, jk, job, token, result, f)
   redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
     'last_result', result, 'last_error', '', 'last_token', token, 'last_run', now_s,
     'state', 'succeeded')
-  redis.call('PEXPIRE', jk, RETENTION)
+  local keep = RULE.keep(f.keep) and f.keep or RETENTION
+  redis.call('PEXPIRE', jk, keep)
   -- lists to expire: flagged (include/dead.lua), or an older version's dead letter
   if f.lists == '1' or (tonumber(f.failures) or 0) > 0 then
-    redis.call('PEXPIRE', P .. 'skips:' .. job, RETENTION)
-    redis.call('PEXPIRE', P .. 'dead:' .. job, RETENTION)
+    redis.call('PEXPIRE', P .. 'skips:' .. job, keep)
+    redis.call('PEXPIRE', P .. 'dead:' .. job, keep)
   end
 end

@@ -60,6 +60,12 @@ local function fill_rules()
   local function flag(v) return v == '' or v == '0' or v == '1' end
   RULE = {gen = nonneg, running = nonneg, k = nonneg, runs = nonneg, failures = nonneg,
     max_stalls = function(v) local n = int(v) return n ~= nil and n >= 1 end,
+    -- how long a job's results are kept after a run ends, ms (its definition's
+    -- result_ttl: docs/results.md), 1 s to 30 days; any `v` (retire.lua asks of absent ones)
+    keep = function(v)
+      if type(v) ~= 'string' or #v > 10 or not find(v, '^%d+$') then return false end
+      local n = tonumber(v) return n >= 1000 and n <= 2592000000
+    end,
     grace = function(v) local n = int(v) return n ~= nil and n >= -1 end,
     retries = integer, anchor = integer, next = integer, after = int_or_empty,
     since = int_or_empty, ready = int_or_empty, window = function(v) return v == '' or nonneg(v) end,
@@ -90,6 +96,7 @@ local function what_of(name)
     sk = '"<ms>|<ms>|<count>|<reasons>" or empty',
     stash = 'lines of "<ms> <due member>"', reruns = 'lines of "<ms> <due member>"', kind = 'after, at, every or cron',
     misfire = 'skip, run_once or catch_up', overlap = 'skip, allow or queue',
-    delivery = 'at_least_once or at_most_once', state = 'a final state or empty'})[name] or
+    delivery = 'at_least_once or at_most_once', state = 'a final state or empty',
+    keep = 'whole ms from 1000 to 2592000000'})[name] or
     '0, 1 or empty'
 end

@@ -73,6 +73,7 @@ def job_json(info: JobInfo) -> dict[str, Any]:
         "lane": info.lane,
         "priority": info.priority,
         "limit_key": info.limit_key,
+        "result_ttl": info.result_ttl,
         "state": info.state,
         "next_run": info.next_run,
         "next_run_iso": iso(info.next_run),
@@ -136,6 +137,13 @@ def flow_state_json(s: FlowState) -> dict[str, Any]:
 
 
 # ---- text for people (what the CLI prints) ------------------------------------------------
+
+
+def kept_for(info: JobInfo) -> str:
+    """How long its results are kept (docs/results.md)."""
+    if info.result_ttl is None:
+        return "1d after a run (a recurring job's: when waited for)"
+    return span(info.result_ttl) + " after each run"
 
 
 def state_text(info: JobInfo, waiting: str | None = None) -> str:

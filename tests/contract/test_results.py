@@ -195,3 +195,98 @@ def test_closing_the_client_ends_a_waiting_handle(redis_url, redis_ns):
     threading.Timer(0.3, client.close).start()
     with pytest.raises(ClientClosedError):
         h.result(timeout=10)
+
+
+# ---- how long results are kept: a job's result_ttl (docs/results.md) -------------------
+
+
+def test_a_recurring_job_with_a_result_ttl_keeps_every_runs_outcome(store, clock):
+    store.add(every("r", 10, result_ttl=3600.0))
+    clock.advance(10)
+    c = claim_one(store)
+    assert store.complete(c, {"run": 1}) is Commit.OK  # nobody waited
+    known, stop = store.watch("r", c.scheduled_ms, Told())
+    stop()
+    assert known is not None and (known.state, known.value) == ("succeeded", {"run": 1})
+    clock.advance(10)
+    c2 = claim_one(store)
+    store.fail(c2, "KeyError: 'x'", retry_in=None)
+    known, stop = store.watch("r", c2.scheduled_ms, Told())
+    stop()
+    assert known is not None and (known.state, known.error) == ("failed", "KeyError: 'x'")
+
+
+def test_a_late_handle_reads_a_kept_run_of_a_recurring_job(store, clock):
+    client = Client(store)
+    h = client.enqueue("tests.noop", every=10, result_ttl="1h", job_id="late")
+    clock.advance(10)
+    c = claim_one(store)
+    store.complete(c, ["ran", 1])  # no handle waited
+    assert h.at(c.scheduled).result(timeout=1) == ["ran", 1]
+    assert client.handle("late", invocation=f"late@{c.scheduled_ms}").result(timeout=1) == [
+        "ran",
+        1,
+    ]
+
+
+def test_without_a_result_ttl_an_unwatched_recurring_run_is_not_kept(store, clock):
+    store.add(every("r", 10))
+    clock.advance(10)
+    c = claim_one(store)
+    store.complete(c, 1)
+    known, stop = store.watch("r", c.scheduled_ms, Told())
+    stop()
+    assert known is None  # a later handle waits (docs/results.md: set a result_ttl)
+
+
+def test_a_one_off_is_kept_for_its_result_ttl_in_process(clock):
+    from scheduler.stores.memory import MemoryStore
+
+    store = MemoryStore(clock)
+    store.add(spec("a", After(0), result_ttl=60.0))
+    store.add(spec("b", After(0)))
+    for c in store.claim_due(ALL, 30.0, "owner-1").claims:
+        store.complete(c, c.job_id)
+    clock.advance(59)
+    assert store.get("a") is not None and store.get("a").result_ttl == 60.0
+    clock.advance(1)
+    assert store.get("a") is None  # past its result_ttl: gone, as a shared store's key
+    with pytest.raises(JobNotFoundError):
+        store.watch("a", None, Told())
+    assert store.get("b") is not None  # the default: a day
+    clock.advance(86400)
+    assert store.get("b") is None
+
+
+@pytest.mark.parametrize("recurring", [False, True])
+def test_a_shared_store_expires_results_after_the_result_ttl(
+    redis_url, redis_ns, clock, redis_client, recurring
+):
+    from scheduler.stores.redis import RedisStore
+
+    rs = RedisStore(redis_url, redis_ns, clock=clock)
+    try:
+        job = every("k", 10, result_ttl=90.5) if recurring else spec("k", result_ttl=90.5)
+        rs.add(job)
+        clock.advance(10 if recurring else 0)
+        c = claim_one(rs)
+        rs.complete(c, "done")
+        if recurring:
+            key = rs.keys.result(f"k@{c.scheduled_ms}")
+            assert 85_000 < redis_client.pttl(key) <= 90_500
+            assert redis_client.pttl(rs.keys.job("k")) == -1  # live: no expiry
+            rs.cancel("k")  # its end: retired, kept as long
+        else:
+            assert redis_client.pttl(rs.keys.job("k")) > 0
+        assert 85_000 < redis_client.pttl(rs.keys.job("k")) <= 90_500
+        assert rs.get("k").result_ttl == 90.5
+    finally:
+        rs.close()
+
+
+@pytest.mark.parametrize("bad", [0, 0.5, 31 * 86400, "soon", float("nan"), True])
+def test_a_result_ttl_out_of_range_is_refused_and_nothing_written(store, clock, bad):
+    client = Client(store)
+    with pytest.raises((ValueError, TypeError), match="result_ttl"):
+        client.enqueue("tests.noop", delay=0, result_ttl=bad, job_id="x")
+    assert store.get("x") is None

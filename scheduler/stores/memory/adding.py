@@ -16,6 +16,7 @@ from scheduler.flow import queue_of
 from scheduler.keyrules import KeyRules
 from scheduler.model import AddResult, JobSpec
 from scheduler.stores.memory import series
+from scheduler.stores.memory.outcomes import OutcomeBook
 from scheduler.stores.memory.records import JobRecord
 from scheduler.stores.memory.steering import MemorySteering
 
@@ -60,6 +61,9 @@ class MemoryAdding(MemorySteering):
             self._drop_pending_locked(old)
         if spec.recurring:
             job.since = first.scheduled
+            if spec.result_ttl is not None:  # every run's outcome kept (outcomes.py)
+                self._book = self._book or OutcomeBook()
+                self._book.keeping.add(spec.job_id)
         self._jobs[spec.job_id] = job
         self._history.pop(spec.job_id, None)
         self._push_locked(job, first)

@@ -1,6 +1,6 @@
 """MemoryStore's results: who waits for which job's outcome (a handle's ``result()``),
-the outcomes of recurring invocations kept for them, and the progress a running job
-reports.
+the outcomes of recurring invocations kept for them, how long finished jobs are kept, and
+the progress a running job reports.
 
 A mixin of ``MemoryStore`` (under its one lock). A handle registers a ``Watch`` and reads
 the stored outcome in one lock hold; the store tells the watches of a job from
@@ -24,8 +24,8 @@ from scheduler.model import Claim, Commit, Outcome, Progress
 from scheduler.stores.memory.records import JobRecord, Running
 from scheduler.stores.memory.views import MemoryViews
 
-KEPT_FOR = 86400.0  # seconds a recurring invocation's outcome is kept for its handles
-KEPT_MAX = 10_000  # and at most this many (the oldest go first)
+KEPT_FOR = 86400.0  # seconds results are kept by default (a job's result_ttl: its own)
+KEPT_MAX = 10_000  # recurring invocations' outcomes kept at most (the oldest go first)
 
 # the event kinds that end an invocation for good, and the outcome state each is
 ENDS = {"succeeded": "succeeded", "failed": "failed", "interrupted": "interrupted"}
@@ -38,9 +38,48 @@ class Watch:
     deliver: Callable[[Outcome], None]
 
 
+class FinishedJobs(OrderedDict[str, JobRecord]):
+    """Finished jobs, oldest first: the last ``limit``, each until its ``kept_until`` (its
+    ``result_ttl`` after it ended, else ``KEPT_FOR``: docs/results.md), as a shared store
+    expires a finished job's hash. One past it reads as absent (and is dropped)."""
+
+    def __init__(self, clock: Clock, limit: int) -> None:
+        super().__init__()
+        self._clock, self._limit = clock, limit
+
+    def keep(self, job: JobRecord) -> None:
+        job.kept_until = self._clock.now() + (job.spec.result_ttl or KEPT_FOR)
+        self[job.spec.job_id] = job
+        while len(self) > self._limit:
+            self.popitem(last=False)
+
+    def get(self, job_id: str, default: Any = None) -> Any:
+        job = super().get(job_id)
+        if job is None:
+            return default
+        if job.kept_until <= self._clock.now():
+            del self[job_id]
+            return default
+        return job
+
+    def __contains__(self, job_id: object) -> bool:
+        return self.get(job_id) is not None  # type: ignore[arg-type]
+
+    def pop(self, job_id: str, default: Any = None) -> Any:
+        job = self.get(job_id)
+        if job is not None:
+            del self[job_id]
+        return default if job is None else job
+
+    def values(self) -> list[JobRecord]:  # type: ignore[override]
+        now = self._clock.now()
+        return [j for j in super().values() if j.kept_until > now]
+
+
 @dataclass
 class OutcomeBook:
     watched: dict[str, list[Watch]] = field(default_factory=dict)
+    keeping: set[str] = field(default_factory=set)  # recurring jobs with a result_ttl
     # (job, scheduled ms) -> (outcome, kept until, store clock): waited-for recurring runs
     kept: OrderedDict[tuple[str, int], tuple[Outcome, float]] = field(default_factory=OrderedDict)
 
@@ -59,7 +98,7 @@ class MemoryOutcomes(MemoryViews):
     clock: Clock
     _lock: threading.Lock
     _jobs: dict[str, JobRecord]
-    _history: OrderedDict[str, JobRecord]
+    _history: FinishedJobs
     _running: dict[str, Running]
     _running_per_job: dict[str, int]
     _book: OutcomeBook | None = None  # created by the first watch
@@ -130,7 +169,8 @@ class MemoryOutcomes(MemoryViews):
             if state == "succeeded":
                 ended = Outcome(job_id, ms, state, decoded(job.last_result))
             if job.spec.recurring and ms is not None:
-                book.kept[(job_id, ms)] = (ended, self.clock.now() + KEPT_FOR)
+                ttl = job.spec.result_ttl or KEPT_FOR
+                book.kept[(job_id, ms)] = (ended, self.clock.now() + ttl)
                 while len(book.kept) > KEPT_MAX:
                     book.kept.popitem(last=False)
         watches = book.watched.get(job_id, [])

@@ -75,6 +75,7 @@ class JobRecord:
     queue: str = ""  # the queue it waits in (scheduler/flow.py queue_of; set at add)
     ended: str = ""  # how a run ended while another ran: the outcome if a hand-back ends last
     progress: Progress | None = None  # what a run last reported (stores/memory/outcomes.py)
+    kept_until: float = float("inf")  # finished: kept until then (store clock; outcomes.py)
 
     def due_in(self, now: float) -> float | None:
         """Seconds until the job's earliest pending invocation (None: nothing pending)."""
@@ -180,4 +181,5 @@ def job_info(job: JobRecord, running: Sequence[Running]) -> JobInfo:
         priority=job.spec.priority,
         limit_key=job.spec.limit_key,
         progress=job.progress,
+        result_ttl=job.spec.result_ttl,
     )

@@ -25,7 +25,6 @@ ENDED_FOR_GOOD = ("cancelled", "succeeded")  # retry refuses these ("not_failed"
 class MemorySteering(MemoryOutcomes):
     _heaps: dict[str, DueHeap]  # queue (scheduler/flow.py) -> its due heap
     _seq: itertools.count[int]
-    _history_limit: int
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:
@@ -255,11 +254,9 @@ class MemorySteering(MemoryOutcomes):
     ) -> None:
         self._events.append((now, kind, job_id, scheduled, attempt, detail, None))
         book = self._book  # a handle waits for this job: tell it (outcomes.py)
-        if book is not None and job_id in book.watched:
+        if book is not None and (job_id in book.watched or job_id in book.keeping):
             self._told_locked(book, kind, job_id, scheduled, detail)
 
     def _retire_locked(self, job: JobRecord) -> None:
         del self._jobs[job.spec.job_id]
-        self._history[job.spec.job_id] = job
-        while len(self._history) > self._history_limit:
-            self._history.popitem(last=False)
+        self._history.keep(job)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +28,7 @@ from scheduler.stores.base import TRACEBACK_MAX, WakeListener
 from scheduler.stores.memory import series
 from scheduler.stores.memory.adding import MemoryAdding
 from scheduler.stores.memory.flow import FlowBook
+from scheduler.stores.memory.outcomes import FinishedJobs
 from scheduler.stores.memory.records import JobRecord, Pending, Running, defers, rerun_due
 
 
@@ -67,8 +68,7 @@ class MemoryStore(MemoryAdding):
         self._generations = itertools.count(1)
         self._fence = 0
         self._last_id = 0
-        self._history: OrderedDict[str, JobRecord] = OrderedDict()  # finished jobs
-        self._history_limit = history
+        self._history = FinishedJobs(self.clock, history)  # finished jobs (outcomes.py)
         # the event log keeps plain tuples in ``Event``'s field order (cheaper to build on
         # every claim and success); ``events()`` returns them as ``Event``s
         self._events: deque[tuple[Any, ...]] = deque(maxlen=event_log)

@@ -106,6 +106,7 @@ def _plain(spec: JobSpec) -> bool:
         and spec.lane == "default"
         and spec.priority == 0
         and spec.limit_key is None
+        and spec.result_ttl is None
         and (spec.retry is _DEFAULTS.retry or spec.retry == _DEFAULTS.retry)
         and spec.trace is None
     )
@@ -127,6 +128,7 @@ def encode_slow(spec: JobSpec) -> str:
         ("d", "delivery"),
         ("p", "priority"),
         ("k", "limit_key"),
+        ("rt", "result_ttl"),  # seconds; put.lua keeps it as the job field `keep` (ms)
     ):
         value = getattr(spec, name)
         if value != getattr(_DEFAULTS, name):
@@ -219,6 +221,7 @@ _OPTIONS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("d", "delivery", Delivery),
     ("p", "priority", validation.priority),
     ("k", "limit_key", validation.limit_key),
+    ("rt", "result_ttl", validation.result_ttl),
 )
 
 

@@ -144,6 +144,7 @@ def _job_info(
         priority=spec.priority if spec else 0,
         limit_key=spec.limit_key if spec else None,
         progress=progress_of(h.get("progress")),
+        result_ttl=spec.result_ttl if spec else None,
     )
 
 
