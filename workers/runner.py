@@ -142,7 +142,9 @@ class Runner:
     def run(self, work: Work) -> None:
         claim = work.claim
         failpoints.hit("after_claim")
-        if not self._may_start(work):
+        if (claim.start_within is not None or claim.lease_until is not None) and not (
+            self._may_start(work)
+        ):
             return
         try:
             fn = self._resolve(claim.spec.target)
