@@ -100,7 +100,7 @@ class Scheduler(Client):
             self._lease = validation.interval(self._lease, "lease")
         sizes, process = validation.lanes(num_workers, lanes)  # process: Lane of each such lane
         timeouts = validation.lane_timeouts(lane_timeouts or {}, sizes)
-        self._processes = processes.build(process, self.owner, tasks.resolve)
+        self._processes = processes.build(process, self.owner, tasks.resolve, self._tracing)
         self._closed = False
         self._close_lock = threading.Lock()
         self._timers = Timers(self.clock)

@@ -6,7 +6,10 @@ messages over its pipe, each one JSON
 (never pickled): a job (task name, JSON arguments, the invocation's job id, scheduled
 time, attempt, fence and lane) in; the job's log records while it runs, then its JSON
 result or its error (type, message, traceback text) and the process's resident memory,
-out. ``current_invocation()`` works in the job (sync or ``async def``).
+out. ``current_invocation()`` works in the job (sync or ``async def``). A job sent with its
+invocation span's W3C context (tracing on) runs with that context current, if the
+OpenTelemetry API is installed here: the spans it creates are the invocation's children
+(this process's SDK, if any, exports them: docs/tracing.md).
 
 Stopping: SIGTERM (a timeout, an interrupt, a lost lease) cancels the invocation's token
 (``cancelled()`` turns true, ``cancel_reason`` says why) and raises ``WorkerStopped``
@@ -34,7 +37,7 @@ from typing import Any
 
 from scheduler import validation
 from scheduler.model import Target, TaskRef
-from workers import coroutines, failures
+from workers import coroutines, failures, traced
 from workers.context import CURRENT, CancelToken, InvocationContext
 
 PARENT_GONE = 70  # the exit code of a child whose replica died (EX_SOFTWARE)
@@ -103,6 +106,8 @@ class _Child:
         )  # fmt: skip
         cv = CURRENT.set(ctx)
         self._token = token
+        # the invocation's span (tracing on, a span recording): the job's spans its children
+        traced_as = traced.attach(job["trace"], job["job_id"]) if "trace" in job else None
         try:
             module = job.get("module")
             if module and module not in sys.modules:  # a task registered after this started
@@ -122,6 +127,8 @@ class _Child:
             kind, _, message = text.partition(": ")
             return _error(kind, message, failures.trace(exc), rss())
         finally:
+            if traced_as is not None:
+                traced.detach(traced_as)
             self._token = None
             CURRENT.reset(cv)
 

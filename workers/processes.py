@@ -65,9 +65,11 @@ class ProcessLanes:
         lanes: Mapping[str, Lane],
         resolve: Callable[[Target], Any],
         owner: str = "",
+        tracing: bool = False,
     ) -> None:
         """``resolve``: the task registry's (a module-level function: each child imports
-        it and resolves by name)."""
+        it and resolves by name). ``tracing``: the engine traces its invocations (each
+        job's span context goes to its child: docs/tracing.md)."""
         self._resolve = resolve
         mp = start_context()
         self._lock = threading.Lock()
@@ -75,7 +77,7 @@ class ProcessLanes:
         self._free: dict[str, list[Slot]] = {}
         self._slots: list[Slot] = []
         for lane, spec in lanes.items():
-            slots = [Slot(mp, lane, spec, resolve, owner) for _ in range(spec.workers)]
+            slots = [Slot(mp, lane, spec, resolve, owner, tracing) for _ in range(spec.workers)]
             self._free[lane] = list(slots)
             self._slots += slots
         for slot in self._slots:
@@ -148,10 +150,13 @@ class ProcessLanes:
 
 
 def build(
-    lanes: Mapping[str, Lane], owner: str, resolve: Callable[[Target], Any]
+    lanes: Mapping[str, Lane],
+    owner: str,
+    resolve: Callable[[Target], Any],
+    tracing: bool = False,
 ) -> ProcessLanes | None:
     """The process lanes of an engine, started; None if it has none."""
-    return ProcessLanes(lanes, resolve, owner) if lanes else None
+    return ProcessLanes(lanes, resolve, owner, tracing) if lanes else None
 
 
 def resolver(procs: ProcessLanes | None, resolve: Callable[[Target], Any]) -> Any:

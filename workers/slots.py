@@ -2,7 +2,8 @@
 thread at a time: started with spawn, told each job over its pipe as JSON, watched until
 it replies, dies, or the invocation's token is cancelled (a timeout, an interrupt, a lost
 lease): then SIGTERM, SIGKILL after the lane's ``kill_grace``, and a fresh process.
-Recycled between jobs after ``max_jobs`` jobs or past ``max_memory_mb``."""
+Recycled between jobs after ``max_jobs`` jobs or past ``max_memory_mb``. With tracing on,
+a job carries its invocation span's W3C context to the child (docs/tracing.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any
 from scheduler.errors import InvocationCancelled, ProcessJobError, WorkerProcessError
 from scheduler.lane import Lane
 from scheduler.model import Target, TaskRef
-from workers import child
+from workers import child, traced
 from workers.context import CURRENT, INTERRUPTED, InvocationContext, log_fields
 
 log = logging.getLogger("duetime.workers")
@@ -46,8 +47,12 @@ class Slot:
         spec: Lane,
         resolve: Callable[[Target], Any],
         owner: str,
+        tracing: bool = False,
     ) -> None:
+        """``tracing``: the engine traces (each job carries its invocation span's context,
+        if one records: docs/tracing.md)."""
         self.lane = lane
+        self._tracing = tracing
         self._mp, self._spec, self._resolve = mp, spec, resolve
         # the task modules this slot's jobs needed: a replacement child imports them as it
         # starts, before its next job (a fresh lane's first child imports on need)
@@ -133,6 +138,10 @@ class Slot:
         token = ctx.token
         token.on_cancel(self._wake)
         job = {"task": target.name, "args": target.args_json, "module": module, **_fields(ctx)}
+        if self._tracing:  # the invocation's span, for the job's own spans in the child
+            headers = traced.carrier()
+            if headers is not None:
+                job["trace"] = headers
         try:
             self._conn.send_bytes(json.dumps({"run": job}).encode())
         except OSError:

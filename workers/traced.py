@@ -1,15 +1,21 @@
 """What the runner asks of a tracer (``Scheduler(tracing=True)``; scheduler/spans.py is the
-OpenTelemetry one), and how an invocation's end is named for it.
+OpenTelemetry one), and how an invocation's end is named for it; and a process lane's
+invocation span carried to its worker process (``carrier``, then ``attach``/``detach``
+there), so the job's own spans are its children as in a thread lane (docs/tracing.md,
+docs/lanes.md).
 
 The runner holds no tracer when tracing is off: every hook below is behind one ``is None``
-test, so an engine without tracing pays nothing else (docs/tracing.md, the cost).
+test, so an engine without tracing pays nothing else (docs/tracing.md, the cost); a
+process lane's slot asks for a ``carrier`` only when its engine traces, and a worker
+process imports ``opentelemetry`` only for a job that carries one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from scheduler.errors import InvocationCancelled, InvocationTimeout
 from scheduler.model import Claim, Commit
@@ -94,3 +100,64 @@ class OpenSpans(dict[str, InvocationSpan]):
                 span.end(None if results is None else results[i])
             except Exception as exc:  # never the commit's or the flusher's problem
                 log.warning("tracing: the span of job %s did not end (%s)", claim.job_id, exc)
+
+
+# ---- a process lane's invocation span, carried to its worker process -------------------
+
+
+@functools.cache
+def _propagator() -> Any:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
+
+
+def carrier() -> dict[str, str] | None:
+    """The W3C headers (``traceparent``, ``tracestate``) of the span current on this
+    thread, if it records: a process lane's invocation span, which the runner made
+    current before it called the slot. None with no recording span (no SDK, the sampler
+    dropped the run), or if the API fails (the job runs, its spans are not children)."""
+    try:
+        from opentelemetry import trace
+
+        if not trace.get_current_span().is_recording():
+            return None
+        headers: dict[str, str] = {}
+        _propagator().inject(headers)
+    except Exception as exc:  # tracing never stops a job
+        log.debug("tracing: the invocation's context not sent to its worker process (%s)", exc)
+        return None
+    return headers or None
+
+
+def attach(headers: object, job_id: str) -> object | None:
+    """In a worker process: make the invocation's context (``carrier``'s headers) current,
+    so the spans the job creates are its children; the token for ``detach``, or None
+    (with a DEBUG line) if the OpenTelemetry API is not installed here or ``headers`` is
+    no valid W3C context: the job runs anyway, its spans not parented."""
+    try:
+        from opentelemetry import context, trace
+    except ImportError:
+        msg = "job %s: no OpenTelemetry API in its worker process (its spans are not its run's)"
+        log.debug(msg, job_id)
+        return None
+    try:
+        if not isinstance(headers, dict):
+            raise TypeError(f"{type(headers).__name__}, not headers")
+        ctx = _propagator().extract(headers)
+        if not trace.get_current_span(ctx).get_span_context().is_valid:
+            raise ValueError("not valid W3C")
+        return context.attach(ctx)
+    except Exception as exc:  # the propagator is lenient; a malformed value may not be
+        log.debug("job %s: trace context %r ignored (%s)", job_id, headers, exc)
+        return None
+
+
+def detach(token: object) -> None:
+    """In a worker process: the job returned; its invocation's context is current no more."""
+    from opentelemetry import context
+
+    try:
+        context.detach(token)  # type: ignore[arg-type]
+    except Exception as exc:  # the API logs its own failure; never the job's outcome
+        log.debug("tracing: the invocation's context not detached (%s)", exc)
