@@ -167,7 +167,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         ("lane", info.lane),
         ("priority", info.priority),
         ("limit key", info.limit_key or "-"),
-        ("results kept", render.kept_for(info)),
+        ("results kept", render.kept_for(info.result_ttl)),
         ("state", render.state_text(info) if waiting is None else f"waiting: {waiting}"),
         ("next run", render.when(info.next_run, now)),
         *held_by,

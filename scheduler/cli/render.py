@@ -139,11 +139,11 @@ def flow_state_json(s: FlowState) -> dict[str, Any]:
 # ---- text for people (what the CLI prints) ------------------------------------------------
 
 
-def kept_for(info: JobInfo) -> str:
-    """How long its results are kept (docs/results.md)."""
-    if info.result_ttl is None:
+def kept_for(result_ttl: float | None) -> str:
+    """How long a job's results are kept, given its ``result_ttl`` (docs/results.md)."""
+    if result_ttl is None:
         return "1d after a run (a recurring job's: when waited for)"
-    return span(info.result_ttl) + " after each run"
+    return span(result_ttl) + " after each run"
 
 
 def state_text(info: JobInfo, waiting: str | None = None) -> str:

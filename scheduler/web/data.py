@@ -190,6 +190,7 @@ def _definition(spec: Any) -> dict[str, Any]:
         "catch_up_window": spec.catch_up_window,
         "overlap": spec.overlap.value,
         "delivery": spec.delivery.value,
+        "results_kept": render.kept_for(spec.result_ttl),
         "trace_id": None if spec.trace is None else spec.trace.trace_id,
     }
 
