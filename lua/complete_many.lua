@@ -57,7 +57,7 @@ end
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
 -- again). The common case (a one-off job's only invocation) is retired with one HSET and
 -- listed in done:succeeded with the call's others.
-local now_s, retired = fmt(now), {}
+local now_s, retired, told = fmt(now), {}, TOLD.waiting()
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
@@ -74,7 +74,7 @@ local function succeed(job, token, result, r, f)
     record_run(now, job, f, r, 'succeeded')
     settle(now, job, 'succeeded')
   end
-  TOLD.ended(now, job, r.sched, 'succeeded', result, f)
+  if told or f.keep then TOLD.ended(now, job, r.sched, 'succeeded', result, f) end
   event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil,
     r.sched_text .. '|' .. r.attempt_text .. '||' .. job)  -- the entry's digits, as stored
 end
