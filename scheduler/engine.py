@@ -29,7 +29,6 @@ from scheduler.stores.base import (
     BatchAcks,
     HasClock,
     Interrupts,
-    Resyncing,
     Retiring,
     ServerChecks,
     ServesTasks,
@@ -101,48 +100,47 @@ class Scheduler(Client):
         sizes, process = validation.lanes(num_workers, lanes)  # process: Lane of each such lane
         timeouts = validation.lane_timeouts(lane_timeouts or {}, sizes)
         self._processes = processes.build(process, self.owner, tasks.resolve, self._tracing)
-        self._closed = False
-        self._close_lock = threading.Lock()
-        self._timers = Timers(self.clock)
-        self.metrics = metrics or Metrics()
-        acks = self._acks = self._build_runner(timeouts, rng)
-        self._dispatcher = Dispatcher(
-            self.store,
-            self.clock,
-            capacity=lambda: self._lanes.capacity(),
-            submit=self._submit,
-            lease=self._lease,
-            owner=self.owner,
-            resync=resync
-            if resync is not None
-            else (self.store.resync if isinstance(self.store, Resyncing) else None),
-            rng=rng,
-            metrics=self.metrics,
-            acks=acks,  # successes ride with claims, if the store takes them (AcksWithClaims)
-        )
-        wiring = processes.lane_options(self._processes, self._runner.run)  # on_exit, runs
-        if acks is None:  # a store without batches: a free worker refills itself
-            self._lanes: Lanes[Work] = Lanes(
-                sizes,
-                self._runner.run,
-                self._dispatcher.poke_capacity,
-                self._refill,
-                **wiring,
+        with processes.closed_on_error(self._processes):  # none left behind
+            self._closed = False
+            self._close_lock = threading.Lock()
+            self._timers = Timers(self.clock)
+            self.metrics = metrics or Metrics()
+            acks = self._acks = self._build_runner(timeouts, rng)
+            self._dispatcher = Dispatcher(
+                self.store,
+                self.clock,
+                capacity=lambda: self._lanes.capacity(),
+                submit=self._submit,
+                lease=self._lease,
+                owner=self.owner,
+                resync=resync if resync is not None else getattr(self.store, "resync", None),
+                rng=rng,
+                metrics=self.metrics,
+                acks=acks,  # successes ride with claims, if the store takes them (AcksWithClaims)
             )
-        else:  # batched: the dispatcher claims whole batches (look-ahead)
-            self._lanes = Lanes(
-                sizes,
-                self._runner.run,
-                self._dispatcher.poke_capacity,
-                lookahead=validation.delay(lookahead, "lookahead"),
-                on_idle=self._idle_rides if self._dispatcher.rides else acks.flush,
-                # in process a flush is cheap: a worker about to sleep leaves nothing unrecorded
-                on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
-                **wiring,  # a worker thread's event loop and process, if any, end with it
-            )
-        self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
-        self._poke_on_add = not isinstance(self.store, MemoryStore)
-        self._dispatcher.start()
+            wiring = processes.lane_options(self._processes, self._runner.run)  # on_exit, runs
+            if acks is None:  # a store without batches: a free worker refills itself
+                self._lanes: Lanes[Work] = Lanes(
+                    sizes,
+                    self._runner.run,
+                    self._dispatcher.poke_capacity,
+                    self._refill,
+                    **wiring,
+                )
+            else:  # batched: the dispatcher claims whole batches (look-ahead)
+                self._lanes = Lanes(
+                    sizes,
+                    self._runner.run,
+                    self._dispatcher.poke_capacity,
+                    lookahead=validation.delay(lookahead, "lookahead"),
+                    on_idle=self._idle_rides if self._dispatcher.rides else acks.flush,
+                    # in process a flush is cheap: a worker about to sleep leaves nothing unrecorded
+                    on_drained=acks.flush if isinstance(self.store, MemoryStore) else None,
+                    **wiring,  # a worker thread's event loop and process, if any, end with it
+                )
+            self._unsubscribe = self.store.subscribe(self._dispatcher.poke_if_earlier)
+            self._poke_on_add = not isinstance(self.store, MemoryStore)
+            self._dispatcher.start()
 
     def _build_runner(
         self, timeouts: Mapping[str, float], rng: random.Random | None

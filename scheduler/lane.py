@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,11 @@ class Lane:
     max_memory_mb: float | None = None
     kill_grace: float = 5.0
 
+    #: the most workers one lane may start: threads, or (each a Python process of ~40 MB,
+    #: started with the scheduler) worker processes
+    MAX_THREADS: ClassVar[int] = 4096
+    MAX_PROCESSES: ClassVar[int] = 256
+
     def __post_init__(self) -> None:
         for name in ("workers", "max_jobs"):
             v = getattr(self, name)
@@ -32,6 +37,13 @@ class Lane:
                 raise ValueError(f"Lane.{name} must be an int >= 1, got {v!r}")
         if self.isolation not in ("thread", "process"):
             raise ValueError(f"Lane.isolation is 'thread' or 'process', got {self.isolation!r}")
+        most = self.MAX_PROCESSES if self.isolation == "process" else self.MAX_THREADS
+        if self.workers > most:
+            raise ValueError(
+                f"Lane.workers: {self.workers} is more than the {most} worker "
+                f"{'processes' if self.isolation == 'process' else 'threads'} one lane may "
+                "start; use fewer, or spread the work over lanes or replicas"
+            )
         for name, low in (("max_memory_mb", 1.0), ("kill_grace", 0.0)):
             v = getattr(self, name)
             if v is None and name == "max_memory_mb":

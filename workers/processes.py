@@ -15,12 +15,13 @@ and after each stop, death or recycling.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import multiprocessing
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from scheduler.lane import Lane
@@ -157,6 +158,18 @@ def build(
 ) -> ProcessLanes | None:
     """The process lanes of an engine, started; None if it has none."""
     return ProcessLanes(lanes, resolve, owner, tracing) if lanes else None
+
+
+@contextlib.contextmanager
+def closed_on_error(procs: ProcessLanes | None) -> Iterator[None]:
+    """The rest of an engine's start: if it raises (bad input checked after the lanes
+    started, a store that does not answer), the worker processes go with it."""
+    try:
+        yield
+    except BaseException:
+        if procs is not None:
+            procs.close()
+        raise
 
 
 def resolver(procs: ProcessLanes | None, resolve: Callable[[Target], Any]) -> Any:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from scheduler.cli import lane_flags
 from scheduler.cli.app import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
@@ -210,7 +211,7 @@ def run(
     _check_where(redis_url, embedded, data_dir)
     log.setup(log_level, log_format)
     import_tasks(imports, paths, allow_none=allow_no_tasks)
-    sizes = dict(_lane(spec) for spec in lanes)
+    sizes = lane_flags.parse(lanes)
     requests = _StopRequests.installed()
     from scheduler.engine import Scheduler
     from scheduler.recorder import Recorder
@@ -230,7 +231,7 @@ def run(
         )
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
-        served = {"default": workers, **{k: _size(v) for k, v in sizes.items()}}  # as the engine
+        served = lane_flags.served(workers, sizes)
         recorder = Recorder(
             signals, store, owner, workers=sum(served.values()), lanes=served, resync=resync
         )
@@ -245,7 +246,7 @@ def run(
         sys.setswitchinterval(switch_interval / 1000)
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
-        _announce(owner, namespace, store, _shown(served, sizes), endpoint)
+        _announce(owner, namespace, store, lane_flags.shown(served, sizes), endpoint)
         while not requests.stop.wait(summary_every or None):
             signals.log_summary()
         signals.stopping()
@@ -440,56 +441,3 @@ def _serve(
             "--metrics-port or --metrics-host, or stop what holds it",
             EXIT_USAGE,
         )
-
-
-def _lane(text: str) -> tuple[str, Any]:
-    """``NAME=SIZE`` (threads) or ``NAME=SIZE:process[,OPTION=VALUE...]`` (a ``Lane``)."""
-    name, _, rest = text.partition("=")
-    size, colon, kind = rest.partition(":")
-    if not name or not size.isdigit() or int(size) < 1:
-        raise click.BadParameter(
-            f"expected NAME=SIZE or NAME=SIZE:process with SIZE >= 1, got {text!r}",
-            param_hint="'--lane'",
-        )
-    if not colon:
-        return name, int(size)
-    isolation, *options = kind.split(",")
-    if isolation not in ("process", "thread"):
-        raise click.BadParameter(
-            f"lane {name!r}: expected ':process' after the size, got {':' + kind!r}",
-            param_hint="'--lane'",
-        )
-    from scheduler.lane import Lane
-
-    given: dict[str, Any] = {}
-    for option in options:
-        key, _, value = option.partition("=")
-        if key not in _LANE_OPTIONS or not value:
-            raise click.BadParameter(
-                f"lane {name!r}: unknown option {option!r}; a process lane takes "
-                f"{', '.join(f'{k}=N' for k in _LANE_OPTIONS)}",
-                param_hint="'--lane'",
-            )
-        try:
-            given[key] = _LANE_OPTIONS[key](value)
-        except ValueError:
-            raise click.BadParameter(
-                f"lane {name!r}: {key} must be a number, got {value!r}", param_hint="'--lane'"
-            ) from None
-    try:
-        return name, Lane(int(size), "process" if isolation == "process" else "thread", **given)
-    except ValueError as exc:
-        raise click.BadParameter(f"lane {name!r}: {exc}", param_hint="'--lane'") from None
-
-
-_LANE_OPTIONS: dict[str, Any] = {"max_jobs": int, "max_memory_mb": float, "kill_grace": float}
-
-
-def _shown(served: dict[str, int], sizes: dict[str, Any]) -> dict[str, Any]:
-    """The lanes as the start line shows them: a process lane as ``"2:process"``."""
-    lanes = {k: f"{v.workers}:{v.isolation}" for k, v in sizes.items() if not isinstance(v, int)}
-    return {**served, **lanes}
-
-
-def _size(lane: Any) -> int:
-    return lane if isinstance(lane, int) else int(lane.workers)

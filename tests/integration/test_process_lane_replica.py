@@ -114,11 +114,17 @@ def test_hung_jobs_over_three_replicas_are_each_stopped_and_retried_once_none_lo
         ("p=2:process,max_jobs=x", "max_jobs must be a number"),
         ("p=2:process,recycle=3", "unknown option 'recycle=3'"),
         ("p=2:process,kill_grace=-1", "Lane.kill_grace must be"),
+        ("p=5000:process", "5000 is more than the 256 worker processes one lane may start"),
+        ("p=2:process,max_jobs=5,max_jobs=6", "lane 'p': max_jobs is given twice"),
+        ("p=2 --lane p=3:process", "lane 'p' is given twice"),
+        ("default=1", "the default lane's size is --workers"),
     ],
 )
 def test_a_bad_process_lane_is_one_line(lane, says, redis_url, redis_ns):
     argv = ["run", "--redis", redis_url, "--namespace", redis_ns]
-    argv += ["--import", "tests.unit.process_jobs", "--lane", lane]
+    argv += ["--import", "tests.unit.process_jobs"]
+    for one in lane.split(" --lane "):
+        argv += ["--lane", one]
     out = CliRunner().invoke(main, argv)
     assert out.exit_code == 2, out.output
     assert says in out.output

@@ -19,6 +19,7 @@ from scheduler.engine import Scheduler
 from scheduler.stores.memory import MemoryStore
 from tests.helpers import WAIT
 from tests.unit import process_jobs  # registers the proc.* tasks
+from workers import processes
 
 RETRY = RetryPolicy(max_attempts=2, backoff=1.0, jitter=0.0)
 
@@ -283,6 +284,28 @@ def test_lane_checks_its_fields():
         Lane(2, "process", kill_grace=-1)
     with pytest.raises(ValueError, match="max_memory_mb must be"):
         Lane(2, "process", max_memory_mb=0)
+    with pytest.raises(ValueError, match="257 is more than the 256 worker processes one lane"):
+        Lane(257, "process")  # refused before any starts (each is a Python process)
+    with pytest.raises(ValueError, match="4097 is more than the 4096 worker threads"):
+        Lane(4097)
+    assert Lane(256, "process").workers == 256
+
+
+def test_an_engine_that_fails_to_start_leaves_no_worker_process(monkeypatch):
+    """Bad input checked after the lanes started (``lookahead``), or any failure of the
+    rest of the start: the worker processes are stopped before the error leaves."""
+    started: list = []
+    real = processes.ProcessLanes.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(processes.ProcessLanes, "__init__", spy)
+    with pytest.raises(ValueError, match="lookahead"):
+        Scheduler(1, lanes={"p": Lane(1, "process")}, lookahead=-1)
+    assert len(started) == 1
+    assert started[0].pids() == {"p": []}  # its one child stopped
 
 
 def test_a_platform_without_spawn_says_so_at_start(monkeypatch):
