@@ -290,3 +290,32 @@ def test_a_result_ttl_out_of_range_is_refused_and_nothing_written(store, clock, 
     with pytest.raises((ValueError, TypeError), match="result_ttl"):
         client.enqueue("tests.noop", delay=0, result_ttl=bad, job_id="x")
     assert store.get("x") is None
+
+
+def test_a_handle_told_or_reading_a_stored_end_leaves_no_registration(
+    redis_url, redis_ns, clock, redis_client
+):
+    """``waits`` holds only handles still waiting: a commit that tells one removes its
+    member, and so does a handle that reads an end already stored; a recurring job's
+    later runs nobody waits for are then not kept."""
+    from scheduler.stores.redis import RedisStore
+
+    rs = RedisStore(redis_url, redis_ns, clock=clock)
+    client = Client(rs)
+    try:
+        h = client.enqueue("tests.noop", every=10, job_id="r")
+        clock.advance(10)
+        threading.Timer(0.1, lambda: rs.complete(claim_one(rs), 1)).start()
+        assert h.result(timeout=5) == 1  # told: the next end
+        assert redis_client.zcard(rs.keys.waits) == 0
+        clock.advance(10)
+        c = claim_one(rs)
+        rs.complete(c, 2)  # nobody waits any more: not kept
+        assert redis_client.exists(rs.keys.result(f"r@{c.scheduled_ms}")) == 0
+        client.enqueue("tests.noop", job_id="o")
+        rs.complete(claim_one(rs), 3)
+        assert client.handle("o").result(timeout=1) == 3  # read: it ended before
+        assert redis_client.zcard(rs.keys.waits) == 0
+    finally:
+        client.close()
+        rs.close()

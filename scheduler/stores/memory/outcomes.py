@@ -168,13 +168,15 @@ class MemoryOutcomes(MemoryViews):
             ended = Outcome.ended(job_id, ms, state, detail)
             if state == "succeeded":
                 ended = Outcome(job_id, ms, state, decoded(job.last_result))
-            if job.spec.recurring and ms is not None:
-                ttl = job.spec.result_ttl or KEPT_FOR
-                book.kept[(job_id, ms)] = (ended, self.clock.now() + ttl)
-                while len(book.kept) > KEPT_MAX:
-                    book.kept.popitem(last=False)
         watches = book.watched.get(job_id, [])
         told = [w for w in watches if _matches(w, ended)]
+        # a recurring run's outcome: kept if it has a result_ttl, or a handle waited for it
+        ms = ended.scheduled_ms
+        if job.spec.recurring and ms is not None and (told or job.spec.result_ttl is not None):
+            ttl = job.spec.result_ttl or KEPT_FOR
+            book.kept[(job_id, ms)] = (ended, self.clock.now() + ttl)
+            while len(book.kept) > KEPT_MAX:
+                book.kept.popitem(last=False)
         for w in told:
             watches.remove(w)
             w.deliver(ended)

@@ -76,18 +76,26 @@ def stored(job_id: str, ms: int | None, fields: list[Any], kept: str | None) -> 
 
 
 def register(keys: Keys, job_id: str, ms: int | None, hold: float) -> Op[Outcome | None]:
-    """Wait for ``job_id`` for ``hold`` seconds (``waits``), then read its outcome."""
+    """Wait for ``job_id``'s invocation ``ms`` (None: its one, or a recurring job's next
+    end) for ``hold`` seconds, then read its outcome. The ``waits`` member is the job, or
+    ``<job>@<ms>`` for a named invocation: a commit that tells its waiters removes it
+    (told.lua), and so does a read that finds the outcome already stored (nothing would)."""
     now = yield Now(keys.shard)
-    kept = keys.result(f"{job_id}@{ms}")
+    member = job_id if ms is None else f"{job_id}@{ms}"
     calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = (
         ("zremrangebyscore", (keys.waits, "-inf", now - 1), {}),  # handles that gave up
-        ("zadd", (keys.waits, {job_id: now + round(hold * 1000)}), {"gt": True}),
+        ("zadd", (keys.waits, {member: now + round(hold * 1000)}), {"gt": True}),
         ("hmget", (keys.job(job_id), *JOB_FIELDS), {}),
     )
     if ms is not None:
-        calls += (("get", (kept,), {}),)
+        calls += (("get", (keys.result(member),), {}),)
     replies = yield Calls(keys.shard, calls)
-    return stored(job_id, ms, replies[2], replies[3] if ms is not None else None)
+    fields, kept = replies[2], replies[3] if ms is not None else None
+    found = None if fields[0] is None else stored(job_id, ms, fields, kept)
+    if fields[0] is not None and found is None:
+        return None  # it waits: a commit tells it
+    yield Calls(keys.shard, (("zrem", (keys.waits, member), {}),))
+    return found if found is not None else stored(job_id, ms, fields, kept)  # or not found
 
 
 @dataclass(eq=False)
