@@ -182,7 +182,9 @@ class JobFailed(DuetimeError, RuntimeError):
     (failed by its timeout), ``interrupted`` (an operator's ``cancel(interrupt=True)``),
     ``abandoned`` (its lease lost, at-most-once delivery), ``cancelled`` (the job was
     cancelled before the invocation ran) or ``deleted``; ``error_type`` and ``message``
-    are the job's exception's class name and text ("" when there was none)."""
+    are the job's exception's class name and text ("" when there was none);
+    ``invocation`` is its id ``"<job>@<ms>"``, or "" when the outcome was read from a
+    finished one-off's record (which keeps no instant)."""
 
     def __init__(
         self,
@@ -195,7 +197,8 @@ class JobFailed(DuetimeError, RuntimeError):
         self.job_id, self.invocation, self.state = job_id, invocation, state
         self.error_type, self.message = error_type, message
         what = f": {error_type}: {message}" if error_type else (f": {message}" if message else "")
-        super().__init__(f"job {job_id!r} invocation {invocation} {state}{what}")
+        named = f" invocation {invocation}" if invocation else ""
+        super().__init__(f"job {job_id!r}{named} {state}{what}")
 
 
 class ResultTimeoutError(DuetimeError, TimeoutError):

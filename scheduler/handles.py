@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from scheduler.errors import ClientClosedError, JobFailed, JobNotFoundError, ResultTimeoutError
 from scheduler.model import JobInfo, Outcome
+from scheduler.validation import MAX_EPOCH
 
 HOLD = 3600.0  # seconds a registration lasts; a longer wait registers (and reads) again
 GRACE = 5.0  # seconds a shared store keeps a registration past the wait's own end
@@ -47,7 +48,7 @@ def scheduled_ms(invocation: float | int | str | None, job_id: str) -> int | Non
         return None
     if isinstance(invocation, str):
         job, _, ms = invocation.rpartition("@")
-        if job != job_id or not ms.isdigit():
+        if job != job_id or not ms.isdigit() or int(ms) > MAX_EPOCH * 1000:
             raise ValueError(
                 f"invocation {invocation!r} is not an invocation id of job {job_id!r} "
                 f"('{job_id}@<scheduled ms>')"
@@ -55,6 +56,16 @@ def scheduled_ms(invocation: float | int | str | None, job_id: str) -> int | Non
         return int(ms)
     if isinstance(invocation, bool) or not isinstance(invocation, int | float):
         raise TypeError(f"invocation must be seconds or an invocation id, got {invocation!r}")
+    if not 0 <= invocation <= MAX_EPOCH:  # NaN too
+        hint = (
+            " (that looks like milliseconds: give seconds, or the id '<job>@<ms>')"
+            if 0 <= invocation / 1000 <= MAX_EPOCH
+            else ""
+        )
+        raise ValueError(
+            f"invocation must be a scheduled instant in epoch seconds from 0 to "
+            f"{MAX_EPOCH:.0f} (the year 9999), got {invocation!r}{hint}"
+        )
     return round(invocation * 1000)
 
 
@@ -65,7 +76,7 @@ def value_of(outcome: Outcome, job_id: str, ms: int | None) -> Any:
     if outcome.state == "closed":  # stores/redis/results.py CLOSED
         raise ClientClosedError("Client")
     at = outcome.scheduled_ms if outcome.scheduled_ms is not None else ms
-    invocation = f"{job_id}@{at}" if at is not None else f"{job_id} (its run)"
+    invocation = f"{job_id}@{at}" if at is not None else ""  # "": a one-off's record
     m = _TYPE.match(outcome.error)
     kind, message = (m.group(1), outcome.error[m.end() :]) if m else ("", outcome.error)
     raise JobFailed(job_id, invocation, outcome.state, kind, message)
@@ -95,7 +106,7 @@ class _Handle(str):
         return (str, (str(self),))  # pickled, copied: the plain id
 
     def __repr__(self) -> str:
-        at = "" if self._ms is None else f", invocation={self._ms / 1000:g}"
+        at = "" if self._ms is None else f", invocation='{self}@{self._ms}'"
         return f"{type(self).__name__}({str(self)!r}{at})"
 
     @property

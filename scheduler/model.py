@@ -463,7 +463,8 @@ class Quarantined:
 
 
 RETRY_REFUSALS = {
-    "unknown": "there is no such job (finished jobs are kept for a day)",
+    "unknown": "there is no such job (finished jobs are kept for their result_ttl, a day "
+    "by default)",
     "running": "an invocation of it is running; retry once it ended",
     "not_failed": "it has no dead letter to retry (it did not fail, or it was cancelled)",
 }

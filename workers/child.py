@@ -114,11 +114,9 @@ class _Child:
                 importlib.import_module(module)
             fn = self._resolve(TaskRef(job["task"], job["args"]))
             result = asyncio.run(fn()) if coroutines.is_async(fn) else coroutines.call(fn)
-            try:
-                json.dumps(result)
-            except (TypeError, ValueError) as exc:
-                message = f"the job's result cannot cross to the replica as JSON ({exc})"
-                return _error("TypeError", message, "", rss())
+            bad = validation.result_problem(result)  # as a thread lane's (docs/results.md)
+            if bad is not None:
+                return _error(type(bad).__name__, str(bad), "", rss())
             return {"t": "ok", "result": result, "rss": rss()}
         except WorkerStopped:
             raise

@@ -139,7 +139,7 @@ def show(redis_url: str | None, namespace: str, job_id: str, as_json: bool) -> N
         if info is None:
             fail(
                 f"no job with id {job_id!r} in namespace {namespace!r} (finished jobs are "
-                f"kept for a day){namespaces.hint(store, namespace)}",
+                f"kept for their result_ttl, a day by default){namespaces.hint(store, namespace)}",
                 EXIT_REFUSED,
             )
         recent = queries.recent_events(store, 20, job_id)

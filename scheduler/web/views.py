@@ -173,7 +173,8 @@ def _builders(console: Console) -> dict[str, Callable[[Request, str, AnyStore], 
         found = data.job(store, job_id, redact, None if everything else data.EVENT_SCAN)
         if found is None:
             raise NotFound(
-                f"no job with id {job_id!r} in namespace {ns!r} (finished jobs are kept for a day)"
+                f"no job with id {job_id!r} in namespace {ns!r} (finished jobs are kept for "
+                "their result_ttl, a day by default)"
             )
         return found
 

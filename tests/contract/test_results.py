@@ -319,3 +319,33 @@ def test_a_handle_told_or_reading_a_stored_end_leaves_no_registration(
     finally:
         client.close()
         rs.close()
+
+
+@pytest.mark.parametrize(
+    ("invocation", "says"),
+    [
+        (1796432947654, "that looks like milliseconds"),
+        (-5, "from 0 to 253402300799"),
+        (1e300, "from 0 to 253402300799"),
+        (float("nan"), "got nan"),
+        (float("inf"), "got inf"),
+        ("r@99999999999999999", "is not an invocation id of job 'r'"),
+    ],
+)
+def test_a_handle_refuses_an_instant_that_is_none(store, clock, invocation, says):
+    client = Client(store)
+    h = client.enqueue("tests.noop", every=10, job_id="r")
+    with pytest.raises(ValueError, match=says):
+        h.at(invocation)
+    with pytest.raises(ValueError, match=says):
+        client.handle("r", invocation=invocation)
+
+
+def test_a_failure_read_from_a_finished_one_off_names_the_job(store, clock):
+    client = Client(store)
+    client.enqueue("tests.noop", job_id="g")
+    store.fail(claim_one(store), "KeyError: 'customer'", retry_in=None)
+    with pytest.raises(JobFailed) as err:  # read from the record: no instant kept
+        client.handle("g").result(timeout=1)
+    assert str(err.value) == "job 'g' failed: KeyError: 'customer'"
+    assert err.value.invocation == ""
