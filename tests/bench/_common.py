@@ -32,6 +32,10 @@ def named(self):
 threading.Thread._bootstrap_inner = named
 libc.prctl(15, b"others", 0, 0, 0)
 sys.argv = ["duetime", *sys.argv[1:]]
+import os
+if os.environ.get("BENCH_OTEL"):  # bench_otel.py: the replica's SDK
+    import bench_otel
+    bench_otel.install(os.environ["BENCH_OTEL"])
 from scheduler.cli import main
 main()
 """

@@ -16,7 +16,9 @@ started through a small wrapper that gives each Python thread its kind as its OS
 (``prctl(PR_SET_NAME)``), so ``/proc/<pid>/task/<tid>/comm`` says what it is.
 
 Compare two checkouts in one run, interleaved (each run a fresh interpreter whose
-``PYTHONPATH`` is the checkout), medians of ``--runs``:
+``PYTHONPATH`` is the checkout; ``PATH+KEY=VALUE`` also sets that in its environment,
+and its replicas': ``+DUETIME_TRACING=1+BENCH_OTEL=all`` for tracing with the SDK,
+tests/bench/bench_otel.py), medians of ``--runs``:
 
     PYTHONPATH=$PWD python tests/bench/probe_cpu.py --mode inprocess --runs 3 \\
         --compare main=../main,this=.
@@ -311,8 +313,9 @@ def spawn(path: str, a: argparse.Namespace) -> dict[str, float]:
     argv += ["--jobs", str(a.jobs), "--replicas", str(a.replicas), "--log-level", a.log_level]
     argv += ["--kind", a.kind, "--rounds", str(a.rounds), "--pending", str(a.pending)]
     argv += ["--spread", str(a.spread)]
+    path, *sets = path.split("+")  # "PATH+KEY=VALUE+...": the child's environment too
     path = os.path.abspath(path)
-    env = dict(os.environ, PYTHONPATH=path)
+    env = dict(os.environ, PYTHONPATH=path, **dict(s.split("=", 1) for s in sets))
     # cwd=path: a replica runs `python -c`, whose sys.path starts with the current
     # directory, ahead of PYTHONPATH: from another checkout it would run that one's code
     out = subprocess.run(argv, env=env, cwd=path, capture_output=True, text=True, timeout=1800)
