@@ -45,8 +45,10 @@ local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
 
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
 -- again). The common case (a one-off job's only invocation) is retired with one HSET and
--- listed in done:succeeded with the call's others.
+-- listed in done:succeeded with the call's others. Its event's batch line goes in `lines`
+-- (`one`: the first's single form), unless a job id holds a newline (corrupt: each alone).
 local now_s, retired, told = fmt(now), {}, TOLD.waiting()
+local lines, one = not string.find(table.concat(jobs, ' '), '\n', 1, true) and {}, nil
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
@@ -65,7 +67,9 @@ local function succeed(job, token, result, r, f)
   end
   if told then TOLD.tell(now, job, r.sched, 'succeeded', result, f.kind == 'every' or f.kind == 'cron') end
   local s, a = r.sched_text, r.attempt_text  -- the entry's digits, as stored
-  event_tallied(now, 'succeeded', job, s, a, '', nil, s .. '|' .. a .. '||' .. job)
+  local line = s .. '|' .. a .. '||' .. job
+  if not lines then return event_tallied(now, 'succeeded', job, s, a, '', nil, line) end
+  lines[#lines + 1], one = line, one or {job, s, a}
 end
 
 -- 1. decide every item, read only (the same token twice: one item): an item to commit has
@@ -108,5 +112,9 @@ if #taken > 0 then
   flow_end_many(taken)  -- keyed ones free a slot, once per key
 end
 list_done(now, 'succeeded', retired)
+if lines and #lines > 0 then  -- tallied at once (include/events.lua: flush_tally writes it)
+  tally.succeeded, kinds_seen[#kinds_seen + 1] = {n = #lines, now = now, detail = '',
+    lines = lines, one = one}, 'succeeded'
+end
 flush_tally()
 return out

@@ -119,19 +119,18 @@ ACK_WRITE = ("complete_many.lua", "-- 2. write", STOP + "-- 2. write")
 ACK_TAKEN = ("complete_many.lua", "if #taken > 0 then", STOP + "if #taken > 0 then")
 ACK_LISTED = ("complete_many.lua", "list_done(now, 'succeeded', retired)\n", STOP)
 ACK_FLUSH = ("complete_many.lua", "flush_tally()\nreturn out", STOP)
-COMMIT_READ = "  local f, why, t = read_job(job, COMMIT_FIELDS)\n"
+COMMIT_READ = "  local f, why, t = read_job(job, names or COMMIT_FIELDS)\n"
 ACK_NO_READ = ("include/commit.lua", COMMIT_READ, "  do return {} end\n")
 ACK_HMGET_ONLY = (
     "include/commit.lua",
     COMMIT_READ,
-    "  redis.call('HMGET', jkey(job), unpack(COMMIT_FIELDS))\n  do return {} end\n",
+    "  redis.call('HMGET', jkey(job), unpack(names or COMMIT_FIELDS))\n  do return {} end\n",
 )
-ACK_EVENT = "  event_tallied(now, 'succeeded',"
-ACK_NO_EVENT = (
-    "complete_many.lua",
-    ACK_EVENT,
-    "  local _ = false and event_tallied(now, 'succeeded',",
-)
+ACK_EVENT = """  local line = s .. '|' .. a .. '||' .. job
+  if not lines then return event_tallied(now, 'succeeded', job, s, a, '', nil, line) end
+  lines[#lines + 1], one = line, one or {job, s, a}
+"""
+ACK_NO_EVENT = ("complete_many.lua", ACK_EVENT, "")
 ACK_NO_EXPIRE = (
     "include/retire.lua",
     "  redis.call('PEXPIRE', jk, RETENTION)\n  -- lists",
@@ -146,9 +145,9 @@ ACK: dict[str, list[Edit]] = {
     "+ read_job's checks, table, lane (decided)": [ACK_WRITE],
     "+ succeed: the job's HSET (retire_success)": [ACK_NO_EXPIRE, ACK_NO_EVENT, ACK_TAKEN],
     "+ succeed: its PEXPIRE": [ACK_NO_EVENT, ACK_TAKEN],
-    "+ succeed: its event line (event_tallied)": [ACK_TAKEN],
+    "+ succeed: its event line": [ACK_TAKEN],
     "+ RUNNING HDEL, lease ZREM, flow_end_many": [ACK_LISTED],
-    "+ list_done (live count, done ZADD, trim)": [ACK_FLUSH],
+    "+ list_done (live count, done ZADD, trim), lines tallied": [ACK_FLUSH],
     "the whole script (+ flush_tally: XADD, HINCRBY)": [],
 }
 
