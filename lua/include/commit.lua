@@ -47,10 +47,12 @@ end
 
 -- owned()'s token check on a RUNNING entry `data` read before (`expired`: any lease was),
 -- read lean (parse_running's `rest`: numbers converted only if read, as few commits do).
-local REST = {__index = function(r, k)
-  for name, v in pairs(parse_running(r.data)) do rawset(r, name, v) end
-  return rawget(r, k)
-end}
+local REST = {texts = {sched = 'sched_text', attempt = 'attempt_text', stalls = 'stalls_text',
+  fence = 'fence_text'}}
+function REST.__index(r, k)
+  local text = REST.texts[k]
+  if text then r[k] = tonumber(r[text]) return r[k] end
+end
 local function prefetched(now, job, token, data, expired)
   local r = parse_running(data, REST)
   local code = not_owned(job, token, r)

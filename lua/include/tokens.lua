@@ -20,8 +20,8 @@ end
 -- ready, when later than sched, include/issue.lua), parsed; nil for none, false if it
 -- does not parse (numbers as core's int() reads them, a UTF-8 job id); sched_text and
 -- attempt_text: those numbers as stored (an event line needs no second formatting).
--- `rest` (a metatable; include/commit.lua's): only job, sched_text, attempt_text and the
--- entry (`data`) are set, the other fields left to `rest` (numbers converted if read).
+-- `rest` (a metatable; include/commit.lua's): the numbers sched, attempt, stalls, fence
+-- are left to `rest` (kept as their texts: `<name>_text`), converted only if read.
 local function parse_running(data, rest)
   if not data then return nil end
   if #data > 2048 then return false end
@@ -38,7 +38,8 @@ local function parse_running(data, rest)
     return false
   end
   if rest then
-    return setmetatable({job = job, sched_text = sched, attempt_text = attempt, data = data}, rest)
+    return setmetatable({gen = gen, job = job, sched_text = sched, attempt_text = attempt,
+      stalls_text = stalls, fence_text = fence, ready = ready}, rest)
   end
   return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
           stalls = tonumber(stalls), fence = tonumber(fence), job = job,
