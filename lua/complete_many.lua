@@ -43,28 +43,19 @@ local datas = redis.call('HMGET', P .. 'running', unpack(tokens))
 -- leases are reaped by claims, so an expired one is rare: look up deadlines only then
 local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
 
--- The token check of owned() (include/tokens.lua), on the prefetched RUNNING entry.
-local function check(job, token, data)
-  local r = parse_running(data)
-  local code = not_owned(job, token, r)
-  if not code and expired then
-    local deadline = redis.call('ZSCORE', P .. 'lease', token)
-    if deadline and tonumber(deadline) <= now then code = 'lease_lost' end
-  end
-  if code then return nil, code, data else return r, nil, data end
-end
-
 -- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
 -- again). The common case (a one-off job's only invocation) is retired with one HSET and
--- listed in done:succeeded with the call's others.
+-- listed in done:succeeded with the call's others. Its event's batch line goes in `lines`
+-- (`one`: the first's single form), unless a job id holds a newline (corrupt: each alone).
 local now_s, retired, told = fmt(now), {}, TOLD.waiting()
+local lines, one = not string.find(table.concat(jobs, ' '), '\n', 1, true) and {}, nil
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
   f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
     'retries', 'lists', 'failures', 'started', 'keep')
-  if f.gen and tonumber(f.running) == 1 and (not f.queued or f.queued == '')
+  if f.gen and (f.running == '1' or tonumber(f.running) == 1) and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
-      and (not f.e or f.e == '') and tonumber(f.retries) <= 0 then
+      and (not f.e or f.e == '') and (f.retries == '0' or tonumber(f.retries) <= 0) then
     retire_success(now_s, jk, job, token, result, f)
     retired[#retired + 1], retired[#retired + 2] = now_s, job
   else
@@ -75,25 +66,35 @@ local function succeed(job, token, result, r, f)
     settle(now, job, 'succeeded')
   end
   if told or f.keep then TOLD.ended(now, job, r.sched, 'succeeded', result, f) end
-  event_tallied(now, 'succeeded', job, r.sched, r.attempt, '', nil,
-    r.sched_text .. '|' .. r.attempt_text .. '||' .. job)  -- the entry's digits, as stored
+  local s, a = r.sched_text, r.attempt_text  -- the entry's digits, as stored
+  local line = s .. '|' .. a .. '||' .. job
+  if not lines then return event_tallied(now, 'succeeded', job, s, a, '', nil, line) end
+  lines[#lines + 1], one = line, one or {job, s, a}
 end
 
--- 1. decide every item, read only (the same token twice: one item)
-local plans, first = {}, {}
+-- 1. decide every item, read only (the same token twice: one item): an item to commit has
+-- its job's checked fields in fs, its invocation in rs; another its plan (include/commit.lua)
+local fs, rs, plans, first, names = {}, {}, {}, {}, success_fields()
 for i = 1, #jobs do
-  if not first[tokens[i]] then
-    first[tokens[i]] = i
-    local plan, bad = commit_plan(jobs[i], tokens[i], 'succeeded', check(jobs[i], tokens[i], datas[i]))
-    if not plan then return bad end
-    plans[i] = plan
+  local token = tokens[i]
+  if not first[token] then
+    first[token] = i
+    local r, code, data = prefetched(now, jobs[i], token, datas[i], expired)
+    local f, plan, bad = commit_fields(jobs[i], token, 'succeeded', r, code, data, nil, names)
+    if bad then return bad end
+    fs[i], rs[i], plans[i] = f, r, plan
   end
 end
 -- 2. write (a job's second item reads its fields again: the first one changed them)
 local out, taken, done, aside = {}, {}, {}, {}
 for i = 1, #jobs do
-  local plan = plans[i]
-  if not plan then
+  local job, plan = jobs[i], plans[i]
+  if fs[i] then
+    taken[#taken + 1] = tokens[i]
+    succeed(job, tokens[i], results[i], rs[i], not done[job] and fs[i] or nil)
+    done[job] = true
+    out[i] = 'ok'
+  elseif not plan then
     out[i] = out[first[tokens[i]]]
   elseif plan.q and aside[plan.q.id] then  -- a second invocation of a job moved aside
     drop_running(tokens[i])
@@ -101,13 +102,8 @@ for i = 1, #jobs do
   elseif plan.q then
     aside[plan.q.id] = true
     out[i] = commit_aside(now, 'complete_many', plan)
-  elseif plan.code then
-    out[i] = commit_code(plan)
   else
-    taken[#taken + 1] = tokens[i]
-    succeed(jobs[i], tokens[i], results[i], plan.r, not done[jobs[i]] and plan.f or nil)
-    done[jobs[i]] = true
-    out[i] = 'ok'
+    out[i] = commit_code(plan)
   end
 end
 if #taken > 0 then
@@ -116,5 +112,9 @@ if #taken > 0 then
   flow_end_many(taken)  -- keyed ones free a slot, once per key
 end
 list_done(now, 'succeeded', retired)
+if lines and #lines > 0 then  -- tallied at once (include/events.lua: flush_tally writes it)
+  tally.succeeded, kinds_seen[#kinds_seen + 1] = {n = #lines, now = now, detail = '',
+    lines = lines, one = one}, 'succeeded'
+end
 flush_tally()
 return out

@@ -7,7 +7,8 @@
 -- recorded there, and never reported as a lease loss.
 -- A job deleted while an invocation ran (delete.lua keeps its RUNNING entry and lease) is
 -- answered "not_found", its RUNNING entry and lease dropped: never a lease loss.
--- Provides: COMMIT_FIELDS, LANES_CHECKED, commit_guard, commit_plan, commit_aside, commit_code
+-- Provides: COMMIT_FIELDS, QUEUED_ONLY, success_fields, LANES_CHECKED, commit_guard, REST,
+--   prefetched, commit_fields, commit_plan, commit_aside, commit_code
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
 --   quarantined, quarantined:<entry>, flow:held, flow:run, flow:wait:<key>, flow:win:<key>,
 --   levels:<lane>, limits, turns:<level>
@@ -23,6 +24,17 @@
 local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
   'running', 'runs', 'failures', 'lists', 'started', 'stash', 'reruns', 'keep'}
 
+-- Of them, what only the release of a queued occurrence parses (settle, push_retry): a
+-- success reads the others first (success_fields), these only for a job that holds one.
+local QUEUED_ONLY = {stash = true, reruns = true}
+local function success_fields()
+  local names = {}
+  for _, name in ipairs(COMMIT_FIELDS) do
+    if not QUEUED_ONLY[name] then names[#names + 1] = name end
+  end
+  return names
+end
+
 -- Due sets found sound in this call (a batch of acks checks each lane once; nothing this
 -- call writes can change a key's type).
 local LANES_CHECKED = {}
@@ -33,34 +45,61 @@ local function commit_guard(...)
   return running_ok() or aside_ok() or seq_ok() or events_ok('quarantined', ...)
 end
 
--- The plan for `token`'s commit of `job` (read only), given its token check (`r`, `code`,
--- `data`: as owned() returns them). `outcome`: what the caller reports ("succeeded", ...);
--- `extra(job)`: why a further key of the job cannot be written, or nil. Returns {r, f}
--- (commit: the invocation, and its job's checked fields), {code} (answer it with
--- commit_code; `gone`: the job was deleted while it ran), {q} (move it aside); or nil and
--- the error reply for a corrupt due set.
-local function commit_plan(job, token, outcome, r, code, data, extra)
-  if code == 'corrupt' then
-    return {token = token, data = data or '', q = {id = token_entry(token), job = job, type = '',
-      reason = 'malformed RUNNING entry; the invocation ' .. outcome}}
+-- owned()'s token check on a RUNNING entry `data` read before (`expired`: any lease was),
+-- read lean (parse_running's `rest`: numbers converted only if read, as few commits do).
+local REST = {texts = {sched = 'sched_text', attempt = 'attempt_text', stalls = 'stalls_text',
+  fence = 'fence_text'}}
+function REST.__index(r, k)
+  local text = REST.texts[k]
+  if text then r[k] = tonumber(r[text]) return r[k] end
+end
+local function prefetched(now, job, token, data, expired)
+  local r = parse_running(data, REST)
+  local code = not_owned(job, token, r)
+  if not code and expired then
+    local deadline = redis.call('ZSCORE', P .. 'lease', token)
+    if deadline and tonumber(deadline) <= now then code = 'lease_lost' end
   end
-  if not r then return {code = code} end
-  local f, why, t = read_job(job, COMMIT_FIELDS)
+  if code then return nil, code, data else return r, nil, data end
+end
+
+-- What `token`'s commit of `job` is to do (read only), given its token check (`r`, `code`,
+-- `data`: as owned() returns them). `outcome`: what the caller reports ("succeeded", ...);
+-- `extra(job)`: why a further key of the job cannot be written, or nil; `names`: the
+-- fields to read (default COMMIT_FIELDS), all of them again for a job that holds a queued
+-- occurrence. Returns the job's checked fields (commit the invocation); or nil and the
+-- plan of another end: {code} (answer it with commit_code; `gone`: the job was deleted
+-- while it ran), {q} (move it aside); or nil, nil and the error reply for a corrupt due set.
+local function commit_fields(job, token, outcome, r, code, data, extra, names)
+  if code == 'corrupt' then
+    return nil, {token = token, data = data or '', q = {id = token_entry(token), job = job,
+      type = '', reason = 'malformed RUNNING entry; the invocation ' .. outcome}}
+  end
+  if not r then return nil, {code = code} end
+  local f, why, t = read_job(job, names or COMMIT_FIELDS)
+  if names and f and (f.queued or '') ~= '' then f, why, t = read_job(job, COMMIT_FIELDS) end
   if not why and extra and extra(job) then  -- (checked even if the job is gone: it writes)
     why, t = 'malformed job data: ' .. extra(job), f and 'hash' or 'none'
   end
   if why then
-    return {token = token, data = data or '', q = {id = job, job = job, type = t,
+    return nil, {token = token, data = data or '', q = {id = job, job = job, type = t,
       reason = why .. '; the invocation of ' .. fmt(r.sched) .. ' (attempt ' .. fmt(r.attempt) ..
       ') ' .. outcome}}
   end
-  if not f then return {code = 'not_found', gone = token} end  -- deleted while it ran
+  if not f then return nil, {code = 'not_found', gone = token} end  -- deleted while it ran
   if not LANES_CHECKED[f.lane] then
     local bad = lane_ok(f.lane)
-    if bad then return nil, bad end
+    if bad then return nil, nil, bad end
     LANES_CHECKED[f.lane] = true
   end
-  return {token = token, data = data or '', r = r, f = f}
+  return f
+end
+
+-- The same as one plan: {r, f} (commit it), {code} or {q}; or nil and the error reply.
+local function commit_plan(job, token, outcome, r, code, data, extra)
+  local f, plan, bad = commit_fields(job, token, outcome, r, code, data, extra)
+  if f then return {token = token, data = data or '', r = r, f = f} end
+  return plan, bad
 end
 
 -- Move planned item `plan` aside, found by script `by` (its RUNNING entry and lease are

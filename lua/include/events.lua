@@ -51,7 +51,8 @@ end
 
 -- Batch scripts: the same event, kept in `tally` (per kind) and written by flush_tally()
 -- before the script returns: one entry and one HINCRBY per kind instead of per job (`line`:
--- its batch line "<sched>|<attempt>|<ready>|<job>" if the caller formatted it). One
+-- its batch line "<sched>|<attempt>|<ready>|<job>" if the caller formatted it; then `sched`
+-- and `attempt` may be their digits as stored: fmt formats those the same). One
 -- whose time or detail differs from its kind's first, or whose job id holds a newline
 -- (corrupt data), is written on its own at once (and still counted).
 local tally, kinds_seen = {}, {}

@@ -54,8 +54,11 @@ local function fill_rules()
   -- as int() reads them, without converting (a field is stored as its text): digits, and
   -- for nonneg "-0" too (int() reads it as 0)
   local find = string.find
-  local function nonneg(v) return #v <= 16 and (find(v, '^%d+$') or find(v, '^%-0+$')) ~= nil end
-  local function integer(v) return #v <= 16 and find(v, '^%-?%d+$') ~= nil end
+  -- (the values most fields hold compared first: interned strings, no pattern run)
+  local function nonneg(v)
+    return v == '1' or v == '0' or (#v <= 16 and (find(v, '^%d+$') or find(v, '^%-0+$')) ~= nil)
+  end
+  local function integer(v) return v == '0' or (#v <= 16 and find(v, '^%-?%d+$') ~= nil) end
   local function int_or_empty(v) return v == '' or integer(v) end
   local function flag(v) return v == '' or v == '0' or v == '1' end
   RULE = {gen = nonneg, running = nonneg, k = nonneg, runs = nonneg, failures = nonneg,
@@ -75,7 +78,7 @@ local function fill_rules()
       return v == '' or v == 'succeeded' or v == 'failed' or v == 'abandoned' or v == 'cancelled'
     end,
     cancelled = flag, paused = flag, replan = flag, go = flag, lists = flag,
-    e = function(v) return #v <= 16 and string.find(v, '^%x*$') ~= nil end,
+    e = function(v) return v == '' or (#v <= 16 and string.find(v, '^%x*$') ~= nil) end,
     lane = function(v) return v ~= '' and #v <= FIELD_MAX end,
     def = function(v) return v ~= '' and #v <= DEF_MAX and (ascii(v) or utf8_ok(v)) end,
     queued = function(v) return #v <= FIELD_MAX and (v == '' or queued_ok(v)) end,

@@ -20,16 +20,26 @@ end
 -- ready, when later than sched, include/issue.lua), parsed; nil for none, false if it
 -- does not parse (numbers as core's int() reads them, a UTF-8 job id); sched_text and
 -- attempt_text: those numbers as stored (an event line needs no second formatting).
-local function parse_running(data)
+-- `rest` (a metatable; include/commit.lua's): the numbers sched, attempt, stalls, fence
+-- are left to `rest` (kept as their texts: `<name>_text`), converted only if read.
+local function parse_running(data, rest)
   if not data then return nil end
   if #data > 2048 then return false end
-  local gen, sched, at, attempt, stalls, fence, job =
-    string.match(data, '^(%d+)|(%d+)(@?%d*)|(%d+)|(%d+)|(%d+)|(.+)$')
+  local gen, sched, at, attempt, stalls, fence, job =  -- an ASCII job: one pass
+    string.match(data, '^(%d+)|(%d+)(@?%d*)|(%d+)|(%d+)|(%d+)|([^\128-\255]+)$')
+  if not gen then
+    gen, sched, at, attempt, stalls, fence, job =
+      string.match(data, '^(%d+)|(%d+)(@?%d*)|(%d+)|(%d+)|(%d+)|(.+)$')
+    if job and not utf8_ok(job) then return false end
+  end
   -- digits only (the pattern), so int() is the length check, then tonumber
   local ready = job and at_ms(at)
-  if not ready or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 or #fence > 16 or
-      (string.find(job, '[\128-\255]') and not utf8_ok(job)) then
+  if not ready or #gen > 16 or #sched > 16 or #attempt > 16 or #stalls > 16 or #fence > 16 then
     return false
+  end
+  if rest then
+    return setmetatable({gen = gen, job = job, sched_text = sched, attempt_text = attempt,
+      stalls_text = stalls, fence_text = fence, ready = ready}, rest)
   end
   return {gen = gen, sched = tonumber(sched), attempt = tonumber(attempt),
           stalls = tonumber(stalls), fence = tonumber(fence), job = job,

@@ -16,8 +16,11 @@ each call.
 an FCALL of a function that returns 1 (Redis Functions, ``FUNCTION LOAD``), and an
 EVALSHA of claim.lua's units alone (their top-level definitions, run again by every call).
 
+``--ack``: the same for complete_many.lua, the acks of real claims (cut copies of the
+ack; the claims are the checkout's): per job, what each piece of an ack costs.
+
     PYTHONPATH=. python tests/bench/probe_lua_parts.py [--jobs 2000] [--batch 50]
-        [--only SUBSTRING] [--served t.x] [--fixed]
+        [--only SUBSTRING] [--served t.x] [--fixed] [--ack]
 """
 
 from __future__ import annotations
@@ -109,6 +112,46 @@ CLAIM: dict[str, list[Edit]] = {
 }
 
 
+# complete_many.lua (--ack): the acks of the claims measure() makes, cut likewise
+ACK_UNITS = ("complete_many.lua", "--@include told\n", "--@include told\n" + STOP)
+ACK_DECIDE = ("complete_many.lua", "-- 1. decide", STOP + "-- 1. decide")
+ACK_WRITE = ("complete_many.lua", "-- 2. write", STOP + "-- 2. write")
+ACK_TAKEN = ("complete_many.lua", "if #taken > 0 then", STOP + "if #taken > 0 then")
+ACK_LISTED = ("complete_many.lua", "list_done(now, 'succeeded', retired)\n", STOP)
+ACK_FLUSH = ("complete_many.lua", "flush_tally()\nreturn out", STOP)
+COMMIT_READ = "  local f, why, t = read_job(job, names or COMMIT_FIELDS)\n"
+ACK_NO_READ = ("include/commit.lua", COMMIT_READ, "  do return {} end\n")
+ACK_HMGET_ONLY = (
+    "include/commit.lua",
+    COMMIT_READ,
+    "  redis.call('HMGET', jkey(job), unpack(names or COMMIT_FIELDS))\n  do return {} end\n",
+)
+ACK_EVENT = """  local line = s .. '|' .. a .. '||' .. job
+  if not lines then return event_tallied(now, 'succeeded', job, s, a, '', nil, line) end
+  lines[#lines + 1], one = line, one or {job, s, a}
+"""
+ACK_NO_EVENT = ("complete_many.lua", ACK_EVENT, "")
+ACK_NO_EXPIRE = (
+    "include/retire.lua",
+    "  redis.call('PEXPIRE', jk, RETENTION)\n  -- lists",
+    "  -- lists",
+)
+
+ACK: dict[str, list[Edit]] = {
+    "units defined, core's checks (return after the includes)": [ACK_UNITS],
+    "+ input, namespace checks, RUNNING HMGET, lease ZCOUNT": [ACK_DECIDE],
+    "+ the token checks (parse_running, not_owned)": [ACK_NO_READ, ACK_WRITE],
+    "+ the job's HMGET (COMMIT_FIELDS), unchecked": [ACK_HMGET_ONLY, ACK_WRITE],
+    "+ read_job's checks, table, lane (decided)": [ACK_WRITE],
+    "+ succeed: the job's HSET (retire_success)": [ACK_NO_EXPIRE, ACK_NO_EVENT, ACK_TAKEN],
+    "+ succeed: its PEXPIRE": [ACK_NO_EVENT, ACK_TAKEN],
+    "+ succeed: its event line": [ACK_TAKEN],
+    "+ RUNNING HDEL, lease ZREM, flow_end_many": [ACK_LISTED],
+    "+ list_done (live count, done ZADD, trim), lines tallied": [ACK_FLUSH],
+    "the whole script (+ flush_tally: XADD, HINCRBY)": [],
+}
+
+
 def variant(edits: Sequence[Edit], name: str = "claim") -> str:
     """The assembled text of lua/``name``.lua with ``edits`` applied."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="lua-parts-")) / "lua"
@@ -166,19 +209,25 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="variants whose label has it")
     ap.add_argument("--served", action="append", help="the claimant's tasks (default: every)")
     ap.add_argument("--fixed", action="store_true", help="the fixed part of a call instead")
+    ap.add_argument("--ack", action="store_true", help="complete_many.lua's pieces instead")
     a = ap.parse_args()
     if a.fixed:
         print("Redis instructions per call (the fixed part)")
         for label, n in fixed(1000).items():
             print(f"  {label:52s} {n:10,.0f}")
         return
-    chosen = {k: v for k, v in CLAIM.items() if not a.only or any(s in k for s in a.only)}
-    texts = {k: variant(v) for k, v in chosen.items()}  # every substitution applies, first
-    print(f"claim.lua: Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call;")
+    name, rows = ("complete_many", ACK) if a.ack else ("claim", CLAIM)
+    chosen = {k: v for k, v in rows.items() if not a.only or any(s in k for s in a.only)}
+    texts = {k: variant(v, name) for k, v in chosen.items()}  # every substitution applies
+    print(f"{name}.lua: Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call;")
     print(f"  tasks served: {'every' if a.served is None else ', '.join(a.served)})")
     last = None
     for label, text in texts.items():
-        got = measure({"claim": text}, a.jobs, a.batch, raw=True, served=a.served)["claim"]
+        if a.ack:
+            m = measure({name: text}, a.jobs, a.batch, served=a.served, acks_ok=False)
+            got = m["ack"]
+        else:
+            got = measure({name: text}, a.jobs, a.batch, raw=True, served=a.served)["claim"]
         step = "" if last is None else f"  ({got - last:+8,.0f})"
         print(f"  {label:56s} {got:9,.0f}{step}", flush=True)
         last = got

@@ -47,6 +47,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -105,6 +106,9 @@ READS = {  # what each script parses of the job it meets, read from the Lua itse
         for name in ("cancel", "pause", "resume", "trigger", "plan", "backfill")
     },
 }
+# complete_many reads these only for a job holding a queued occurrence (its release parses them)
+_QUEUED = re.search(r"local QUEUED_ONLY = \{([^}]*)\}", (INC / "commit.lua").read_text())
+_QUEUED_ONLY = re.findall(r"(\w+) = true", _QUEUED[1] if _QUEUED else "")
 _CLAIM_MORE = {  # claim reads these only for a recurring job, or a paused one-off
     "series": lua_list((INC / "inspect.lua").read_text(), "SERIES_FIELDS"),
     "paused": lua_list((INC / "inspect.lua").read_text(), "PAUSED_FIELDS"),
@@ -114,6 +118,8 @@ _CLAIM_MORE = {  # claim reads these only for a recurring job, or a paused one-o
 def reads(script: str, h: dict[bytes, bytes]) -> list[str]:
     """The fields ``script`` parses of a job hash ``h`` (claim: more for some jobs)."""
     names = READS[script]
+    if script == "complete_many" and not h.get(b"queued"):
+        return [n for n in names if n not in _QUEUED_ONLY]
     if script == "claim" and h.get(b"kind") in (b"every", b"cron"):
         return names + _CLAIM_MORE["series"]
     if script == "claim" and h.get(b"paused") == b"1":
