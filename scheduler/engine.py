@@ -150,7 +150,7 @@ class Scheduler(Client):
         heartbeat = (
             None
             if self._lease is None
-            else Heartbeat(self.store, self._timers, self._lease, self.metrics)
+            else Heartbeat(self.store, self._timers, self._lease, self.metrics, self.owner)
         )
         acks = (
             None

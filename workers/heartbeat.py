@@ -26,7 +26,7 @@ from scheduler.metrics import Metrics
 from scheduler.model import Claim, Commit
 from scheduler.stores.base import Interrupts, Store
 from workers import failpoints
-from workers.context import INTERRUPTED, CancelToken
+from workers.context import INTERRUPTED, CancelToken, log_fields
 from workers.timers import Offloaded, Timers
 
 log = logging.getLogger("duetime.workers")
@@ -36,9 +36,15 @@ HAND_BACK = 0.001  # seconds: the lease a handed-back claim is renewed to (it en
 
 class Heartbeat:
     def __init__(
-        self, store: Store, timers: Timers, lease: float, metrics: Metrics | None = None
+        self,
+        store: Store,
+        timers: Timers,
+        lease: float,
+        metrics: Metrics | None = None,
+        owner: str = "",
     ) -> None:
         self._store = store
+        self._owner = owner  # the replica, for its log lines' fields
         self._metrics = metrics or Metrics()
         self._timers = timers
         self._lease = lease
@@ -195,7 +201,11 @@ class Heartbeat:
             return
         for claim, token in running:
             if claim.job_id in asked:
-                log.info("job %s invocation %s: interrupted", claim.job_id, claim.invocation_id)
+                log.info(
+                    "job %s invocation %s: interrupted",
+                    *(claim.job_id, claim.invocation_id),
+                    extra=log_fields(claim, "interrupted", self._owner),
+                )
                 token.cancel(INTERRUPTED)
 
     def _lost(self, lost: list[tuple[Claim, CancelToken]], why: list[Commit], when: str) -> None:

@@ -19,7 +19,7 @@ from scheduler.model import After, Claim, Commit, JobSpec
 from scheduler.stores.memory import MemoryStore
 from scheduler.testing import FakeClock
 from tests.helpers import WAIT
-from workers.context import CancelToken
+from workers.context import INTERRUPTED, CancelToken
 from workers.coroutines import close_loop
 from workers.heartbeat import Heartbeat
 from workers.runner import Runner, Work
@@ -343,3 +343,26 @@ def test_a_lost_lease_cancels_an_async_job_which_sees_it_in_its_own_tasks():
     assert other.fence > claim.fence
     info = store.store.get("j")
     assert info is not None and info.runs == 0, info  # the swallowed cancel is no success
+
+
+class AskedToStop(Wrapped):
+    """A store that carries interrupts (``Interrupts``): every job was asked to stop."""
+
+    def interrupt(self, job_id: str) -> int:
+        return 1
+
+    def interrupted(self, job_ids: Any) -> set[str]:
+        return set(job_ids)
+
+
+def test_an_interrupt_is_logged_with_the_jobs_fields(caplog):
+    store = AskedToStop(MemoryStore(FakeClock(1000)))
+    claim = claimed(store.store)
+    hb = Heartbeat(store, StubTimers(), LEASE, Counted(), owner="replica-1")  # type: ignore[arg-type]
+    token = CancelToken()
+    hb.hold(claim, token)
+    with caplog.at_level(logging.INFO, logger="duetime.workers"):
+        hb._stop_interrupted()
+    assert token.reason == INTERRUPTED
+    (line,) = [r for r in caplog.records if r.getMessage().endswith(": interrupted")]
+    assert (line.event, line.job_id, line.replica) == ("interrupted", "j", "replica-1")  # type: ignore[attr-defined]
