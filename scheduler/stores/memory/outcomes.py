@@ -47,8 +47,9 @@ class FinishedJobs(OrderedDict[str, JobRecord]):
         super().__init__()
         self._clock, self._limit = clock, limit
 
-    def keep(self, job: JobRecord) -> None:
-        job.kept_until = self._clock.now() + (job.spec.result_ttl or KEPT_FOR)
+    def keep(self, job: JobRecord, now: float) -> None:
+        """``job`` ended at ``now`` (store clock): kept from then."""
+        job.kept_until = now + (job.spec.result_ttl or KEPT_FOR)
         self[job.spec.job_id] = job
         while len(self) > self._limit:
             self.popitem(last=False)

@@ -34,9 +34,10 @@ class MemorySteering(MemoryOutcomes):
             prevented = bool(job.pending or job.paused or job.queued)
             self._drop_pending_locked(job)
             job.cancelled = True
-            self._event_locked(self.clock.now(), "cancelled", job_id)
+            now = self.clock.now()
+            self._event_locked(now, "cancelled", job_id)
             if not self._running_per_job.get(job_id):
-                self._retire_locked(job)
+                self._retire_locked(job, now)
             return prevented
 
     def pause(self, job_id: str) -> bool:
@@ -257,6 +258,6 @@ class MemorySteering(MemoryOutcomes):
         if book is not None and (job_id in book.watched or job_id in book.keeping):
             self._told_locked(book, kind, job_id, scheduled, detail)
 
-    def _retire_locked(self, job: JobRecord) -> None:
+    def _retire_locked(self, job: JobRecord, now: float) -> None:
         del self._jobs[job.spec.job_id]
-        self._history.keep(job)
+        self._history.keep(job, now)

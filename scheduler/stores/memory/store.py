@@ -360,7 +360,7 @@ class MemoryStore(MemoryAdding):
             # and a resume had nothing to run: it stayed live, never retired)
             if not job.paused and not job.spec.recurring and outcome:
                 job.outcome, job.paused = outcome, None
-                self._retire_locked(job)
+                self._retire_locked(job, now)
             return None
         # an occurrence deferred while this run was claimed (due now): claim it now
         woke = 0.0 if job.pending and job.due_in(now) == 0.0 else None
@@ -368,10 +368,10 @@ class MemoryStore(MemoryAdding):
             pushed = self._release_queued_locked(job)
             return pushed if woke is None else min(woke, pushed)
         if job.cancelled:
-            self._retire_locked(job)
+            self._retire_locked(job, now)
         elif not job.spec.recurring and not job.pending and not job.paused and outcome:
             job.outcome, job.paused = outcome, None
-            self._retire_locked(job)
+            self._retire_locked(job, now)
         return woke
 
     def _owned_locked(self, claim: Claim, now: float) -> Running | Commit:

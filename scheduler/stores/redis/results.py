@@ -91,11 +91,14 @@ def register(keys: Keys, job_id: str, ms: int | None, hold: float) -> Op[Outcome
         calls += (("get", (keys.result(member),), {}),)
     replies = yield Calls(keys.shard, calls)
     fields, kept = replies[2], replies[3] if ms is not None else None
-    found = None if fields[0] is None else stored(job_id, ms, fields, kept)
-    if fields[0] is not None and found is None:
+    gone = fields[0] is None  # no such job: its registration goes too
+    found = None if gone else stored(job_id, ms, fields, kept)
+    if found is None and not gone:
         return None  # it waits: a commit tells it
     yield Calls(keys.shard, (("zrem", (keys.waits, member), {}),))
-    return found if found is not None else stored(job_id, ms, fields, kept)  # or not found
+    if gone:
+        raise JobNotFoundError(job_id)
+    return found
 
 
 @dataclass(eq=False)
