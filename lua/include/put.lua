@@ -36,9 +36,7 @@ local function add_input(job, def, lane, kind, n, anchor, grace, misfire, overla
     return nil, redis.error_reply('ERR duetime bad-input number')
   end
   if not kind_ok(kind) then return nil, redis.error_reply('ERR duetime bad-input kind') end
-  if (a.series and num <= 0) or (kind == 'after' and num < 0) then
-    return nil, redis.error_reply('ERR duetime bad-input interval')
-  end
+  if (a.series and num <= 0) or (kind == 'after' and num < 0) then return nil, redis.error_reply('ERR duetime bad-input interval') end
   if anchor ~= '' and not int(anchor) then return nil, redis.error_reply('ERR duetime bad-input anchor') end
   if not (misfire_ok(misfire) and overlap_ok(overlap) and delivery_ok(delivery)) then
     return nil, redis.error_reply('ERR duetime bad-input policy')
@@ -77,8 +75,9 @@ local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
   if anchor then opt(set, 'interval', a.n); opt(set, 'anchor', fmt(anchor)) end
   if a.kind == 'cron' and a.anchor ~= '' then opt(set, 'after', a.anchor) end
   if a.kind == 'at' and due < now then opt(set, 'ready', fmt(now)) end  -- lag from now
-  local keep = tonumber(string.match(a.def, '"rt":([%d%.]+)') or '')  -- result_ttl (s)
-  keep = keep and fmt(math.floor(keep * 1000 + 0.5)); if RULE.keep(keep) then opt(set, 'keep', keep) end
+  local rt = string.find(a.def, '"rt":', 1, true) and tonumber(string.match(a.def, '"rt":([%d%.]+)') or '')
+  rt = rt and math.floor(rt * 1000 + 0.5)  -- result_ttl (s) as `keep` (ms), in RULE.keep's range
+  if rt and rt >= 1000 and rt <= 2592000000 then opt(set, 'keep', fmt(rt)) end  -- (RULE not built)
   redis.call('HSET', jk, unpack(set))
   local lane = lane_of(a.lane)  -- its queue is in `lane` (include/flow.lua)
   if not lanes[lane] then redis.call('SADD', P .. 'lanes', lane); lanes[lane] = true end

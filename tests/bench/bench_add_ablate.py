@@ -58,7 +58,7 @@ CUTS: list[tuple[str, str, str]] = [
     ("put: old lists deleted", "  redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)\n", IN_PUT),
     ("put: seq and gen taken", "  local seq, gen = c.ids()\n", IN_PUT),
     ("put: hash written", "  write_hash(a, jk, old, c.lanes, seq, gen, now, due, k, anchor)\n", IN_PUT),
-    ("put: due member added", "  redis.call('ZADD', P .. 'due:' .. a.lane, a.due_s, member)\n", IN_PUT),
+    ("put: due member added", "  due_add(a.lane, a.due_s, member)\n", IN_PUT),
     ("put: wake-up", "  wake_new(heads, a.lane, member, due)\n", IN_PUT),
     ("the whole script", "", ""),
 ]  # fmt: skip

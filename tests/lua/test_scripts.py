@@ -328,6 +328,25 @@ def test_add_created(rs, redis_client):
     assert events(redis_client, rs)[-1]["detail"] == "created"
 
 
+@pytest.mark.parametrize(
+    ("rt", "keep"),
+    [
+        ("1.5", "1500"),  # seconds to ms, rounded
+        ("2592000", "2592000000"),  # 30 days: the longest
+        ("0.5", None),  # under a second: no keep
+        ("2592001", None),  # over 30 days: none
+        ("1.2.3", None),  # not a number
+        ("", None),  # nothing after the name
+    ],
+)
+def test_add_writes_keep_from_a_definitions_result_ttl_in_range_only(rs, redis_client, rt, keep):
+    """The definition is opaque to add.lua but for its result TTL (``"rt"``, seconds),
+    written as the job's ``keep`` (ms) only when it is in RULE.keep's range."""
+    text = '{"rt":' + rt + ',"s":["after",5.0],"t":"t.x"}'
+    assert raw(rs, "add", *add_args(**{"def": text}))[0] == "created"
+    assert job(redis_client, rs, "j").get("keep") == keep
+
+
 def test_add_unchanged_keeps_the_pending_entry_and_anchor(rs, clock, redis_client):
     assert rs.add(every("t", 10)).outcome == "created"
     h1 = job(redis_client, rs, "t")

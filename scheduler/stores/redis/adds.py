@@ -27,7 +27,7 @@ from scheduler.errors import KeyRuleError, KeyRulesChangedError
 from scheduler.model import AddResult, JobSpec
 from scheduler.stores.redis import ops, rulebook
 from scheduler.stores.redis.integrity.server_checks import UNREACHABLE, refused, unreachable
-from scheduler.stores.redis.protocol import records, script_args
+from scheduler.stores.redis.protocol import definitions, records, script_args
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.protocol.requests import Adds, Op
 
@@ -91,10 +91,9 @@ def send(store: Adding, args: Sequence[list[Any]], stamp: str | None) -> list[An
     One job (the common case) is one ``call_script``: its error other than a stale stamp
     is raised."""
     high = store.replication.seq_high
-    calls = script_args.add_calls(args, stamp)
-    if len(args) == 1:
+    if len(args) == 1:  # add_calls' one call, built directly
         try:
-            reply = store.call_script("add", *calls[0])
+            reply = store.call_script("add", *args[0], *(() if stamp is None else (stamp,)))
         except KeyRulesChangedError as exc:
             return [exc]
         try:
@@ -102,6 +101,7 @@ def send(store: Adding, args: Sequence[list[Any]], stamp: str | None) -> list[An
         except UNREACHABLE as exc:
             raise unreachable(exc, store.url) from exc
         return [reply]
+    calls = script_args.add_calls(args, stamp)
     replies = store.call_scripts(*[("add", call) for call in calls], writes=len(args))
     items = per_job(len(args), replies)
     try:
@@ -113,6 +113,32 @@ def send(store: Adding, args: Sequence[list[Any]], stamp: str | None) -> list[An
     except UNREACHABLE as exc:
         raise unreachable(exc, store.url) from exc
     return [store_error(x, store.url) if isinstance(x, Exception) else x for x in items]
+
+
+class OneAdding(Adding, Protocol):
+    """What ``add_one`` needs of a sync ``RedisStore``."""
+
+    payload_limit: int
+
+    @property
+    def rules(self) -> rulebook.RuleCache: ...
+
+    def redis_now_ms(self) -> int: ...
+
+
+def add_one(store: OneAdding, spec: JobSpec) -> AddResult | None:
+    """``add`` of one job on a sync store, the steps in a row (an ``enqueue``'s path: the
+    request machinery costs more than the rest of the producer's work). None when the
+    cached key rules cannot judge the job (a rule that refuses it, or a stamp add.lua
+    finds stale; nothing written): ``add`` then reads them again and judges it again."""
+    cache = store.rules
+    try:
+        keyed = cache.rules.keyed(spec)
+    except KeyRuleError:
+        return None
+    args = definitions.add_args(keyed, store.payload_limit, store.redis_now_ms)
+    reply = send(store, (args,), cache.stamp)[0]
+    return None if isinstance(reply, KeyRulesChangedError) else records.add_result(reply)
 
 
 def add(

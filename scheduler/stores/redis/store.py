@@ -218,7 +218,10 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
             return int(self._r.incr(self.keys.ids))
 
     def add(self, spec: JobSpec) -> AddResult:
-        return self.add_many([spec])[0]
+        """``add_many`` of one job (``adds.add_one``: the same steps without the request
+        machinery, which ``add_many`` takes when the cached key rules cannot judge it)."""
+        self._writable()
+        return adds.add_one(self, spec) or self.add_many([spec])[0]
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``add`` for many jobs in one round trip (add.lua calls of ``adds.ADD_BATCH`` jobs
