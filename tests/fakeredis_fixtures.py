@@ -2,12 +2,9 @@
 lupa), so the store contract and calendar-store suites run the real Lua scripts with no
 ``redis-server`` and no Docker, in seconds.
 
-fakeredis 2.41 does not parse a script's ``#!lua`` shebang line (a Redis 7 feature: its
-``flags=allow-oom`` lets outcome-recording scripts run on an out-of-memory server,
-docs/shared-mode.md), so the client made here turns that first line into a Lua comment when a
-script is registered with it. The line count, and so every Lua error's line number, is
-unchanged. Only this tier does that: the shipped scripts keep their shebang
-(tests/lua/test_fakeredis_tier.py checks both).
+The scripts run as their Redis Functions libraries (``FCALL``), which fakeredis loads
+(tests/lua/test_fakeredis_tier.py); it does not parse a script's ``#!lua`` shebang line,
+so a client of this tier never falls back to ``EVALSHA`` (the real-server tier tests that).
 
 What fakeredis cannot model stays on the real-server tier (``-m redis``): killing or
 restarting the server, AOF, ``maxmemory``, ``TIME`` on another server, replication,
@@ -23,7 +20,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["UNSUPPORTED", "fakeredis_client", "lua_comment_shebang", "skip_unsupported"]
+__all__ = ["UNSUPPORTED", "fakeredis_client", "skip_unsupported"]
 
 # "file::test" (no parameters) -> why fakeredis cannot run it on the fakeredis kind of the
 # ``store`` fixture. Every test of tests/contract/test_store.py and
@@ -62,31 +59,15 @@ UNSUPPORTED.update(
 )
 
 
-def lua_comment_shebang(source: str) -> str:
-    """``source`` with a leading ``#!lua ...`` line made a Lua comment (``-- #!lua ...``)."""
-    if source.startswith("#!lua"):
-        return "-- " + source
-    return source
-
-
 def fakeredis_client() -> Any:
     """A fakeredis client (``decode_responses=True``, as ``RedisStore`` expects) on a new,
     private in-process server; skips the test if fakeredis or its Lua support is missing."""
     try:
         import fakeredis
-        import lupa  # noqa: F401  (fakeredis runs EVAL/EVALSHA through lupa)
+        import lupa  # noqa: F401  (fakeredis runs FCALL through lupa)
     except ImportError as exc:
         pytest.skip(f"fakeredis tier not run: {exc.name} is not installed (pip install '.[test]')")
-
-    class LuaClient(fakeredis.FakeRedis):  # type: ignore[misc]
-        """Registers scripts with their ``#!lua`` line commented out (see the module doc)."""
-
-        def register_script(self, script: str | bytes) -> Any:
-            if isinstance(script, bytes):
-                script = script.decode()
-            return super().register_script(lua_comment_shebang(script))
-
-    return LuaClient(server=fakeredis.FakeServer(), decode_responses=True)
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
 
 
 def skip_unsupported(request: pytest.FixtureRequest) -> None:

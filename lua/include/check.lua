@@ -24,7 +24,9 @@ end
 
 -- A list of field names -> {set = the set of them, defaults = those with a default}, once
 -- per list and call.
+--@call
 local ASKED = {}
+--@end
 local function asked_of(names)
   local a = ASKED[names]
   if not a then

@@ -35,9 +35,9 @@ local function success_fields()
   return names
 end
 
--- Due sets found sound in this call (a batch of acks checks each lane once; nothing this
--- call writes can change a key's type).
-local LANES_CHECKED = {}
+--@call
+local LANES_CHECKED = {}  -- due sets found sound this call (no write of it changes a key's type)
+--@end
 
 -- The namespace keys of a commit that may write events of kinds `...`: nil if sound,
 -- else the error reply.

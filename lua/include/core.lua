@@ -14,7 +14,9 @@
 --   decide, then write: every script reads and checks what it will parse (key types,
 --            fields) before the first write that concerns it (lua/README.md)
 
+--@call
 local P = ARGV[1]
+--@end
 
 local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}  -- fmt's common case
 local function fmt(n) return DIGITS[n] or string.format('%d', n) end
@@ -58,9 +60,11 @@ local function expect_int(key)
   return v or nil
 end
 
+--@call
 if ARGV[2] ~= '' and not int(ARGV[2]) then
   return redis.error_reply('ERR duetime bad-input now')
 end
+--@end
 
 -- The data layout these scripts read and write. add.lua records it in the namespace; a
 -- namespace written by another layout is refused loudly instead of misread silently
@@ -70,6 +74,7 @@ end
 -- that first writes such data records the layout (`need_layout`), so an older duetime
 -- refuses the namespace loudly instead of moving its entries aside as malformed.
 local LAYOUT, LAYOUT_EXACT, LAYOUT_READY = '1', '2', '3'
+--@call
 local layout = redis.pcall('GET', P .. 'layout')
 if type(layout) == 'table' then
   return corrupt_key(P .. 'layout', 'is a ' .. redis.call('TYPE', P .. 'layout')['ok'] ..
@@ -79,6 +84,7 @@ if layout and layout ~= LAYOUT and layout ~= LAYOUT_EXACT and layout ~= LAYOUT_R
   return redis.error_reply('ERR duetime layout ' .. layout .. ' in this namespace, but this ' ..
     'duetime reads layouts 1 to 3: run one version of duetime per namespace')
 end
+--@end
 
 -- Record layout `v` unless the namespace's is already it or newer (each adds to the last).
 local function need_layout(v)

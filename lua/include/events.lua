@@ -55,7 +55,9 @@ end
 -- and `attempt` may be their digits as stored: fmt formats those the same). One
 -- whose time or detail differs from its kind's first, or whose job id holds a newline
 -- (corrupt data), is written on its own at once (and still counted).
+--@call
 local tally, kinds_seen = {}, {}
+--@end
 local function event_tallied(now, kind, job, sched, attempt, detail, ready, line)
   local b = tally[kind]
   if not b then

@@ -1,6 +1,6 @@
 -- include/limits.lua: limits enforced where jobs are claimed (kept: include/flow.lua): which
 -- limit governs a key, whether it may start now, starts counted, ends that free slots.
--- Provides: LIMITS, RATE_GUARD_MS, limit_of, flow_room, flow_started, HELD, flow_end_many
+-- Provides: RATE_GUARD_MS, LIMITS, HELD, limit_of, flow_room, flow_started, flow_end_many
 -- Key families: limits, flow:run, flow:held, flow:win:<key>, flow:wait:<key>, turns:<level>,
 --   wake, due:<lane>, layout, levels:<lane>
 
@@ -10,7 +10,10 @@
 -- The limit that governs `key`: the key's own, else the longest declared pattern of its
 -- ':'-separated prefixes ("eu:customer:*", then "eu:*"), else "*". {rate, period, conc}
 -- (numbers, 0: none), or nil. Looked up once per key and call.
-local LIMITS, RATE_GUARD_MS = {}, 40
+local RATE_GUARD_MS = 40
+--@call
+local LIMITS, HELD = {}, nil  -- HELD: asked once a call (flow_end_many)
+--@end
 local function limit_of(key)
   local got = LIMITS[key]
   if got ~= nil then return got or nil end
@@ -80,7 +83,6 @@ end
 
 -- The invocations of `tokens` ended (or their leases were reaped): each keyed one frees
 -- its key's slot (flow_freed, once per key). One EXISTS per call where none runs.
-local HELD
 local function flow_end_many(tokens)
   if HELD == nil then HELD = redis.call('EXISTS', P .. 'flow:held') == 1 end
   if not HELD or #tokens == 0 then return end

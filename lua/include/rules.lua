@@ -48,7 +48,7 @@ local function misfire_ok(v) return v == 'skip' or v == 'run_once' or v == 'catc
 local function overlap_ok(v) return v == 'skip' or v == 'allow' or v == 'queue' end
 local function delivery_ok(v) return v == 'at_least_once' or v == 'at_most_once' end
 
--- field -> its predicate (plain functions: each call builds them anew, on its first lookup)
+-- field -> its predicate (plain functions, built on a call's first lookup; a library keeps them)
 local RULE
 local function fill_rules()
   -- as int() reads them, without converting (a field is stored as its text): digits, and
@@ -86,7 +86,9 @@ local function fill_rules()
     stash = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end,
     reruns = function(v) return #v <= DEF_MAX and (v == '' or stash_ok(v)) end}
 end
-RULE = setmetatable({}, {__index = function(_, name) fill_rules() return RULE[name] end})
+--@call
+RULE = RULE or setmetatable({}, {__index = function(_, name) fill_rules() return RULE[name] end})
+--@end
 
 -- What field `name` must be (read only when one is not).
 local function what_of(name)

@@ -46,7 +46,9 @@ end
 -- What one call learnt: does the claimant serve a task (mine), does a live replica other
 -- than it (others: their task lists, read once) serve it (elsewhere); dead: replicas whose
 -- live key expired, forgotten by register_serves.
+--@call
 local SEEN = {mine = {}, elsewhere = {}, others = nil, dead = {}}
+--@end
 
 -- Does the claimant (task list `text`) serve task `tok`?
 local function serves(text, tok)

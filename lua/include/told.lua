@@ -16,6 +16,9 @@
 --@include rules
 
 local TOLD = {KEPT = '86400000'}  -- KEPT: a waited-for recurring run's outcome, ms
+--@call
+TOLD.w = nil  -- asked once a call (waiting)
+--@end
 
 -- Is any handle waiting in this namespace? (Asked once a call.)
 function TOLD.waiting()

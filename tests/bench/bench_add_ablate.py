@@ -7,7 +7,8 @@ difference between two cuts is what the piece between them costs.
     PYTHONPATH=. python tests/bench/bench_add_ablate.py --callgrind --before DIR  # whole scripts
 
 ``--before DIR`` (another checkout, e.g. a ``git archive`` of main): instead of the cuts,
-that checkout's whole add.lua beside this one's.
+that checkout's whole add.lua beside this one's, both sent as scripts (EVALSHA), and this
+one's as the gateway sends it on Redis 7 (FCALL of its library: its units built at load).
 
 Each run: a private redis-server, new one-off jobs due in 2 h (they stay pending), one
 add.lua call per job (or ``--batch`` jobs per call). Default: medians of the EVALSHA µs per
@@ -43,7 +44,7 @@ import redis  # noqa: E402
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
-from scheduler.stores.redis.protocol import definitions  # noqa: E402
+from scheduler.stores.redis.protocol import definitions, gateway  # noqa: E402
 from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 
 TOP = "do return 1 end\n"  # a cut in the script's body
@@ -102,10 +103,21 @@ def jobs_args(store: RedisStore, n: int) -> list[list]:  # type: ignore[type-arg
     ]
 
 
-def calls(client: redis.Redis, sha: str, store: RedisStore, args: list, batch: int) -> None:  # type: ignore[type-arg]
-    head = ["EVALSHA", sha, 1, store.keys.epoch, store.keys.prefix, ""]
+LIBRARY = "after, as a library (FCALL)"  # --before: this checkout's add.lua as the gateway sends it
+
+
+def sent(text: str) -> gateway.Lua:
+    """What the calls send: ``text`` as a script (EVALSHA), or for LIBRARY this checkout's
+    add.lua as the gateway sends it."""
+    return lua.sendable("add") if text == LIBRARY else gateway.Lua(text)
+
+
+def calls(
+    client: redis.Redis, script: gateway.Lua, store: RedisStore, args: list, batch: int
+) -> None:  # type: ignore[type-arg]
     for i in range(0, len(args), batch):
-        client.execute_command(*head, *[x for a in args[i : i + batch] for x in a])
+        argv = [store.keys.prefix, "", *[x for a in args[i : i + batch] for x in a]]
+        gateway.call(client, script, [store.keys.epoch], argv)
 
 
 def main_cpu(client: redis.Redis) -> float:
@@ -120,14 +132,18 @@ def timed(a: argparse.Namespace, scripts: dict[str, str]) -> dict[str, tuple[flo
         for _ in range(a.runs):
             for name, text in scripts.items():
                 store = RedisStore(client, f"b{uuid.uuid4().hex[:8]}")
-                sha = client.script_load(text)
+                script = sent(text)
                 args = jobs_args(store, a.jobs + 500)
-                calls(client, sha, store, args[:500], a.batch)  # warm
+                calls(client, script, store, args[:500], a.batch)  # warm
                 client.config_resetstat()
                 cpu = main_cpu(client)
-                calls(client, sha, store, args[500:], a.batch)
+                calls(client, script, store, args[500:], a.batch)
                 cpu = main_cpu(client) - cpu
-                usec = float(client.info("commandstats")["cmdstat_evalsha"]["usec"])
+                stats = client.info("commandstats")
+                usec = sum(
+                    float(stats.get(f"cmdstat_{c}", {}).get("usec", 0))
+                    for c in ("evalsha", "fcall")
+                )
                 runs[name].append((usec / a.jobs, cpu * 1e6 / a.jobs))
                 client.flushall()
     return {n: tuple(statistics.median(r[i] for r in v) for i in (0, 1)) for n, v in runs.items()}  # type: ignore[misc]
@@ -174,11 +190,11 @@ def instructions(a: argparse.Namespace, text: str, out_dir: str) -> float:
     out = os.path.join(out_dir, f"cg.{uuid.uuid4().hex[:8]}")
     with callgrind_redis(out) as (client, control):
         store = RedisStore(client, "b1")
-        sha = client.script_load(text)
+        script = sent(text)
         args = jobs_args(store, a.jobs + 300)
-        calls(client, sha, store, args[:300], a.batch)
+        calls(client, script, store, args[:300], a.batch)
         control("-z")
-        calls(client, sha, store, args[300:], a.batch)
+        calls(client, script, store, args[300:], a.batch)
         control("-d")
     dumped = [f for f in glob.glob(out + "*") if f.endswith(".1")]
     m = re.search(r"^summary: (\d+)", pathlib.Path(dumped[0]).read_text(), re.M)
@@ -196,7 +212,11 @@ def main() -> None:
     a = ap.parse_args()
     scripts = texts()
     if a.before:
-        scripts = {"before (whole script)": whole(a.before), "after (whole script)": whole(".")}
+        scripts = {
+            "before (whole script)": whole(a.before),
+            "after (whole script)": whole("."),
+            LIBRARY: LIBRARY,
+        }
     prev = 0.0
     if a.callgrind:
         a.jobs = min(a.jobs, 1000)

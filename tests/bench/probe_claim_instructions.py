@@ -11,7 +11,9 @@ which moves CPU times by a third within an hour.
 
 ``--before DIR`` (another checkout, e.g. a ``git archive`` of main): its claim.lua and
 complete_many.lua are measured too, by the same client code (the scripts' arguments and
-replies must be the same in both trees), on a server of their own.
+replies must be the same in both trees), on a server of their own, sent as scripts
+(``EVALSHA``). This checkout's are sent as the gateway sends them (``FCALL`` of their
+libraries on Redis 7); ``--scripts`` measures them sent as scripts too.
 
     PYTHONPATH=. python tests/bench/probe_claim_instructions.py --jobs 2000 --batch 50 \\
         --before "$before" [--kind plain|keyed|limited]
@@ -38,6 +40,7 @@ from scheduler import flow  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
 from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
+from scheduler.stores.redis.protocol import gateway  # noqa: E402
 
 NAMES = ("claim", "complete_many")
 
@@ -62,20 +65,24 @@ def measure(
     kind: str = "plain",
     served: list[str] | None = None,
     acks_ok: bool = True,
+    scripts_only: bool = False,
 ) -> dict[str, float]:
     """Instructions per job of the claims and of the acks (``texts``: the two scripts to
     use instead of this checkout's; ``raw``: claims only, their replies not read, so that
     a cut claim.lua can be measured: each call then sees the same due jobs; ``kind``: KINDS;
     ``served``: the claimant names these tasks, task-aware claiming, as a worker does;
-    None: "*"; ``acks_ok``: every ack must answer "ok" (False: a cut complete_many.lua))."""
+    None: "*"; ``acks_ok``: every ack must answer "ok" (False: a cut complete_many.lua);
+    ``scripts_only``: sent as scripts (EVALSHA) even where the server has Redis Functions)."""
     out = os.path.join(tempfile.mkdtemp(prefix="cg-claim-"), "cg")
     with callgrind_redis(out) as (client, control):
         store = RedisStore(client, "p1")
         store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
+        if scripts_only:
+            gateway.send_scripts(client)
         if served is not None:
             store.serve(lambda: (1, served))
         for name, text in (texts or {}).items():
-            store._scripts[name] = client.register_script(text)
+            store._scripts[name] = gateway.Lua(text)  # a cut copy: sent as a script
         if kind == "limited":
             store.set_limit("k", flow.limit(rate=flow.RATE_MAX, per=0.001))
         key = None if kind == "plain" else "k"
@@ -132,11 +139,14 @@ def main() -> None:
     ap.add_argument("--before", metavar="DIR")
     ap.add_argument("--raw", action="store_true", help="claims only, replies not read (cuts)")
     ap.add_argument("--kind", choices=KINDS, default="plain", help="what the jobs carry")
+    ap.add_argument("--scripts", action="store_true", help="this checkout as scripts too")
     a = ap.parse_args()
     rows = {}
     if a.before:
         texts = {n: whole(a.before, n) for n in NAMES}
         rows["before"] = measure(texts, a.jobs, a.batch, raw=a.raw, kind=a.kind)
+    if a.scripts:
+        rows["scripts"] = measure(None, a.jobs, a.batch, raw=a.raw, kind=a.kind, scripts_only=True)
     rows["this"] = measure(None, a.jobs, a.batch, raw=a.raw, kind=a.kind)
     print(f"Redis instructions per job ({a.jobs} one-off {a.kind} jobs, {a.batch} per call)")
     print(f"{'':8s} {'claim':>10s} {'ack':>10s} {'both':>10s}")

@@ -45,8 +45,10 @@ def redis_empty(tmp: pathlib.Path, n: int = 60) -> Outcome:
     )
 
 
-def _sha(h: Harness, script: str) -> bytes:
-    return str(h.client.store._scripts[script].sha).encode()  # type: ignore[attr-defined]
+def _sent_as(h: Harness, script: str) -> bytes:
+    """What a call of ``script`` names on the wire: its function (FCALL), or its SHA1."""
+    sent = h.client.store._scripts[script]  # type: ignore[attr-defined]
+    return str(sent.function or sent.sha).encode()
 
 
 def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Outcome:
@@ -71,7 +73,7 @@ def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Ou
         # successes commit in batches, mostly in a claim's round trip (one pipeline: a
         # drop armed for either script loses the reply of both, and both are resent)
         for script in ("claim", "renew", "complete_many"):
-            h.proxy.drop_reply_once(_sha(h, script))
+            h.proxy.drop_reply_once(_sent_as(h, script))
             # until the script is called: when the jobs ran out first (fast hand-offs), a
             # top-up of 1 s jobs (> L/3) brings a claim, renewals and successes
             while not wait_until(lambda: h.proxy is not None and h.proxy._drop_match is None, 3):
@@ -345,15 +347,15 @@ def failing_renewals(tmp: pathlib.Path, lease: float = 1.0) -> Outcome:
 
 
 def script_flush(tmp: pathlib.Path, n: int = 300) -> Outcome:
-    """F12: SCRIPT FLUSH (and a FUNCTION FLUSH) mid-load: NOSCRIPT is handled, nothing
-    fails or is lost."""
+    """F12: SCRIPT FLUSH and FUNCTION FLUSH mid-load: the libraries (or scripts) are loaded
+    again, nothing fails or is lost."""
     with Harness(tmp, replicas=3, lease=2.0, resync=0.5) as h:
         _up(h)
         h.enqueue_many(n, seconds=0.0, spread=3.0)
         for _ in range(3):
             time.sleep(0.7)
             h.raw.script_flush()
-        h.raw.function_flush()
+            h.raw.function_flush()
         finished = h.wait_done(n, 30)
         failed = int(h.raw.hget(h.keys.stats, "failed") or 0)
     rep = h.check()

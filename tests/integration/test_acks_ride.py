@@ -16,6 +16,7 @@ from scheduler import Scheduler, task
 from scheduler import engine as engine_module
 from scheduler.model import After, Commit, Every, JobSpec, Overlap, TaskRef
 from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.protocol import gateway
 from scheduler.stores.redis.sharding.sharded import ShardedStore, open_store
 from scheduler.testing import FakeClock
 from tests.faults.proxy import Proxy
@@ -26,8 +27,10 @@ pytestmark = pytest.mark.redis
 CAPS = {"default": 2}
 
 
-def evalsha_calls(r: redis.Redis) -> int:
-    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+def script_calls(r: redis.Redis) -> int:
+    """Script calls the server ran (FCALL of a library's function, or EVALSHA)."""
+    stats = r.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha"))
 
 
 def kinds_per_job(store: RedisStore) -> dict[tuple[str, str], int]:
@@ -38,8 +41,8 @@ def test_acks_go_first_in_the_claims_round_trip(redis_url, redis_ns):
     store = RedisStore(redis_url, redis_ns, resync=30)
     store.add_many([spec(f"j{i}", After(0)) for i in range(4)])
     first = store.claim_due(CAPS, 30.0, "o1").claims
-    shas = store._scripts  # type: ignore[attr-defined]
-    store.redis.script_load(shas["complete_many"].script)  # loaded, as after a first flush
+    scripts = store._scripts  # type: ignore[attr-defined]
+    store.redis.function_load(scripts["complete_many"].library, replace=True)  # as if acked once
     sent: list[list[str]] = []
     pipeline = store.redis.pipeline
 
@@ -57,7 +60,7 @@ def test_acks_go_first_in_the_claims_round_trip(redis_url, redis_ns):
     store.redis.pipeline = spy  # type: ignore[method-assign]
     out = store.complete_and_claim([(c, None) for c in first], CAPS, 30.0, "o1")
     store.redis.pipeline = pipeline  # type: ignore[method-assign]
-    assert sent == [[shas["complete_many"].sha, shas["claim"].sha]]  # one trip, acks first
+    assert sent == [[scripts["complete_many"].function, scripts["claim"].function]]  # acks first
     assert out.error is None and out.acks == [Commit.OK, Commit.OK]
     assert out.batch is not None
     assert sorted(c.job_id for c in out.batch.claims) == sorted(
@@ -78,13 +81,13 @@ def test_a_lost_reply_resends_both_halves_and_each_counts_once(private_redis, re
     try:
         store.add_many([spec(f"j{i}", After(0)) for i in range(4)])
         first = store.claim_due(CAPS, 30.0, "o1").claims
-        raw.script_load(store._scripts["complete_many"].script)  # type: ignore[attr-defined]
-        calls = evalsha_calls(raw)
+        raw.function_load(store._scripts["complete_many"].library, replace=True)  # type: ignore[attr-defined]
+        calls = script_calls(raw)
         fence = int(raw.get(store.keys.fence) or 0)
-        proxy.drop_reply_once(store._scripts["complete_many"].sha.encode())  # type: ignore[attr-defined]
+        proxy.drop_reply_once(store._scripts["complete_many"].function.encode())  # type: ignore[attr-defined]
         out = store.complete_and_claim([(c, {"n": 1}) for c in first], CAPS, 30.0, "o1")
         assert proxy.dropped_replies == 1  # the pair ran, its reply was lost
-        assert evalsha_calls(raw) - calls == 4  # ... and both halves were sent again
+        assert script_calls(raw) - calls == 4  # ... and both halves were sent again
         assert out.error is None and out.acks == [Commit.OK, Commit.OK]
         assert out.batch is not None and len(out.batch.claims) == 2
         # the resent claim returned the first reply (its resend record), claimed nothing
@@ -109,11 +112,15 @@ def test_a_lost_reply_resends_both_halves_and_each_counts_once(private_redis, re
         proxy.close()
 
 
-def test_noscript_is_handled_for_both_halves(redis_url, redis_ns):
-    store = RedisStore(redis_url, redis_ns, resync=30)
+@pytest.mark.parametrize("sent", ["functions", "scripts"])
+def test_a_server_without_them_is_handled_for_both_halves(private_redis, redis_ns, sent):
+    store = RedisStore(private_redis.url, redis_ns, resync=30)
+    if sent == "scripts":  # as after a server refused FCALL
+        gateway.send_scripts(store.redis)
     store.add_many([spec(f"j{i}", After(0)) for i in range(4)])
     first = store.claim_due(CAPS, 30.0, "o1").claims
     store.redis.script_flush()  # as after a Redis restart: neither script is loaded
+    store.redis.function_flush()  # nor library
     out = store.complete_and_claim([(c, None) for c in first], CAPS, 30.0, "o1")
     assert out.error is None and out.acks == [Commit.OK, Commit.OK]
     assert out.batch is not None and len(out.batch.claims) == 2
@@ -180,7 +187,7 @@ def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(
     store.complete_and_claim = riding  # type: ignore[method-assign]
     store.add_many([spec(f"b{i}", After(0)) for i in range(n)])
     r = store.redis
-    calls = evalsha_calls(r)
+    calls = script_calls(r)
     with Scheduler(4, store=store) as eng:
         # every job claimed (counted in the store), then wait_idle: it flushes the
         # successes of the last batch, which no claim round follows
@@ -189,7 +196,7 @@ def test_in_a_burst_acks_ride_with_claims_and_each_commits_once(
             assert time.monotonic() < deadline, "the burst did not finish"
             time.sleep(0.01)
         assert eng.wait_idle(WAIT * 6)
-    scripts = evalsha_calls(r) - calls
+    scripts = script_calls(r) - calls
     stats = r.hgetall(store.keys.stats)
     assert int(stats["claimed"]) == n and int(stats["succeeded"]) == n  # each once
     assert sum(rode) + sum(alone) == n

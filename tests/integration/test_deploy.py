@@ -374,7 +374,7 @@ def test_every_duetime_command_line_is_a_valid_invocation():
     for source in ("Dockerfile", "compose service producer", "k8s container", "duetime.service"):
         assert any(w.startswith(source) for w in wheres), f"no duetime command in {source}"
     readme = sorted(argv[1] for w, argv in found if w == "deploy/README.md")
-    assert readme == ["enqueue", "run"]
+    assert readme == ["enqueue", "libraries", "run"]
     for where, argv in found:
         try:
             name, params = parse(argv)
@@ -607,6 +607,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[types.SimpleNam
         def url(user: str, password: str | None = None) -> str:
             return f"redis://{user}:{password or passwords[user]}@127.0.0.1:{server.port}/0"
 
+        # the libraries, loaded by an administrator as deploy/README.md says
+        from click.testing import CliRunner
+
+        from scheduler.cli import main
+
+        loaded = CliRunner().invoke(main, ["libraries", "load", "--redis", url(ADMIN)])
+        assert loaded.exit_code == 0 and "23 loaded" in loaded.output, loaded.output
+
         yield types.SimpleNamespace(
             port=server.port,
             admin=admin,
@@ -712,6 +720,28 @@ def test_replica_user_runs_a_replica(server):
     finally:
         store.close()
     assert refusals(server.admin) == []
+
+
+@pytest.mark.redis
+def test_without_the_libraries_a_user_sends_scripts(server):
+    """A new version's libraries not loaded yet: the user may call them but not load them,
+    so its client sends scripts (one refusal in ACL LOG), and every call works."""
+    from scheduler.cli.libraries import ours
+    from scheduler.stores.redis import RedisStore
+
+    refusals(server.admin)
+    server.admin.function_flush()
+    store = RedisStore(server.url("duetime-replica"), NS)
+    try:
+        assert store.add(spec("s-ok", After(0))).outcome
+        claims = {c.job_id: c for c in store.claim_due({"default": 100}, 30.0, "s").claims}
+        assert store.complete(claims.pop("s-ok"), "done") == Commit.OK
+        assert all(store.release(c) == Commit.OK for c in claims.values())  # others' jobs
+        assert refusals(server.admin) == ["duetime-replica: function|load (command)"]
+    finally:
+        store.close()
+        for code in ours().values():
+            server.admin.function_load(code)
 
 
 @pytest.mark.redis
@@ -914,6 +944,8 @@ FORBIDDEN = [
     ("EVAL", "return 1", "0"),
     ("SCRIPT", "FLUSH"),
     ("FUNCTION", "FLUSH"),
+    ("FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('x', function() return 1 end)"),
+    ("FUNCTION", "DELETE", "x"),
     ("ACL", "LIST"),
     ("ACL", "SETUSER", "x", "on"),
     ("CLIENT", "LIST"),

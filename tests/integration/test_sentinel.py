@@ -61,12 +61,13 @@ def test_wait_for_more_replicas_than_exist_counts_and_warns_but_keeps_the_write(
     store.close()
 
 
-def test_wait_survives_a_flushed_script_cache(shared_sentinel_cluster, redis_ns, clock):
+def test_wait_survives_flushed_scripts_and_libraries(shared_sentinel_cluster, redis_ns, clock):
     store = RedisStore(
         shared_sentinel_cluster.url, redis_ns, clock=clock, wait_replicas=1, wait_timeout_ms=5000
     )
     store.add(spec("a", After(0)))
     store.redis.script_flush()  # as after a failover or a restart
+    store.redis.function_flush()
     store.add(spec("b", After(0)))
     assert [c.job_id for c in store.claim_due({"default": 5}, 30, "o").claims] == ["a", "b"]
     store.close()

@@ -21,6 +21,7 @@ import redis
 
 from scheduler.model import After, Every
 from scheduler.stores.redis import RedisStore, StoreCorruptError
+from scheduler.stores.redis.protocol import gateway
 from scheduler.testing import FakeClock
 from tests.helpers import spec
 from tests.lua.corruption import dump
@@ -145,9 +146,8 @@ def check(redis_url, redis_ns, redis_client, text_client, script, key, kind):
         what = f"is a {kind}, expected {WANT[key]}"
     before = dump(redis_client, rs.keys.prefix)
     with pytest.raises(redis.ResponseError) as err:
-        rs._scripts[script](
-            keys=[rs.keys.epoch], args=[rs.keys.prefix, rs._now_arg(), *args_of(rs, script, held)]
-        )
+        argv = [rs.keys.prefix, rs._now_arg(), *args_of(rs, script, held)]
+        gateway.call(rs.redis, rs._scripts[script], [rs.keys.epoch], argv)
     assert str(err.value) == f"duetime corrupt {full} {what}"
     assert dump(redis_client, rs.keys.prefix) == before  # nothing written
     with pytest.raises(StoreCorruptError, match="duetime writes nothing to this namespace"):

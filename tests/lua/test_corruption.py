@@ -62,7 +62,7 @@ from hypothesis import strategies as st
 from scheduler.model import After, Cron, Every
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claiming.claim_reply import RawClaim, claim_reply
-from scheduler.stores.redis.protocol import definitions
+from scheduler.stores.redis.protocol import definitions, gateway
 from scheduler.testing import FakeClock
 from tests.helpers import spec
 from tests.lua.corruption import (
@@ -194,9 +194,8 @@ class World:
         return self.rs.keys.prefix
 
     def raw(self, name: str, *args: Any) -> Any:
-        return self.rs._scripts[name](
-            keys=[self.rs.keys.epoch], args=[self.prefix, self.rs._now_arg(), *args]
-        )
+        argv = [self.prefix, self.rs._now_arg(), *args]
+        return gateway.call(self.rs.redis, self.rs._scripts[name], [self.rs.keys.epoch], argv)
 
     def key(self, family: str) -> bytes:
         return (self.prefix + family).encode()

@@ -1,8 +1,8 @@
-"""The fakeredis tier's one liberty with the scripts (tests/fakeredis_fixtures.py): the
-shipped source keeps its ``#!lua`` line (docs/shared-mode.md: ``flags=allow-oom`` lets a
-script that records an outcome run on an out-of-memory server, which refuses every
-shebang-less script whole), and only the source registered with the fakeredis client
-has that line commented out, and still runs there."""
+"""The fakeredis tier runs the scripts as Redis 7 does: each lua/ script as its Redis
+Functions library (``FCALL``, protocol/scripts.py), which fakeredis loads and runs through
+lupa. The shipped source keeps its ``#!lua`` line (docs/shared-mode.md: ``flags=allow-oom``
+lets a script that records an outcome run on an out-of-memory server), which the library
+declares as its function's flags."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import pytest
 
 from scheduler.model import After, Commit
 from scheduler.stores.redis import RedisStore
+from scheduler.stores.redis.protocol import gateway
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.testing import FakeClock
 from tests.conftest import START
-from tests.fakeredis_fixtures import fakeredis_client, lua_comment_shebang
+from tests.fakeredis_fixtures import fakeredis_client
 from tests.helpers import spec
+from tests.lua.test_scripts import libraries
 
 pytestmark = pytest.mark.fakeredis
 
@@ -34,31 +36,25 @@ def test_the_shipped_source_starts_with_its_shebang(name):
 
 
 @names
-def test_fakeredis_gets_the_shebang_as_a_comment_on_the_same_line(fake_store, name):
-    loaded = fake_store._scripts[name].script
-    shipped = lua.source(name)
-    assert not loaded.startswith("#!")
-    assert loaded == lua_comment_shebang(shipped) == "-- " + shipped
-    assert loaded.count("\n") == shipped.count("\n")  # Lua error line numbers unchanged
-
-
-@names
-def test_every_commented_script_compiles_and_runs_on_fakeredis(fake_store, name):
-    """Called with no arguments of its own, a script fails in its own checks or code
-    (a run-time error), never while fakeredis loads it."""
+def test_every_library_loads_and_runs_on_fakeredis(fake_store, name):
+    """Called with no arguments of its own, a script's function fails in its own checks or
+    code (a run-time error), never while fakeredis loads its library."""
     script = fake_store._scripts[name]
+    argv = [fake_store.keys.prefix, str(START * 1000)]
     try:
-        script(keys=[fake_store.keys.epoch], args=[fake_store.keys.prefix, str(START * 1000)])
+        gateway.call(fake_store.redis, script, [fake_store.keys.epoch], argv)
     except Exception as exc:
-        assert "error loading code" not in str(exc)
-        assert "near '#'" not in str(exc)
+        assert "Error registering functions" not in str(exc)
+        assert "Function not found" not in str(exc)
+    assert script.function in libraries(fake_store.redis)
 
 
-def test_a_job_round_trip_runs_on_the_commented_scripts(fake_store):
+def test_a_job_round_trip_runs_on_the_libraries(fake_store):
     assert fake_store.add(spec("a", After(0))).outcome == "created"
     (claim,) = fake_store.claim_due({"default": 1}, 30, "owner-1").claims
     assert fake_store.complete(claim, "done") is Commit.OK
     assert fake_store.get("a").runs == 1
+    assert not hasattr(fake_store.redis, gateway.SCRIPTS_ONLY)  # sent as FCALL
 
 
 def test_claim_request_ids_are_unique_and_take_no_system_randomness(monkeypatch):

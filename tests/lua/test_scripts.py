@@ -19,6 +19,7 @@ import redis
 from scheduler.model import After, At, Commit, Delivery, JobSpec, RetryPolicy, TaskRef
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claiming.claim_reply import ClaimReply, claim_reply
+from scheduler.stores.redis.protocol import gateway
 from tests.conftest import START
 from tests.helpers import every, spec
 from tests.lua.corruption import expand_entry
@@ -52,9 +53,8 @@ def add_args(**change: str) -> list[str]:
 
 def raw(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> Any:
     """Run one script with exactly these ARGV[3..] (ARGV[2]: the fake clock unless given)."""
-    return rs._scripts[name](
-        keys=[], args=[rs.keys.prefix, rs._now_arg() if now is None else now, *args]
-    )
+    argv = [rs.keys.prefix, rs._now_arg() if now is None else now, *args]
+    return gateway.call(rs.redis, rs._scripts[name], [], argv)
 
 
 def attempt(rs: RedisStore, name: str, *args: Any, now: str | None = None) -> Any:
@@ -740,17 +740,78 @@ def test_the_event_stream_records_every_transition_readably(rs, clock, redis_cli
     assert len(rs.events(2)) == 2 and rs.events(2) == rs.events(1000)[-2:]
 
 
-# ---- NOSCRIPT -----------------------------------------------------------------------------
+# ---- a server without the libraries or scripts ------------------------------------------
 
 
-def test_the_store_survives_a_script_flush(private_redis, clock):
+def libraries(client: Any) -> list[str]:
+    """The names of the Redis Functions libraries loaded on ``client``'s server."""
+    out = []
+    for lib in client.function_list():
+        fields = lib if isinstance(lib, dict) else dict(zip(lib[::2], lib[1::2], strict=True))
+        out.append(fields.get("library_name") or fields.get(b"library_name"))
+    return [x.decode() if isinstance(x, bytes) else x for x in out]
+
+
+def test_the_store_survives_a_function_flush(private_redis, clock):
+    """FUNCTION FLUSH (or a new server): the library the call names is loaded, the call sent
+    again."""
     rs = RedisStore(private_redis.url, "noscript", clock=clock)
+    try:
+        rs.add(spec("a", After(0)))
+        client = redis.Redis.from_url(private_redis.url, decode_responses=True)
+        client.function_flush()
+        assert libraries(client) == []
+        assert [c.job_id for c in claim(rs)] == ["a"]  # "Function not found": loaded
+        assert rs._scripts["claim"].function in libraries(client)
+        assert rs.add(spec("b", After(0))).outcome == "created"
+        client.close()
+    finally:
+        rs.close()
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        "ERR unknown command 'FCALL', with args beginning with: ",
+        "NOPERM User u has no permissions to run the 'fcall' command",
+    ],
+)
+def test_a_server_that_refuses_fcall_is_sent_scripts(private_redis, clock, refused):
+    """A server without Redis Functions (Redis 6), or an ACL without ``fcall``: the call did
+    not run; the client sends scripts from then on (EVALSHA, loaded after a NOSCRIPT)."""
+    rs = RedisStore(private_redis.url, "old", clock=clock)
+    sent = []
+    real = rs.redis.execute_command
+
+    def server(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if args[0] in ("FCALL", "EVALSHA"):
+            sent.append(args[0])
+        if args[0] == "FCALL":
+            raise redis.ResponseError(refused)
+        return real(*args, **kwargs)
+
+    try:
+        client = redis.Redis.from_url(private_redis.url)
+        client.script_flush()
+        rs.redis.execute_command = server  # type: ignore[method-assign]
+        assert rs.add(spec("a", After(0))).outcome == "created"
+        assert [c.job_id for c in claim(rs)] == ["a"]
+        assert sent[:3] == ["FCALL", "EVALSHA", "EVALSHA"]  # refused, NOSCRIPT, run
+        assert "FCALL" not in sent[3:]
+        client.close()
+    finally:
+        rs.close()
+
+
+def test_the_store_survives_a_script_flush_when_sending_scripts(private_redis, clock):
+    rs = RedisStore(private_redis.url, "noscript", clock=clock)
+    gateway.send_scripts(rs.redis)  # as after a server refused FCALL
     try:
         rs.add(spec("a", After(0)))
         client = redis.Redis.from_url(private_redis.url)
         client.script_flush()
         assert client.script_exists(rs._scripts["claim"].sha) == [False]
-        assert [c.job_id for c in claim(rs)] == ["a"]  # NOSCRIPT: redis-py reloads
+        assert [c.job_id for c in claim(rs)] == ["a"]  # NOSCRIPT: loaded, sent again
         assert client.script_exists(rs._scripts["claim"].sha) == [True]
         assert rs.add(spec("b", After(0))).outcome == "created"
         client.close()

@@ -312,8 +312,8 @@ def test_every_event_kind_recorded_is_listed():
     assert lua_kinds | py_kinds <= set(EVENT_KINDS), (lua_kinds | py_kinds) - set(EVENT_KINDS)
 
 
-# the command that runs a cached script, or redis-py's method for it
-SCRIPT_SENDING = re.compile(r"evalsha", re.IGNORECASE)
+# the commands that run a cached script or a library's function, or redis-py's methods
+SCRIPT_SENDING = re.compile(r"evalsha|fcall", re.IGNORECASE)
 GATEWAY = REDIS_WING / "protocol" / "gateway.py"
 
 
@@ -321,7 +321,7 @@ GATEWAY = REDIS_WING / "protocol" / "gateway.py"
 def test_only_the_gateway_sends_scripts(path):
     """Every Lua script call goes through ``stores/redis/protocol/gateway.py`` (NOSCRIPT reloads,
     pipelines, WAIT: one set of rules for the sync and async stores): no other module
-    names EVALSHA, in code or in prose."""
+    names EVALSHA or FCALL, in code or in prose."""
     found = [
         n for n, line in enumerate(path.read_text().splitlines(), 1) if SCRIPT_SENDING.search(line)
     ]
@@ -331,6 +331,7 @@ def test_only_the_gateway_sends_scripts(path):
 def test_the_gateway_rule_can_fail():
     assert GATEWAY.is_file() and SCRIPT_SENDING.search(GATEWAY.read_text())
     assert SCRIPT_SENDING.search("pipe.evalsha(sha, 1, key)")
+    assert SCRIPT_SENDING.search('client.execute_command("FCALL", name, 0)')
     assert not SCRIPT_SENDING.search("gateway.call(client, script, route, argv)")
 
 

@@ -69,7 +69,7 @@ IN_FLIGHT = 64
 @cache
 def _script(name: str) -> gateway.Lua:
     """lua/NAME.lua as the gateway sends it (made once per process)."""
-    return gateway.Lua(scripts.source(name))
+    return scripts.sendable(name)
 
 
 class AsyncStore:

@@ -120,7 +120,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
         self.payload_limit = payload_limit
         self.clock: Clock = clock or MonotonicClock()
         self._fixed_clock = clock is not None
-        self._scripts = lua.register(self._r)
+        self._scripts = {name: lua.sendable(name) for name in lua.SCRIPTS}
         self._definitions = claimcodec.Definitions()
         self.rules = rulebook.RuleCache()  # the key rules this store's adds apply (adds.py)
         self._offset_ms = 0.0  # Redis time minus local monotonic time, in ms

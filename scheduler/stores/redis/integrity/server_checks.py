@@ -366,6 +366,6 @@ def handshake_refused(exc: BaseException, url: str) -> Exception | None:
 # (the gateway's command that runs a script, gateway.COMMAND, among them)
 _UNKNOWN_TO_SENTINEL = re.compile(
     r"unknown command '(get|select|time|type|exists|hgetall|hmget|smembers|zrange|"
-    rf"zscore|lrange|xrevrange|scan|{gateway.COMMAND.lower()}|script)'",
+    rf"zscore|lrange|xrevrange|scan|{gateway.COMMAND.lower()}|{gateway.FUNCTION.lower()}|script)'",
     re.IGNORECASE,
 )

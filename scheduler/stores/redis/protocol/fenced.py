@@ -23,7 +23,7 @@ LEDGER_SUFFIX = ":fence"
 @cache
 def script() -> gateway.Lua:
     """fenced.lua as the gateway sends it (its SHA1 computed once)."""
-    return gateway.Lua(scripts.source("fenced"))
+    return scripts.sendable("fenced")
 
 
 def hash_tag(key: str) -> str | None:

@@ -1,20 +1,31 @@
-"""The Lua scripts' sources: read once from lua/, their units inlined, and registered
-with a redis-py client as ``Script`` objects (their SHA1 and text). Sending them, and
-loading one again after a NOSCRIPT (a Redis restart, SCRIPT FLUSH), is protocol/gateway.py's.
+"""The Lua scripts' sources: read once from lua/, their units inlined, each in two forms:
+a script (``source``: run by its SHA1) and a Redis Functions library (``library``: its
+function called, Redis 7 and later), as one ``gateway.Lua`` (``sendable``). Sending
+them, and loading one again when the server lacks it, is protocol/gateway.py's.
 
 A script (``lua/NAME.lua``) names the units it needs, one ``--@include UNIT`` line each;
 units live in ``lua/include/UNIT.lua`` and may include units themselves. ``source(name)``
 is the script's shebang line, then every unit it needs, each once, a unit after the units
 it includes, then the rest of the script. A missing unit or an include cycle is an
 ``IncludeError``.
+
+The library runs the same text, split by when it runs: the units' definitions once, when
+the library is loaded, and, on every call, the script's own text and what the units mark
+as per call (a ``--@call`` ... ``--@end`` block: the call's arguments, caches, tallies,
+checks that may answer an error; lua/README.md). A ``local`` statement in such a block is
+declared where it stands and assigned per call, so the functions after it see each call's
+value. Run as a script, every line runs on each call and the markers are comments: the
+two forms behave alike, the library without rebuilding the units' functions per call.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pathlib
 import re
 from functools import cache
-from typing import Any
+
+from scheduler.stores.redis.protocol.gateway import Lua
 
 SCRIPTS = (
     "add",
@@ -50,6 +61,9 @@ CALLER_KEYS = frozenset({"fenced"})
 INCLUDE_DIR = "include"
 _INCLUDE = re.compile(r"^--@include[ \t]+(\S+)[ \t]*$", re.MULTILINE)
 _UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_CALL_BLOCK = re.compile(r"^--@call\n(.*?)^--@end\n", re.MULTILINE | re.DOTALL)
+_LOCAL = re.compile(r"^local ((?:[A-Za-z_]\w*)(?:, *[A-Za-z_]\w*)*) = ", re.MULTILINE)
+_FLAGS = re.compile(r"^#!lua(?: flags=([a-z,-]+))?$")
 
 
 class IncludeError(ValueError):
@@ -125,6 +139,57 @@ def source(name: str) -> str:
     return assemble(text, f"{name}.lua")
 
 
-def register(client: Any) -> dict[str, Any]:
-    """redis-py Script objects for every script, keyed by name."""
-    return {name: client.register_script(source(name)) for name in SCRIPTS}
+def split_calls(text: str) -> tuple[str, str]:
+    """``text`` (units) as what runs once (its ``--@call`` blocks left out, each ``local``
+    of one declared in its place) and what runs per call (those blocks' statements, in
+    order, a ``local`` one as an assignment)."""
+    per_call: list[str] = []
+
+    def hoist(block: re.Match[str]) -> str:
+        body = block.group(1)
+        per_call.append(_LOCAL.sub(lambda m: f"{m.group(1)} = ", body))
+        return "".join(f"local {m.group(1)}\n" for m in _LOCAL.finditer(body))
+
+    once = _CALL_BLOCK.sub(hoist, text)
+    if "--@call" in once or "--@end" in once:
+        raise IncludeError("a --@call block without its --@end, or an --@end without one")
+    return once, "".join(per_call)
+
+
+@cache
+def library(name: str) -> tuple[str, str]:
+    """Script ``name`` as a Redis Functions library: its function's name (``duetime_<name>_``
+    and 16 hex digits of the script's SHA1: a changed script is another function, so
+    replicas of two versions never run each other's) and the library's code (``FUNCTION
+    LOAD``; the function takes the script's KEYS and ARGV and declares its shebang's flags)."""
+    text = (lua_dir() / f"{name}.lua").read_text()
+    first, _, rest = text.partition("\n")
+    flags = _FLAGS.match(first)
+    if flags is None:
+        raise ValueError(f"{name}.lua must start with a #!lua shebang (flags=... optional)")
+    units = "\n".join(_unit_text(lua_dir(), u) or "" for u in unit_order(text, f"{name}.lua"))
+    once, per_call = split_calls(units)
+    fn = f"duetime_{name}_{hashlib.sha1(source(name).encode()).hexdigest()[:16]}"
+    declared = ", ".join(f"'{f}'" for f in (flags.group(1) or "").split(",") if f)
+    code = "\n".join(
+        [
+            f"#!lua name={fn}",
+            "local KEYS, ARGV",
+            once,
+            f"redis.register_function{{function_name = '{fn}', flags = {{{declared}}},",
+            "  callback = function(keys, args)",
+            "KEYS, ARGV = keys, args",
+            per_call,
+            rest,
+            "end}",
+        ]
+    )
+    return fn, code
+
+
+@cache
+def sendable(name: str) -> Lua:
+    """Script ``name`` as the gateway sends it: its source and SHA1, and its library (where
+    the server has Redis Functions)."""
+    fn, code = library(name)
+    return Lua(source(name), function=fn, library=code)
