@@ -138,6 +138,13 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait(10)
 
 
+def script_calls(commandstats: dict) -> int:  # type: ignore[type-arg]
+    """Script calls in ``INFO commandstats``: a library's function (FCALL) or a script (EVALSHA)."""
+    return sum(
+        int(commandstats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha")
+    )
+
+
 def redis_counts(
     stats0: dict, cmds0: dict, stats1: dict, cmds1: dict, ours: int, runs: int
 ) -> dict[str, float]:
@@ -146,10 +153,9 @@ def redis_counts(
     (``reads``, ~ round trips: a pipeline is one). ``ours``: the probe's own commands
     between the two ``INFO stats`` (each counted once: a command after it has run, a read
     before, so the first snapshot's command and the second's read are in)."""
-    evalsha = lambda k: k.get("cmdstat_evalsha", {}).get("calls", 0)  # noqa: E731
     delta = lambda f: stats1.get(f, 0) - stats0.get(f, 0) - ours  # noqa: E731
     return {
-        "calls": (evalsha(cmds1) - evalsha(cmds0)) / runs,
+        "calls": (script_calls(cmds1) - script_calls(cmds0)) / runs,
         "commands": delta("total_commands_processed") / runs,
         "reads": delta("total_reads_processed") / runs,
     }

@@ -43,8 +43,11 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for _p in (ROOT, HERE):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from _common import script_calls  # noqa: E402
 
 from scheduler.client import Client  # noqa: E402
 from scheduler.embedded import EmbeddedRedis  # noqa: E402
@@ -169,9 +172,7 @@ def idle_cost(url: str, nodes: list[Any], shards: int, seconds: float, resync: f
     from scheduler.engine import Scheduler
 
     def calls() -> int:
-        return sum(
-            int(c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)) for c in nodes
-        )
+        return sum(script_calls(c.info("commandstats")) for c in nodes)
 
     ns = f"i{uuid.uuid4().hex[:6]}"
     store = open_store(f"{url}?shards={shards}", ns, resync=resync)

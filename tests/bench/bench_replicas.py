@@ -60,6 +60,7 @@ for _p in (ROOT, HERE):
 
 import redis  # noqa: E402
 import shared_tasks  # noqa: E402
+from _common import script_calls  # noqa: E402
 
 from scheduler.client import Client  # noqa: E402
 from scheduler.embedded import HOST, EmbeddedRedis  # noqa: E402
@@ -235,7 +236,7 @@ class Setup:
         for node in self.nodes:
             info = node.info("cpu")
             redis_cpu += info["used_cpu_sys"] + info["used_cpu_user"]
-            calls += node.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+            calls += script_calls(node.info("commandstats"))
         return {
             "t": time.monotonic(),
             "redis": redis_cpu,
@@ -365,6 +366,7 @@ def breakdown(s: Setup, n: int, timeout: float) -> dict:
     """Redis time per job by script, from SLOWLOG (every call recorded) while one burst
     runs (from just before its due time: the enqueue is not included)."""
     names = {hashlib.sha1(lua.source(name).encode()).hexdigest(): name for name in lua.SCRIPTS}
+    names.update({lua.library(name)[0]: name for name in lua.SCRIPTS})  # sent as FCALL
     cap = 100 * n  # Redis 7 also logs the commands a script runs: ~30 per job
     for node in s.nodes:  # every node of a cluster: the figures are summed over them
         node.config_set("slowlog-max-len", str(cap))
@@ -390,7 +392,7 @@ def breakdown(s: Setup, n: int, timeout: float) -> dict:
             cmd = e["command"]
             cmd = cmd.decode() if isinstance(cmd, bytes) else cmd
             parts = cmd.split(" ", 2)
-            if parts[0].upper() != "EVALSHA" or len(parts) < 2:
+            if parts[0].upper() not in ("EVALSHA", "FCALL") or len(parts) < 2:
                 continue  # a command run inside a script (its time is in the script's)
             name = names.get(parts[1], "?")
             usec[name] = usec.get(name, 0) + e["duration"]

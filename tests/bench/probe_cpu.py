@@ -84,7 +84,7 @@ KIND_HELP = "; ".join(f"{k}: {v.format(rounds='R')}" for k, v in KIND_TEXT.items
 EXTRA_ROWS = (
     ("replicas", "replicas, all threads (schedstat, exact)", "{:.1f}"),
     ("exact", "**Redis + replicas (exact)**", "**{:.1f}**"),
-    ("calls", "script calls (EVALSHA) per run", "{:.4f}"),
+    ("calls", "script calls (FCALL or EVALSHA) per run", "{:.4f}"),
     ("commands", "Redis commands per run (inside scripts too)", "{:.4f}"),
     ("reads", "requests read per run (~ round trips)", "{:.4f}"),
     ("lag_p50", "lag p50, start - scheduled (ms)", "{:.1f}"),

@@ -133,7 +133,7 @@ ACK_EVENT = """  local line = s .. '|' .. a .. '||' .. job
 ACK_NO_EVENT = ("complete_many.lua", ACK_EVENT, "")
 ACK_NO_EXPIRE = (
     "include/retire.lua",
-    "  redis.call('PEXPIRE', jk, RETENTION)\n  -- lists",
+    "  redis.call('PEXPIRE', jk, keep)\n  -- lists",
     "  -- lists",
 )
 

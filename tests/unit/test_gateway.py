@@ -227,3 +227,9 @@ def test_the_pure_reading_splits_off_wait_and_names_the_calls_to_resend():
     ]
     assert gateway.lacks(redis.exceptions.ResponseError("Function not found")) == "function"
     assert gateway.lacks(redis.exceptions.ResponseError(REFUSED)) is None
+    for refused in (
+        "unknown command 'FCALL', with args beginning with: ",  # Redis 7
+        "unknown command `FCALL`, with args beginning with: ",  # Redis 6
+        "this user has no permissions to run the 'fcall' command",  # an ACL
+    ):
+        assert gateway.lacks(redis.exceptions.ResponseError(refused)) == "fcall"

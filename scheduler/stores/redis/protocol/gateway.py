@@ -155,8 +155,8 @@ def lacks(reply: Any) -> str | None:
     text = str(reply)
     if text.startswith("Function not found"):
         return "function"
-    low = text.lower()
-    if "'fcall'" in low and ("unknown command" in low or "permission" in low):
+    low = text.lower()  # (quoted 'fcall' by Redis 7, `fcall` by older servers)
+    if "fcall" in low and ("unknown command" in low or "permission" in low):
         return "fcall"
     return None
 
