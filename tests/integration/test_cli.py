@@ -46,6 +46,7 @@ NEW_COMMANDS = [
     "purge",
     "web",
     "limit",
+    "libraries",
 ]
 LIVE = ["overdue", "soon", "later", "tick", "held"]  # ls order: by next run, paused last
 
@@ -374,9 +375,11 @@ def test_help_for_every_command():
         assert re.search(rf"^  {name}\s+\w", top.output, re.M), name  # a one-line summary
         r = runner.invoke(main, [name, "--help"])
         assert r.exit_code == 0 and r.output.startswith("Usage: "), name
-        if name in NEW_COMMANDS and name not in ("quarantine", "limit"):  # groups: their commands
+        if name in NEW_COMMANDS and name not in ("quarantine", "limit", "libraries"):  # groups
             assert "--redis URL" in r.output
             assert ("NAMESPACE" if name == "purge" else "--namespace") in r.output
+    for sub in ("ls", "load", "prune"):  # server-wide: no namespace
+        assert "--redis URL" in runner.invoke(main, ["libraries", sub, "--help"]).output
     assert "--follow" in runner.invoke(main, ["events", "--help"]).output
 
 
