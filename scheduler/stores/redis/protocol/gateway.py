@@ -103,7 +103,7 @@ class Trip:
 
 @cache
 def _no_script() -> type[Exception]:
-    import redis  # the optional dependency, loaded with the first NOSCRIPT only
+    import redis  # the optional dependency, loaded with the first reply read
 
     error: type[Exception] = redis.exceptions.NoScriptError
     return error
