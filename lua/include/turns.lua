@@ -1,9 +1,9 @@
 -- include/turns.lua: claim.lua's path for a lane with flow queues (include/flow.lua):
 -- priorities high to low; within one, the queues with due work take turns, one start
 -- each per round, in the order of their turn (then the key, byte order; the queue without
--- a key first): a queue served goes behind the others (its turn: now), one held
--- back by a rate limit comes back when the limit allows, one at its concurrency waits in
--- flow:wait:<key> until an invocation of its key ends (include/limits.lua, flow_end_many).
+-- a key first): a queue served goes behind the others (its turn: now), one held back by a
+-- rate limit comes back when the limit allows, one at its concurrency waits in flow:wait:
+-- <key> until an invocation of its key ends (include/limits.lua, flow_end_many).
 -- The in-process twin: scheduler/stores/memory/flow.py.
 -- Provides: next_turns, take, claim_level, claim_lanes
 -- Key families: levels:<lane>, turns:<level>, limits, flow:run, flow:held, flow:win:<key>,
@@ -23,13 +23,12 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
   for _, c in ipairs(cands) do
     local key, bl = c[2], blocked[c[2]]
     local q = queue_of(lane, p, key)
-    if bl and bl[1] == 'planned' then
-      -- nothing: its key waits for the claim's next call, which judges this queue's turn
-    elseif bl and bl[1] == 'rate' then
-      redis.call('ZADD', tk, bl[2], key)
-    elseif bl then  -- its turn comes back with a slot (flow_end_many)
-      redis.call('ZADD', tk, '+inf', key)
-      redis.call('SADD', P .. 'flow:wait:' .. key, q)
+    if bl and (bl[1] == 'planned' or (b.prior and not b.started[key])) then
+      -- nothing: the claim's next call judges it; or a later call holds it back for the
+      -- earlier calls' starts (in process one pass judged it before them: its turn stays)
+    elseif bl then  -- a rate's next start, or its turn comes back with a slot (flow_end_many)
+      redis.call('ZADD', tk, bl[1] == 'rate' and bl[2] or '+inf', key)
+      if bl[1] ~= 'rate' then redis.call('SADD', P .. 'flow:wait:' .. key, q) end
     elseif served[key] then  -- behind the others (a claim's later script calls may serve
       local h = head_of(q)   -- it again); gone if it is empty
       if not h then
@@ -58,6 +57,7 @@ local function take(b, q, key, want)
   local took = want - claim_lane(b, q, want)
   local got = b.n - n
   if key ~= '' and got > 0 then  -- the claims' tokens: the batch's fences are consecutive
+    b.started[key] = true
     local tokens = {}
     for i = got - 1, 0, -1 do tokens[#tokens + 1] = b.token_head .. fmt(b.fence - i) end
     if flow_started(key, q, tokens, b.now) then  -- the reply names them (claim.lua)
@@ -105,7 +105,7 @@ end
 -- its own due set; the lanes with capacity left.
 local function claim_lanes(b, caps)
   local left = {}
-  b.flows, b.rated = {}, {}
+  b.flows, b.rated, b.started = {}, {}, {}
   for _, lc in ipairs(caps) do
     local lane, rest = lc[1], lc[2]
     local levels = flow_levels(lane)

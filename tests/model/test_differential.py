@@ -104,7 +104,13 @@ def _never(*_: Any) -> bool:
 
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
-KNOWN_DIVERGENCES: dict[str, str] = {}
+KNOWN_DIVERGENCES: dict[str, str] = {
+    "the order between keys when a limited key's calendar series is planned": (
+        "Redis holds the key's queues for the claim's next call, so another key at the same "
+        "priority goes first; no guard (it needs that series back from a gap beside another "
+        "key's due work in its lane): test_order_across_keys_under_a_planned_claim"
+    ),
+}
 
 
 # ---- what the machine generates -------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from scheduler.client import Client
+from scheduler.flow import Limit
 from scheduler.model import (
     After,
     At,
@@ -719,6 +720,40 @@ def test_a_rerun_goes_first_across_a_planned_claim(pair: Pair) -> None:
     assert claims(m) == claims(r) == [("c", START + 30, 1), ("e", START + 1, 2)]
     im, ir = pair.both(lambda s: s.get("e"))
     assert (im.skipped, im.next_run) == (ir.skipped, ir.next_run) == ((), START + 2)  # type: ignore[union-attr]
+
+
+def test_a_rate_limit_across_a_planned_claim(pair: Pair) -> None:
+    """Key "k" may start 2 per 5 s. Its priority-0 queue starts "r" (every 1 s; its next
+    occurrence waits for that run), its priority -1 queue "o", which takes the last start;
+    cron "c" needs a plan (Redis: a second claim.lua call). The priority-0 queue was served
+    before the rate ran out: its turn stays, and both stores ask again at once (in process
+    one pass; the second call leaves a turn the first call's starts hold back,
+    lua/include/turns.lua). Found by the long differential run."""
+    pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"))))
+    kw: dict[str, Any] = {"lane": "other", "limit_key": "k"}
+    every = job("r", Every(1), misfire=Misfire.CATCH_UP, overlap=Overlap.SKIP, **kw)
+    pair.both(lambda s: s.add(every))
+    pair.both(lambda s: s.add(job("o", After(0), priority=-1, **kw)))
+    pair.clock.advance(3_700)
+    m, r = pair.both(lambda s: s.claim_due({"default": 3, "other": 3}, 5, OWNER))
+    assert sorted(claims(m)) == sorted(claims(r))
+    assert sorted(c.job_id for c in m.claims) == ["c", "o", "r"]
+    assert m.next_due_in == r.next_due_in == 0
+
+
+@issue31("a planned key's queue claimed in the second call goes after another key's")
+def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
+    """Cron "c" (key "k", priority 1) needs a plan; "q" (key "k") and "z" (key "k2") are
+    due at priority 0 with equal turns: in process "q" goes first (key byte order); Redis
+    holds "k"'s queues for its second call, so "z" goes first."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), lane="other", limit_key="k", priority=1)))
+    pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
+    for job_id, key in (("q", "k"), ("z", "k2")):
+        pair.both(lambda s: s.add(job(job_id, After(0), lane="other", limit_key=key)))
+    pair.clock.advance(3_700)
+    m, r = pair.both(lambda s: s.claim_due({"other": 3}, 5, OWNER))
+    assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "q", "z"]
 
 
 def test_order_of_a_planned_occurrence(pair: Pair) -> None:

@@ -4,8 +4,7 @@ in-process store and a real ``redis-server`` (``tests/model/found/*.py.txt``, th
 line a ``#`` comment saying what diverged).
 
 Each is ``xfail(strict=True)`` until the stores agree on it: then reduce it to a test in
-``test_divergences.py`` and delete its file. One waits today
-(``next_due_in_under_a_rate_limit``, README.md there). Issue 31: one semantics.
+``test_divergences.py`` and delete its file (none waits today). Issue 31: one semantics.
 """
 
 from __future__ import annotations
