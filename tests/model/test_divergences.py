@@ -756,6 +756,21 @@ def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
     assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "q", "z"]
 
 
+@issue31("a limited key's series planned to a later hour leaves Redis asking again in 1 s")
+def test_next_due_in_after_a_plan_that_is_not_due(pair: Pair) -> None:
+    """Hourly cron "c" (key "k", priority 1, misfire skip) is back from a gap: its plan
+    skips to the next hour. Both claim "q"; in process the next thing to ask about is the
+    lease (5 s), while Redis answers from its call before the plan was written: 1 s."""
+    pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
+    kw: dict[str, Any] = {"lane": "other", "limit_key": "k"}
+    pair.both(lambda s: s.add(job("c", Cron("0 * * * *"), priority=1, **kw)))
+    pair.both(lambda s: s.add(job("q", After(0), **kw)))
+    pair.clock.advance(3 * 3_600 + 1_200)
+    m, r = pair.both(lambda s: s.claim_due({"other": 3}, 5, OWNER))
+    assert claims(m) == claims(r) == [("q", START, 1)]
+    assert m.next_due_in == r.next_due_in == 5
+
+
 def test_order_of_a_planned_occurrence(pair: Pair) -> None:
     """Cron "c" missed its 00:17 (due at START + 20) and "a" is due at START + 30: c's
     on-time occurrence runs in the missed one's place, before "a" (Redis plans c in a
