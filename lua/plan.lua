@@ -31,6 +31,18 @@
 --@include aside
 --@include flow
 
+-- Keyed queue `q`'s turn, after a plan moved its member that waited for it (re-announced
+-- at `waited`, include/calendar.lua) to a later time: if the turn is still the one that
+-- wait set, its first member's, as in process (where the plan is made in the claim).
+local function turn_after_wait(q, waited)
+  local lane, p, key = string.match(q, '^(.-)\31(%-?%d+)\31(.+)$')
+  if not lane or not waited then return end
+  local tk = P .. 'turns:' .. lane .. US .. p
+  if redis.call('ZSCORE', tk, key) ~= waited then return end
+  local head = redis.call('ZRANGE', P .. 'due:' .. q, 0, 0, 'WITHSCORES')
+  if head[2] and tonumber(head[2]) > tonumber(waited) then redis.call('ZADD', tk, head[2], key) end
+end
+
 local job, gen, seq, pending, mode = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6]), ARGV[7]
 local occ1, go, occ2 = int(ARGV[8]), ARGV[9], int(ARGV[10] or '')
 local skip_first, skip_last, skip_count, reason =
@@ -69,6 +81,7 @@ end
 if f.replan ~= '1' then return 0 end
 local now = now_ms()
 if skip_first then record_skip_at(now, job, skip_first, skip_last, skip_count, reason) end
+local waited = redis.call('ZSCORE', P .. 'due:' .. f.lane, seq .. '|s|' .. job)
 redis.call('ZREM', P .. 'due:' .. f.lane, seq .. '|s|' .. job)
 redis.call('HDEL', jk, 'replan')
 redis.call('HSET', jk, 'go', go == '1' and '1' or '', 'after', fmt(occ2))
@@ -78,5 +91,6 @@ if go == '1' and occ1 <= now then  -- due now: it keeps the missed occurrence's 
   wake_if_head(f.lane, seq .. '|s|' .. job, pending)
 else
   push_series(job, f.lane, occ1, 0)
+  turn_after_wait(f.lane, waited)
 end
 return 1

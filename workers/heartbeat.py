@@ -154,13 +154,15 @@ class Heartbeat:
             if not held:
                 self._ticking = False
                 return
+        # the next beat, armed first: a third of the lease from this one however long its
+        # store calls take (one that comes while they run waits for them: Offloaded)
+        self._timers.call_later(self._lease / 3, self._beater.kick)
         try:
             failpoints.hit("renew")
             results = self._store.renew([c for c, _ in held], self._lease)
         except Exception as exc:  # keep running what we hold; the store decides at commit
             if not getattr(exc, "logged", False):  # a corrupt key: reported, rate-limited
                 log.warning("lease renewal failed (%s); %d running jobs keep going", exc, len(held))
-            self._timers.call_later(self._lease / 3, self._beater.kick)
             return
         lost: list[tuple[Claim, CancelToken]] = []
         why: list[Commit] = []
@@ -182,7 +184,6 @@ class Heartbeat:
         self._metrics.renewed(sum(1 for r in results if r is Commit.OK))
         self._lost(lost, why, "at renewal")
         self._stop_interrupted()
-        self._timers.call_later(self._lease / 3, self._beater.kick)
 
     def _stop_interrupted(self) -> None:
         """Cancel the tokens of the held invocations whose job another process asked to

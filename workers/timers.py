@@ -93,6 +93,7 @@ class Offloaded:
         self._name = name
         self._cond = threading.Condition()
         self._kicked = False
+        self._busy = False  # fn runs
         self._thread: threading.Thread | None = None
 
     def kick(self) -> None:
@@ -104,13 +105,22 @@ class Offloaded:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
 
+    def idle(self, timeout: float) -> bool:
+        """Wait until no run is asked for or running; False if ``timeout`` passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not (self._kicked or self._busy), timeout)
+
     def _loop(self) -> None:
         while True:
             with self._cond:
                 while not self._kicked:
                     self._cond.wait()
-                self._kicked = False
+                self._kicked, self._busy = False, True
             try:
                 self._fn()
             except Exception:
                 log.exception("%s failed", self._name)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

@@ -1,10 +1,9 @@
--- include/turns.lua: claim.lua's path for a lane with flow queues (include/flow.lua):
--- priorities high to low; within one, the queues with due work take turns, one start
--- each per round, in the order of their turn (then the key, byte order; the queue without
--- a key first): a queue served goes behind the others (its turn: now), one held back by a
--- rate limit comes back when the limit allows, one at its concurrency waits in flow:wait:
--- <key> until an invocation of its key ends (include/limits.lua, flow_end_many).
--- The in-process twin: scheduler/stores/memory/flow.py.
+-- include/turns.lua: claim.lua's path for a lane with flow queues (include/flow.lua; in
+-- process: scheduler/stores/memory/flow.py): priorities high to low; within one, queues
+-- with due work take turns, one start each per round, by turn (then key, byte order; the
+-- queue without a key first): one served goes behind the others (its turn: now), one held
+-- back by a rate comes back when it allows, one at its concurrency waits in flow:wait:<key>
+-- until an invocation of its key ends (include/limits.lua, flow_end_many).
 -- Provides: next_turns, take, claim_level, claim_lanes
 -- Key families: levels:<lane>, turns:<level>, limits, flow:run, flow:held, flow:win:<key>,
 --   flow:wait:<key>, due:<lane>, wake, events, fence, job:<job_id>, layout, lease, parked,
@@ -50,8 +49,7 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
 end
 
 -- Up to `want` places from queue `q` of limit key `key` ('': none): places taken (claims,
--- and calendar series sent to be planned: claimed in the claim's next script call, in the
--- place they took here, include/admit.lua) and claims made, their starts counted.
+-- and series sent to be planned: include/admit.lua) and claims made, starts counted.
 local function take(b, q, key, want)
   local n = b.n
   local took = want - claim_lane(b, q, want)
@@ -72,10 +70,12 @@ local function claim_level(b, lane, p, cap)
   local cands = candidates(b, lane, p, cap, tk)
   local served, done, blocked = {}, {}, {}
   local active = #cands  -- candidates not done; one alone takes what its room allows at once
-  while cap > 0 and active > 0 do
+  while cap > 0 and active > 0 and b.held ~= lane do
     for _, c in ipairs(cands) do
       local key = c[2]
-      if cap > 0 and not done[key] and b.planned and b.planned[key] then
+      if b.held == lane then  -- one not met yet keeps its turn: the next call meets it
+        if not served[key] and not done[key] then blocked[key] = {'planned'} end
+      elseif cap > 0 and not done[key] and b.planned and b.planned[key] then
         done[key], active, blocked[key] = true, active - 1, {'planned'}  -- its next call's
       elseif cap > 0 and not done[key] then
         local room, why, at = math.huge, nil, nil
@@ -86,10 +86,10 @@ local function claim_level(b, lane, p, cap)
         cap = cap - took
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
-        -- (a series sent to be planned under a limit: its start counts in the next call)
-        if took > got and room < math.huge then  -- a key's other queues wait for that call
-          b.planned = b.planned or {}
-          b.planned[key] = true
+        -- a series sent to be planned under a limit: its start counts in the next call,
+        if took > got and room < math.huge then  -- which claims the rest of the lane (and
+          b.planned = b.planned or {}             -- the key's queues elsewhere) after it
+          b.planned[key], b.held = true, lane
         end
         if room <= 0 or took < want or (b.planned and b.planned[key]) then
           done[key], active = true, active - 1
@@ -111,7 +111,7 @@ local function claim_lanes(b, caps)
     local levels = flow_levels(lane)
     b.flows[lane] = levels
     for _, p in ipairs(levels or {}) do
-      if rest > 0 then rest = claim_level(b, lane, p, rest) end
+      if rest > 0 and b.held ~= lane then rest = claim_level(b, lane, p, rest) end
     end
     if not levels then rest = claim_lane(b, lane, rest) end
     if rest > 0 then left[#left + 1] = lane end

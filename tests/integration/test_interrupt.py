@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -18,20 +19,64 @@ from click.testing import CliRunner
 from scheduler import AsyncClient, Client, RedisStore, current_invocation, task
 from scheduler.cli import main
 from scheduler.stores.memory import MemoryStore
+from scheduler.testing import FakeClock
 from tests.helpers import WAIT
+from workers.context import INTERRUPTED
 
 pytestmark = pytest.mark.redis
 
 LEASE = 3.0
 _seen: dict[str, threading.Event] = {}
+_why: list[str | None] = []  # each stopped job's token's reason
 
 
 @task("tests.interrupt.wait_for_stop")
 def wait_for_stop() -> str:
     _seen["started"].set()
-    stopped = current_invocation().token.wait(WAIT)
+    token = current_invocation().token
+    stopped = token.wait(WAIT)
+    _why.append(token.reason)
     _seen["stopped" if stopped else "ran out"].set()
     return "stopped" if stopped else "ran out"
+
+
+_renewed = threading.Semaphore(0)  # released by each lease renewal of the replica's store
+
+
+def _replica_store(store: Any) -> Any:
+    """``store``, its renewals counted in ``_renewed``: a test advances the clock by a
+    renewal's period only once the one before has renewed, so on a busy box the fake
+    clock never runs past a lease the heartbeat's thread has not renewed yet."""
+    global _renewed
+    _renewed = threading.Semaphore(0)
+    renew = store.renew
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return renew(*args, **kwargs)
+        finally:
+            _renewed.release()
+
+    store.renew = counted
+    return store
+
+
+def _a_renewal(clock: FakeClock) -> bool:
+    """Advance a third of the lease, then wait for the renewal it fires. False if none
+    came: the heartbeat's thread armed its next beat after the advance (counting from the
+    later time), and the next advance fires it."""
+    clock.advance(LEASE / 3 + 0.01)
+    return _renewed.acquire(timeout=WAIT / 10)
+
+
+def _renewals_until_stopped(clock: FakeClock, renewals: int = 20) -> bool:
+    """Renewal by renewal until the job says it was interrupted (a lease lost instead,
+    its token's reason says so, fails the test)."""
+    for _ in range(renewals):
+        _a_renewal(clock)
+        if _seen["stopped"].wait(WAIT / 10):
+            return _why[-1:] == [INTERRUPTED] or pytest.fail(f"stopped for {_why[-1:]}")
+    return False
 
 
 @task("tests.interrupt.await_stop")
@@ -40,6 +85,7 @@ async def await_stop(swallow: bool = False) -> str:
     try:
         await asyncio.sleep(3600)
     except asyncio.CancelledError:
+        _why.append(current_invocation().token.reason)
         _seen["stopped"].set()
         if not swallow:
             raise
@@ -49,7 +95,7 @@ async def await_stop(swallow: bool = False) -> str:
 
 def _running(make_engine, clock, redis_url, redis_ns):
     _seen.update(started=threading.Event(), stopped=threading.Event())
-    store = RedisStore(redis_url, redis_ns, clock=clock)
+    store = _replica_store(RedisStore(redis_url, redis_ns, clock=clock))
     make_engine(num_workers=1, store=store, lease=LEASE)
     client = Client(RedisStore(redis_url, redis_ns, clock=clock))
     job = client.enqueue("tests.interrupt.wait_for_stop", delay=0)
@@ -64,8 +110,7 @@ def test_a_job_running_on_another_replica_stops_at_its_next_renewal(
     client, job = _running(make_engine, clock, redis_url, redis_ns)
     assert client.cancel(job, interrupt=True) is False  # a running one-off: no start to prevent
     assert not _seen["stopped"].is_set()  # asked, not yet told
-    clock.advance(LEASE / 3 + 0.01)  # the replica's heartbeat renews, and reads the request
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)  # the replica's heartbeat renews, reads the request
     assert client.get(job).state == "cancelled"
 
 
@@ -74,12 +119,10 @@ def test_without_interrupt_the_running_job_is_left_to_finish(
 ):
     client, job = _running(make_engine, clock, redis_url, redis_ns)
     client.cancel(job)
-    clock.advance(LEASE / 3 + 0.01)
-    clock.advance(LEASE / 3 + 0.01)  # two renewals: the job is still running
+    assert _a_renewal(clock) and _a_renewal(clock)  # two renewals: the job is still running
     assert client.get(job).running and not _seen["stopped"].is_set()
     client.cancel(job, interrupt=True)
-    clock.advance(LEASE / 3 + 0.01)
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)
 
 
 def test_a_replica_that_cancels_with_interrupt_reaches_the_one_that_runs_it(
@@ -88,8 +131,7 @@ def test_a_replica_that_cancels_with_interrupt_reaches_the_one_that_runs_it(
     client, job = _running(make_engine, clock, redis_url, redis_ns)
     other = make_engine(num_workers=1, store=RedisStore(redis_url, redis_ns, clock=clock))
     other.cancel(job, interrupt=True)  # it runs nothing of the job itself
-    clock.advance(LEASE / 3 + 0.01)
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)
 
 
 def test_an_async_client_asks_too(make_engine, clock, redis_url, redis_ns):
@@ -100,8 +142,7 @@ def test_an_async_client_asks_too(make_engine, clock, redis_url, redis_ns):
             return await aclient.cancel(job, interrupt=True)
 
     assert asyncio.run(cancel()) is False
-    clock.advance(LEASE / 3 + 0.01)
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)
 
 
 def test_the_cli_asks_the_running_invocations_to_stop(make_engine, clock, redis_url, redis_ns):
@@ -113,8 +154,7 @@ def test_the_cli_asks_the_running_invocations_to_stop(make_engine, clock, redis_
     asked = CliRunner().invoke(main, [*args, "--interrupt"])
     assert asked.exit_code == 0, asked.output
     assert "1 running invocation(s) asked to stop" in asked.stdout
-    clock.advance(LEASE / 3 + 0.01)
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)
 
 
 def test_interrupt_through_a_store_that_cannot_carry_it_says_what_to_use():
@@ -151,7 +191,7 @@ def test_an_async_job_interrupted_on_another_replica_ends_as_interrupted_not_fai
     cancelled, its last run as interrupted."""
     caplog.set_level(logging.INFO, logger="duetime.workers")
     _seen.update(started=threading.Event(), stopped=threading.Event())
-    store = RedisStore(redis_url, redis_ns, clock=clock)
+    store = _replica_store(RedisStore(redis_url, redis_ns, clock=clock))
     replica = make_engine(num_workers=1, store=store, lease=LEASE)
     client = Client(RedisStore(redis_url, redis_ns, clock=clock))
     kwargs = {"swallow": swallow}
@@ -159,8 +199,7 @@ def test_an_async_job_interrupted_on_another_replica_ends_as_interrupted_not_fai
     clock.advance(0.01)
     assert _seen["started"].wait(WAIT)
     assert client.cancel(job, interrupt=True) is False
-    clock.advance(LEASE / 3 + 0.01)  # the replica's heartbeat reads the request
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)  # the replica's heartbeat reads the request
     assert replica.wait_idle()
     ended = [r for r in caplog.records if r.name == "duetime.workers" and job in r.getMessage()]
     assert [r.levelname for r in ended if "interrupted:" in r.getMessage()] == ["INFO"]
@@ -187,7 +226,7 @@ def test_a_timeout_of_an_async_job_still_fails_and_is_dead_lettered(
     make_engine, clock, redis_url, redis_ns
 ):
     _seen.update(started=threading.Event(), stopped=threading.Event())
-    store = RedisStore(redis_url, redis_ns, clock=clock)
+    store = _replica_store(RedisStore(redis_url, redis_ns, clock=clock))
     replica = make_engine(num_workers=1, store=store, lease=LEASE)
     client = Client(RedisStore(redis_url, redis_ns, clock=clock))
     job = client.enqueue("tests.interrupt.await_stop", delay=0, timeout=1)
@@ -209,15 +248,16 @@ def test_a_sharded_namespace_records_an_interrupt_in_the_jobs_shard(
 
     _seen.update(started=threading.Event(), stopped=threading.Event())
     replica = make_engine(
-        num_workers=1, store=open_store(redis_url, redis_ns, shards=3, clock=clock), lease=LEASE
+        num_workers=1,
+        store=_replica_store(open_store(redis_url, redis_ns, shards=3, clock=clock)),
+        lease=LEASE,
     )
     client = Client(open_store(redis_url, redis_ns, shards=3, clock=clock))
     job = client.enqueue("tests.interrupt.await_stop", delay=0)
     clock.advance(0.01)
     assert _seen["started"].wait(WAIT)
     client.cancel(job, interrupt=True)
-    clock.advance(LEASE / 3 + 0.01)
-    assert _seen["stopped"].wait(WAIT)
+    assert _renewals_until_stopped(clock)
     assert replica.wait_idle()
     info = client.get(job)
     assert (info.state, info.failures, info.dead_letters) == ("cancelled", 0, ()), info

@@ -104,17 +104,7 @@ def _never(*_: Any) -> bool:
 
 #: What differs and should not (issue 31), each: what it is, the guard in this machine that
 #: keeps it from being generated, and its xfail regression test in test_divergences.py.
-KNOWN_DIVERGENCES: dict[str, str] = {
-    "the order between keys when a limited key's calendar series is planned": (
-        "Redis holds the key's queues for the claim's next call, so another key at the same "
-        "priority goes first; no guard (it needs that series back from a gap beside another "
-        "key's due work in its lane): test_order_across_keys_under_a_planned_claim"
-    ),
-    "next_due_in after a limited key's calendar plan that is not due": (
-        "Redis answers from the call before the plan was written (its turn: ask again in "
-        "1 s); no guard: test_next_due_in_after_a_plan_that_is_not_due"
-    ),
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}
 
 
 # ---- what the machine generates -------------------------------------------------------------

@@ -742,11 +742,11 @@ def test_a_rate_limit_across_a_planned_claim(pair: Pair) -> None:
     assert m.next_due_in == r.next_due_in == 0
 
 
-@issue31("a planned key's queue claimed in the second call goes after another key's")
 def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
     """Cron "c" (key "k", priority 1) needs a plan; "q" (key "k") and "z" (key "k2") are
-    due at priority 0 with equal turns: in process "q" goes first (key byte order); Redis
-    holds "k"'s queues for its second call, so "z" goes first."""
+    due at priority 0 with equal turns: "q" goes first (key byte order). Redis stops the
+    lane where it sent "c" to be planned and claims the rest in its second call, after "c"
+    (lua/include/turns.lua), so another key does not go ahead of "k"'s queues."""
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"), lane="other", limit_key="k", priority=1)))
     pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
     for job_id, key in (("q", "k"), ("z", "k2")):
@@ -756,11 +756,11 @@ def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
     assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "q", "z"]
 
 
-@issue31("a limited key's series planned to a later hour leaves Redis asking again in 1 s")
 def test_next_due_in_after_a_plan_that_is_not_due(pair: Pair) -> None:
     """Hourly cron "c" (key "k", priority 1, misfire skip) is back from a gap: its plan
-    skips to the next hour. Both claim "q"; in process the next thing to ask about is the
-    lease (5 s), while Redis answers from its call before the plan was written: 1 s."""
+    skips to the next hour. Both claim "q" and ask again at the lease's end (5 s): the
+    plan gives "k"'s queue its first member's turn, not the 1 s its wait for the plan set
+    (lua/plan.lua, include/flow.lua's turn_after_wait), as in process."""
     pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
     kw: dict[str, Any] = {"lane": "other", "limit_key": "k"}
     pair.both(lambda s: s.add(job("c", Cron("0 * * * *"), priority=1, **kw)))

@@ -3,7 +3,7 @@ signals"): a renewal refused because the job finished between the heartbeat's sn
 of its claims and the store's answer is not a loss.
 
 Deterministic: the heartbeat's timers are a stub, so a beat runs when the test kicks it
-and its end is seen when it schedules the next one; the store is wrapped so that the
+and its end is seen when its thread is idle; the store is wrapped so that the
 job finishes inside ``renew``, between the snapshot and the renewal. No sleeps.
 """
 
@@ -44,13 +44,11 @@ class StubTimers:
         pass
 
     def beat(self) -> None:
-        """Run one heartbeat and return once it is over (it schedules the next one last)."""
+        """Run one heartbeat and return once it is over (the kick is its Offloaded's)."""
         with self.cond:
-            n = len(self.calls)
             kick = self.calls[-1]
         kick()
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.calls) > n, WAIT), "the beat hung"
+        assert kick.__self__.idle(WAIT), "the beat hung"  # type: ignore[attr-defined]
 
 
 class Counted(Metrics):
