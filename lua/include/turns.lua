@@ -70,13 +70,13 @@ local function claim_level(b, lane, p, cap)
   local cands = candidates(b, lane, p, cap, tk)
   local served, done, blocked = {}, {}, {}
   local active = #cands  -- candidates not done; one alone takes what its room allows at once
-  while cap > 0 and active > 0 and b.held ~= lane do
+  while cap > 0 and active > 0 and not b.held[lane] do
     for _, c in ipairs(cands) do
       local key = c[2]
-      if b.held == lane then  -- one not met yet keeps its turn: the next call meets it
+      if b.held[lane] then  -- one not met yet keeps its turn: the next call meets it
         if not served[key] and not done[key] then blocked[key] = {'planned'} end
       elseif cap > 0 and not done[key] and b.planned and b.planned[key] then
-        done[key], active, blocked[key] = true, active - 1, {'planned'}  -- its next call's
+        done[key], active, blocked[key], b.held[lane] = true, active - 1, {'planned'}, true
       elseif cap > 0 and not done[key] then
         local room, why, at = math.huge, nil, nil
         if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
@@ -87,9 +87,9 @@ local function claim_level(b, lane, p, cap)
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
         -- a series sent to be planned under a limit: its start counts in the next call,
-        if took > got and room < math.huge then  -- which claims the rest of the lane (and
-          b.planned = b.planned or {}             -- the key's queues elsewhere) after it
-          b.planned[key], b.held = true, lane
+        if took > got and room < math.huge then  -- which claims the rest of this lane (and
+          b.planned = b.planned or {}             -- of those where its key comes) after it
+          b.planned[key], b.held[lane] = true, true
         end
         if room <= 0 or took < want or (b.planned and b.planned[key]) then
           done[key], active = true, active - 1
@@ -105,13 +105,13 @@ end
 -- its own due set; the lanes with capacity left.
 local function claim_lanes(b, caps)
   local left = {}
-  b.flows, b.rated, b.started = {}, {}, {}
+  b.flows, b.rated, b.started, b.held = {}, {}, {}, {}
   for _, lc in ipairs(caps) do
     local lane, rest = lc[1], lc[2]
     local levels = flow_levels(lane)
     b.flows[lane] = levels
     for _, p in ipairs(levels or {}) do
-      if rest > 0 and b.held ~= lane then rest = claim_level(b, lane, p, rest) end
+      if rest > 0 and not b.held[lane] then rest = claim_level(b, lane, p, rest) end
     end
     if not levels then rest = claim_lane(b, lane, rest) end
     if rest > 0 then left[#left + 1] = lane end

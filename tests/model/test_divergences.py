@@ -756,6 +756,18 @@ def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
     assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "q", "z"]
 
 
+def test_order_in_another_lane_under_a_planned_claim(pair: Pair) -> None:
+    """The same with the planned series in lane "other" and "q", "z" in "default" (claimed
+    after it): Redis holds each lane where the planned key comes, not only the series'."""
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), lane="other", limit_key="k", priority=1)))
+    pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
+    for job_id, key in (("q", "k"), ("z", "k2")):
+        pair.both(lambda s: s.add(job(job_id, After(0), limit_key=key)))
+    pair.clock.advance(3_700)
+    m, r = pair.both(lambda s: s.claim_due({"other": 3, "default": 3}, 5, OWNER))
+    assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "q", "z"]
+
+
 def test_next_due_in_after_a_plan_that_is_not_due(pair: Pair) -> None:
     """Hourly cron "c" (key "k", priority 1, misfire skip) is back from a gap: its plan
     skips to the next hour. Both claim "q" and ask again at the lease's end (5 s): the
