@@ -70,13 +70,11 @@ local function claim_level(b, lane, p, cap)
   local cands = candidates(b, lane, p, cap, tk)
   local served, done, blocked = {}, {}, {}
   local active = #cands  -- candidates not done; one alone takes what its room allows at once
-  while cap > 0 and active > 0 and not b.held[lane] do
+  while cap > 0 and active > 0 and not b.held do
     for _, c in ipairs(cands) do
       local key = c[2]
-      if b.held[lane] then  -- one not met yet keeps its turn: the next call meets it
+      if b.held then  -- one not met yet keeps its turn: the claim's next call meets it
         if not served[key] and not done[key] then blocked[key] = {'planned'} end
-      elseif cap > 0 and not done[key] and b.planned and b.planned[key] then
-        done[key], active, blocked[key], b.held[lane] = true, active - 1, {'planned'}, true
       elseif cap > 0 and not done[key] then
         local room, why, at = math.huge, nil, nil
         if key ~= '' then room, why, at = flow_room(key, b.now, active == 1 and cap or 1) end
@@ -86,12 +84,10 @@ local function claim_level(b, lane, p, cap)
         cap = cap - took
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
-        -- a series sent to be planned under a limit: its start counts in the next call,
-        if took > got and room < math.huge then  -- which claims the rest of this lane (and
-          b.planned = b.planned or {}             -- of those where its key comes) after it
-          b.planned[key], b.held[lane] = true, true
-        end
-        if room <= 0 or took < want or (b.planned and b.planned[key]) then
+        -- a series sent to be planned under a limit: its start counts in the claim's next
+        -- call, which claims the rest of the claim after it (in process: one pass, in order)
+        if took > got and room < math.huge then b.held = true end
+        if room <= 0 or took < want or b.held then
           done[key], active = true, active - 1
         end
       end
@@ -105,15 +101,15 @@ end
 -- its own due set; the lanes with capacity left.
 local function claim_lanes(b, caps)
   local left = {}
-  b.flows, b.rated, b.started, b.held = {}, {}, {}, {}
+  b.flows, b.rated, b.started, b.held = {}, {}, {}, false
   for _, lc in ipairs(caps) do
     local lane, rest = lc[1], lc[2]
     local levels = flow_levels(lane)
     b.flows[lane] = levels
     for _, p in ipairs(levels or {}) do
-      if rest > 0 and not b.held[lane] then rest = claim_level(b, lane, p, rest) end
+      if rest > 0 and not b.held then rest = claim_level(b, lane, p, rest) end
     end
-    if not levels then rest = claim_lane(b, lane, rest) end
+    if not levels and not b.held then rest = claim_lane(b, lane, rest) end
     if rest > 0 then left[#left + 1] = lane end
   end
   return left

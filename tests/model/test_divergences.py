@@ -744,9 +744,9 @@ def test_a_rate_limit_across_a_planned_claim(pair: Pair) -> None:
 
 def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
     """Cron "c" (key "k", priority 1) needs a plan; "q" (key "k") and "z" (key "k2") are
-    due at priority 0 with equal turns: "q" goes first (key byte order). Redis stops the
-    lane where it sent "c" to be planned and claims the rest in its second call, after "c"
-    (lua/include/turns.lua), so another key does not go ahead of "k"'s queues."""
+    due at priority 0 with equal turns: "q" goes first (key byte order). Redis stops its
+    first call where it sent "c" to be planned and claims the rest in its second, after
+    "c" (lua/include/turns.lua), so another key does not go ahead of "k"'s queues."""
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"), lane="other", limit_key="k", priority=1)))
     pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
     for job_id, key in (("q", "k"), ("z", "k2")):
@@ -758,7 +758,7 @@ def test_order_across_keys_under_a_planned_claim(pair: Pair) -> None:
 
 def test_order_in_another_lane_under_a_planned_claim(pair: Pair) -> None:
     """The same with the planned series in lane "other" and "q", "z" in "default" (claimed
-    after it): Redis holds each lane where the planned key comes, not only the series'."""
+    after it): Redis holds the rest of the claim, not only the series' lane."""
     pair.both(lambda s: s.add(job("c", Cron("* * * * *"), lane="other", limit_key="k", priority=1)))
     pair.both(lambda s: s.set_limit("k", Limit(rate=2, period=5.0)))
     for job_id, key in (("q", "k"), ("z", "k2")):
@@ -766,6 +766,23 @@ def test_order_in_another_lane_under_a_planned_claim(pair: Pair) -> None:
     pair.clock.advance(3_700)
     m, r = pair.both(lambda s: s.claim_due({"other": 3, "default": 3}, 5, OWNER))
     assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "q", "z"]
+
+
+def test_a_planned_claim_holds_the_rest_of_the_claim(pair: Pair) -> None:
+    """Every key may run one at a time; cron "c" (key "k1") needs a plan, "a" (key "lit",
+    in its lane after it) and "o" (key "lit", lane "other") are due. In process the claim
+    goes lane by lane: "c", "a", and "o" waits for "lit"'s slot. Redis stops its first
+    call where "c" is sent to be planned, so "o" does not take the slot ahead of "a"
+    (lua/include/turns.lua). Found by the long differential run."""
+    pair.both(lambda s: s.set_limit("*", Limit(concurrency=1)))
+    pair.clock.advance(51.001)
+    pair.both(lambda s: s.add(job("a", At(START + 81.001), limit_key="lit")))
+    pair.both(lambda s: s.add(job("o", After(0), lane="other", limit_key="lit")))
+    pair.both(lambda s: s.add(job("c", Cron("* * * * *"), limit_key="k1")))
+    pair.clock.advance(125)
+    m, r = pair.both(lambda s: s.claim_due({"default": 2, "other": 2}, 5, OWNER))
+    assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c", "a"]
+    assert m.next_due_in == r.next_due_in == 5
 
 
 def test_next_due_in_after_a_plan_that_is_not_due(pair: Pair) -> None:
