@@ -62,18 +62,18 @@ def _replica_store(store: Any) -> Any:
 
 
 def _a_renewal(clock: FakeClock) -> bool:
-    """Advance a third of the lease, then wait for the renewal it fires. False if none
-    came: the heartbeat's thread armed its next beat after the advance (counting from the
-    later time), and the next advance fires it."""
+    """Advance a third of the lease, then wait for the renewal it fires (the heartbeat arms
+    each beat before its store calls, from the clock it read: the advance reaches it)."""
     clock.advance(LEASE / 3 + 0.01)
-    return _renewed.acquire(timeout=WAIT / 10)
+    return _renewed.acquire(timeout=WAIT)
 
 
 def _renewals_until_stopped(clock: FakeClock, renewals: int = 20) -> bool:
-    """Renewal by renewal until the job says it was interrupted (a lease lost instead,
-    its token's reason says so, fails the test)."""
+    """Renewal by renewal until the job says it was interrupted (the renewal that reads
+    the request stops it; one more is harmless if the job's thread is slow to say so; a
+    lease lost instead, its token's reason says so, fails the test)."""
     for _ in range(renewals):
-        _a_renewal(clock)
+        assert _a_renewal(clock), "no lease renewal"
         if _seen["stopped"].wait(WAIT / 10):
             return _why[-1:] == [INTERRUPTED] or pytest.fail(f"stopped for {_why[-1:]}")
     return False
