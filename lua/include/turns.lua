@@ -25,6 +25,8 @@ local function next_turns(b, lane, p, tk, cands, served, blocked)
     if bl and (bl[1] == 'planned' or (b.prior and not b.started[key])) then
       -- nothing: the claim's next call judges it; or a later call holds it back for the
       -- earlier calls' starts (in process one pass judged it before them: its turn stays)
+    elseif bl and not head_of(q) then  -- empty: a push gives it a turn (include/flow.lua)
+      redis.call('ZREM', tk, key)
     elseif bl then  -- a rate's next start, or its turn comes back with a slot (flow_end_many)
       redis.call('ZADD', tk, bl[1] == 'rate' and bl[2] or '+inf', key)
       if bl[1] ~= 'rate' then redis.call('SADD', P .. 'flow:wait:' .. key, q) end

@@ -785,6 +785,23 @@ def test_a_planned_claim_holds_the_rest_of_the_claim(pair: Pair) -> None:
     assert m.next_due_in == r.next_due_in == 5
 
 
+def test_an_empty_queue_held_back_by_its_rate_has_no_turn(pair: Pair) -> None:
+    """Key "k1" may start 1 a second, the others ("*") 2 a second and 1 at a time; "j"
+    (k1) and cron "c" (k2, back from a gap: planned) are claimed. k1's queue is empty and
+    its rate used up: it has no turn (a push gives it one), so neither store asks again
+    before the leases end (scheduler/stores/memory/flow.py, lua/include/turns.lua). Found
+    by the long differential run (in process asked again when k1's rate allowed)."""
+    pair.both(lambda s: s.set_limit("k1", Limit(rate=1, period=1.0)))
+    pair.both(lambda s: s.set_limit("*", Limit(rate=2, period=1.0, concurrency=1)))
+    pair.clock.advance(0.501)
+    pair.both(lambda s: s.add(job("j", After(0), limit_key="k1")))
+    pair.both(lambda s: s.add(job("c", Cron("*/10 * * * * *"), limit_key="k2")))
+    pair.clock.advance(61)
+    m, r = pair.both(lambda s: s.claim_due({"default": 3}, 5, OWNER))
+    assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["j", "c"]
+    assert m.next_due_in == r.next_due_in == 5
+
+
 def test_next_due_in_after_a_plan_that_is_not_due(pair: Pair) -> None:
     """Hourly cron "c" (key "k", priority 1, misfire skip) is back from a gap: its plan
     skips to the next hour. Both claim "q" and ask again at the lease's end (5 s): the

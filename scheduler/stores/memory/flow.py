@@ -245,7 +245,9 @@ class FlowBook:
         turns = self.turns.setdefault((lane, priority), {})
         for _, key in cands:
             queue = queue_of(lane, priority, key or None)
-            if key in blocked:
+            if key in blocked and head(queue) is None:  # empty: a push gives it a turn
+                turns.pop(key, None)
+            elif key in blocked:
                 turns[key] = blocked[key][1]  # a rate's next start, or WAITS for a slot
                 if blocked[key][1] == WAITS:
                     self.waiting.setdefault(key, set()).add(queue)
