@@ -86,9 +86,10 @@ local function claim_level(b, lane, p, cap)
         cap = cap - took
         if took > 0 then served[key] = true end
         if room <= 0 then blocked[key] = {why, at} end
-        -- a series sent to be planned under a limit: its start counts in the claim's next
-        -- call, which claims the rest of the claim after it (in process: one pass, in order)
-        if took > got and room < math.huge then b.held = true end
+        if took > got then  -- a series sent to be planned: the claim's next call claims it,
+          blocked[key] = {'planned'}  -- its queue in its turn; under a limit, the rest of
+          b.held = room < math.huge   -- the claim after it (in process: one pass, in order)
+        end
         if room <= 0 or took < want or b.held then
           done[key], active = true, active - 1
         end

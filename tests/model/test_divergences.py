@@ -802,6 +802,26 @@ def test_an_empty_queue_held_back_by_its_rate_has_no_turn(pair: Pair) -> None:
     assert m.next_due_in == r.next_due_in == 5
 
 
+def test_a_planned_series_keeps_its_turn_for_the_next_call(pair: Pair) -> None:
+    """Jobs with {"c": 1} get key "c:1": "j" is added so, then cron "c" (due 00:17, START
+    + 20) joins its queue, then "j" is replaced with key "k1"; "c:1" and "k1" have equal
+    turns, "c:1" first by its bytes. One place: in process "c" takes it. Redis's first
+    call takes the place for "c" and plans it; its queue now keeps its turn (not "now",
+    behind "k1"), so the next call claims "c", not "j" (lua/include/turns.lua). Found by
+    the long differential run."""
+    pair.both(lambda s: s.set_key_rule("c:{c}", task="t.x"))  # type: ignore[attr-defined]
+    pair.clock.advance(0.001)
+    args = TaskRef("t.x", '{"c":1}')
+    pair.both(lambda s: s.add(JobSpec(job_id="j", target=args, schedule=After(0), priority=2)))
+    pair.both(
+        lambda s: s.add(JobSpec(job_id="c", target=args, schedule=Cron("* * * * *"), priority=2))
+    )
+    pair.both(lambda s: s.add(job("j", After(0), limit_key="k1", priority=2)))
+    pair.clock.advance(125)
+    m, r = pair.both(lambda s: s.claim_due({"default": 1, "other": 1}, 5, OWNER))
+    assert [c.job_id for c in m.claims] == [c.job_id for c in r.claims] == ["c"]
+
+
 def test_next_due_in_after_a_plan_that_is_not_due(pair: Pair) -> None:
     """Hourly cron "c" (key "k", priority 1, misfire skip) is back from a gap: its plan
     skips to the next hour. Both claim "q" and ask again at the lease's end (5 s): the
