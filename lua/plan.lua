@@ -35,8 +35,8 @@
 -- at `waited`, include/calendar.lua) to a later time: if the turn is still the one that
 -- wait set, its first member's, as in process (where the plan is made in the claim).
 local function turn_after_wait(q, waited)
-  local lane, p, key = string.match(q, '^(.-)\31(%-?%d+)\31(.+)$')
-  if not lane or not waited then return end
+  local lane, p, key = lane_of(q)
+  if not p or key == '' or not waited then return end
   local tk = P .. 'turns:' .. lane .. US .. p
   if redis.call('ZSCORE', tk, key) ~= waited then return end
   local head = redis.call('ZRANGE', P .. 'due:' .. q, 0, 0, 'WITHSCORES')

@@ -15,7 +15,11 @@
 
 local US = '\31'  -- never in a lane name (printable text)
 
+-- A queue's lane; a flow queue's ("<lane>\31<priority>\31<key>") priority and key after it.
 local function lane_of(queue)
+  if not string.find(queue, US, 1, true) then return queue end  -- the lane's own due set
+  local lane, p, key = string.match(queue, '^([^\31]*)\31(%-?%d+)\31(.*)$')
+  if lane then return lane, p, key end
   return string.match(queue, '^([^\31]*)')
 end
 
@@ -27,9 +31,8 @@ local function due_add(q, score, member, xx)
   else
     redis.call('ZADD', P .. 'due:' .. q, score, member)
   end
-  if not string.find(q, US, 1, true) then return end
-  local lane, p, key = string.match(q, '^(.-)\31(%-?%d+)\31(.*)$')
-  if not lane then return end
+  local lane, p, key = lane_of(q)
+  if not p then return end
   redis.call('SADD', P .. 'levels:' .. lane, p)
   if key ~= '' then redis.call('ZADD', P .. 'turns:' .. lane .. US .. p, 'LT', score, key) end
 end

@@ -97,8 +97,8 @@ local function flow_end_many(tokens)
     if waiting > 0 then redis.call('DEL', wait) end
     for q in pairs(ended.qs) do waited[#waited + 1] = q end
     for _, w in ipairs(waited) do  -- (a queue twice: ZADD LT of the same score, a no-op)
-      local l, wp = string.match(w, '^(.-)\31(%-?%d+)\31')
-      if l then redis.call('ZADD', P .. 'turns:' .. l .. US .. wp, 'LT', now, key) end
+      local l, wp = lane_of(w)
+      if wp then redis.call('ZADD', P .. 'turns:' .. l .. US .. wp, 'LT', now, key) end
     end
     if waiting > 0 then redis.call('PUBLISH', P .. 'wake', fmt(now)) end
   end
