@@ -126,12 +126,16 @@ def send_scripts(client: Any, seconds: float = math.inf) -> None:
 def command(
     client: Any, script: Sendable, route: Sequence[str], argv: Sequence[Any]
 ) -> tuple[Any, ...]:
-    """The command that runs ``script`` on ``client``: FCALL of its function, or EVALSHA."""
+    """The command that runs ``script`` on ``client``: FCALL of its function, or EVALSHA.
+    Its text arguments (keys and ARGV) go as UTF-8 bytes, encoded here: redis-py passes
+    bytes through, and its own encoding costs ~4x a ``str.encode`` per argument (an
+    enqueue sends 17: docs/performance.md, *Producer cost*)."""
     fn = script.function
     until = getattr(client, SCRIPTS_ONLY, 0.0)
+    args = [a.encode() if type(a) is str else a for a in (*route, *argv)]
     if fn is not None and (until == 0.0 or until < time.monotonic()):
-        return (FUNCTION, fn, len(route), *route, *argv)
-    return (COMMAND, script.sha, len(route), *route, *argv)
+        return (FUNCTION, fn, len(route), *args)
+    return (COMMAND, script.sha, len(route), *args)
 
 
 def commands(client: Any, trip: Trip, todo: Sequence[int]) -> list[tuple[Any, ...]]:
