@@ -24,6 +24,7 @@ read without I/O (``read``, ``settle``); two small executors, ``run`` (sync) and
 - a lone call without WAIT is one plain command, no pipeline (``call`` / ``acall``:
   the hot path of every claim, ack and add), its error reply raised or returned as the
   trip says;
+- keys and arguments that are text go as UTF-8 bytes, encoded here once (``command``);
 - a connection error raises; redis-py may resend the whole pipeline first
   (``urls.resend_policy``): every script sent must be safe to resend.
 """
