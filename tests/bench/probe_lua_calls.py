@@ -33,6 +33,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
 from bench_add_ablate import callgrind_redis  # noqa: E402
+from probe_claim_instructions import summary  # noqa: E402
 
 # (label, the line of the script the call returns before; "" = the whole script)
 STEPS = {
@@ -62,23 +63,25 @@ STEPS = {
 }
 SCRIPT = {"claim": "claim.lua", "ack": "complete_many.lua"}
 
+
+def dumped(out: str) -> int:
+    """Instructions counted by the newest of callgrind's dumps ``out``.N."""
+    dumps = [f for f in glob.glob(out + ".*") if re.search(r"\.\d+$", f)]
+    return summary(max(dumps, key=lambda f: int(f.rsplit(".", 1)[1])))
+
+
 CHILD = """
-import glob, os, re, pathlib, sys, time
+import sys, time
 tree, which, calls, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 sys.path.insert(0, tree)
 import scheduler
 assert scheduler.__file__.startswith(tree), scheduler.__file__
 sys.path.insert(0, sys.argv[5])
 from bench_add_ablate import callgrind_redis
+from probe_lua_calls import dumped
 from scheduler.model import After, JobSpec, TaskRef
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claiming import acked_claims
-
-
-def summary():
-    dumps = [f for f in glob.glob(out + ".*") if re.search(r"\\.\\d+$", f)]
-    last = max(dumps, key=lambda f: int(f.rsplit(".", 1)[1]))
-    return int(re.search(r"^summary: (\\d+)", pathlib.Path(last).read_text(), re.M).group(1))
 
 
 with callgrind_redis(out) as (client, control):
@@ -104,7 +107,7 @@ with callgrind_redis(out) as (client, control):
     for f in send[warm:]:
         f()
     control("-d")
-    print(summary() / calls)
+    print(dumped(out) / calls)
 """
 
 
@@ -184,11 +187,7 @@ def statements(calls: int) -> dict[str, float]:
         control("-z")
         client.eval(script, 0)
         control("-d")
-        dumps = [f for f in glob.glob(out + ".*") if re.search(r"\.\d+$", f)]
-        last = max(dumps, key=lambda f: int(f.rsplit(".", 1)[1]))
-        m = re.search(r"^summary: (\d+)", pathlib.Path(last).read_text(), re.M)
-        assert m, "no callgrind summary"
-        return int(m.group(1))
+        return dumped(out)
 
     with callgrind_redis(out) as (client, control):
         client.eval(SETUP, 0)
