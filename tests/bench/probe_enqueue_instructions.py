@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,11 @@ def main() -> None:
     ap.add_argument("--trees", default="this=.", help="name=dir,... (default this=.)")
     a = ap.parse_args()
     trees = [t.split("=", 1) for t in a.trees.split(",")]
+    for t in trees:
+        if len(t) != 2 or not os.path.isfile(os.path.join(t[1], "scheduler", "__init__.py")):
+            ap.error(f"--trees takes name=<a duetime checkout>,...: {'='.join(t)!r} is not one")
+    if shutil.which("valgrind") is None:
+        ap.error("valgrind is not installed (apt-get install valgrind): the counts are callgrind's")
     how = "delay" if a.delay else "at"
     port, work = free_port(), tempfile.mkdtemp(prefix="enq-cg-")
     server = subprocess.Popen(

@@ -203,6 +203,8 @@ def main() -> None:
     ap.add_argument("--statements", action="store_true", help="single statements")
     ap.add_argument("--calls", type=int, default=0, help="calls or loop iterations measured")
     a = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        ap.error("valgrind is not installed (apt-get install valgrind): the counts are callgrind's")
     if a.statements:
         print("Redis instructions per statement (callgrind)")
         for label, n in statements(a.calls or 2000).items():
