@@ -110,10 +110,11 @@ if lease then redis.call('SET', P .. 'replica:' .. owner, fmt(now), 'PX', lease 
 register_serves(owner, served)
 
 -- 5. the reply, kept as the resend record (include/resend.lua): joined once, plans last
-local parts, epoch_text = b.claims, epoch or ''
+local parts = b.claims
+epoch = epoch or ''  -- none: Redis lost its data
 table.insert(parts, 1, string.format('%s\n%d %d %d %d %d %d %d %d %d%s\n', req, now, nxt,
-  fence_before, lease and now + lease or -1, b.n, #b.plans, #epoch_text, now_us, #b.skips,
-  #b.rated > 0 and ' ' .. table.concat(b.rated, ' ') or '') .. epoch_text)
+  fence_before, lease and now + lease or -1, b.n, #b.plans, #epoch, now_us, #b.skips,
+  #b.rated > 0 and ' ' .. table.concat(b.rated, ' ') or '') .. epoch)
 plan_records(b, parts)  -- include/calendar.lua; then the skips runs are told of
 for _, s in ipairs(b.skips) do parts[#parts + 1] = s end
 return remember_reply(owner, table.concat(parts))

@@ -3,7 +3,8 @@
 -- before the first write that concerns the job (scripts do not roll back): the key's type,
 -- each field by its rule (include/rules.lua: integers as core's int() reads them,
 -- enumerations among their values, sizes) and the fields its kind needs; one that fails
--- is moved aside (aside.lua).
+-- is moved aside (aside.lua). A list of field names may carry `plain`, a reader of the
+-- common case tried first (include/plain.lua).
 -- Provides: rule_ok, field_problem, ASKED, asked_of, TAIL, missing_field, take_fields, read_job
 -- Key families: layout, job:<job_id>
 
@@ -84,6 +85,10 @@ local function read_job(job, names)
   if got['err'] then
     local t = redis.call('TYPE', jk)['ok']
     return nil, 'malformed job data: the job key is a ' .. t .. ', not a hash', t
+  end
+  if names.plain then
+    local f = names.plain(got)
+    if f then return f end
   end
   local f = {}
   local why = take_fields(f, names, got)

@@ -19,16 +19,17 @@
 --@include due
 --@include check
 --@include aside
+--@include plain
 
 -- Every field a commit, with settle() after it, may parse.
 local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
   'running', 'runs', 'failures', 'lists', 'started', 'stash', 'reruns', 'keep'}
 
--- Of them, what only the release of a queued occurrence parses (settle, push_retry): a
--- success reads the others first (success_fields), these only for a job that holds one.
+-- Of them, what only the release of a queued occurrence parses (settle, push_retry): a success
+-- reads the others first (success_fields; a plain job the short way), these if it holds one.
 local QUEUED_ONLY = {stash = true, reruns = true}
 local function success_fields()
-  local names = {}
+  local names = {plain = PLAIN.success}
   for _, name in ipairs(COMMIT_FIELDS) do
     if not QUEUED_ONLY[name] then names[#names + 1] = name end
   end
@@ -112,8 +113,7 @@ local function commit_aside(now, by, plan)
   return 'quarantined'
 end
 
--- The answer of a plan that names a code; a deleted job's invocation ends here (its
--- RUNNING entry and lease are dropped).
+-- The answer of a plan that names a code; a deleted job's RUNNING entry and lease go here.
 local function commit_code(plan)
   if plan.gone then drop_running(plan.gone) end
   return plan.code

@@ -20,12 +20,14 @@
 --@include serve
 --@include park
 --@include reruns
+--@include plain
 
 -- The fields admission may parse: of every job (CLAIM_FIELDS); then only of a recurring job
 -- (SERIES_FIELDS), a paused one-off (PAUSED_FIELDS: its stash), a re-run's (RERUN_FIELDS:
 -- include/reruns.lua; `retries`, which a one-off's occurrence never parses). Each is read
 -- once per member, checked, and passed on.
-local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next', 'ready'}
+local CLAIM_FIELDS = {'gen', 'cancelled', 'e', 'paused', 'kind', 'def', 'running', 'next', 'ready',
+  plain = PLAIN.claim}  -- a plain pending one-off, read the short way
 local SERIES_FIELDS = {'overlap', 'misfire', 'k', 'anchor', 'interval', 'grace', 'queued',
   'window', 'after', 'replan', 'go', 'stash', 'sk', 'retries'}
 local PAUSED_FIELDS = {'stash'}

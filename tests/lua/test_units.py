@@ -173,6 +173,7 @@ def test_complete_does_not_carry_the_claim_machinery():
         "flow",  # due's pushes into flow queues (a queued occurrence's turn)
         "limits",  # an ended keyed invocation frees its key's slot
         "told",  # a handle waiting for the job is told (results)
+        "plain",  # a plain one-off's only run read the short way
     }
     assert {"admit", "issue", "reap", "grid", "calendar"} & complete == set()
 
