@@ -66,9 +66,28 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
   end
 end
 
+-- A batch of 16 claims or more writes RUNNING and the lease zset as a hashtable and a
+-- skiplist: below 512 fields and 128 members Redis keeps a key as a listpack, which every
+-- read, write and removal of one entry scans whole (a batch's writes and its commits then
+-- cost its size squared). A field and a member longer than any listpack limit, first in
+-- the write, make the key a table before its entries go in; they are removed at once (no
+-- reader sees them; a key never turns back into a listpack while it holds entries).
+-- Neither holds ':' (no token). A smaller batch writes as it is (a table costs ~40k
+-- instructions to make and to drop, more than a few entries' scans).
 local function write_claims(b)
   if b.fence then redis.call('SET', P .. 'fence', fmt(b.fence)) end
-  if #b.running_set > 0 then redis.call('HSET', P .. 'running', unpack(b.running_set)) end
-  if #b.lease_add > 0 then redis.call('ZADD', P .. 'lease', unpack(b.lease_add)) end
+  local wide = b.n >= 16 and string.rep('~', 1024)
+  if wide then
+    redis.call('HSET', P .. 'running', wide, '', unpack(b.running_set))
+    redis.call('HDEL', P .. 'running', wide)
+  elseif #b.running_set > 0 then
+    redis.call('HSET', P .. 'running', unpack(b.running_set))
+  end
+  if wide and #b.lease_add > 0 then
+    redis.call('ZADD', P .. 'lease', '+inf', wide, unpack(b.lease_add))
+    redis.call('ZREM', P .. 'lease', wide)
+  elseif #b.lease_add > 0 then
+    redis.call('ZADD', P .. 'lease', unpack(b.lease_add))
+  end
   flush_tally()
 end

@@ -18,9 +18,14 @@ Redis CPU (its main thread: ``INFO cpu``) and its commands (``INFO commandstats`
 job, medians of ``--runs`` runs, the variants alternating run by run on one server; the
 ratios are against ``native``. ``--instructions``: the server under callgrind instead,
 instructions per job (deterministic: a busy box does not move them; one run each).
+``--hashtables``: the RUNNING hash and the lease zset of every variant made a hashtable and
+a skiplist before the run (one field and one member over the listpack limits, never
+claimed: the lease's at +inf), instead of the listpacks Redis keeps them in below 512
+entries and 128 members (``hash-max-listpack-entries``, ``zset-max-listpack-entries``),
+where every entry written, read or removed is found by a scan of the whole key.
 
     PYTHONPATH=. python tests/bench/bench_floor.py [--jobs 20000] [--batch 100] [--runs 5]
-        [--instructions]
+        [--instructions] [--hashtables]
 """
 
 from __future__ import annotations
@@ -180,10 +185,14 @@ def commands(r: Any) -> int:
     return sum(int(v["calls"]) for v in r.info("commandstats").values())
 
 
-def one(r: Any, variant: str, jobs: int, batch: int, run: int) -> dict[str, float]:
+def one(
+    r: Any, variant: str, jobs: int, batch: int, run: int, tables: bool = False
+) -> dict[str, float]:
     store = RedisStore(r, f"floor{run}{variant}")
     store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
     add_jobs(store, jobs, variant[0])
+    if tables:
+        encode_as_tables(r, store)
     time.sleep(0.01)  # due now: every job is due at the first call
     c0, n0 = cpu(r), commands(r)
     RUN[variant](r, store, jobs, batch)
@@ -202,12 +211,21 @@ def server() -> Iterator[Any]:
             r.close()
 
 
-def instructions(variant: str, jobs: int, batch: int) -> float:
+def encode_as_tables(r: Any, store: RedisStore) -> None:
+    """RUNNING a hashtable, the lease zset a skiplist (``--hashtables``): a field and a
+    member longer than any listpack limit (a hash or zset never converts back)."""
+    r.hset(store.keys.running, "~" * 1024, "~")
+    r.zadd(store.keys.lease, {"~" * 1024: float("inf")})
+
+
+def instructions(variant: str, jobs: int, batch: int, tables: bool = False) -> float:
     out = os.path.join(tempfile.mkdtemp(prefix="cg-floor-"), "cg")
     with callgrind_redis(out) as (client, control):
         store = RedisStore(client, f"floor{variant}")
         store._upkeep_at = float("inf")
         add_jobs(store, jobs, variant[0])
+        if tables:
+            encode_as_tables(client, store)
         time.sleep(0.01)
         control("-z")
         RUN[variant](client, store, jobs, batch)
@@ -227,10 +245,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--instructions", action="store_true")
+    ap.add_argument("--hashtables", action="store_true", help="RUNNING and lease as tables")
     a = ap.parse_args()
+    enc = ", RUNNING and lease as tables" if a.hashtables else ""
     if a.instructions:
-        got = {v: instructions(v, a.jobs, a.batch) for v in VARIANTS}
-        print(f"Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call)")
+        got = {v: instructions(v, a.jobs, a.batch, a.hashtables) for v in VARIANTS}
+        print(f"Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call{enc})")
         for v in VARIANTS:
             print(f"  {v:8s} {got[v]:10,.0f}  x{got[v] / got['native']:.2f}")
         return
@@ -238,12 +258,12 @@ def main() -> None:
     with server() as r:
         for run in range(a.runs):
             for v in VARIANTS:
-                rows[v].append(one(r, v, a.jobs, a.batch, run))
+                rows[v].append(one(r, v, a.jobs, a.batch, run, a.hashtables))
                 print(f"  run {run + 1} {v}: {rows[v][-1]}", flush=True)
     med = {v: {k: statistics.median(x[k] for x in rows[v]) for k in rows[v][0]} for v in VARIANTS}
     print(
         f"Redis main-thread CPU per job ({a.jobs} one-off jobs due at once, {a.batch} per "
-        f"call, medians of {a.runs}; load {os.getloadavg()[0]:.2f})"
+        f"call{enc}, medians of {a.runs}; load {os.getloadavg()[0]:.2f})"
     )
     print("| | µs per job | vs native | commands per job |")
     print("|---|---:|---:|---:|")

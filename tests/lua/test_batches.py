@@ -167,6 +167,31 @@ def test_a_batch_claim_writes_every_claim_once(rs, redis_client):
     assert redis_client.hlen(rs.keys.running) == 0 and redis_client.zcard(rs.keys.lease) == 0
 
 
+SMALL = {b"listpack", b"ziplist"}  # (Redis 6 names a listpack a ziplist)
+
+
+def test_a_batch_of_16_claims_or_more_writes_running_and_leases_as_tables(rs, redis_client):
+    """Redis keeps a small hash or zset as a listpack, which every entry written, read or
+    removed scans whole: a batch of 16 claims or more makes RUNNING a hashtable and the
+    lease zset a skiplist (include/issue.lua, write_claims), and no reader sees how."""
+    for i in range(20):
+        rs.add(spec(f"j{i:02}", After(0)))
+    small = claim(rs, {"default": 2}, lease=10)
+    assert redis_client.object("encoding", rs.keys.running) in SMALL
+    assert redis_client.object("encoding", rs.keys.lease) in SMALL
+    big = claim(rs, {"default": 18}, lease=10)
+    assert redis_client.object("encoding", rs.keys.running) == b"hashtable"
+    assert redis_client.object("encoding", rs.keys.lease) == b"skiplist"
+    tokens = {c.token.encode() for c in small + big}
+    assert set(redis_client.hkeys(rs.keys.running)) == tokens
+    assert set(redis_client.zrange(rs.keys.lease, 0, -1)) == tokens
+    assert {s for _, s in redis_client.zrange(rs.keys.lease, 0, -1, withscores=True)} == {
+        NOW + 10_000
+    }
+    assert rs.complete_many([(c, None) for c in small + big]) == [Commit.OK] * 20
+    assert redis_client.exists(rs.keys.running, rs.keys.lease) == 0
+
+
 def test_a_batch_stops_at_capacity_and_leaves_the_rest_due(rs, redis_client):
     for i in range(10):
         rs.add(spec(f"j{i}", After(0)))
