@@ -49,7 +49,17 @@ NO_WORSE = ("low", 1.00)
 
 
 def before_tree(rev: str) -> str:
-    tree = tempfile.mkdtemp(prefix=f"regress-{rev}-")
+    """A copy of revision ``rev`` of this checkout (``git archive``), with this checkout's
+    benchmark scripts; exits with one line if git does not know ``rev``."""
+    sha = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--verify", "--short", f"{rev}^{{commit}}"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    if not sha:
+        print(f"regress.py: --before {rev!r} is not a revision of this checkout (a commit)",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    tree = tempfile.mkdtemp(prefix=f"regress-{sha}-")
     archive = subprocess.run(["git", "-C", ROOT, "archive", rev], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
     for name in SCRIPTS:  # the same benchmark code on both sides
@@ -59,7 +69,7 @@ def before_tree(rev: str) -> str:
 
 class Runner:
     def __init__(self, out: str, quick: bool) -> None:
-        self.out, self.quick = open(out, "w"), quick
+        self.out, self.quick = open(out, "a"), quick  # each run after the earlier ones
         self.figs: dict[tuple[str, str, str], list[float]] = {}  # (scenario, metric, side)
 
     def run(self, tree: str, args: list[str], side: str) -> dict:
@@ -208,12 +218,12 @@ def main() -> None:
     ap.add_argument("--backlog-runs", type=int, default=1, help="rounds with the backlog probe")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
-    ap.add_argument("--out", default=os.path.join(HERE, "results-regress.txt"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results-regress.txt"), help="appended to")
     ap.add_argument("--quick", action="store_true", help="smoke run: small sizes")
     a = ap.parse_args()
     trees = {"before": before_tree(a.before), "after": ROOT}
     r = Runner(a.out, a.quick)
-    r.log(f"# regress.py: before = {a.before} ({trees['before']}), after = {ROOT} @ "
+    r.log(f"\n# regress.py: before = {a.before} ({trees['before']}), after = {ROOT} @ "
           + subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
                            capture_output=True, text=True).stdout.strip()
           + f"; {a.runs} round(s); {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")  # fmt: skip
