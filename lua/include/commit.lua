@@ -113,7 +113,7 @@ local function commit_aside(now, by, plan)
   return 'quarantined'
 end
 
--- The answer of a plan that names a code; a deleted job's RUNNING entry and lease go here.
+-- The answer of a plan that names a code (a deleted job's: its RUNNING entry and lease dropped).
 local function commit_code(plan)
   if plan.gone then drop_running(plan.gone) end
   return plan.code

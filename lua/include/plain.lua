@@ -1,5 +1,5 @@
--- include/plain.lua: the common case read the short way. A plain one-off (no lane policy
--- read, nothing cancelled, paused, queued or retried) is what most claims and acks meet;
+-- include/plain.lua: the common case read the short way. A plain one-off (nothing
+-- cancelled, paused, queued or retried) is what most claims and acks meet;
 -- include/check.lua's read_job takes a field list's `plain` reader first. Each reads the
 -- HMGET reply by place (CLAIM_FIELDS of include/inspect.lua, success_fields() of
 -- include/commit.lua), with the rules of include/rules.lua, and returns what the general
