@@ -27,6 +27,7 @@ import glob
 import os
 import pathlib
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -160,7 +161,14 @@ def callgrind_redis(out: str) -> Iterator[tuple[redis.Redis, Callable[[str], Non
     """A redis-server under callgrind (its dumps: ``out``.N), answering; yields a client
     and ``control(flag)``: ``"-z"`` zeroes the counters, ``"-d"`` dumps them. ``hz 1``:
     its timer work (serverCron, which runs more often the slower valgrind goes, i.e. the
-    busier the box) stays out of the counts (±0.3k per job between runs, not ±1.5k)."""
+    busier the box) stays out of the counts (±0.3k per job between runs, not ±1.5k).
+    Without valgrind or redis-server on PATH: one line, exit 2 (every probe that counts
+    instructions comes through here)."""
+    for tool in ("valgrind", "redis-server"):
+        if shutil.which(tool) is None:
+            print(f"{tool} is not on PATH: instruction counts need callgrind on a redis-server "
+                  "(apt-get install valgrind redis-server)", file=sys.stderr)  # fmt: skip
+            sys.exit(2)
     port = free_port()
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "redis-server",
