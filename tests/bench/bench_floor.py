@@ -2,7 +2,7 @@
 """Redis CPU per job of a claim and an ack: duetime's scripts beside the floor (not a test;
 by hand; docs/performance.md#the-floor-what-a-claim-and-an-ack-cost-natively).
 
-Three ways to claim and acknowledge the same one-off jobs, each on a fresh namespace of
+Four ways to claim and acknowledge the same one-off jobs, each on a fresh namespace of
 ``--jobs`` jobs due now (added by duetime, so every variant reads the same hashes):
 
 * ``native``: the essential commands sent natively and pipelined, no Lua. Per batch of
@@ -11,6 +11,18 @@ Three ways to claim and acknowledge the same one-off jobs, each on a fresh names
   ZADD of its lease; the ack, one pipeline: per job HSET of the outcome, ZREM of the
   lease, HDEL of the entry, and one XADD ("succeeded");
 * ``lua``: the same commands in two minimal scripts (a claim and an ack, no checks);
+* ``kept``: ``native`` plus what duetime's scripts keep for a job, sent natively and
+  pipelined, no check: the commands duetime's claim and ack send for a plain one-off,
+  without the reads that only guard a call (key types, resends, the epoch). Per batch:
+  ZRANGEBYSCORE WITHSCORES, ZREM, SET of the fence, one HSET of the RUNNING entries and
+  one ZADD of the leases, one XADD of the claimed events' lines, HINCRBY, SET of the
+  replica's presence and of the reply kept for a resend; per job HMGET of the fields a
+  claim reads and HSET of its running count, attempt, pending occurrence. The ack: HMGET of
+  the batch's RUNNING entries, ZCOUNT of expired leases; per job HMGET of the fields an ack
+  reads, HSET of the outcome (the seven fields a success writes), PEXPIRE; per batch HDEL,
+  ZREM, ZADD and trim of ``done:succeeded``, one XADD of the lines, HINCRBY. Between it
+  and ``duetime`` is what Lua and the checks cost; between ``native`` and it, what the
+  kept data costs;
 * ``duetime``: ``claim.lua`` and ``complete_many.lua`` as a replica calls them
   (``RedisStore.claim_due``, then the batched ack's arguments).
 
@@ -55,8 +67,18 @@ from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
 from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
 
-VARIANTS = ("native", "lua", "duetime")
+VARIANTS = ("native", "kept", "lua", "duetime")
 READ = ("gen", "cancelled", "e", "paused", "kind", "def", "running", "next", "retries", "ready")
+# an ack's (lua/include/commit.lua), and the fields a success writes (lua/include/retire.lua)
+ACK_READ = ("gen", "cancelled", "lane", "queued", "paused", "kind", "e", "retries", "running")
+ACK_READ += ("runs", "failures", "lists", "started", "keep")
+SUCCESS = {
+    "runs": "1",
+    "running": "0",
+    "last_result": "null",
+    "last_error": "",
+    "state": "succeeded",
+}
 
 CLAIM_LUA = """
 local due, jobp, running, lease, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -136,6 +158,55 @@ def run_native(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
         done += len(members)
 
 
+def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    k = store.keys
+    due, running, lease, events = k.due("default"), k.running, k.lease, k.events
+    done, fence = 0, 0
+    while done < jobs:
+        now = int(time.time() * 1000)
+        got = r.zrangebyscore(due, "-inf", now, start=0, num=batch, withscores=True)
+        if not got:
+            continue
+        members = [m for m, _ in got]
+        p = r.pipeline(transaction=False)
+        p.zrem(due, *members)
+        claimed, entries, leases, lines = [], {}, {}, []
+        for m, score in got:
+            job = m.split("|s|", 1)[1]
+            fence += 1
+            token = f"o:{fence}"
+            p.hmget(k.job(job), READ)
+            p.hset(k.job(job), mapping={"running": "1", "attempts": "1", "e": ""})
+            entries[token] = f"1|{int(score)}|1|0|{fence}|{job}"
+            leases[token] = now + 30_000
+            lines.append(f"{int(score)}|1||{job}")
+            claimed.append((job, token))
+        p.set(k.prefix + "fence", fence)
+        p.hset(running, mapping=entries)
+        p.zadd(lease, leases)
+        p.xadd(events, {"kind": "claimed", "n": len(lines), "batch": "\n".join(lines)})
+        p.hincrby(k.prefix + "stats", "claimed", len(lines))
+        p.set(k.prefix + "replica:o", now, px=90_000)
+        p.set(k.prefix + "claimed:o", "x" * (60 * len(lines)), px=60_000)  # the reply kept
+        p.execute()
+        tokens = [t for _, t in claimed]
+        p = r.pipeline(transaction=False)
+        p.hmget(running, tokens)
+        p.zcount(lease, "-inf", now)
+        for job, token in claimed:
+            p.hmget(k.job(job), ACK_READ)
+            p.hset(k.job(job), mapping={**SUCCESS, "last_token": token, "last_run": now})
+            p.pexpire(k.job(job), 86_400_000)
+        p.hdel(running, *tokens)
+        p.zrem(lease, *tokens)
+        p.zadd(k.prefix + "done:succeeded", {job: now for job, _ in claimed})
+        p.zremrangebyscore(k.prefix + "done:succeeded", "-inf", now - 86_400_000)
+        p.xadd(events, {"kind": "succeeded", "n": len(lines), "batch": "\n".join(lines)})
+        p.hincrby(k.prefix + "stats", "succeeded", len(lines))
+        p.execute()
+        done += len(members)
+
+
 def run_lua(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
     k = store.keys
     claim, ack = r.register_script(CLAIM_LUA), r.register_script(ACK_LUA)
@@ -171,6 +242,7 @@ def run_duetime(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
 
 RUN: dict[str, Callable[[Any, RedisStore, int, int], None]] = {
     "native": run_native,
+    "kept": run_kept,
     "lua": run_lua,
     "duetime": run_duetime,
 }
