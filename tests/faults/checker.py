@@ -52,6 +52,7 @@ class History:
     drained: bool = True  # the run ended with nothing left in flight
     stale_commits_rejected: int = 0
     fenced_rejects: int = 0
+    event_gaps: list[tuple[str, int]] = field(default_factory=list)  # recorder.py's gaps
 
 
 @dataclass
@@ -104,6 +105,13 @@ class _Claim:
 
 def check(h: History) -> Report:
     rep = Report(stale_commits_rejected=h.stale_commits_rejected, fenced_rejects=h.fenced_rejects)
+    if h.event_gaps:  # first: the violations after it may be the recorder's, not a replica's
+        missed = sum(n for _, n in h.event_gaps)
+        rep.violations.append(
+            f"recorder: {missed} stream entries were trimmed before it read them (after "
+            f"{', '.join(last for last, _ in h.event_gaps[:3])}): the checks below lack "
+            "their events; the recorder was starved of CPU past the stream's cap"
+        )
     lossy = any(f.kind == "data_loss" for f in h.faults)
     claims, terminals = _walk(h.events, rep, lossy)
     invs = set(claims) | set(terminals)

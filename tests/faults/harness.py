@@ -82,6 +82,7 @@ class Harness:
         self.expected: set[str] = set()
         self.recurring: dict[str, int] = {}
         self.events: list[dict[str, Any]] = []
+        self.event_gaps: list[tuple[str, int]] = []
         (tmp / "logs").mkdir(exist_ok=True)
         self.fleet = Fleet(
             self.replica_url,
@@ -249,6 +250,7 @@ class Harness:
             if self.proxy:
                 self.proxy.close()
             self.events = self.recorder.drain()
+            self.event_gaps = list(self.recorder.gaps)
             self.execs = self.witness.log()
             self.fenced_rejects = self.witness.total("rejects")
             self.writes = self.witness.count("writes")
@@ -282,6 +284,7 @@ class Harness:
             drained=drained,
             stale_commits_rejected=self.logs.count("stale commit rejected"),
             fenced_rejects=self.fenced_rejects,
+            event_gaps=self.event_gaps,
         )
 
     def check(self, drained: bool = True) -> Report:

@@ -190,3 +190,9 @@ def test_a_retry_after_a_recorded_failure_is_not_a_duplicate():
     ]
     rep = check(hist(events, [ex(1, 101, 1020, 1), ex(2, 202, 1210, 2)]))
     assert rep.ok and not rep.duplicates, rep.summary()
+
+
+def test_events_the_recorder_missed_are_reported_first_as_its_own():
+    rep = check(hist(CLEAN, [ex(1, 101, 1020, 1)], event_gaps=[("5-0", 190)]))
+    assert rep.violations[0].startswith("recorder: 190 stream entries were trimmed"), rep
+    assert "after 5-0" in rep.violations[0] and len(rep.violations) == 1, rep
