@@ -57,7 +57,7 @@ KINDS = ("plain", "keyed", "limited")
 
 
 def measure(
-    texts: dict[str, str] | None,
+    texts: dict[str, str | gateway.Lua] | None,
     jobs: int,
     batch: int,
     warm: int = 300,
@@ -68,7 +68,8 @@ def measure(
     scripts_only: bool = False,
 ) -> dict[str, float]:
     """Instructions per job of the claims and of the acks (``texts``: the two scripts to
-    use instead of this checkout's; ``raw``: claims only, their replies not read, so that
+    use instead of this checkout's, sent as scripts, or as functions where one is a
+    ``gateway.Lua`` with its library; ``raw``: claims only, their replies not read, so that
     a cut claim.lua can be measured: each call then sees the same due jobs; ``kind``: KINDS;
     ``served``: the claimant names these tasks, task-aware claiming, as a worker does;
     None: "*"; ``acks_ok``: every ack must answer "ok" (False: a cut complete_many.lua);
@@ -81,8 +82,8 @@ def measure(
             gateway.send_scripts(client)
         if served is not None:
             store.serve(lambda: (1, served))
-        for name, text in (texts or {}).items():
-            store._scripts[name] = gateway.Lua(text)  # a cut copy: sent as a script
+        for name, text in (texts or {}).items():  # a cut copy: a script, or a library
+            store._scripts[name] = text if isinstance(text, gateway.Lua) else gateway.Lua(text)
         if kind == "limited":
             store.set_limit("k", flow.limit(rate=flow.RATE_MAX, per=0.001))
         key = None if kind == "plain" else "k"
@@ -95,7 +96,11 @@ def measure(
                 ]
             )
 
-        client.script_load(store._scripts["claim"].script)  # raw: EVALSHA, loaded once
+        claim = store._scripts["claim"]  # raw: EVALSHA, or FCALL of a cut copy's library
+        as_function = isinstance((texts or {}).get("claim"), gateway.Lua) and claim.library
+        client.script_load(claim.script)
+        if as_function:
+            client.function_load(claim.library, replace=True)
 
         def run(n: int) -> list[Any]:
             claims: list[Any] = []
@@ -105,7 +110,10 @@ def measure(
                     argv = list(store.claim_request({"default": batch}, 30.0, "o").argv)
                     argv[1] = f"rq{c}"  # a fresh request id: never a resend
                     keys = (store.keys.epoch, store.keys.prefix, "")
-                    client.evalsha(script.sha, 1, *keys, *argv)
+                    if as_function:  # a library (probe_lua_parts --functions)
+                        client.fcall(script.function, 1, *keys, *argv)
+                    else:
+                        client.evalsha(script.sha, 1, *keys, *argv)
                 return [None] * n
             while len(claims) < n:
                 want = {"default": min(batch, n - len(claims))}

@@ -19,8 +19,14 @@ EVALSHA of claim.lua's units alone (their top-level definitions, run again by ev
 ``--ack``: the same for complete_many.lua, the acks of real claims (cut copies of the
 ack; the claims are the checkout's): per job, what each piece of an ack costs.
 
+``--functions``: the copies sent as the store sends scripts to Redis 7, each as the
+function of its own library (``FCALL``): the units' definitions run once, when it is
+loaded, and a row's step is what a piece costs per call as a replica pays it. Without it
+(``EVALSHA``), every call also runs the units' top level (~280k a call), which a batch of
+one shows in full.
+
     PYTHONPATH=. python tests/bench/probe_lua_parts.py [--jobs 2000] [--batch 50]
-        [--only SUBSTRING] [--served t.x] [--fixed] [--ack]
+        [--only SUBSTRING] [--served t.x] [--fixed] [--ack] [--functions]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +49,7 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 from bench_add_ablate import callgrind_redis  # noqa: E402
 from probe_claim_instructions import measure, summary  # noqa: E402
 
+from scheduler.stores.redis.protocol import gateway  # noqa: E402
 from scheduler.stores.redis.protocol import scripts as lua  # noqa: E402
 
 Edit = tuple[str, str, str]  # (file under lua/, text as it is, what replaces it)
@@ -152,8 +160,9 @@ ACK: dict[str, list[Edit]] = {
 }
 
 
-def variant(edits: Sequence[Edit], name: str = "claim") -> str:
-    """The assembled text of lua/``name``.lua with ``edits`` applied."""
+def variant(edits: Sequence[Edit], name: str = "claim", functions: bool = False) -> Any:
+    """The assembled text of lua/``name``.lua with ``edits`` applied; ``functions``: as the
+    store sends it on Redis 7 (``gateway.Lua`` with its Redis Functions library)."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="lua-parts-")) / "lua"
     shutil.copytree(lua.lua_dir(), d)
     for rel, old, new in edits:
@@ -163,7 +172,11 @@ def variant(edits: Sequence[Edit], name: str = "claim") -> str:
             raise SystemExit(f"{rel}: the text to replace is gone (update this probe): {old!r}")
         p.write_text(text.replace(old, new, 1))
     try:
-        return lua.assemble((d / f"{name}.lua").read_text(), f"{name}.lua", d)
+        text = lua.assemble((d / f"{name}.lua").read_text(), f"{name}.lua", d)
+        if not functions:
+            return text
+        fn, code = lua.library_of(name, d)
+        return gateway.Lua(text, function=fn, library=code)
     finally:
         shutil.rmtree(d.parent)
 
@@ -210,6 +223,9 @@ def main() -> None:
     ap.add_argument("--served", action="append", help="the claimant's tasks (default: every)")
     ap.add_argument("--fixed", action="store_true", help="the fixed part of a call instead")
     ap.add_argument("--ack", action="store_true", help="complete_many.lua's pieces instead")
+    ap.add_argument(
+        "--functions", action="store_true", help="copies sent as Redis Functions libraries"
+    )
     a = ap.parse_args()
     if a.fixed:
         print("Redis instructions per call (the fixed part)")
@@ -218,9 +234,10 @@ def main() -> None:
         return
     name, rows = ("complete_many", ACK) if a.ack else ("claim", CLAIM)
     chosen = {k: v for k, v in rows.items() if not a.only or any(s in k for s in a.only)}
-    texts = {k: variant(v, name) for k, v in chosen.items()}  # every substitution applies
+    texts = {k: variant(v, name, a.functions) for k, v in chosen.items()}  # each one applies
     print(f"{name}.lua: Redis instructions per job ({a.jobs} one-off jobs, {a.batch} per call;")
-    print(f"  tasks served: {'every' if a.served is None else ', '.join(a.served)})")
+    sent = "functions (FCALL)" if a.functions else "scripts (EVALSHA)"
+    print(f"  tasks served: {'every' if a.served is None else ', '.join(a.served)}; {sent})")
     last = None
     for label, text in texts.items():
         if a.ack:

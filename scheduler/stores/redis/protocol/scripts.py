@@ -162,14 +162,20 @@ def library(name: str) -> tuple[str, str]:
     and 16 hex digits of the script's SHA1: a changed script is another function, so
     replicas of two versions never run each other's) and the library's code (``FUNCTION
     LOAD``; the function takes the script's KEYS and ARGV and declares its shebang's flags)."""
-    text = (lua_dir() / f"{name}.lua").read_text()
+    return library_of(name, lua_dir())
+
+
+def library_of(name: str, d: pathlib.Path) -> tuple[str, str]:
+    """``library(name)`` built from the scripts in directory ``d`` (a benchmark's cut copies)."""
+    text = (d / f"{name}.lua").read_text()
     first, _, rest = text.partition("\n")
     flags = _FLAGS.match(first)
     if flags is None:
         raise ValueError(f"{name}.lua must start with a #!lua shebang (flags=... optional)")
-    units = "\n".join(_unit_text(lua_dir(), u) or "" for u in unit_order(text, f"{name}.lua"))
+    units = "\n".join(_unit_text(d, u) or "" for u in unit_order(text, f"{name}.lua", d))
     once, per_call = split_calls(units)
-    fn = f"duetime_{name}_{hashlib.sha1(source(name).encode()).hexdigest()[:16]}"
+    whole = assemble(text, f"{name}.lua", d)
+    fn = f"duetime_{name}_{hashlib.sha1(whole.encode()).hexdigest()[:16]}"
     declared = ", ".join(f"'{f}'" for f in (flags.group(1) or "").split(",") if f)
     code = "\n".join(
         [
