@@ -126,15 +126,23 @@ def add_jobs(store: RedisStore, n: int, tag: str) -> None:
         )
 
 
+def due_batches(r: Any, due: str, jobs: int, batch: int, scores: bool) -> Iterator[tuple[int, Any]]:
+    """(now ms, the due members fetched then) until ``jobs`` have been fetched, ``batch`` at
+    a time; ``scores``: (member, score) pairs."""
+    done = 0
+    while done < jobs:
+        now = int(time.time() * 1000)
+        got = r.zrangebyscore(due, "-inf", now, start=0, num=batch, withscores=scores)
+        if got:
+            yield now, got
+            done += len(got)
+
+
 def run_native(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
     k = store.keys
     due, running, lease, events = k.due("default"), k.running, k.lease, k.events
-    done, fence = 0, 0
-    while done < jobs:
-        now = int(time.time() * 1000)
-        members = r.zrangebyscore(due, "-inf", now, start=0, num=batch)
-        if not members:
-            continue
+    fence = 0
+    for now, members in due_batches(r, due, jobs, batch, False):
         p = r.pipeline(transaction=False)
         p.zrem(due, *members)
         claimed = []
@@ -155,18 +163,13 @@ def run_native(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
             p.hdel(running, token)
         p.xadd(events, {"kind": "succeeded", "n": len(claimed)})
         p.execute()
-        done += len(members)
 
 
 def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
     k = store.keys
     due, running, lease, events = k.due("default"), k.running, k.lease, k.events
-    done, fence = 0, 0
-    while done < jobs:
-        now = int(time.time() * 1000)
-        got = r.zrangebyscore(due, "-inf", now, start=0, num=batch, withscores=True)
-        if not got:
-            continue
+    fence = 0
+    for now, got in due_batches(r, due, jobs, batch, True):
         members = [m for m, _ in got]
         p = r.pipeline(transaction=False)
         p.zrem(due, *members)
@@ -204,7 +207,6 @@ def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
         p.xadd(events, {"kind": "succeeded", "n": len(lines), "batch": "\n".join(lines)})
         p.hincrby(k.prefix + "stats", "succeeded", len(lines))
         p.execute()
-        done += len(members)
 
 
 def run_lua(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
