@@ -53,6 +53,7 @@ class Recorder:
             url, decode_responses=True, socket_timeout=2, socket_connect_timeout=1
         )
         self._key = stream_key
+        self._script = self._r.register_script(READ)  # EVALSHA, loaded again after a restart
         self.events: list[dict[str, Any]] = []
         self.gaps: list[tuple[str, int]] = []
         self._gone: int | None = None  # entries trimmed before the first read (None: not read)
@@ -74,9 +75,9 @@ class Recorder:
         """Read what follows the last entry read, and count what was trimmed unread (in
         one script: nothing is trimmed between the two; a full Redis runs it too); nothing
         new: wait up to ``block`` ms for an entry (None: not at all)."""
-        trimmed, reply = self._r.eval(READ, 1, self._key, self._last, 2000)
-        if trimmed == -1 and self._gone is None:
-            self._gone = 0  # read from before the stream's first entry: nothing gone yet
+        trimmed, reply = self._script(keys=[self._key], args=[self._last, 2000])
+        if trimmed == -1:  # no stream (yet, or no longer): the next one starts with nothing gone
+            self._gone, self._read_n = 0, 0
         elif trimmed >= 0:
             if self._gone is None:
                 self._gone = trimmed

@@ -51,3 +51,19 @@ def test_a_stream_trimmed_before_the_recorder_began_is_no_gap(private_redis):
     rec._read(None)
     assert len(rec.events) == r.xlen("s") and rec.gaps == []
     r.close()
+
+
+def test_a_stream_lost_and_begun_again_is_counted_afresh(private_redis):
+    r = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    rec = stopped(private_redis.url, "s")
+    for _ in range(10):
+        r.xadd("s", EVENT)
+    assert rec._read(None) == 10
+    r.delete("s")  # as after a restart that lost the data
+    assert rec._read(None) == 0
+    last = rec._last
+    for _ in range(300):  # the new stream's first 200 or so trimmed before it is read
+        r.xadd("s", EVENT, maxlen=100, approximate=True)
+    kept = r.xlen("s")
+    assert rec._read(None) == kept and rec.gaps == [(last, 300 - kept)]
+    r.close()
