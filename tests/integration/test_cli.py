@@ -315,6 +315,21 @@ def test_follow_yields_an_event_added_after_it_started(redis_server, redis_ns):
         store.close()
 
 
+def test_follow_blocks_within_the_clients_read_timeout(redis_server, redis_ns):
+    """A quiet namespace followed through a client whose reads time out sooner than
+    follow's block (duetime events -f with --redis-timeout at or below 5 s): it waits,
+    it does not fail as if Redis had stopped answering."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=0.3)
+    store = RedisStore(client, redis_ns)
+    try:
+        assert list(queries.follow(store, timeout=0.8)) == []  # block 5.0 by default
+    finally:
+        store.close()
+        client.close()
+
+
 def test_events_follow_json_prints_one_object_per_line(cli, redis_server, redis_ns, monkeypatch):
     ns = redis_ns
     started = threading.Event()
