@@ -81,6 +81,20 @@ wait_options = [
         "and counted, not undone.",
     ),
 ]
+
+
+def check_wait(wait_replicas: int, wait_timeout_ms: int) -> None:
+    """Refuse a WAIT that cannot end within a Redis call's time (``--redis-timeout``): its
+    reply would come after the client gave up, and the write would be reported as Redis
+    not answering. Half the call's time is its most (the write itself takes the rest)."""
+    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
+    if wait_replicas and wait_timeout_ms > timeout * 500:
+        raise click.UsageError(
+            f"--wait-timeout-ms {wait_timeout_ms} waits longer than half of --redis-timeout "
+            f"{timeout:g}s, the most a Redis call may take: lower it, or raise --redis-timeout"
+        )
+
+
 namespace_option = click.option(
     "--namespace",
     "-n",

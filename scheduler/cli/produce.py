@@ -12,6 +12,7 @@ from scheduler.cli import when
 from scheduler.cli.app import (
     EXIT_REFUSED,
     bad_input,
+    check_wait,
     connect,
     fail,
     job_argument,
@@ -180,6 +181,7 @@ def enqueue(
     from scheduler.stores.redis.reading import namespaces
 
     redis_url = need_url("enqueue", redis_url)
+    check_wait(wait_replicas, wait_timeout_ms)
     kwargs = _kwargs(kwargs_json)
     if cron_expr is None and (tz or jitter or ambiguous or missing):
         raise click.UsageError("--tz, --jitter, --ambiguous and --missing apply to --cron only")

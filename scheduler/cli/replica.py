@@ -21,6 +21,7 @@ from scheduler.cli.app import (
     EXIT_USAGE,
     FiniteRange,
     bad_input,
+    check_wait,
     fail,
     main,
     namespace_option,
@@ -209,6 +210,7 @@ def run(
     from scheduler import log
 
     _check_where(redis_url, embedded, data_dir)
+    check_wait(wait_replicas, wait_timeout_ms)
     log.setup(log_level, log_format)
     import_tasks(imports, paths, allow_none=allow_no_tasks)
     sizes = lane_flags.parse(lanes)

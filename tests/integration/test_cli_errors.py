@@ -334,6 +334,21 @@ def test_out_of_range_options_are_usage_errors_before_any_work(args, redis_serve
     assert "Invalid value" in result.output, result.output
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["enqueue", "tests.noop", "--in", "1h"],  # was exit 3 after 5 s, blaming Redis
+        ["run", "--workers", "1", "--import", "tests.helpers"],
+    ],
+)
+def test_a_wait_longer_than_a_redis_call_may_take_is_refused_first(args, redis_server):
+    wait = ["--wait-replicas", "1", "--wait-timeout-ms", "6000"]
+    result = CliRunner().invoke(main, [*args, *wait, "--redis", redis_server.url])
+    assert result.exit_code == 2, result.output
+    assert "--wait-timeout-ms 6000 waits longer than half of --redis-timeout 5s" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_import_of_module_colon_attribute_says_to_give_the_module(tmp_path, redis_server):
     (tmp_path / "mytasks.py").write_text("")
     result = CliRunner().invoke(
