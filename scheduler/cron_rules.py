@@ -53,6 +53,9 @@ _FORMS = (
 
 
 _NEVER_YEARS = 10  # an expression with no occurrence in this many years is rejected
+# Zone files whose zone is the host's choice (its own zone, its POSIX default), and the
+# "right/" zones (leap seconds counted): each host may read them differently
+HOST_ZONES = frozenset({"localtime", "posixrules"})
 
 
 def validate(c: Cron) -> Cron:
@@ -98,6 +101,11 @@ def validate(c: Cron) -> Cron:
         )
     if not isinstance(c.tz, str):
         raise ValueError(f"Cron.tz is an IANA zone name like 'Europe/Paris', got {c.tz!r}")
+    if c.tz in HOST_ZONES or c.tz.startswith("right/"):
+        raise ValueError(
+            f"time zone {c.tz!r} is this host's own file, not one zone everywhere (replicas "
+            "on other hosts would plan other times): use a name like 'Europe/Paris' or 'UTC'"
+        )
     try:
         crons.zone(c.tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):

@@ -49,6 +49,10 @@ def z(s: str) -> float:
         (Cron("* * * * *", tz="Mars/Olympus_Mons"), "unknown IANA time zone 'Mars/Olympus_Mons'"),
         (Cron("* * * * *", tz="Europe"), "unknown IANA time zone"),
         (Cron("* * * * *", tz="../etc/passwd"), "unknown IANA time zone"),
+        # each host's own: replicas on two hosts would plan two schedules
+        (Cron("* * * * *", tz="localtime"), "'localtime' is this host's own file"),
+        (Cron("* * * * *", tz="posixrules"), "is this host's own file"),
+        (Cron("* * * * *", tz="right/Europe/Paris"), "is this host's own file"),
         (Cron("* * * * *", ambiguous="sometimes"), "Cron.ambiguous must be one of"),  # type: ignore
         (Cron("* * * * *", missing="later"), "Cron.missing must be one of"),  # type: ignore
         (Cron("* * * * *", jitter=-1), "Cron.jitter must be a finite number of seconds >= 0"),
