@@ -81,6 +81,19 @@ def given_options(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _unserved_lane_note(store: Any, lane: str) -> str | None:
+    """A note when the live replicas announced their lanes and none runs ``lane``."""
+    from scheduler.stores.redis.reading import console_history
+
+    alive = [r["id"] for r in fleet.replicas_all(store)]
+    if not console_history.unserved_lanes(store, [lane], alive):
+        return None
+    return (
+        f"note: no live replica runs lane {lane!r}: the job waits until one that does "
+        f"starts (duetime run --lane {lane}=N)"
+    )
+
+
 def _kwargs(text: str) -> Any:
     try:
         return json.loads(text)
@@ -223,9 +236,11 @@ def enqueue(
                 **options,
             )
             note = namespaces.unserved_note(store, namespace)  # -n defualt, say
-            if note is None:  # replicas are alive: does one of them have the task?
+            if note is None:  # replicas are alive: does one of them have the task, the lane?
                 why = fleet.serving(store).why_waiting(task)
                 note = f"note: {why}: the job waits until one that imports it runs" if why else None
+            if note is None:
+                note = _unserved_lane_note(store, options.get("lane") or "default")
     except ShardCountError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None

@@ -110,6 +110,19 @@ def test_a_task_no_live_replica_serves_waits_visibly_and_runs_when_one_starts(
         enqueue = ["enqueue", "witness.new", "--id", "n50", "--redis", redis_url, "-n", redis_ns]
         note = run_cli(*enqueue).stderr
         assert "note: no live replica serves task 'witness.new'" in note, note
+        enqueue = [
+            "enqueue",
+            "witness.hit",
+            "--lane",
+            "nosuch",
+            "--redis",
+            redis_url,
+            "-n",
+            redis_ns,
+        ]
+        note = run_cli(*enqueue).stderr  # a lane no live replica runs says so too
+        assert "note: no live replica runs lane 'nosuch'" in note, note
+        assert "run --lane" not in run_cli(*enqueue[:2], *enqueue[4:]).stderr  # its own lane
         waiting.append("n50")
         new = start(redis_url, redis_ns, key, NEW, tmp_path / "new")
         assert wait_until(
