@@ -457,12 +457,7 @@ def connect(
     from scheduler.stores.redis import open_store
     from scheduler.stores.redis.protocol import urls
 
-    base, in_url = urls.split_shards(redis_url)
-    env = os.environ.get("DUETIME_SHARDS")
-    if shards is None:
-        shards = int(env) if env else in_url
-    elif in_url is not None and in_url != shards:
-        raise ValueError(f"two shard counts: --shards {shards} and the URL's shards={in_url}")
+    base, shards = urls.shard_count(redis_url, shards, os.environ.get("DUETIME_SHARDS"))
     client = bounded_client(base, decode_responses=True)
     remember_url(redis_url)  # the full URL, not the one without ?shards=N
     store = open_store(client, namespace, shards=shards, **kwargs)

@@ -81,17 +81,24 @@ def given_options(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _unserved_lane_note(store: Any, lane: str) -> str | None:
-    """A note when the live replicas announced their lanes and none runs ``lane``."""
+def _waits_note(store: Any, namespace: str, task: str, lane: str) -> str | None:
+    """Why a job just stored would wait, if it would: no live replica in ``namespace`` (a
+    mistyped -n, say), none that serves ``task``, none that runs ``lane``."""
     from scheduler.stores.redis.reading import console_history
 
+    note = namespaces.unserved_note(store, namespace)
+    if note is not None:
+        return note
+    why = fleet.serving(store).why_waiting(task)
+    if why:
+        return f"note: {why}: the job waits until one that imports it runs"
     alive = [r["id"] for r in fleet.replicas_all(store)]
-    if not console_history.unserved_lanes(store, [lane], alive):
-        return None
-    return (
-        f"note: no live replica runs lane {lane!r}: the job waits until one that does "
-        f"starts (duetime run --lane {lane}=N)"
-    )
+    if console_history.unserved_lanes(store, [lane], alive):
+        return (
+            f"note: no live replica runs lane {lane!r}: the job waits until one that does "
+            f"starts (duetime run --lane {lane}=N)"
+        )
+    return None
 
 
 def _kwargs(text: str) -> Any:
@@ -99,6 +106,8 @@ def _kwargs(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"--kwargs is not JSON: {exc}") from None
+    except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+        raise click.BadParameter(f"--kwargs holds a number too long to read: {exc}") from None
     except RecursionError:
         raise click.BadParameter(
             f"--kwargs is nested too deeply (more than {MAX_DEPTH} levels of lists and objects)"
@@ -191,7 +200,6 @@ def enqueue(
     """Store a job for TASK (a registered task name) in a running namespace."""
     from scheduler.client import Client
     from scheduler.errors import ShardCountError
-    from scheduler.stores.redis.reading import namespaces
 
     redis_url = need_url("enqueue", redis_url)
     check_wait(wait_replicas, wait_timeout_ms)
@@ -235,12 +243,7 @@ def enqueue(
                 **times,
                 **options,
             )
-            note = namespaces.unserved_note(store, namespace)  # -n defualt, say
-            if note is None:  # replicas are alive: does one of them have the task, the lane?
-                why = fleet.serving(store).why_waiting(task)
-                note = f"note: {why}: the job waits until one that imports it runs" if why else None
-            if note is None:
-                note = _unserved_lane_note(store, options.get("lane") or "default")
+            note = _waits_note(store, namespace, task, options.get("lane") or "default")
     except ShardCountError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_REFUSED) from None

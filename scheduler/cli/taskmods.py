@@ -32,6 +32,12 @@ def import_tasks(
         if entry not in sys.path:
             sys.path.insert(0, entry)
     for module in modules:
+        if not module or module.startswith(".") or "/" in module or "\\" in module:
+            fail(  # a path or nothing (relative imports need a package: none here)
+                f"--import {module!r} is not a module name: give one like myapp.tasks (the "
+                "folder that holds it with --path DIR)",
+                EXIT_USAGE,
+            )
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

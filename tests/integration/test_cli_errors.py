@@ -383,6 +383,21 @@ def test_kwargs_nested_too_deeply_are_a_usage_error(redis_server):
     assert r.exit_code == 2 and "nested too deeply" in r.output, r.output
 
 
+def test_input_told_in_python_terms_says_it_in_the_commands(redis_server, monkeypatch):
+    """Each was one line, but in Python's words: int()'s, json's, importlib's."""
+    url = ["--redis", redis_server.url]
+    huge = '{"n": ' + "9" * 5000 + "}"
+    r = CliRunner().invoke(main, ["enqueue", "t.x", "--in", "1s", *url, "--kwargs", huge])
+    assert r.exit_code == 2 and "--kwargs holds a number too long to read" in r.output, r.output
+    for module in ("", "../etc", ".tasks"):
+        r = CliRunner().invoke(main, ["run", *url, "--import", module])
+        assert r.exit_code == 2, r.output
+        assert f"--import {module!r} is not a module name" in r.output, r.output
+    monkeypatch.setenv("DUETIME_SHARDS", "abc")
+    r = CliRunner().invoke(main, ["stats", *url])
+    assert r.exit_code == 2 and "DUETIME_SHARDS='abc': the shard count must be" in r.output
+
+
 @pytest.mark.parametrize("depth", [300, 1_200, 100_000])
 def test_kwargs_nested_past_the_limit_at_any_depth_say_so(redis_server, depth):
     """Issue 31: a list nested 1,200 deep as --kwargs (JSON this Python parses) raised

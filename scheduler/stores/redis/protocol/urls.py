@@ -24,6 +24,7 @@ no failover logic of its own.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,32 @@ def split_shards(url: str) -> tuple[str, int | None]:
 
 
 MAX_SHARDS = 1024
+
+
+def shard_count(url: str, given: int | None, env: str | None) -> tuple[str, int | None]:
+    """``url`` without ``shards=N``, and the namespace's shard count: ``given`` (an option;
+    it must agree with the URL's), else $DUETIME_SHARDS (``env``), else the URL's. Raises
+    ValueError (``RedisURLError``) for a count that is not 1 to 1024, or two that differ."""
+    base, in_url = split_shards(url)
+    if given is not None:
+        if in_url is not None and in_url != given:
+            raise ValueError(f"two shard counts: --shards {given} and the URL's shards={in_url}")
+        return base, given
+    if env:
+        if not env.isdigit() or not 1 <= int(env) <= MAX_SHARDS:
+            raise RedisURLError(
+                f"DUETIME_SHARDS={env!r}: the shard count must be an integer from 1 to {MAX_SHARDS}"
+            )
+        return base, int(env)
+    return base, in_url
+
+
+def read_timeout(client: Any) -> float:
+    """How long ``client``'s connections wait for a reply, s (``socket_timeout``; inf: no limit)."""
+    pool = getattr(client, "connection_pool", None) or getattr(client, "nodes_manager", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    timeout = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+    return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else math.inf
 
 
 def parse_cluster(url: str) -> ClusterURL:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypedDict
 
 from scheduler import timeinput
 from scheduler.model import Event
-from scheduler.stores.redis.protocol import definitions, records, requests
+from scheduler.stores.redis.protocol import definitions, records, requests, urls
 from scheduler.stores.redis.protocol.keys import LIVE_FIELDS
 from scheduler.stores.redis.reading import fleet, lane_queues, limits
 from scheduler.stores.redis.reading.readable import AnyStore, Part
@@ -445,20 +445,11 @@ def follow(
     the newest entry at the time of this call, so an event added once ``follow`` has
     returned is never missed), oldest first, ``job_id``'s only if given.
 
-    Waits with ``XREAD BLOCK`` (``block`` seconds per read, at most half the client's read
-    timeout, which a longer block would run into; no polling) until ``limit``
-    events were yielded or ``timeout`` seconds passed (``None``: forever, until the
-    caller stops iterating, e.g. on Ctrl-C)."""
+    Waits with ``XREAD BLOCK`` (``block`` s per read, at most half the client's read timeout;
+    no polling) until ``limit`` events were yielded or ``timeout`` seconds passed (``None``:
+    forever, until the caller stops iterating, e.g. on Ctrl-C)."""
     start = last_event_id(store) if after is None else after
     return _tail(parts(store)[0], start, job_id, kinds, block, limit, timeout)
-
-
-def _read_timeout(client: Any) -> float | None:
-    """The read timeout (s) of ``client``'s connections (``socket_timeout``), if it has one."""
-    pool = getattr(client, "connection_pool", None) or getattr(client, "nodes_manager", None)
-    kwargs = getattr(pool, "connection_kwargs", None)
-    timeout = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
-    return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
 
 
 def _tail(
@@ -471,9 +462,7 @@ def _tail(
     timeout: float | None,
 ) -> Iterator[Entry]:
     deadline = None if timeout is None else time.monotonic() + timeout
-    read_timeout = _read_timeout(store.redis)  # a read blocked past it would fail as a timeout
-    if read_timeout:
-        block = min(block, read_timeout / 2)
+    block = min(block, urls.read_timeout(store.redis) / 2)  # a read past it fails as a timeout
     block_ms = max(1, round(block * 1000))
     yielded = 0
     while limit is None or yielded < limit:
