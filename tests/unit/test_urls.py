@@ -170,3 +170,16 @@ def test_a_url_redis_py_cannot_read_names_the_url_and_the_form():
     text = str(err.value)
     assert text.startswith("bad Redis URL 'redis://:***@127.0.0.1:notaport/0': ")
     assert "secret" not in text and "Port could not be cast" in text and "expected redis://" in text
+
+
+@pytest.mark.parametrize("aio", [False, True])
+def test_a_url_option_redis_py_does_not_take_is_named_when_the_client_is_made(aio):
+    """It was redis-py's "AbstractConnection.__init__() got an unexpected keyword argument
+    'foo'", at the first command."""
+    with pytest.raises(RedisURLError) as err:
+        urls.connect("redis://:secret@127.0.0.1:6390/0?foo=bar", aio=aio)
+    text = str(err.value)
+    assert text.startswith("bad Redis URL 'redis://:***@127.0.0.1:6390/0?foo=bar': no option foo=")
+    assert "secret" not in text and "__init__" not in text
+    good = urls.connect("redis://127.0.0.1:6390/0?socket_timeout=2", aio=aio)  # not connected
+    assert good.connection_pool.connection_kwargs["socket_timeout"] == 2.0

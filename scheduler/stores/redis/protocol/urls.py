@@ -293,11 +293,21 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
             )
         _check_db(url, scheme)
         try:
-            return redis.Redis.from_url(url, **kwargs)
+            client = redis.Redis.from_url(url, **kwargs)
+            pool = client.connection_pool  # a connection built, not connected: the URL's
+            pool.connection_class(**pool.connection_kwargs)  # options are its arguments
+            return client
         except ValueError as exc:  # redis-py's own words lack the URL: "Port could not be..."
             raise RedisURLError(
                 f"bad Redis URL {safe(url)!r}: {exc}; expected redis://[user:password@]"
                 "host[:port][/db]"
+            ) from None
+        except TypeError as exc:  # "__init__() got an unexpected keyword argument 'foo'"
+            name = re.search(r"argument '(\w+)'", str(exc))
+            raise RedisURLError(
+                f"bad Redis URL {safe(url)!r}: no option {name[1] if name else '?'}=... "
+                "(the query string takes redis-py's connection options, e.g. "
+                "?socket_timeout=5&health_check_interval=30)"
             ) from None
     s = parse_sentinel(url)
     # One try per sentinel and discovery: the discovery as a whole is retried by the data
