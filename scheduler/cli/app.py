@@ -84,14 +84,15 @@ wait_options = [
 
 
 def check_wait(wait_replicas: int, wait_timeout_ms: int) -> None:
-    """Refuse a WAIT that cannot end within a Redis call's time (``--redis-timeout``): its
-    reply would come after the client gave up, and the write would be reported as Redis
-    not answering. Half the call's time is its most (the write itself takes the rest)."""
-    timeout = click.get_current_context().meta.get("duetime.timeout", TIMEOUT)
-    if wait_replicas and wait_timeout_ms > timeout * 500:
+    """Refuse a WAIT that cannot end within a Redis call's time (``--redis-timeout``, less
+    the write's own: a second, or half of it): its reply would come after the client gave
+    up, and the write would be reported as Redis not answering."""
+    call_ms = click.get_current_context().meta.get("duetime.timeout", TIMEOUT) * 1000
+    most = call_ms - min(1000, call_ms / 2)
+    if wait_replicas and wait_timeout_ms > most:
         raise click.UsageError(
-            f"--wait-timeout-ms {wait_timeout_ms} waits longer than half of --redis-timeout "
-            f"{timeout:g}s, the most a Redis call may take: lower it, or raise --redis-timeout"
+            f"--wait-timeout-ms {wait_timeout_ms} is over {most:.0f}, the most a WAIT may take "
+            f"within --redis-timeout {call_ms / 1000:g}s: lower it, or raise --redis-timeout"
         )
 
 

@@ -95,6 +95,8 @@ def test_client_and_cli_take_a_sentinel_url(shared_sentinel_cluster, redis_ns):
             "1",
             "--wait-timeout-ms",
             "5000",
+            "--redis-timeout",  # a WAIT of up to 5 s fits in a call of up to 10
+            "10",
             "--in",
             "60",
             "--id",
