@@ -137,6 +137,8 @@ def routes(console: Console, templates: Jinja2Templates) -> list[BaseRoute]:
         html, api = reader(page, _builders(console)[page])
         out.append(Route(f"/ns/{{ns}}/{path}", html, name=page))
         out.append(Route(f"/api/ns/{{ns}}/{path or 'overview'}", api, name=f"api_{page}"))
+        if not path:  # /api + the overview's own path, as for every page
+            out.append(Route("/api/ns/{ns}/", api, name="api_overview_path"))
     return out
 
 

@@ -51,6 +51,7 @@ def test_every_page_renders_with_data_and_has_a_json_endpoint(console_factory, j
         "fast",
     }
     assert len(overview["minutes"]) == 60
+    assert web.get(f"/api/ns/{redis_ns}/").json()["queued"] == 3  # /api + the page's path
     detail = web.get(f"/api/ns/{redis_ns}/job/nightly").json()
     assert len(detail["upcoming"]) >= 10 and detail["definition"]["schedule"].startswith("cron")
     assert detail["scanned"] == 2000 and detail["events"][0]["kind"] == "scheduled"
