@@ -89,11 +89,11 @@ def _waits_note(store: Any, namespace: str, task: str, lane: str) -> str | None:
     note = namespaces.unserved_note(store, namespace)
     if note is not None:
         return note
-    why = fleet.serving(store).why_waiting(task)
+    serving = fleet.serving(store)
+    why = serving.why_waiting(task)
     if why:
         return f"note: {why}: the job waits until one that imports it runs"
-    alive = [r["id"] for r in fleet.replicas_all(store)]
-    if console_history.unserved_lanes(store, [lane], alive):
+    if console_history.unserved_lanes(store, [lane], [*serving.by_replica, *serving.unknown]):
         return (
             f"note: no live replica runs lane {lane!r}: the job waits until one that does "
             f"starts (duetime run --lane {lane}=N)"
