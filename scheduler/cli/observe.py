@@ -81,7 +81,9 @@ def ls(
         return
     if not jobs:
         click.echo(
-            f"no {'more ' if cursor else ''}{state} jobs in namespace {namespace!r}"
+            f"no {'more ' if cursor else ''}{state} jobs"
+            + (f" of task {task!r}" if task else "")
+            + f" in namespace {namespace!r}"
             + (" on this page" if page.cursor else "")
         )
     else:

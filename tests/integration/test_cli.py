@@ -130,6 +130,12 @@ def test_ls_lists_live_jobs_by_next_run(cli, client):
     assert render.local(client.get("soon").next_run) in by_id["soon"]
 
 
+def test_ls_that_finds_nothing_names_its_filter(cli, client, ns):
+    """It said "no live jobs in namespace" of a namespace with live jobs: none of the task."""
+    r = cli("ls", "--task", "nosuch")
+    assert r.exit_code == 0 and r.stdout == f"no live jobs of task 'nosuch' in namespace {ns!r}\n"
+
+
 def test_ls_json_matches_client_jobs(cli, client):
     r = cli("ls", "--json")
     assert r.exit_code == 0, r.output
