@@ -404,6 +404,23 @@ def test_help_for_every_command():
     assert "--follow" in runner.invoke(main, ["events", "--help"]).output
 
 
+def test_libraries_prune_deletes_other_versions_and_nothing_else(private_redis):
+    """A library named duetime_ by hand was deleted too, and listed as another version's."""
+    import redis
+
+    r = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    fn = "redis.register_function('{0}_f', function() return 1 end)"
+    for name in ("duetime_custom", "duetime_add_0123456789abcdef"):  # a user's; an old version's
+        r.function_load(f"#!lua name={name}\n" + fn.format(name))
+    url = ["--redis", private_redis.url]
+    listed = CliRunner().invoke(main, ["libraries", "ls", *url]).output
+    assert "duetime_add_0123456789abcdef  another version's" in listed and "custom" not in listed
+    assert CliRunner().invoke(main, ["libraries", "prune", *url]).output == "1 deleted\n"
+    left = [dict(zip(lib[::2], lib[1::2], strict=True)) for lib in r.function_list()]
+    assert [lib["library_name"] for lib in left] == ["duetime_custom"]
+    r.close()
+
+
 def test_python_dash_m_scheduler_ls(redis_server, ns):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DUETIME_")}
     out = subprocess.run(
