@@ -183,3 +183,11 @@ def test_a_url_option_redis_py_does_not_take_is_named_when_the_client_is_made(ai
     assert "secret" not in text and "__init__" not in text
     good = urls.connect("redis://127.0.0.1:6390/0?socket_timeout=2", aio=aio)  # not connected
     assert good.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+
+
+@pytest.mark.parametrize("url", ["redis://", "redis:///0", "rediss://:secret@/1", "redis://:6379"])
+def test_a_url_with_no_host_is_refused_not_taken_for_localhost(url):
+    """redis-py read "redis://" (an empty $HOST, say) as localhost:6379: someone else's."""
+    with pytest.raises(RedisURLError, match="names no host: give redis://host") as err:
+        urls.connect(url)
+    assert "secret" not in str(err.value)

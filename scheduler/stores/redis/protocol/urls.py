@@ -332,11 +332,15 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
 
 
 def _check_db(url: str, scheme: str) -> None:
-    """Refuse a database path that is not a number: redis-py took ``redis://host/abc`` as
-    database 0, so a typo wrote to another database than meant."""
+    """Refuse a database path that is not a number (redis-py took ``redis://host/abc`` as
+    database 0, so a typo wrote to another database than meant), and a URL with no host."""
     if scheme not in ("redis", "rediss"):
         return
     path = url.partition("://")[2].partition("?")[0].partition("#")[0]
+    if not path.partition("/")[0].rpartition("@")[2].partition(":")[0]:
+        raise RedisURLError(  # redis-py took redis:// (an empty $HOST, say) as localhost:6379
+            f"{safe(url)!r} names no host: give redis://host[:port][/db]"
+        )
     db = path.partition("/")[2]
     if db not in ("", "/") and not db.rstrip("/").isdigit():
         raise RedisURLError(
