@@ -294,7 +294,7 @@ def unreachable(exc: Exception, url: str) -> Exception:
         )
     return StoreUnavailableError(
         f"cannot reach Redis at {url}: {exc}; "
-        + (tls_refused(str(exc)) or "is it running, and is the URL (DUETIME_REDIS_URL) right?")
+        + (tls_refused(str(exc)) or "is it running, and is the URL right?")
     )
 
 
