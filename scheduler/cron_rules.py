@@ -67,7 +67,7 @@ def validate(c: Cron) -> Cron:
     if not isinstance(c.expr, str):
         raise ValueError(f"a cron expression is a string, got {c.expr!r}")
     expr = " ".join(c.expr.split())
-    fields = expr.split(" ")
+    fields = expr.split(" ") if expr else []  # (''.split(" ") is one empty field)
     if not expr.startswith("@"):
         if len(fields) == 7:
             raise ValueError(

@@ -34,6 +34,8 @@ def z(s: str) -> float:
         (Cron("61 * * * *"), "invalid cron expression '61 \\* \\* \\* \\*'"),
         (Cron("0 0 * * mon *"), "invalid cron expression"),
         (Cron("@reboot"), "invalid cron expression"),
+        (Cron(""), "cron expression '' has 0 fields"),  # was "has 1 fields"
+        (Cron("  "), "cron expression '' has 0 fields"),
         (Cron("H * * * *"), "hashed/random fields"),
         (Cron("0 R(1-5) * * *"), "hashed/random fields"),
         (Cron("0 5-5 * * *"), "range whose ends are one value .* as the whole field"),
