@@ -9,7 +9,6 @@ a server without Redis Functions, or a user without the right, is one line, exit
 
 from __future__ import annotations
 
-import re
 from typing import Any, NoReturn
 
 import click
@@ -18,9 +17,6 @@ from scheduler.cli.app import EXIT_REFUSED, bounded_client, fail, main, need_url
 from scheduler.stores.redis.protocol import scripts, urls
 
 PREFIX = "duetime_"
-# duetime's own: duetime_<script>_<16 hex digits of its SHA1> (scripts.library); another
-# library whose name starts with duetime_ is someone else's, never listed or deleted here
-OWN = re.compile(r"^duetime_[a-z][a-z0-9_]*_[0-9a-f]{16}$")
 
 
 def ours() -> dict[str, str]:
@@ -35,7 +31,8 @@ def loaded(client: Any) -> list[str]:
     for lib in client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", PREFIX + "*"):
         fields = dict(zip(lib[::2], lib[1::2], strict=True)) if isinstance(lib, list) else lib
         names.append(str(fields["library_name"]))
-    return sorted(n for n in names if OWN.match(n))
+    # duetime's own names only: another library named duetime_... is someone else's
+    return sorted(n for n in names if scripts.LIBRARY_NAME.match(n))
 
 
 def _client(command: str, redis_url: str | None) -> Any:

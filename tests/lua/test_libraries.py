@@ -81,6 +81,7 @@ def test_each_library_names_one_function_of_its_version_with_the_scripts_flags(n
     fn, code = lua.library(name)
     first = lua.source(name).split("\n", 1)[0]
     assert re.fullmatch(rf"duetime_{name}_[0-9a-f]{{16}}", fn)
+    assert lua.LIBRARY_NAME.match(fn)  # what `duetime libraries ls | prune` take as ours
     assert code.startswith(f"#!lua name={fn}\n")
     assert f"function_name = '{fn}'" in code and code.count("register_function") == 1
     assert ("flags = {'allow-oom'}" in code) == ("allow-oom" in first)

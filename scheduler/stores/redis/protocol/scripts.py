@@ -156,6 +156,10 @@ def split_calls(text: str) -> tuple[str, str]:
     return once, "".join(per_call)
 
 
+# The names library_of gives: duetime_<script>_<16 hex digits of the script's SHA1>
+LIBRARY_NAME = re.compile(r"^duetime_[a-z][a-z0-9_]*_[0-9a-f]{16}$")
+
+
 @cache
 def library(name: str) -> tuple[str, str]:
     """Script ``name`` as a Redis Functions library: its function's name (``duetime_<name>_``

@@ -291,7 +291,7 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
                 f"{safe(url)!r}: use redis://, rediss:// (TLS), unix://, {CLUSTER_FORMAT} "
                 f"or {FORMAT}"
             )
-        _check_db(url, scheme)
+        _check_host_and_db(url, scheme)
         try:
             client = redis.Redis.from_url(url, **kwargs)
             pool = client.connection_pool  # a connection built, not connected: the URL's
@@ -331,13 +331,13 @@ def connect(url: str, *, aio: bool = False, **kwargs: Any) -> Any:
     )
 
 
-def _check_db(url: str, scheme: str) -> None:
+def _check_host_and_db(url: str, scheme: str) -> None:
     """Refuse a database path that is not a number (redis-py took ``redis://host/abc`` as
     database 0, so a typo wrote to another database than meant), and a URL with no host."""
     if scheme not in ("redis", "rediss"):
         return
     path = url.partition("://")[2].partition("?")[0].partition("#")[0]
-    if not path.partition("/")[0].rpartition("@")[2].partition(":")[0]:
+    if not urlsplit(url).hostname:
         raise RedisURLError(  # redis-py took redis:// (an empty $HOST, say) as localhost:6379
             f"{safe(url)!r} names no host: give redis://host[:port][/db]"
         )
