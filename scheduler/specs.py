@@ -178,7 +178,35 @@ def make_spec(
         limit_key=None if limit_key is None else validation.limit_key(limit_key),
         result_ttl=None if result_ttl is None else validation.result_ttl(result_ttl),
     )
+    if (
+        misfire_grace is not None
+        or catch_up_window is not None
+        or spec.misfire is not Misfire.SKIP
+        or spec.overlap is not Overlap.SKIP
+    ) and not spec.recurring:
+        given = [f"{name}=" for name in series_options_given(spec)]
+        raise ValueError(
+            f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} to recurring "
+            "jobs (every=, cron=) only: a one-off job runs once, late if it must (leave "
+            f"{'it' if len(given) == 1 else 'them'} out)"
+        )
     return spec
+
+
+#: The options only a recurring job has a use for: a one-off's only run is never skipped,
+#: coalesced or overlapped (docs/guarantees.md#misfires); given for one, they are refused.
+SERIES_ONLY = {
+    "misfire": Misfire.SKIP,
+    "misfire_grace": None,
+    "catch_up_window": None,
+    "overlap": Overlap.SKIP,
+}
+
+
+def series_options_given(values: Any) -> list[str]:
+    """The names of ``SERIES_ONLY`` whose value (an attribute of ``values``) is not its
+    default."""
+    return [name for name, default in SERIES_ONLY.items() if getattr(values, name) != default]
 
 
 def new_id() -> str:

@@ -26,7 +26,7 @@ from scheduler.cli.app import (
     with_wait_options,
 )
 from scheduler.model import Ambiguous, Cron, Missing, RetryPolicy
-from scheduler.specs import JOB_OPTIONS, JobOption
+from scheduler.specs import JOB_OPTIONS, SERIES_ONLY, JobOption
 from scheduler.stores.redis.reading import fleet, namespaces
 from scheduler.validation import MAX_DEPTH
 
@@ -79,6 +79,17 @@ def given_options(values: dict[str, Any]) -> dict[str, Any]:
         for o in JOB_OPTIONS
         if values.get(f"opt_{o.name}") is not None
     }
+
+
+def _one_off_options(options: dict[str, Any]) -> None:
+    """Refuse the options only a recurring job uses (``specs.SERIES_ONLY``) for a one-off,
+    by their flags, as ``--tz`` is refused without ``--cron``."""
+    flags = [o.cli for o in JOB_OPTIONS if o.name in SERIES_ONLY and o.name in options]
+    if flags:
+        raise click.UsageError(
+            f"{' and '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} to --every "
+            "and --cron only: a one-off job runs once, late if it must"
+        )
 
 
 def _waits_note(store: Any, namespace: str, task: str, lane: str) -> str | None:
@@ -212,6 +223,8 @@ def enqueue(
     }
     spread = when.duration("--jitter", jitter) or 0.0
     options = given_options(opts)
+    if every is None and cron_expr is None:
+        _one_off_options(options)
     (times["at"],) = when.instants(("--at", at), allow_past=allow_past)
     (times["anchor"],) = when.instants(("--anchor", anchor), due=False)
     try:

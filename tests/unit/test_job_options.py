@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from scheduler import AsyncClient, Client
 from scheduler.cli import main
 from scheduler.cli.produce import enqueue, given_options
-from scheduler.model import Delivery, Misfire, Overlap, RetryPolicy
+from scheduler.model import After, At, Delivery, Every, Misfire, Overlap, RetryPolicy
 from scheduler.specs import JOB_OPTIONS, OPTIONS, make_spec
 
 NOT_OPTIONS = {"fn", "schedule", "job_id", "kwargs", "check_task"}
@@ -82,3 +82,42 @@ def test_the_old_timeout_is_refused_with_both_new_names():
     assert result.exit_code == 2
     assert "--timeout is now --redis-timeout" in result.output
     assert "--job-timeout" in result.output
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"misfire": "catch_up"}, "misfire= applies"),
+        ({"misfire_grace": 5}, "misfire_grace= applies"),
+        ({"catch_up_window": 60}, "catch_up_window= applies"),
+        ({"overlap": Overlap.ALLOW}, "overlap= applies"),
+        ({"overlap": "queue", "misfire": "run_once"}, "misfire= and overlap= apply"),
+    ],
+)
+@pytest.mark.parametrize("schedule", [After(5), At(2e9)])
+def test_a_one_off_refuses_the_options_only_a_series_uses(schedule, given, said):
+    """A one-off's only run is never skipped, coalesced or overlapped: these were accepted
+    and ignored, in both stores."""
+    with pytest.raises(ValueError, match=said) as got:
+        make_spec("t.x", schedule, check_task=False, **given)
+    assert "recurring jobs (every=, cron=) only" in str(got.value)
+
+
+def test_a_series_and_a_one_off_with_the_defaults_take_them():
+    assert make_spec("t.x", Every(60), check_task=False, overlap="queue", misfire_grace=5).overlap
+    spec = make_spec("t.x", After(5), check_task=False, misfire="skip", overlap=Overlap.SKIP)
+    assert (spec.misfire, spec.overlap) == (Misfire.SKIP, Overlap.SKIP)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--misfire", "catch_up"], "--misfire applies to --every and --cron only"),
+        (["--overlap", "skip"], "--overlap applies"),
+        (["--misfire-grace", "5s", "--catch-up-window", "1h"], "--misfire-grace and --catch-up"),
+    ],
+)
+def test_the_cli_refuses_them_for_a_one_off_before_it_connects(extra, said):
+    args = ["enqueue", "t.x", "--in", "1s", *extra, "--redis", "redis://127.0.0.1:1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and said in result.output, result.output
