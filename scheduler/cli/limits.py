@@ -12,6 +12,7 @@ import click
 from scheduler import flow, keyrules
 from scheduler.cli import render, when
 from scheduler.cli.app import (
+    EXIT_REFUSED,
     bad_input,
     json_option,
     main,
@@ -67,7 +68,7 @@ def limit_rm(redis_url: str | None, namespace: str, scope: str) -> None:
         bad_input(exc)
     with open_namespace("limit rm", redis_url, namespace) as store:
         changed = _set(store, scope, None)
-    click.echo(f"{scope}: removed" if changed else f"{scope}: had no limit")
+    _removed(scope, changed, "limit")
 
 
 @limit.command("ls")
@@ -213,7 +214,7 @@ def rule_rm(redis_url: str | None, namespace: str, task: str | None, lane: str |
     name = _rule_name(None, task, lane)
     with open_namespace("limit rule rm", redis_url, namespace) as store:
         changed = _rule(store, None, task, lane)
-    click.echo(f"{name}: removed" if changed else f"{name}: had no rule")
+    _removed(name, changed, "rule")
 
 
 @rule.command("ls")
@@ -230,6 +231,15 @@ def rule_ls(redis_url: str | None, namespace: str, as_json: bool) -> None:
         click.echo(f"no key rules in namespace {namespace!r}")
     else:
         click.echo("\n".join(render.table(["RULE", "TEMPLATE"], sorted(map(list, rules.items())))))
+
+
+def _removed(name: str, changed: bool, what: str) -> None:
+    """Say what ``rm`` did; removing what is not there is no effect (exit 1, as
+    everywhere)."""
+    if not changed:
+        click.echo(f"nothing to remove: {name} has no {what}", err=True)
+        raise SystemExit(EXIT_REFUSED)
+    click.echo(f"{name}: removed")
 
 
 def _rule_name(template: str | None, task: str | None, lane: str | None) -> str:
