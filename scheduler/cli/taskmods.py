@@ -9,6 +9,7 @@ import os
 import pathlib
 import sys
 import sysconfig
+import threading
 import traceback
 
 import workers
@@ -39,7 +40,7 @@ def import_tasks(
                 EXIT_USAGE,
             )
         try:
-            importlib.import_module(module)
+            _import(module)
         except ModuleNotFoundError as exc:
             if exc.name is not None and not _is_or_contains(module, exc.name):
                 fail(_raised(module, exc), EXIT_USAGE)  # found; an import inside it failed
@@ -65,6 +66,33 @@ def import_tasks(
         "your @task functions (--path DIR if it is not importable from here), or "
         "--allow-no-tasks for a replica that runs none",
         EXIT_USAGE,
+    )
+
+
+#: Seconds an import may take before the replica says what it waits for.
+SLOW_IMPORT_S = 10.0
+
+
+def _import(module: str) -> None:
+    """Import ``module``; one that is still importing after ``SLOW_IMPORT_S`` is named in a
+    warning (the replica starts only when the import returns, and said nothing)."""
+    timer = threading.Timer(SLOW_IMPORT_S, _still_importing, (module,))
+    timer.daemon = True
+    timer.start()
+    try:
+        importlib.import_module(module)
+    finally:
+        timer.cancel()
+
+
+def _still_importing(module: str) -> None:
+    logging.getLogger("duetime").warning(
+        "still importing %s after %g s: this replica starts when its import returns; a "
+        "module that blocks while it is imported (a server or a loop started at import) "
+        "keeps it waiting: start such work inside a task, or under "
+        "if __name__ == '__main__'",
+        module,
+        SLOW_IMPORT_S,
     )
 
 

@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -152,6 +153,37 @@ def test_a_replica_with_no_task_registered_refuses_or_says_so(monkeypatch, caplo
         with caplog.at_level(logging.WARNING, logger="duetime"):
             import_tasks((), ())
         assert caplog.records == []
+
+
+def test_a_task_module_that_blocks_while_imported_is_named(monkeypatch, caplog, tmp_path) -> None:
+    """A module that blocked while imported (a server started at import) left ``duetime
+    run`` silent: no line said what it waited for. The import goes on; a warning names it."""
+    import types
+
+    from scheduler import tasks
+    from scheduler.cli import taskmods
+
+    monkeypatch.setattr(tasks, "_tasks", {})  # slow.t registers into a throwaway registry
+    warned = threading.Event()
+    said = taskmods._still_importing
+
+    def still_importing(module: str) -> None:
+        said(module)
+        warned.set()
+
+    gate = types.SimpleNamespace(warned=warned)  # the module waits until it was named
+    monkeypatch.setitem(sys.modules, "slow_gate", gate)
+    (tmp_path / "slow_tasks.py").write_text(
+        "import slow_gate\nassert slow_gate.warned.wait(60)\n"
+        "from scheduler import task\n@task('slow.t')\ndef t():\n    pass\n"
+    )
+    monkeypatch.setattr(taskmods, "SLOW_IMPORT_S", 0.01)
+    monkeypatch.setattr(taskmods, "_still_importing", still_importing)
+    monkeypatch.delitem(sys.modules, "slow_tasks", raising=False)
+    with caplog.at_level(logging.WARNING, logger="duetime"):
+        taskmods.import_tasks(("slow_tasks",), (str(tmp_path),))
+    [record] = [r for r in caplog.records if "still importing" in r.getMessage()]
+    assert record.getMessage().startswith("still importing slow_tasks after 0.01 s: ")
 
 
 def test_a_retry_into_a_namespace_no_replica_serves_says_so(redis_url, redis_ns):
