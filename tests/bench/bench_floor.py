@@ -2,7 +2,7 @@
 """Redis CPU per job of a claim and an ack: duetime's scripts beside the floor (not a test;
 by hand; docs/performance.md#the-floor-what-a-claim-and-an-ack-cost-natively).
 
-Four ways to claim and acknowledge the same one-off jobs, each on a fresh namespace of
+Five ways to claim and acknowledge the same one-off jobs, each on a fresh namespace of
 ``--jobs`` jobs due now (added by duetime, so every variant reads the same hashes):
 
 * ``native``: the essential commands sent natively and pipelined, no Lua. Per batch of
@@ -10,6 +10,12 @@ Four ways to claim and acknowledge the same one-off jobs, each on a fresh namesp
   ("claimed"), and per job HMGET of the fields a claim reads, HSET of its RUNNING entry,
   ZADD of its lease; the ack, one pipeline: per job HSET of the outcome, ZREM of the
   lease, HDEL of the entry, and one XADD ("succeeded");
+* ``packed``: ``kept`` with a job's small fields (gen, kind, e, next, ready, running,
+  cancelled, paused, queued, retries, runs, failures, lists, started, keep) in one field
+  ``st``, as a layout that packs them would keep a job (its hashes rewritten so before
+  the run): a claim reads ``st`` and ``def`` and writes ``st`` and the attempt; an ack
+  reads ``st`` and writes it with ``last_result``, ``last_token``, ``last_run``,
+  ``state``. Between it and ``kept`` is what packing would save natively;
 * ``lua``: the same commands in two minimal scripts (a claim and an ack, no checks);
 * ``kept``: ``native`` plus what duetime's scripts keep for a job, sent natively and
   pipelined, no check: the commands duetime's claim and ack send for a plain one-off,
@@ -67,7 +73,7 @@ from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
 from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
 
-VARIANTS = ("native", "kept", "lua", "duetime")
+VARIANTS = ("native", "kept", "packed", "lua", "duetime")
 READ = ("gen", "cancelled", "e", "paused", "kind", "def", "running", "next", "retries", "ready")
 # an ack's (lua/include/commit.lua), and the fields a success writes (lua/include/retire.lua)
 ACK_READ = ("gen", "cancelled", "lane", "queued", "paused", "kind", "e", "retries", "running")
@@ -209,6 +215,74 @@ def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
         p.execute()
 
 
+def pack_jobs(r: Any, store: RedisStore) -> None:
+    """Rewrite every job's hash as the packed layout would hold it (``packed``): its
+    definition and one field ``st`` of its small fields, before the measured calls."""
+    p = r.pipeline(transaction=False)
+    for m, score in r.zrange(store.keys.due("default"), 0, -1, withscores=True):
+        seq, job = m.split("|s|", 1)
+        jk = store.keys.job(job)
+        p.delete(jk)
+        p.hset(jk, mapping={"def": '{"i":1}', "st": f"1,after,{seq},{int(score)},;0,,,,0,0,0,,,"})
+    p.execute()
+
+
+def run_packed(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    """``kept`` as the packed layout would send it: a claim reads ``st`` and ``def`` and
+    writes ``st`` and the attempt; an ack reads ``st`` and writes it with the outcome."""
+    k = store.keys
+    due, running, lease, events = k.due("default"), k.running, k.lease, k.events
+    fence = 0
+    for now, got in due_batches(r, due, jobs, batch, True):
+        members = [m for m, _ in got]
+        p = r.pipeline(transaction=False)
+        p.zrem(due, *members)
+        claimed, entries, leases, lines = [], {}, {}, []
+        for m, score in got:
+            job = m.split("|s|", 1)[1]
+            fence += 1
+            token = f"o:{fence}"
+            p.hmget(k.job(job), ("st", "def"))
+            st = f"1,after,,{int(score)},;"
+            p.hset(k.job(job), mapping={"st": st + "1,,,,0,0,0,,,", "attempts": "1"})
+            entries[token] = f"1|{int(score)}|1|0|{fence}|{job}"
+            leases[token] = now + 30_000
+            lines.append(f"{int(score)}|1||{job}")
+            claimed.append((job, token, st))
+        p.set(k.prefix + "fence", fence)
+        p.hset(running, mapping=entries)
+        p.zadd(lease, leases)
+        p.xadd(events, {"kind": "claimed", "n": len(lines), "batch": "\n".join(lines)})
+        p.hincrby(k.prefix + "stats", "claimed", len(lines))
+        p.set(k.prefix + "replica:o", now, px=90_000)
+        p.set(k.prefix + "claimed:o", "x" * (60 * len(lines)), px=60_000)  # the reply kept
+        p.execute()
+        tokens = [t for _, t, _ in claimed]
+        p = r.pipeline(transaction=False)
+        p.hmget(running, tokens)
+        p.zcount(lease, "-inf", now)
+        for job, token, st in claimed:
+            p.hmget(k.job(job), ("st",))
+            p.hset(
+                k.job(job),
+                mapping={
+                    "st": st + "0,,,,0,1,0,,,",
+                    "last_result": "null",
+                    "last_token": token,
+                    "last_run": now,
+                    "state": "succeeded",
+                },
+            )
+            p.pexpire(k.job(job), 86_400_000)
+        p.hdel(running, *tokens)
+        p.zrem(lease, *tokens)
+        p.zadd(k.prefix + "done:succeeded", {job: now for job, _, _ in claimed})
+        p.zremrangebyscore(k.prefix + "done:succeeded", "-inf", now - 86_400_000)
+        p.xadd(events, {"kind": "succeeded", "n": len(lines), "batch": "\n".join(lines)})
+        p.hincrby(k.prefix + "stats", "succeeded", len(lines))
+        p.execute()
+
+
 def run_lua(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
     k = store.keys
     claim, ack = r.register_script(CLAIM_LUA), r.register_script(ACK_LUA)
@@ -245,6 +319,7 @@ def run_duetime(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
 RUN: dict[str, Callable[[Any, RedisStore, int, int], None]] = {
     "native": run_native,
     "kept": run_kept,
+    "packed": run_packed,
     "lua": run_lua,
     "duetime": run_duetime,
 }
@@ -265,6 +340,8 @@ def one(
     store = RedisStore(r, f"floor{run}{variant}")
     store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
     add_jobs(store, jobs, variant[0])
+    if variant == "packed":
+        pack_jobs(r, store)
     if tables:
         encode_as_tables(r, store)
     time.sleep(0.01)  # due now: every job is due at the first call
@@ -298,6 +375,8 @@ def instructions(variant: str, jobs: int, batch: int, tables: bool = False) -> f
         store = RedisStore(client, f"floor{variant}")
         store._upkeep_at = float("inf")
         add_jobs(store, jobs, variant[0])
+        if variant == "packed":
+            pack_jobs(client, store)
         if tables:
             encode_as_tables(client, store)
         time.sleep(0.01)
