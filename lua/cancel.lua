@@ -43,7 +43,7 @@ if not f or f.cancelled == '1' or (f.state and f.state ~= '') then return 0 end
 corrupt = expect(P .. 'due:' .. f.lane, 'zset')
 if corrupt then return corrupt end
 local prevented = 0
-local member = series_member(job, f.e)
+local member = JOB.member(job, f.e)
 if member and (redis.call('ZREM', P .. 'due:' .. f.lane, member) == 1 or drop_parked(f.def, member)) then
   prevented = 1                                     -- due in its lane, or waiting for a replica
 end
@@ -51,8 +51,8 @@ if tonumber(f.retries) > 0 or (f.stash and f.stash ~= '') or (f.queued and f.que
   prevented = 1
 end
 take_reruns(f.lane, f.reruns, function(m) return drop_parked(f.def, m) end)
-redis.call('HSET', jk, 'cancelled', '1')
-redis.call('HDEL', jk, 'e', 'retries', 'stash', 'queued', 'paused', 'reruns')
+JOB.set(jk, 'cancelled', '1')
+JOB.del(jk, 'e', 'retries', 'stash', 'queued', 'paused', 'reruns')
 event(now, 'cancelled', job, nil, nil, '')
 if tonumber(f.running) <= 0 then
   retire(job, 'cancelled')

@@ -38,7 +38,7 @@ if plan.q then return commit_aside(now, 'complete', plan) end
 if plan.code then return commit_code(plan) end
 drop_running(token)
 local jk = jkey(job)
-redis.call('HINCRBY', jk, 'runs', 1)
+JOB.incr(jk, 'runs', 1)
 redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
   'last_run', fmt(now))
 event(now, 'succeeded', job, plan.r.sched, plan.r.attempt, '')

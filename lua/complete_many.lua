@@ -51,7 +51,7 @@ local now_s, retired, told = fmt(now), {}, TOLD.waiting()
 local lines, one = not string.find(table.concat(jobs, ' '), '\n', 1, true) and {}, nil
 local function succeed(job, token, result, r, f)
   local jk = jkey(job)
-  f = f or fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
+  f = f or JOB.fields(jk, 'gen', 'running', 'runs', 'queued', 'cancelled', 'paused', 'kind', 'e',
     'retries', 'lists', 'failures', 'started', 'keep')
   if f.gen and (f.running == '1' or tonumber(f.running) == 1) and (not f.queued or f.queued == '')
       and f.cancelled ~= '1' and f.paused ~= '1' and f.kind ~= 'every' and f.kind ~= 'cron'
@@ -59,7 +59,7 @@ local function succeed(job, token, result, r, f)
     retire_success(now_s, jk, job, token, result, f)
     retired[#retired + 1], retired[#retired + 2] = now_s, job
   else
-    redis.call('HINCRBY', jk, 'runs', 1)
+    JOB.incr(jk, 'runs', 1)
     redis.call('HSET', jk, 'last_result', result, 'last_error', '', 'last_token', token,
       'last_run', now_s)
     record_run(now, job, f, r, 'succeeded')

@@ -36,17 +36,18 @@ local t = redis.call('TYPE', jk)['ok']
 if t == 'none' then return 0 end
 local lane, e, def, live, reruns = nil, nil, nil, 1, nil  -- another type: live (as aside)
 if t == 'hash' then
-  local got = redis.call('HMGET', jk, 'lane', 'e', 'state', 'def', 'reruns')
+  local got = JOB.hmget(jk, {'lane', 'e', 'state', 'def', 'reruns'}, redis.call) or {}
   lane, e, live, def = got[1] or DEFAULTS.lane, got[2], (got[3] or '') == '' and 1 or 0, got[4]
   reruns = got[5]
 end
 -- write
 if lane and e and e ~= '' then
-  redis.pcall('ZREM', P .. 'due:' .. lane, series_member(job, e))
-  drop_parked(def, series_member(job, e))  -- or it waited for a replica
+  redis.pcall('ZREM', P .. 'due:' .. lane, JOB.member(job, e))
+  drop_parked(def, JOB.member(job, e))  -- or it waited for a replica
 end
 if lane then take_reruns(lane, reruns, function(m) return drop_parked(def, m) end) end
 redis.call('DEL', jk, P .. 'skips:' .. job, P .. 'dead:' .. job, P .. 'bf:' .. job, P .. 'runs:' .. job)
+JOB.forget(jk)
 for _, state in ipairs(STATES) do redis.pcall('ZREM', P .. 'done:' .. state, job) end
 redis.pcall('ZREM', P .. 'dead-jobs', job)
 redis.pcall('SREM', P .. 'paused', job)

@@ -74,7 +74,7 @@ if retry ~= '' and f.gen == r.gen and f.cancelled ~= '1' then
   how = 'released'
   record_run(now, job, f, r, 'retried')
 else
-  redis.call('HINCRBY', jk, 'failures', 1)
+  JOB.incr(jk, 'failures', 1)
   event(now, 'failed', job, r.sched, r.attempt, err)
   dead_letter(now, job, r.sched, r.attempt, err)
   record_run(now, job, f, r, 'failed')

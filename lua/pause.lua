@@ -41,14 +41,14 @@ end
 corrupt = expect(P .. 'due:' .. f.lane, 'zset')
 if corrupt then return corrupt end
 local stash = ''
-local member = series_member(job, f.e)
+local member = JOB.member(job, f.e)
 if member then
   redis.call('ZREM', P .. 'due:' .. f.lane, member)
   drop_parked(f.def, member)                        -- or it waited for a replica
   stash = f.next .. ' ' .. member .. '\n'
 end
 stash = stash .. take_reruns(f.lane, f.reruns, function(m) return drop_parked(f.def, m) end)
-redis.call('HSET', jk, 'paused', '1', 'stash', stash, 'e', '')
+JOB.set(jk, 'paused', '1', 'stash', stash, 'e', '')
 redis.call('HDEL', jk, 'reruns')
 redis.pcall('SADD', P .. 'paused', job)  -- the listing index (derived: pcall)
 event(now_ms(), 'paused', job, nil, nil, '')

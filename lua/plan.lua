@@ -87,7 +87,7 @@ redis.call('HDEL', jk, 'replan')
 redis.call('HSET', jk, 'go', go == '1' and '1' or '', 'after', fmt(occ2))
 if go == '1' and occ1 <= now then  -- due now: it keeps the missed occurrence's place in line
   due_add(f.lane, pending, seq .. '|s|' .. job)
-  redis.call('HSET', jk, 'next', fmt(occ1))
+  JOB.set(jk, 'next', fmt(occ1))
   wake_if_head(f.lane, seq .. '|s|' .. job, pending)
 else
   push_series(job, f.lane, occ1, 0)

@@ -48,7 +48,7 @@ if f.gen == r.gen and f.cancelled ~= '1' then
         '|s|' .. job .. '\n', 'next', fmt(r.sched))  -- (resume.lua makes it due again)
     else
       push_series(job, f.lane, r.sched, 0)  -- a one-off's first run: pending as before its claim
-      redis.call('HSET', jk, 'ready', fmt(math.max(r.sched, r.ready)))  -- ready as claimed
+      JOB.set(jk, 'ready', fmt(math.max(r.sched, r.ready)))  -- ready as claimed
     end
   else
     push_retry(job, f.lane, r.gen, r.sched, r.attempt, r.stalls, r.sched, nil,

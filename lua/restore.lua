@@ -38,6 +38,7 @@ if redis.call('EXISTS', jkey(job)) == 1 then return 'exists' end
 if redis.call('EXISTS', data) == 0 then return 'no-job' end
 local now = now_ms()
 redis.call('RENAME', data, jkey(job))
+JOB.forget(jkey(job))
 local state = redis.pcall('HGET', jkey(job), 'state')  -- counted as move_aside uncounted it
 if type(state) == 'table' or (state or '') == '' then count_live(1) end
 redis.call('HDEL', P .. 'quarantined', id)

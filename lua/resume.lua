@@ -40,22 +40,22 @@ end
 if not f or f.paused ~= '1' or (f.state and f.state ~= '') then return 0 end  -- ended
 corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
-redis.call('HDEL', jk, 'paused', 'stash')
-redis.call('HSET', jk, 'ready', fmt(now))  -- its due members are claimable from now (lag)
+JOB.del(jk, 'paused', 'stash')
+JOB.set(jk, 'ready', fmt(now))  -- its due members are claimable from now (lag)
 redis.pcall('SREM', P .. 'paused', job)  -- the listing index (derived: pcall)
 local got, acc = {nil, nil, nil, f.reruns}, {}  -- its re-runs' lines, written once
 for score, member in string.gmatch(f.stash or '', '(%d+) ([^\n]+)\n') do
   member = string.gsub(member, '^(%x+|r|%d+|%d+)@%d+|', '%1|')  -- ready from now (a release's: dropped)
   due_add(f.lane, tonumber(score), member)
   local seq = string.match(member, '^(%x+)|s|')
-  if seq then redis.call('HSET', jk, 'e', seq) end
+  if seq then JOB.set(jk, 'e', seq) end
   if not seq then keep_line(jk, 'reruns', got, 4, rerun_line(tonumber(score), member), RERUNS_MAX, acc) end
   wake_if_head(f.lane, member, tonumber(score))
 end
 flush_lines(jk, acc)
 event(now, 'resumed', job, nil, nil, '')
 if tonumber(f.running) <= 0 and f.queued and f.queued ~= '' then
-  redis.call('HINCRBY', jk, 'running', 1)  -- settle() releases the queued occurrence
+  JOB.incr(jk, 'running', 1)  -- settle() releases the queued occurrence
   settle(now, job, 'released')
 end
 return 1

@@ -41,13 +41,13 @@ if not f or f.cancelled == '1' or (f.state and f.state ~= '') then return 0 end
 corrupt = lane_ok(f.lane)
 if corrupt then return corrupt end
 if f.kind ~= 'every' and f.kind ~= 'cron' then  -- a one-off: brought forward, never doubled
-  local member = f.paused ~= '1' and series_member(job, f.e)
+  local member = f.paused ~= '1' and JOB.member(job, f.e)
   local due, waiting = P .. 'due:' .. f.lane, member and parked_key(f.def)
   local key = member and ((redis.call('ZSCORE', due, member) and due) or
     (waiting and redis.call('ZSCORE', waiting, member) and waiting))
   if not key then return 0 end                      -- in its lane, or waiting for a replica
   if key == due then due_add(f.lane, now, member, true) else redis.call('ZADD', key, 'XX', now, member) end
-  redis.call('HSET', jkey(job), 'next', fmt(now))
+  JOB.set(jkey(job), 'next', fmt(now))
   if key == due then wake_if_head(f.lane, member, now) end
   event(now, 'triggered', job, now, 1, 'brought forward')
   return 1

@@ -100,3 +100,44 @@ class Blocking:
         if not self.loop.is_closed():
             self.loop.run_until_complete(self.client.close())
             self.loop.close()
+
+
+def write_job_field(r: Any, key: str, name: str, value: str | bytes | None) -> None:
+    """Write one field of a stored job's hash as a hand would, where the scripts read it:
+    one of its small fields (``records.JOB_ST``) inside ``st`` (``None``: emptied, absent),
+    any other as a field of its own (``None``: deleted)."""
+    from scheduler.stores.redis.protocol.records import JOB_ST
+
+    packed = r.hget(key, "st")
+    if name not in JOB_ST or packed is None:
+        if value is None:
+            r.hdel(key, name)
+        else:
+            r.hset(key, name, value)
+        return
+    if isinstance(packed, str):  # a client that decodes its replies
+        packed = packed.encode()
+    values = packed.split(b",")
+    put = value.encode() if isinstance(value, str) else value
+    values[JOB_ST.index(name)] = b"" if put is None else put
+    r.hset(key, "st", b",".join(values))
+
+
+def read_job_hash(r: Any, key: str) -> dict[str, str]:
+    """A stored job's hash as text, its small fields as fields of their own
+    (``records.job_hash``): what the scripts read."""
+    from scheduler.stores.redis.protocol.records import job_hash
+
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in job_hash(r.hgetall(key)).items()
+    }
+
+
+def read_job_field(r: Any, key: str, name: str) -> Any:
+    """One field of a stored job's hash as the scripts read it (``read_job_hash``; the
+    client's type: ``bytes`` or ``str``), None if absent."""
+    from scheduler.stores.redis.protocol.records import job_hash
+
+    h = job_hash(r.hgetall(key))
+    return h.get(name, h.get(name.encode()))

@@ -24,14 +24,14 @@
 local function stash(now, jk, kind, pending, member, stashed)
   local score = kind == 's' and tonumber(pending) or now
   redis.call('HSET', jk, 'stash', (stashed or '') .. fmt(score) .. ' ' .. member .. '\n')
-  if kind == 'r' then redis.call('HINCRBY', jk, 'retries', 1) end
+  if kind == 'r' then JOB.incr(jk, 'retries', 1) end
 end
 
 -- Occurrence `run` of a series whose previous invocation still runs: queue it (overlap
 -- 'queue', one at most) or record it as skipped.
 local function overlap(now, job, f, run)
   if f.overlap == 'queue' and (not f.queued or f.queued == '') then
-    redis.call('HSET', jkey(job), 'queued', fmt(run) .. '|')
+    JOB.set(jkey(job), 'queued', fmt(run) .. '|')
   else
     local why = f.overlap == 'skip' and 'overlap' or 'overlap-queue-full'
     record_skip_at(now, job, run, run, 1, why, f)
@@ -41,7 +41,7 @@ end
 -- The due occurrence of series `job`: its next one becomes pending; returns the
 -- occurrence to run now (ms), or nil.
 local function series_due(b, job, lane, f)
-  redis.call('HSET', jkey(job), 'e', '')
+  JOB.set(jkey(job), 'e', '')
   local busy = tonumber(f.running) > 0 and f.overlap ~= 'allow'
   local window = int(f.window or '')
   local run

@@ -42,6 +42,7 @@ local function move_aside(now, by, q)
       local state = redis.pcall('HGET', jkey(job), 'state')  -- a table: not a hash, counted
       if type(state) == 'table' or (state or '') == '' then count_live(-1) end
       redis.call('RENAME', jkey(job), data)
+      JOB.forget(jkey(job))
       redis.call('PERSIST', data)
     else
       reason = reason .. '; not moved: quarantined:' .. q.id .. ' holds an earlier item, so ' ..

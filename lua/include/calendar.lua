@@ -54,7 +54,7 @@ end
 -- It keeps its sequence number `seq`: its plan's occurrence keeps its place (plan.lua).
 local function wait_for_plan(b, job, lane, seq)
   due_add(lane, b.now + 1000, seq .. '|s|' .. job)
-  redis.call('HSET', jkey(job), 'e', seq)
+  JOB.set(jkey(job), 'e', seq)
   ask_plan(b, job)
   b.waits = job  -- it takes its lane's place in this call, as the run it will make
 end
@@ -65,7 +65,7 @@ end
 local function cron_due(b, job, lane, f, busy, window)
   local jk, t = jkey(job), tonumber(f.next)
   if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
-    redis.call('HSET', jk, 'queued', fmt(t) .. '|0')
+    JOB.set(jk, 'queued', fmt(t) .. '|0')
     return nil
   end
   local decided, skip = cron_step(f, t, b.now, window)

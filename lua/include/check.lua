@@ -79,17 +79,21 @@ end
 
 -- The fields `names` (gen among them) of `job`'s hash, checked: the fields (DEFAULTS
 -- applied), nil if there is no such job; or nil, why it does not parse, and the key's TYPE.
+-- A plain reader (include/plain.lua) is offered the raw reply first (the fields not in st,
+-- then st); with the fields it gives its plan for the write that follows (JOB.plain).
 local function read_job(job, names)
-  local jk = jkey(job)
-  local got = redis.pcall('HMGET', jk, unpack(names))
-  if got['err'] then
+  local jk, q = jkey(job), JOB.ask(names)
+  local raw = redis.pcall('HMGET', jk, unpack(q.list))
+  if raw['err'] then
     local t = redis.call('TYPE', jk)['ok']
     return nil, 'malformed job data: the job key is a ' .. t .. ', not a hash', t
   end
-  if names.plain then
-    local f = names.plain(got)
-    if f then return f end
+  if names.plain and raw[q.st] then
+    local f, plan = names.plain(raw)
+    if f then JOB.known[jk], JOB.plain[jk] = nil, plan; return f end
   end
+  local got, bad = JOB.expand(jk, names, raw, q, redis.call)
+  if not got then return nil, 'malformed job data: ' .. bad, 'hash' end
   local f = {}
   local why = take_fields(f, names, got)
   if why then return nil, why, 'hash' end

@@ -1,7 +1,7 @@
 -- include/core.lua: what every script runs first: the key prefix, number helpers, the
 -- check of ARGV[2], the check of the namespace's data layout, and the clock.
 -- Provides: P, DIGITS, fmt, int, at_ms, corrupt_key, expect, expect_int, LAYOUT, LAYOUT_EXACT,
---   LAYOUT_READY, layout, need_layout, now_ms,
+--   LAYOUT_READY, LAYOUT_PACKED, layout, need_layout, now_ms,
 --   now_ms_us, now_up
 -- Key families: layout
 --
@@ -70,19 +70,21 @@ end
 -- namespace written by another layout is refused loudly instead of misread silently
 -- (e.g. producers and replicas of different versions during a rolling upgrade).
 -- Layout 2 is layout 1 plus fractional intervals ("<p>/<q>" ms, include/grid.lua); layout 3
--- adds a kept ready ("<sched>@<ready>" in RUNNING entries and re-run members). The script
--- that first writes such data records the layout (`need_layout`), so an older duetime
--- refuses the namespace loudly instead of moving its entries aside as malformed.
-local LAYOUT, LAYOUT_EXACT, LAYOUT_READY = '1', '2', '3'
+-- adds a kept ready ("<sched>@<ready>" in RUNNING entries and re-run members); layout 4 a
+-- job's small fields packed into one (`st`, include/job.lua). The script that first writes
+-- such data records the layout (`need_layout`), so an older duetime refuses the namespace
+-- loudly instead of moving its entries aside as malformed.
+local LAYOUT, LAYOUT_EXACT, LAYOUT_READY, LAYOUT_PACKED = '1', '2', '3', '4'
 --@call
 local layout = redis.pcall('GET', P .. 'layout')
 if type(layout) == 'table' then
   return corrupt_key(P .. 'layout', 'is a ' .. redis.call('TYPE', P .. 'layout')['ok'] ..
     ', expected string')
 end
-if layout and layout ~= LAYOUT and layout ~= LAYOUT_EXACT and layout ~= LAYOUT_READY then
+if layout and layout ~= LAYOUT and layout ~= LAYOUT_EXACT and layout ~= LAYOUT_READY and
+    layout ~= LAYOUT_PACKED then
   return redis.error_reply('ERR duetime layout ' .. layout .. ' in this namespace, but this ' ..
-    'duetime reads layouts 1 to 3: run one version of duetime per namespace')
+    'duetime reads layouts 1 to 4: run one version of duetime per namespace')
 end
 --@end
 

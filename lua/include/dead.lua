@@ -20,7 +20,7 @@ end
 
 local function dead_letter(now, job, sched, attempt, reason)
   event(now, 'dead_lettered', job, sched, attempt, reason)
-  redis.call('HSET', jkey(job), 'lists', '1')
+  JOB.set(jkey(job), 'lists', '1')
   push_capped(P .. 'dead:' .. job,
     cjson.encode({at = now, sched = sched, attempt = attempt, reason = reason}), 20)
   redis.pcall('ZADD', P .. 'dead-jobs', now, job)

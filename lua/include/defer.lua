@@ -11,6 +11,8 @@
 --@include job
 --@include reruns
 
+JOB.STARTED_READ = {'started', 'rerun'}  -- claimed_before's
+
 local PRIOR_MAX = 1024 * 1024  -- the fence list: those of two earlier calls' claims, at most
 
 -- The fences in `text` ("<fence> <fence> ..."), as a set; nil for none, false if `text`
@@ -27,7 +29,7 @@ end
 -- call was handed, claim.lua's fence list)? 'r' for a re-run (its job field `rerun`), true for
 -- an occurrence (`started`), false for neither; kept in b.issued.
 local function claimed_before(b, job)
-  local g = redis.call('HMGET', jkey(job), 'started', 'rerun')
+  local g = JOB.hmget(jkey(job), JOB.STARTED_READ, redis.call)
   local got = (g[2] and b.prior[g[2]] and 'r') or
     (b.prior[string.match(g[1] or '', '^(%d+)@') or ''] and true) or false
   b.issued[job] = got

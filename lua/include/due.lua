@@ -4,8 +4,7 @@
 -- or queued invocation; "@<ready>": a released claim's ready, dropped by a resume); the
 -- seq counter keeps equal due times in FIFO order. A push publishes a wake-up when the new
 -- member heads its lane (add.lua: wake_new, told by the head it read while checking it).
--- Provides: lane_ok, seq_ok, next_seq, wake_if_head, heads_read, wake_new, push_series,
---   push_retry, parse_member
+-- Provides: lane_ok, seq_ok, next_seq, wake_if_head, heads_read, wake_new, push_series, push_retry, parse_member
 -- Key families: layout, job:<job_id>, due:<lane>, seq, wake, levels:<lane>, turns:<level>
 
 --@include core
@@ -15,6 +14,7 @@
 --@include reruns
 --@include flow
 
+JOB.RETRY_READ = {'kind', 'paused', 'stash', 'reruns', 'e'}  -- what push_retry reads
 -- Namespace checks, before the first write: the due set of `lane`; the seq counter.
 local function lane_ok(lane) return expect(P .. 'due:' .. lane, 'zset') end
 local function seq_ok()
@@ -63,7 +63,7 @@ local function push_series(job, lane, due, k)
   local seq = next_seq()
   local member = seq .. '|s|' .. job
   due_add(lane, due, member)
-  redis.call('HSET', jkey(job), 'e', seq, 'next', fmt(due))
+  JOB.set(jkey(job), 'e', seq, 'next', fmt(due))
   if k ~= 0 then redis.call('HSET', jkey(job), 'k', fmt(k)) end
   wake_if_head(lane, member, due)
   return member
@@ -83,14 +83,14 @@ local function push_retry(job, lane, gen, sched, attempt, stalls, due, acc, read
   local member = next_seq() .. '|r|' .. gen .. '|' .. fmt(sched) .. at .. '|' .. fmt(attempt) ..
     '|' .. fmt(stalls) .. '|' .. job
   local jk, line = jkey(job), rerun_line(due, member)
-  redis.call('HINCRBY', jk, 'retries', 1)
-  local got = acc and acc.got or redis.call('HMGET', jk, 'kind', 'paused', 'stash', 'reruns', 'e')
+  JOB.incr(jk, 'retries', 1)
+  local got = acc and acc.got or JOB.hmget(jk, JOB.RETRY_READ, redis.call)
   if acc then acc.got = got end
   if got[2] == '1' and keep_line(jk, 'stash', got, 3, line, DEF_MAX, acc) then return end
   due_add(lane, due, member)
   keep_line(jk, 'reruns', got, 4, line, RERUNS_MAX, acc)
   if got[1] ~= 'every' and got[1] ~= 'cron' and (got[5] or '') == '' then
-    redis.call('HSET', jk, 'next', fmt(due))
+    JOB.set(jk, 'next', fmt(due))
   end
   wake_if_head(lane, member, due)
 end

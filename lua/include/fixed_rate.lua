@@ -24,7 +24,7 @@ local function every_due(now, job, lane, f, busy, window)
   local k, anchor, iv, grace = tonumber(f.k), tonumber(f.anchor), interval_of(f.interval),
     tonumber(f.grace)
   if busy and f.misfire == 'catch_up' then  -- catch_up skips nothing: park the series
-    redis.call('HSET', jkey(job), 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))
+    JOB.set(jkey(job), 'queued', fmt(occ(anchor, iv, k)) .. '|' .. fmt(k))
     return nil
   end
   local run_k, next_k, skip_from, skip_to, reason =

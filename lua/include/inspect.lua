@@ -35,7 +35,8 @@ local PAUSED_FIELDS = {'stash'}
 -- More fields `names` of `job`, whose fields `f` read_job read and checked: checked the
 -- same way, added to `f`. Returns f; or nil, why it does not parse, and 'hash'.
 local function read_more(job, f, names)
-  local why = take_fields(f, names, redis.call('HMGET', jkey(job), unpack(names)))  -- a hash: read_job saw it
+  local got, bad = JOB.hmget(jkey(job), names, redis.call)  -- a hash: read_job saw it
+  local why = not got and 'malformed job data: ' .. bad or take_fields(f, names, got)
   if why then return nil, why, 'hash' end
   local lacks = missing_field(f, names)
   if lacks then return nil, 'malformed job data: field ' .. lacks .. ' is missing', 'hash' end

@@ -9,7 +9,9 @@
 -- Key families: layout, events, stats, fence, running, lease
 
 --@include core
+--@include st
 --@include events
+--@include plain
 
 -- The claim batch of one call by `owner` at `now`, leasing for `lease` ms (nil: no
 -- expiry); `fence_before` is the fence counter before the call. `plans` lists the
@@ -46,10 +48,13 @@ local function issue(b, job, jk, f, gen, sched, attempt, stalls, ...)
     la[#la + 1] = token
   end
   local def, running = f.def, f.running == '0' and '1' or fmt(tonumber(f.running) + 1)
-  if f.kind == 'every' or f.kind == 'cron' then
-    redis.call('HSET', jk, 'running', running, 'attempts', a, 'started', fe .. b.started_tail, ...)
+  local plan = JOB.plain[jk]
+  if plan and plan.f == f and select('#', ...) == 2 then  -- a plain one-off read the plain way
+    redis.call('HSET', jk, 'st', PLAIN.claimed(plan, a)); JOB.forget(jk)
+  elseif f.kind == 'every' or f.kind == 'cron' then
+    JOB.set(jk, 'running', running, 'attempts', a, 'started', fe .. b.started_tail, ...)
   else
-    redis.call('HSET', jk, 'running', running, 'attempts', a, ...)
+    JOB.set(jk, 'running', running, 'attempts', a, ...)
   end
   event_tallied(b.now, 'claimed', job, sched, attempt, b.owner, later and ready or nil,
     s .. '|' .. a .. '|' .. (later or '') .. '|' .. job)

@@ -1,9 +1,10 @@
--- include/job.lua: a job's hash: its key, its field defaults, a read that applies them,
--- and the due member of its series entry.
--- Provides: jkey, DEFAULTS, fields, series_member
+-- include/job.lua: a job's hash: its key, its field defaults, a read that applies them, and
+-- the due member of its series entry (JOB.fields, JOB.member; its small fields: include/st.lua).
+-- Provides: jkey, DEFAULTS
 -- Key families: layout, job:<job_id>
 
 --@include core
+--@include st
 
 local function jkey(job) return P .. 'job:' .. job end
 
@@ -13,9 +14,9 @@ local DEFAULTS = {lane = 'default', k = '0', running = '0', retries = '0', misfi
   overlap = 'skip', delivery = 'at_least_once', max_stalls = '3'}
 
 -- HMGET with defaults: returns a table field -> value (missing fields: DEFAULTS or nil).
-local function fields(jk, ...)
+function JOB.fields(jk, ...)
   local names = {...}
-  local got = redis.call('HMGET', jk, unpack(names))
+  local got = JOB.hmget(jk, names, redis.call)
   local out = {}
   for i, name in ipairs(names) do
     local v = got[i]
@@ -26,7 +27,7 @@ local function fields(jk, ...)
 end
 
 -- The due member of a job's series entry, from the job hash field `e` (its seq).
-local function series_member(job, e)
+function JOB.member(job, e)
   if e and e ~= '' then return e .. '|s|' .. job end
   return nil
 end

@@ -57,16 +57,14 @@ local function first_due(a, now, up)
 end
 
 local function opt(set, name, value)  -- into HSET arguments `set` unless the default
-  if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end
-end
+  if value ~= DEFAULTS[name] then set[#set + 1] = name; set[#set + 1] = value end end
 
--- Job `a`'s hash in one HSET (generation `gen`; `seq`: its pending occurrence's), with only
--- what differs from DEFAULTS; `lanes`: the lanes this call added.
+-- Job `a`'s hash in one HSET (generation `gen`; `seq`: its pending occurrence's), only what
+-- differs from DEFAULTS, its small fields in st; `lanes`: the lanes this call added.
 local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
-  local set = {'def', a.def, 'kind', a.kind, 'gen', fmt(gen), 'e', seq, 'next', a.due_s}
+  local set = {'def', a.def, 'st', ''}  -- st below, in JOB.ST's order (include/st.lua)
   opt(set, 'lane', a.lane); opt(set, 'delivery', a.delivery)
   opt(set, 'max_stalls', fmt(a.max_stalls)); opt(set, 'k', fmt(k))
-  opt(set, 'running', old.running or '0')   -- invocations of a replaced definition may still run
   if a.series then
     opt(set, 'misfire', a.misfire); opt(set, 'overlap', a.overlap)
     opt(set, 'grace', fmt(a.grace)); opt(set, 'since', a.due_s)
@@ -74,14 +72,17 @@ local function write_hash(a, jk, old, lanes, seq, gen, now, due, k, anchor)
   end
   if anchor then opt(set, 'interval', a.n); opt(set, 'anchor', fmt(anchor)) end
   if a.kind == 'cron' and a.anchor ~= '' then opt(set, 'after', a.anchor) end
-  if a.kind == 'at' and due < now then opt(set, 'ready', fmt(now)) end  -- lag from now
+  local ready = a.kind == 'at' and due < now and fmt(now) or ''  -- lag from now
   local rt = string.find(a.def, '"rt":', 1, true) and tonumber(string.match(a.def, '"rt":([%d%.]+)') or '')
   rt = rt and math.floor(rt * 1000 + 0.5)  -- result_ttl (s) as `keep` (ms), in RULE.keep's range
-  if rt and rt >= 1000 and rt <= 2592000000 then opt(set, 'keep', fmt(rt)) end  -- (RULE not built)
+  rt = rt and rt >= 1000 and rt <= 2592000000 and fmt(rt) or ''  -- (RULE not built)
+  set[4] = fmt(gen) .. ',' .. a.kind .. ',' .. seq .. ',' .. a.due_s .. ',' .. ready .. ',' ..
+    (old.running ~= '0' and old.running or '') .. ',,,,,,,,,,' .. rt  -- (running: a replaced one's)
   redis.call('HSET', jk, unpack(set))
+  JOB.forget(jk)
   local lane = lane_of(a.lane)  -- its queue is in `lane` (include/flow.lua)
   if not lanes[lane] then redis.call('SADD', P .. 'lanes', lane); lanes[lane] = true end
-  need_layout((a.iv and a.iv.b > 0) and LAYOUT_EXACT or LAYOUT)  -- a fractional interval: 2
+  need_layout(LAYOUT_PACKED)  -- its small fields in st (and a fractional interval: layout 2)
 end
 
 -- Decide, then write job `a` at `now` (`up`: now rounded up) for call `c`: c.lanes (the
@@ -97,7 +98,7 @@ local function put(a, now, up, c)
   if live and same_job(old.def, a.def) then  -- a trace context aside (include/provenance.lua)
     return 'unchanged', pending_in(old, now), false  -- its occurrence or a re-run
   end
-  local jk, member = jkey(job), old.def and series_member(job, old.e)
+  local jk, member = jkey(job), old.def and JOB.member(job, old.e)
   if member then redis.call('ZREM', P .. 'due:' .. old.lane, member) end
   take_reruns(old.lane, old.reruns)  -- a replaced definition's runs never start
   if member or old.reruns then heads[old.lane] = nil end  -- its head may be gone: asked

@@ -50,7 +50,7 @@ local REPAIR_FIELDS = {'gen', 'state', 'cancelled', 'paused', 'kind', 'lane', 'e
 local function recount(now, job, jk, running, count, dry)
   local what = 'running count ' .. fmt(running) .. ' with ' .. fmt(count) .. ' running'
   if dry then return {what, 'none (dry run)'} end
-  redis.call('HSET', jk, 'running', fmt(count + 1))
+  JOB.set(jk, 'running', fmt(count + 1))
   settle(now, job, 'released')                 -- releases a parked occurrence, if any
   return {what, 'recounted'}
 end
@@ -62,14 +62,14 @@ local function requeue_orphan(now, job, jk, f, running, due, dry)
   local one_off = f.kind ~= 'every' and f.kind ~= 'cron'
   if one_off and running > 0 and f.delivery == 'at_most_once' then
     if dry then return {'orphan (issued, at-most-once)', 'none (dry run)'} end
-    redis.call('HSET', jk, 'running', '0', 'e', '')
+    JOB.set(jk, 'running', '0', 'e', '')
     event(now, 'abandoned', job, due, nil, 'reconciler: issued but never recorded running')
     retire(job, 'abandoned')
     return {'orphan (issued, at-most-once)', 'abandoned'}
   end
   if dry then return {'orphan: no due entry, nothing running', 'none (dry run)'} end
   if lane_ok(f.lane) then return {'orphan whose lane\'s due set is corrupt', 'reported'} end
-  redis.call('HSET', jk, 'running', '0')
+  JOB.set(jk, 'running', '0')
   push_series(job, f.lane, due, 0)
   event(now, 'requeued', job, due, nil, 'reconciler: no due entry, nothing running')
   return {'orphan: no due entry, nothing running', 'requeued'}
@@ -103,7 +103,7 @@ local function repair_job(now, job, counts, dry)
   local running, retries, due = int(f.running), int(f.retries), int(f.next or '')
   if not due then return nil end  -- a job with nothing pending (a one-off between runs)
   local count = counts[job] or 0
-  local member = series_member(job, f.e)
+  local member = JOB.member(job, f.e)
   local queued = f.queued and f.queued ~= ''
   local score = member and redis.call('ZSCORE', P .. 'due:' .. f.lane, member)
   local waiting = member and not score and parked_key(f.def)    -- for a replica with its task

@@ -12,6 +12,7 @@
 -- Key families: layout, due:<lane>
 
 --@include core
+--@include st
 --@include rules
 
 -- Room for a paused job's series line (a member of at most ~1 KiB) next to them in its stash.
@@ -64,7 +65,7 @@ end
 -- Re-run member `x` (its member and score) of job key `jk` (checked fields `f`, with
 -- `retries` and `reruns`) leaves its due set for good (claimed, stashed or dropped): uncounted, unlisted.
 local function drop_rerun(jk, f, x)
-  redis.call('HINCRBY', jk, 'retries', -1)
+  JOB.incr(jk, 'retries', -1)
   local text, line = f.reruns or '', rerun_line(x.score, x.member)
   local i = text ~= '' and string.find('\n' .. text, '\n' .. line, 1, true)
   if not i then return end

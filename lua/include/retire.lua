@@ -10,6 +10,9 @@
 --@include job
 --@include events
 --@include rules
+--@include plain
+
+JOB.KEEP_READ = {'keep'}  -- retire's
 
 local RETENTION_MS = 86400000
 local RETENTION = '86400000'  -- PEXPIRE's argument as text: a Lua number is formatted per call
@@ -27,8 +30,8 @@ end
 local function retire(job, outcome)
   local jk = jkey(job)
   local ended = redis.call('HSET', jk, 'state', outcome)  -- 1: it had no state, it was live
-  redis.call('HDEL', jk, 'paused', 'stash')  -- paused while its last run ran: it ended
-  local keep = redis.call('HGET', jk, 'keep')
+  JOB.del(jk, 'paused', 'stash')  -- paused while its last run ran: it ended
+  local keep = (JOB.hmget(jk, JOB.KEEP_READ, redis.call) or {})[1]
   if not RULE.keep(keep) then keep = RETENTION end
   redis.call('PEXPIRE', jk, keep)
   redis.call('PEXPIRE', P .. 'skips:' .. job, keep)
@@ -47,9 +50,15 @@ end
 -- (key `jk`) retires with one HSET that records the outcome too; the caller lists it
 -- (list_done).
 local function retire_success(now_s, jk, job, token, result, f)
-  redis.call('HSET', jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0',
-    'last_result', result, 'last_error', '', 'last_token', token, 'last_run', now_s,
-    'state', 'succeeded')
+  local plan = JOB.plain[jk]
+  if plan and plan.f == f then  -- read the plain way
+    redis.call('HSET', jk, 'st', PLAIN.succeeded(plan), 'last_result', result, 'last_error', '',
+      'last_token', token, 'last_run', now_s, 'state', 'succeeded')
+    JOB.forget(jk)
+  else
+    JOB.set(jk, 'runs', fmt((tonumber(f.runs) or 0) + 1), 'running', '0', 'last_result', result,
+      'last_error', '', 'last_token', token, 'last_run', now_s, 'state', 'succeeded')
+  end
   local keep = RULE.keep(f.keep) and f.keep or RETENTION
   redis.call('PEXPIRE', jk, keep)
   -- lists to expire: flagged (include/dead.lua), or an older version's dead letter

@@ -14,18 +14,18 @@
 local function settle(now, job, how)
   local jk = jkey(job)
   if redis.call('EXISTS', jk) == 0 then return end
-  local left = redis.call('HINCRBY', jk, 'running', -1)
+  local left = JOB.incr(jk, 'running', -1)
   if left > 0 then  -- another runs: how this one ended is the outcome if a hand-back ends last
     if how ~= 'released' then redis.call('HSET', jk, 'ended', how) end
     return
   end
-  if left < 0 then redis.call('HSET', jk, 'running', '0') end  -- never below 0
-  local f = fields(jk, 'queued', 'cancelled', 'paused', 'kind', 'e', 'retries', 'lane', 'gen',
+  if left < 0 then JOB.set(jk, 'running', '0') end  -- never below 0
+  local f = JOB.fields(jk, 'queued', 'cancelled', 'paused', 'kind', 'e', 'retries', 'lane', 'gen',
     'stash', 'ended')
   local outcome = how ~= 'released' and how or f.ended  -- a hand-back is no outcome
   local queued, cancelled, paused, kind = f.queued, f.cancelled, f.paused, f.kind
   if queued and queued ~= '' and cancelled ~= '1' and paused ~= '1' then
-    redis.call('HSET', jk, 'queued', '')
+    JOB.set(jk, 'queued', '')
     local sched, k = string.match(queued, '^(%d+)|(%-?%d*)$')
     if k ~= '' then
       push_series(job, f.lane, tonumber(sched), tonumber(k))  -- a parked catch-up series

@@ -40,7 +40,7 @@ local function record_skip_at(now, job, first, last, count, reason, f)
   event(now, 'skipped', job, first, nil, fmt(count) .. ' occurrence(s): ' .. reason)
   local jk = jkey(job)
   local sk = unreported_with(redis.call('HGET', jk, 'sk'), first, last, count, reason)
-  redis.call('HSET', jk, 'lists', '1', 'sk', sk)
+  JOB.set(jk, 'lists', '1', 'sk', sk)
   if f then f.sk = sk end
   push_capped(P .. 'skips:' .. job, fmt(first) .. '|' .. fmt(last) .. '|' .. fmt(count) ..
     '|' .. reason, 20)

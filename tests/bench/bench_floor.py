@@ -3,19 +3,21 @@
 by hand; docs/performance.md#the-floor-what-a-claim-and-an-ack-cost-natively).
 
 Five ways to claim and acknowledge the same one-off jobs, each on a fresh namespace of
-``--jobs`` jobs due now (added by duetime, so every variant reads the same hashes):
+``--jobs`` jobs due now (added by duetime; for ``native``, ``kept`` and ``lua`` each job's
+hash rewritten as layout 3 kept it, its small fields as fields of their own: the floor as
+issue 36 defined it):
 
 * ``native``: the essential commands sent natively and pipelined, no Lua. Per batch of
   ``--batch``: ZRANGEBYSCORE of the due set, then one pipeline of ZREM, one XADD
   ("claimed"), and per job HMGET of the fields a claim reads, HSET of its RUNNING entry,
   ZADD of its lease; the ack, one pipeline: per job HSET of the outcome, ZREM of the
   lease, HDEL of the entry, and one XADD ("succeeded");
-* ``packed``: ``kept`` with a job's small fields (gen, kind, e, next, ready, running,
-  cancelled, paused, queued, retries, runs, failures, lists, started, keep) in one field
-  ``st``, as a layout that packs them would keep a job (its hashes rewritten so before
-  the run): a claim reads ``st`` and ``def`` and writes ``st`` and the attempt; an ack
-  reads ``st`` and writes it with ``last_result``, ``last_token``, ``last_run``,
-  ``state``. Between it and ``kept`` is what packing would save natively;
+* ``packed``: ``kept`` as duetime keeps a job since layout 4, its 16 small fields (gen,
+  kind, e, next, ready, running, attempts, cancelled, paused, queued, retries, runs,
+  failures, lists, started, keep) in one field ``st`` (lua/include/st.lua): a claim reads
+  ``def`` and ``st`` and writes ``st``; an ack reads ``lane`` and ``st`` and writes ``st``
+  with ``last_result``, ``last_error``, ``last_token``, ``last_run``, ``state``. Between
+  it and ``kept`` is what packing saves natively;
 * ``lua``: the same commands in two minimal scripts (a claim and an ack, no checks);
 * ``kept``: ``native`` plus what duetime's scripts keep for a job, sent natively and
   pipelined, no check: the commands duetime's claim and ack send for a plain one-off,
@@ -72,6 +74,7 @@ from scheduler.embedded import EmbeddedRedis  # noqa: E402
 from scheduler.model import After, JobSpec, TaskRef  # noqa: E402
 from scheduler.stores.redis import RedisStore  # noqa: E402
 from scheduler.stores.redis.claiming import acked_claims  # noqa: E402
+from scheduler.stores.redis.protocol import records  # noqa: E402
 
 VARIANTS = ("native", "kept", "packed", "lua", "duetime")
 READ = ("gen", "cancelled", "e", "paused", "kind", "def", "running", "next", "retries", "ready")
@@ -215,16 +218,19 @@ def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
         p.execute()
 
 
-def pack_jobs(r: Any, store: RedisStore) -> None:
-    """Rewrite every job's hash as the packed layout would hold it (``packed``): its
-    definition and one field ``st`` of its small fields, before the measured calls."""
-    p = r.pipeline(transaction=False)
-    for m, score in r.zrange(store.keys.due("default"), 0, -1, withscores=True):
-        seq, job = m.split("|s|", 1)
-        jk = store.keys.job(job)
-        p.delete(jk)
-        p.hset(jk, mapping={"def": '{"i":1}', "st": f"1,after,{seq},{int(score)},;0,,,,0,0,0,,,"})
-    p.execute()
+def unpack_jobs(r: Any, store: RedisStore) -> None:
+    """Rewrite every job's hash as layout 3 held it (``native``, ``kept``, ``lua``: the floor
+    as issue 36 defined it): its small fields as fields of their own, not packed in ``st``."""
+    jobs = [m.split("|s|", 1)[1] for m in r.zrange(store.keys.due("default"), 0, -1)]
+    with r.pipeline(transaction=False) as p:
+        for job in jobs:
+            p.hgetall(store.keys.job(job))
+        hashes = p.execute()
+    with r.pipeline(transaction=False) as p:
+        for job, h in zip(jobs, hashes, strict=True):
+            p.delete(store.keys.job(job))
+            p.hset(store.keys.job(job), mapping=records.job_hash(h))
+        p.execute()
 
 
 def run_packed(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
@@ -242,9 +248,9 @@ def run_packed(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
             job = m.split("|s|", 1)[1]
             fence += 1
             token = f"o:{fence}"
-            p.hmget(k.job(job), ("st", "def"))
-            st = f"1,after,,{int(score)},;"
-            p.hset(k.job(job), mapping={"st": st + "1,,,,0,0,0,,,", "attempts": "1"})
+            p.hmget(k.job(job), ("def", "st"))
+            st = f"1,after,,{int(score)},,"  # gen, kind, e, next, ready (as include/plain.lua)
+            p.hset(k.job(job), "st", st + "1,1,,,,,,,,,")
             entries[token] = f"1|{int(score)}|1|0|{fence}|{job}"
             leases[token] = now + 30_000
             lines.append(f"{int(score)}|1||{job}")
@@ -262,12 +268,13 @@ def run_packed(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
         p.hmget(running, tokens)
         p.zcount(lease, "-inf", now)
         for job, token, st in claimed:
-            p.hmget(k.job(job), ("st",))
+            p.hmget(k.job(job), ("lane", "st"))
             p.hset(
                 k.job(job),
                 mapping={
-                    "st": st + "0,,,,0,1,0,,,",
+                    "st": st + "0,1,,,,,1,,,,",
                     "last_result": "null",
+                    "last_error": "",
                     "last_token": token,
                     "last_run": now,
                     "state": "succeeded",
@@ -340,8 +347,8 @@ def one(
     store = RedisStore(r, f"floor{run}{variant}")
     store._upkeep_at = float("inf")  # no reconciler pass inside the measured calls
     add_jobs(store, jobs, variant[0])
-    if variant == "packed":
-        pack_jobs(r, store)
+    if variant in ("native", "kept", "lua"):
+        unpack_jobs(r, store)
     if tables:
         encode_as_tables(r, store)
     time.sleep(0.01)  # due now: every job is due at the first call
@@ -375,8 +382,8 @@ def instructions(variant: str, jobs: int, batch: int, tables: bool = False) -> f
         store = RedisStore(client, f"floor{variant}")
         store._upkeep_at = float("inf")
         add_jobs(store, jobs, variant[0])
-        if variant == "packed":
-            pack_jobs(client, store)
+        if variant in ("native", "kept", "lua"):
+            unpack_jobs(client, store)
         if tables:
             encode_as_tables(client, store)
         time.sleep(0.01)

@@ -20,7 +20,7 @@ from scheduler.stores.redis.protocol import gateway
 from scheduler.stores.redis.sharding.sharded import ShardedStore, open_store
 from scheduler.testing import FakeClock
 from tests.faults.proxy import Proxy
-from tests.helpers import WAIT, spec
+from tests.helpers import WAIT, read_job_field, spec
 
 pytestmark = pytest.mark.redis
 
@@ -257,7 +257,7 @@ def test_wait_idle_claims_what_a_flushed_ack_released_without_its_wake_up(redis_
         _started.clear()
         clock.advance(10)  # occurrence 2 is due while 1 runs: parked in `queued`
         deadline = time.monotonic() + WAIT
-        while not store.redis.hget(store.keys.job("tick"), "queued"):
+        while not read_job_field(store.redis, store.keys.job("tick"), "queued"):
             assert time.monotonic() < deadline, "occurrence 2 was not queued"
             time.sleep(0.005)
         _gate.set()  # 1 ends; its success, flushed, releases 2 (due now)

@@ -20,7 +20,7 @@ from scheduler.cli import main
 from scheduler.embedded import EmbeddedRedis
 from scheduler.model import After, Cron, Every
 from scheduler.stores.redis import RedisStore, StoreFullError
-from tests.helpers import spec
+from tests.helpers import spec, write_job_field
 
 pytestmark = pytest.mark.redis
 
@@ -47,7 +47,7 @@ class Full:
         store.pause("held")
         store.add(spec("dead", After(0)))
         store.add(spec("bad", After(0)))
-        self.raw.hset(store.keys.job("bad"), "attempts", "x")  # moved aside by a claim
+        write_job_field(self.raw, store.keys.job("bad"), "running", "x")  # moved aside by a claim
         dead = next(c for c in store.claim_due({"default": 10}, 30, "o").claims)
         assert dead.job_id == "dead"  # "bad" was moved aside by that claim
         store.fail(dead, "boom", None)

@@ -79,9 +79,9 @@ def test_a_namespace_of_another_data_layout_is_refused_loudly(
 ):
     store = RedisStore(redis_url, redis_ns, clock=clock)
     store.add(spec("a", After(0)))
-    assert redis_client.get(store.keys.layout) == b"1"
-    redis_client.set(store.keys.layout, "4")  # a newer version's (2: exact rates, 3: ready)
-    with pytest.raises(StoreConfigError, match="layout 4 in this namespace"):
+    assert redis_client.get(store.keys.layout) == b"4"
+    redis_client.set(store.keys.layout, "5")  # a newer version's (2: exact rates, 3: ready, 4: st)
+    with pytest.raises(StoreConfigError, match="layout 5 in this namespace"):
         store.claim_due({"default": 1}, 30, "o")
     store.close()
 

@@ -14,7 +14,7 @@ from scheduler.cli import main
 from scheduler.client import Client
 from scheduler.model import After, Cron, Delivery, Every, Misfire, Overlap
 from scheduler.stores.redis import RedisStore
-from tests.helpers import spec
+from tests.helpers import read_job_field, spec, write_job_field
 
 pytestmark = pytest.mark.redis
 
@@ -87,7 +87,8 @@ def test_a_half_claimed_one_off_is_requeued_or_abandoned_by_its_delivery(
     """The second defect: `running=1`, `attempts=1`, no RUNNING entry, no lease."""
     store.add(spec("half", After(0), delivery=delivery))
     orphan(store, "half")
-    store.redis.hset(store.keys.job("half"), mapping={"running": "1", "attempts": "1", "e": ""})
+    for name, value in (("running", "1"), ("attempts", "1"), ("e", "")):
+        write_job_field(store.redis, store.keys.job("half"), name, value)
     done = store.reconcile()
     if delivery == Delivery.AT_MOST_ONCE:
         assert [f.action for f in done.findings] == ["abandoned"]
@@ -104,12 +105,12 @@ def test_a_running_count_no_entry_backs_is_set_right_and_releases_a_parked_run(s
     assert claim_ids(store) == ["tick"]
     clock.advance(10)
     assert claim_ids(store) == []  # busy: the occurrence is parked in `queued`
-    assert store.redis.hget(store.keys.job("tick"), "queued")
+    assert read_job_field(store.redis, store.keys.job("tick"), "queued")
     store.redis.delete(store.keys.running)  # the running invocation's entry is gone
     store.redis.delete(store.keys.lease)
     done = store.reconcile()
     assert [(f.job_id, f.action) for f in done.findings] == [("tick", "recounted")]
-    assert store.redis.hget(store.keys.job("tick"), "running") == "0"
+    assert read_job_field(store.redis, store.keys.job("tick"), "running") == "0"
     assert claim_ids(store) == ["tick"]  # the parked occurrence was released
 
 
@@ -241,7 +242,7 @@ def test_restoring_data_that_still_does_not_parse_says_so_and_keeps_the_entry(
     """``quarantine restore`` said "restored job" (exit 0) for data still bad, which the
     restore's own check (or the next claim) moved aside again at once."""
     store.add(spec("bad", After(0)))
-    store.redis.hset(store.keys.job("bad"), "next", "soon")
+    write_job_field(store.redis, store.keys.job("bad"), "next", "soon")
     store.redis.rename(store.keys.job("bad"), store.keys.quarantined_data("bad"))
     plant(store, "bad", "bad")
     client = Client(store)
@@ -292,7 +293,7 @@ def test_a_malformed_orphan_is_moved_aside_not_left_forever(store):
     store.add(spec("garbled", After(0)))
     store.add(spec("fine", After(0)))
     orphan(store, "garbled")
-    store.redis.hset(store.keys.job("garbled"), "next", "soon")
+    write_job_field(store.redis, store.keys.job("garbled"), "next", "soon")
     assert store.reconcile(dry_run=True).findings[0].action == "none (dry run)"
     found = {f.job_id: f for f in store.reconcile().findings}
     assert found["garbled"].action == "moved aside"
@@ -341,7 +342,7 @@ def test_a_malformed_running_entry_without_a_lease_is_moved_aside(store):
     assert (record["running"], record["token"]) == ("7|not|a|running|entry|garbled", garbled.token)
     assert set(r.hkeys(store.keys.running)) == {held.token, "leased:9"}
     # the lost invocation's one-off job is then an orphan: queued again (at least once)
-    assert r.hget(store.keys.job("garbled"), "running") == "0"
+    assert read_job_field(r, store.keys.job("garbled"), "running") == "0"
     assert [c.job_id for c in store.claim_due({"other": 5}, 30, "o").claims] == ["garbled"]
     assert store.reconcile().findings == ()
 

@@ -233,11 +233,18 @@ def field_problem(name: str, v: bytes) -> str | None:
     return None
 
 
+ST_PROBLEM = f'field st is not {len(records.JOB_ST)} values joined by ","'  # lua/include/st.lua
+
+
 def job_problem(kind: str, h: Mapping[bytes, bytes], names: Iterable[str]) -> str | None:
-    """check.lua's read_job: why a job key of TYPE ``kind`` holding ``h`` does not parse
-    for a script that reads ``names`` (None: it parses, or there is no job)."""
+    """check.lua's read_job: why a job key of TYPE ``kind`` holding ``h`` (its fields as
+    stored: the small ones in ``st``) does not parse for a script that reads ``names``
+    (None: it parses, or there is no job). Every read parses ``st`` first."""
     if kind not in ("hash", "none"):
         return f"malformed job data: the job key is a {kind}, not a hash"
+    if b"st" in h and len(h[b"st"].split(b",")) != len(records.JOB_ST):
+        return f"malformed job data: {ST_PROBLEM}"
+    h = records.job_hash(h)
     names = list(names)
     for name in names:
         v = h.get(name.encode())
@@ -257,6 +264,22 @@ def job_problem(kind: str, h: Mapping[bytes, bytes], names: Iterable[str]) -> st
         if name in names and f.get(name) is None:
             return f"malformed job data: field {name} is missing"
     return None
+
+
+def planted(h: Mapping[bytes, bytes], name: str, value: bytes | None) -> dict[bytes, bytes]:
+    """Job hash ``h`` (as stored) with field ``name`` set to ``value`` (None: absent) where
+    the scripts read it, as tests.helpers.write_job_field writes it: a small field inside
+    ``st``."""
+    out = dict(h)
+    if name in records.JOB_ST and b"st" in h:
+        values = h[b"st"].split(b",")
+        values[records.JOB_ST.index(name)] = b"" if value is None else value
+        out[b"st"] = b",".join(values)
+    elif value is None:
+        out.pop(name.encode(), None)
+    else:
+        out[name.encode()] = value
+    return out
 
 
 def lua_list(text: str, name: str) -> list[str]:

@@ -9,14 +9,14 @@ from scheduler.model import Cron, Every
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claiming.claim_reply import claim_reply
 from tests.conftest import START
-from tests.helpers import spec
+from tests.helpers import read_job_hash, spec
 from tests.lua.test_scripts import dump, raw
 
 pytestmark = pytest.mark.redis
 
 
 def job_hash(rs: RedisStore, redis_client, job: str) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in redis_client.hgetall(rs.keys.job(job)).items()}
+    return read_job_hash(redis_client, rs.keys.job(job))
 
 
 def test_add_writes_the_first_two_occurrences_of_a_calendar_job(rs, redis_client):

@@ -23,7 +23,7 @@ from scheduler.model import After, Every
 from scheduler.stores.redis import RedisStore, StoreCorruptError
 from scheduler.stores.redis.protocol import gateway
 from scheduler.testing import FakeClock
-from tests.helpers import spec
+from tests.helpers import read_job_hash, spec
 from tests.lua.corruption import dump
 
 pytestmark = pytest.mark.redis
@@ -87,7 +87,7 @@ def busy(rs: RedisStore, clock: FakeClock) -> dict[str, str]:
 
 def args_of(rs: RedisStore, script: str, held: dict[str, str]) -> list[str]:
     job, token = held["job"], held["token"]
-    gen = rs.redis.hget(rs.keys.job("tick"), "gen")
+    gen = read_job_hash(rs.redis, rs.keys.job("tick"))["gen"]
     return {
         "claim": ["o2", "req1", "30000", "*", "", "default", "10"],
         "complete": [job, token, "null"],

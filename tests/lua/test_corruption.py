@@ -62,9 +62,9 @@ from hypothesis import strategies as st
 from scheduler.model import After, Cron, Every
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claiming.claim_reply import RawClaim, claim_reply
-from scheduler.stores.redis.protocol import definitions, gateway
+from scheduler.stores.redis.protocol import definitions, gateway, records
 from scheduler.testing import FakeClock
-from tests.helpers import spec
+from tests.helpers import spec, write_job_field
 from tests.lua.corruption import (
     DEF_MAX,
     FIELD_MAX,
@@ -76,6 +76,7 @@ from tests.lua.corruption import (
     lua_list,
     parse_member,
     parse_running,
+    planted,
     read_lists,
 )
 
@@ -230,12 +231,12 @@ class World:
             if "data+" in d.of(rid):  # the raw data kept whole, as it was before the call
                 was = before[f"job:{rec['job']}"]
                 if rid in claimed_first:  # claim.lua's writes, then quarantine.lua's rename
-                    h = dict(was[1])
+                    h = records.job_hash(was[1])
                     if h[b"kind"] not in (b"after", b"at"):
                         continue  # a series: its next occurrence and `started` were written too
-                    running = int(h.get(b"running", b"0")) + 1  # a one-off: no `started`
-                    was = ("hash", {**h, b"running": str(running).encode(), b"attempts": b"1"})
-                    was[1][b"e"] = b""
+                    running = str(int(h.get(b"running", b"0")) + 1).encode()  # no `started`
+                    stored = planted(planted(was[1], "running", running), "attempts", b"1")
+                    was = ("hash", planted(stored, "e", b""))
                 assert after[f"quarantined:{rid}"] == was, rid
                 assert rec["type"] == was[0]
         self.diffs.append(d)
@@ -344,7 +345,8 @@ def plant_type(r: redis.Redis, key: bytes, kind: str) -> None:
 def corrupt_job(w: World, data: st.DataObject, script: str, classes: list[str]) -> str:
     """Corrupt the job "bad" in a way ``script`` detects; the reason it must give."""
     jk = w.key("job:bad")
-    h = w.r.hgetall(jk)
+    raw = w.r.hgetall(jk)
+    h = records.job_hash(raw)  # its fields as the scripts read them (the small ones in st)
     names = reads(script, h)
     side = SIDE.get(script) or ("skips" if script == "claim" and h[b"kind"] == b"every" else None)
     how = data.draw(st.sampled_from(classes + (["side"] if side else [])), label="class")
@@ -357,17 +359,18 @@ def corrupt_job(w: World, data: st.DataObject, script: str, classes: list[str]) 
         plant_type(w.r, w.key(f"{side}:bad"), kind)
         return f"malformed job data: {side}:bad is a {kind}, not a list"
     if how == "missing":
-        gone = [n for n in names if n.encode() in h and job_problem("hash", _without(h, n), names)]
+        stored = [n for n in [*names, "st"] if n.encode() in h or n.encode() in raw]
+        gone = [n for n in stored if job_problem("hash", planted(raw, n, None), names)]
         need(data, bool(gone))
         name = data.draw(st.sampled_from(gone), label="missing")
-        w.r.hdel(jk, name)
-        return job_problem("hash", _without(h, name), names) or ""
-    name = data.draw(st.sampled_from(names), label="field")
+        write_job_field(w.r, jk, name, None)
+        return job_problem("hash", planted(raw, name, None), names) or ""
+    name = data.draw(st.sampled_from([*names, "st"]), label="field")  # st itself too
     value = data.draw(VALUES, label="value")
-    planted = {**h, name.encode(): value}
-    why = job_problem("hash", planted, reads(script, planted))
+    p = planted(raw, name, value)
+    why = job_problem("hash", p, reads(script, records.job_hash(p)))
     need(data, why is not None)
-    w.r.hset(jk, name, value)
+    write_job_field(w.r, jk, name, value)
     return why or ""
 
 
@@ -377,10 +380,6 @@ def need(data: Any, condition: bool) -> None:
         assert condition
     else:
         assume(condition)
-
-
-def _without(h: dict[bytes, bytes], name: str) -> dict[bytes, bytes]:
-    return {k: v for k, v in h.items() if k != name.encode()}
 
 
 GARBAGE = st.one_of(
@@ -614,7 +613,7 @@ def still_works(w: World, script: str) -> None:
         args = w.rs._add_args(spec(job, Every(60, anchor=START)))[1:]
         assert w.raw("add", job, *args)[0] == "unchanged"
     elif script == "backfill":
-        gen = w.r.hget(w.key(f"job:{job}"), "gen").decode()
+        gen = records.job_hash(w.r.hgetall(w.key(f"job:{job}")))[b"gen"].decode()
         assert w.raw("backfill", job, gen, str(int(START * 1000))) == 1  # before its first
     elif script == "plan":  # not a calendar series: the plan is dropped
         assert w.raw("plan", job, "1", "000000000001", "1000", "after", "2000") == 0

@@ -10,7 +10,7 @@ import redis
 
 from scheduler.model import After
 from scheduler.stores.redis import RedisStore
-from tests.helpers import spec
+from tests.helpers import read_job_field, spec, write_job_field
 
 pytestmark = pytest.mark.redis
 
@@ -62,15 +62,15 @@ def outcome(rs: RedisStore, good: list[str], tokens: dict[str, list[str]]) -> di
         if len(tokens.get(name, [])) > 1:
             doubled.append(name)
         if not held and not pending:
-            (half if r.hget(rs.keys.job(name), "running") == "1" else lost).append(name)
+            (half if read_job_field(r, rs.keys.job(name), "running") == "1" else lost).append(name)
     return {"lost": lost, "half-claimed": half, "doubled": doubled}
 
 
 @pytest.mark.parametrize(
     "corrupt",
     [
-        pytest.param(lambda r, k: r.hset(k, "next", "soon"), id="next-is-text"),
-        pytest.param(lambda r, k: r.hset(k, "running", "soon"), id="running-is-text"),
+        pytest.param(lambda r, k: write_job_field(r, k, "next", "soon"), id="next-is-text"),
+        pytest.param(lambda r, k: write_job_field(r, k, "running", "soon"), id="running-is-text"),
         pytest.param(lambda r, k: (r.delete(k), r.set(k, "x")), id="job-key-is-a-string"),
     ],
 )

@@ -9,7 +9,7 @@ import pytest
 from scheduler.model import After, Commit, Delivery, Every
 from scheduler.stores.redis import StoreCorruptError, redo
 from scheduler.stores.redis.sharding.sharded import ShardedStore
-from tests.helpers import spec
+from tests.helpers import spec, write_job_field
 from tests.lua.corruption import dump
 
 pytestmark = pytest.mark.redis
@@ -48,10 +48,10 @@ def test_every_path_that_starts_or_ends_a_job_keeps_the_count(rs, redis_client):
     assert count(rs) == (5, 5, 0)
 
     # moved aside (its data does not parse), then put back
-    redis_client.hset(rs.keys.job("e"), "retries", "garbage")
+    write_job_field(redis_client, rs.keys.job("e"), "retries", "garbage")
     assert not rs.cancel("e")
     assert count(rs) == (4, 4, 0)
-    redis_client.hset(rs.keys.quarantined_data("e"), "retries", "0")
+    write_job_field(redis_client, rs.keys.quarantined_data("e"), "retries", "0")
     assert rs.restore("e") == "restored"
     assert count(rs) == (5, 5, 0)
 

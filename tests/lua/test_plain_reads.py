@@ -1,8 +1,9 @@
 """The plain reads of include/check.lua's read_job (a field list's `plain`: the claim's
 CLAIM_FIELDS, the ack's success_fields()) answer as the general way: for any job hash,
 either they decline (nil) or they return exactly the fields the general way returns.
-Planted hashes: each field absent or one of its typical, edge and malformed values,
-drawn by hypothesis, weighted toward the plain case so that both ways are exercised."""
+Planted hashes (layout 4: the small fields in ``st``): each field absent or one of its
+typical, edge and malformed values, drawn by hypothesis, weighted toward the plain case
+so that both ways are exercised."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.stores.redis.protocol import scripts as lua
+from scheduler.stores.redis.protocol.records import JOB_ST
 
 pytestmark = pytest.mark.redis
 
@@ -31,8 +33,9 @@ def probe(unit: str, fields: str) -> str:
         "end\n"
         f"local names = {fields}\n"
         "local general = {unpack(names)}\n"
-        "local got = redis.call('HMGET', jkey(ARGV[3]), unpack(names))\n"
-        "local plain = names.plain(got)\n"
+        "local q = JOB.ask(names)\n"
+        "local raw = redis.call('HMGET', jkey(ARGV[3]), unpack(q.list))\n"
+        "local plain = raw[q.st] and names.plain(raw)\n"
         "return {plain and shown(plain) or 'declined', shown(read_job(ARGV[3], general))}\n",
         f"plain_reads_{unit}.lua",
     )
@@ -82,9 +85,9 @@ def hashes(names: list[str], plain: dict[str, bytes | None]) -> st.SearchStrateg
 def both_ways(client, script: str, fields: dict[str, bytes | None]) -> list[bytes]:
     key = PREFIX + b"job:j"
     client.delete(key)
-    planted = {k: v for k, v in fields.items() if v is not None}
-    if planted:
-        client.hset(key, mapping=planted)
+    planted = {k: v for k, v in fields.items() if v is not None and k not in JOB_ST}
+    planted["st"] = b",".join(fields.get(name) or b"" for name in JOB_ST)
+    client.hset(key, mapping=planted)
     return client.eval(script, 0, PREFIX, b"", b"j")
 
 

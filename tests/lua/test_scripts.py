@@ -21,7 +21,7 @@ from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.claiming.claim_reply import ClaimReply, claim_reply
 from scheduler.stores.redis.protocol import gateway
 from tests.conftest import START
-from tests.helpers import every, spec
+from tests.helpers import every, read_job_hash, spec
 from tests.lua.corruption import expand_entry
 
 pytestmark = pytest.mark.redis
@@ -110,7 +110,7 @@ def entry(h: dict[str, str], job_id: str) -> str:
 
 
 def job(client: redis.Redis, rs: RedisStore, job_id: str) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in client.hgetall(rs.keys.job(job_id)).items()}
+    return read_job_hash(client, rs.keys.job(job_id))
 
 
 def due(client: redis.Redis, rs: RedisStore, lane: str = "default") -> list[str]:

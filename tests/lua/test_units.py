@@ -161,7 +161,7 @@ def test_every_unit_name_a_file_uses_is_included(path):
 
 def test_complete_does_not_carry_the_claim_machinery():
     complete = set(units_of(next(p for p in SCRIPT_FILES if p.stem == "complete")))
-    assert complete == {"core", "job", "events", "tokens", "due", "retire", "settle"} | {
+    assert complete == {"core", "st", "job", "events", "tokens", "due", "retire", "settle"} | {
         "utf8",  # the checks before the first write: RUNNING entries, job ids, definitions
         "check",
         "rules",  # check's field rules

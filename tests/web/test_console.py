@@ -12,6 +12,7 @@ import pytest
 from scheduler import Client
 from scheduler.stores.redis import RedisStore
 from scheduler.stores.redis.reading import console_history
+from tests.helpers import write_job_field
 
 pytestmark = pytest.mark.redis
 
@@ -361,7 +362,7 @@ def test_a_job_due_past_the_year_9999_is_shown_not_a_failure(console_factory, re
     client.enqueue("tests.web.tick", every=5e10, job_id="long")  # 10 occurrences: 15,800 years
     far_ms = 1_001_796_157_004_897
     raw = redis.Redis.from_url(redis_url)
-    raw.hset(f"duetime:{{{redis_ns}}}:job:far", "next", far_ms)
+    write_job_field(raw, f"duetime:{{{redis_ns}}}:job:far", "next", str(far_ms))
     raw.close()
     web, _ = console_factory()
     for path in ["jobs", "job/far", "job/long", "recurring", ""]:

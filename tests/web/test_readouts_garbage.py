@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from scheduler import Client
 from scheduler.cli import main
+from tests.helpers import write_job_field
 
 pytestmark = pytest.mark.redis
 
@@ -26,8 +27,8 @@ def garbage(redis_url: str, redis_ns: str) -> Client:
     raw = redis.Redis.from_url(redis_url)
     p = f"duetime:{{{redis_ns}}}:"
     raw.hset(p + "job:bad-utf8", "def", b"\xff\xfe{not json")
-    raw.hset(p + "job:bad-next", "next", "abc")
-    raw.hset(p + "job:bad-runs", "runs", "x")
+    write_job_field(raw, p + "job:bad-next", "next", "abc")
+    write_job_field(raw, p + "job:bad-runs", "runs", "x")
     raw.hset(p + "stats", "scheduled", "notanumber")
     raw.hset(p + "running", mapping={"tok:1": "garbage|||", "tok:2": b"\xff"})
     raw.rpush(p + "skips:good", "garbage")  # a history entry: the job stays readable

@@ -80,7 +80,8 @@ def interrupt(keys: Keys, job_id: str) -> Op[int]:
     the replicas' heartbeats: ``interrupted``); how many run. A plain flag, not a script:
     nothing is decided by it but a running job's cancel token, and add.lua's replacing
     ``DEL`` clears it with the job."""
-    running = yield from one(keys.shard, "hget", keys.job(job_id), "running")
+    row = yield from one(keys.shard, "hmget", keys.job(job_id), *records.job_fields(("running",)))
+    (running,) = records.job_row(("running",), row)
     count = int(running) if records.is_int(running) else 0
     if count > 0:
         yield from one(keys.shard, "hset", keys.job(job_id), "interrupt", "1")
@@ -148,8 +149,8 @@ def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
     """Read the job's schedule, compute the occurrences of [start, end), and let
     backfill.lua queue those that never ran (see its header)."""
     fields = calendar_plans.BACKFILL_FIELDS
-    row = yield from one(keys.shard, "hmget", keys.job(job_id), *fields)
-    h = dict(zip(fields, row, strict=True))
+    row = yield from one(keys.shard, "hmget", keys.job(job_id), *records.job_fields(fields))
+    h = dict(zip(fields, records.job_row(fields, row), strict=True))
     if not h.get("def") or not h.get("gen"):
         return 0
     spec = definitions.decode(h["def"], job_id)
@@ -166,7 +167,8 @@ def backfill(keys: Keys, job_id: str, start: float, end: float) -> Op[int]:
 
 def pending_occurrence(keys: Keys, job_id: str) -> Op[float | None]:
     """A series' pending occurrence (epoch s; its waiting re-runs aside), None if none."""
-    e, nxt = yield from one(keys.shard, "hmget", keys.job(job_id), "e", "next")
+    row = yield from one(keys.shard, "hmget", keys.job(job_id), *records.job_fields(("e", "next")))
+    e, nxt = records.job_row(("e", "next"), row)
     return int(nxt) / 1000 if e and records.is_int(nxt) else None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from scheduler.errors import JobNotFoundError
 from scheduler.model import Claim, Commit, Outcome
-from scheduler.stores.redis.protocol import requests, script_args, urls
+from scheduler.stores.redis.protocol import records, requests, script_args, urls
 from scheduler.stores.redis.protocol.keys import Keys
 from scheduler.stores.redis.protocol.requests import Calls, Now, Op
 
@@ -85,12 +85,13 @@ def register(keys: Keys, job_id: str, ms: int | None, hold: float) -> Op[Outcome
     calls: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = (
         ("zremrangebyscore", (keys.waits, "-inf", now - 1), {}),  # handles that gave up
         ("zadd", (keys.waits, {member: now + round(hold * 1000)}), {"gt": True}),
-        ("hmget", (keys.job(job_id), *JOB_FIELDS), {}),
+        ("hmget", (keys.job(job_id), *records.job_fields(JOB_FIELDS)), {}),
     )
     if ms is not None:
         calls += (("get", (keys.result(member),), {}),)
     replies = yield Calls(keys.shard, calls)
-    fields, kept = replies[2], replies[3] if ms is not None else None
+    fields = records.job_row(JOB_FIELDS, replies[2])
+    kept = replies[3] if ms is not None else None
     gone = fields[0] is None  # no such job: its registration goes too
     found = None if gone else stored(job_id, ms, fields, kept)
     if found is None and not gone:

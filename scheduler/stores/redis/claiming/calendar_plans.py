@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from scheduler import cron as crons
 from scheduler import schedules
 from scheduler.model import Claim, Cron, JobSpec
-from scheduler.stores.redis.protocol import intervals, script_args
+from scheduler.stores.redis.protocol import intervals, records, script_args
 from scheduler.stores.redis.protocol.keys import Keys
 
 log = logging.getLogger("duetime.redis")
@@ -97,14 +97,15 @@ def write_plans(store: PlanStore, jobs: Iterable[str], now_ms: int) -> list[str]
     try:
         with store.redis.pipeline(transaction=False) as p:
             for job in jobs:
-                p.hmget(store.keys.job(job), *FIELDS)
+                p.hmget(store.keys.job(job), *records.job_fields(FIELDS))
             rows = p.execute()
     except Exception:  # noqa: BLE001 - the caller's claims must still be returned
         log.warning("calendar plans not written; they are asked for again", exc_info=True)
         return []
     replanned: list[str] = []
     for job, row in zip(jobs, rows, strict=True):
-        h = {k: v for k, v in zip(FIELDS, row, strict=True) if v is not None}
+        values = records.job_row(FIELDS, row)  # the small ones read from st
+        h = {k: v for k, v in zip(FIELDS, values, strict=True) if v is not None}
         try:
             args = plan_args(store.spec_of(job, h["def"]), h, now_ms) if "def" in h else None
             if args is None or store.call_script("plan", *args) != 1:

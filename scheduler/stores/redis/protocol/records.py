@@ -101,6 +101,61 @@ def _at_ready(text: str) -> tuple[int, int | None]:
     return int(m[1]), None if m[2] is None else int(m[2])
 
 
+#: A job hash's small fields, packed into its one field ``st`` (layout 4), in this order:
+#: their values joined by ``,``, empty where a field is absent (lua/include/st.lua).
+JOB_ST = (
+    "gen",
+    "kind",
+    "e",
+    "next",
+    "ready",
+    "running",
+    "attempts",
+    "cancelled",
+    "paused",
+    "queued",
+    "retries",
+    "runs",
+    "failures",
+    "lists",
+    "started",
+    "keep",
+)
+_JOB_ST_BYTES = tuple(name.encode() for name in JOB_ST)
+
+
+def job_hash(h: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A job hash (an HGETALL reply, ``str`` or ``bytes``) with its fields as the scripts
+    read them: ``st``'s values as fields of their own in place of any such field (an empty
+    one is absent, but ``e``), as layout 3 and before kept them; a hash without ``st`` as it
+    is, and one whose ``st`` does not split into its values too (its readers find the
+    fields it lacks, as the scripts do)."""
+    text = "st" in h
+    packed = h.get("st") if text else h.get(b"st")
+    if packed is None:
+        return dict(h)
+    values = packed.split("," if text else b",")
+    if len(values) != len(JOB_ST):
+        return dict(h)
+    names = JOB_ST if text else _JOB_ST_BYTES
+    out = {k: v for k, v in h.items() if k not in names and k != ("st" if text else b"st")}
+    for name, v in zip(names, values, strict=True):
+        if v or name in ("e", b"e"):
+            out[name] = v
+    return out
+
+
+def job_fields(names: Sequence[str]) -> tuple[str, ...]:
+    """The fields an HMGET of a job's ``names`` asks for: them, and ``st``."""
+    return (*names, "st")
+
+
+def job_row(names: Sequence[str], row: Sequence[Any]) -> list[Any]:
+    """The values of ``names`` (None where absent) from an HMGET of ``job_fields(names)``."""
+    h = job_hash({k: v for k, v in zip(job_fields(names), row, strict=True) if v is not None})
+    return [h.get(name) for name in names]
+
+
 def running_entry(data: str) -> RunningEntry:
     """Parse one RUNNING entry (the one parser of that format on the Python side)."""
     gen, sched_text, attempt, stalls, fence, job = data.split("|", 5)

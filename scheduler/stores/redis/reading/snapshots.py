@@ -15,6 +15,7 @@ from scheduler.stores.redis.protocol.definitions import decode
 from scheduler.stores.redis.protocol.records import (
     dead_letter,
     is_int,
+    job_hash,
     queued_due,
     rerun_dues,
     running_entries,
@@ -36,6 +37,7 @@ def job_info(
     the leases of its invocations by token) as a JobInfo. A definition that cannot be
     read still gives a snapshot (it was quarantined); fields that do not parse (garbage)
     give one that says so instead of failing the listing."""
+    h = job_hash(h)
     try:
         return _job_info(job_id, h, skips, dead, running, leases)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
