@@ -23,22 +23,22 @@ function JOB.parse(s)
   return v
 end
 
--- The HMGET fields a read of `names` asks for: those not in st, then st; once per list and
--- call. JOB.known: job key -> st's values as this call last read or wrote them (a write
--- after a read writes st without reading it again; a key deleted or renamed: JOB.forget);
--- JOB.plain: job key -> the plain read's plan (include/plain.lua), until a write.
+-- The HMGET fields a read of `names` asks for: those not in st, then st, kept in the list
+-- (`names.q`: a library keeps a constant list's). JOB.known: job key -> st's values as this
+-- call last read or wrote them (a write after a read writes st without reading it again; a
+-- key deleted or renamed: JOB.forget); JOB.plain: job key -> a plain read's plan, till a write.
 --@call
-JOB.asks, JOB.known, JOB.plain = {}, {}, {}
+JOB.known, JOB.plain = {}, {}
 --@end
 function JOB.forget(jk) JOB.known[jk], JOB.plain[jk] = nil, nil end
 function JOB.ask(names)
-  if JOB.asks[names] then return JOB.asks[names] end
+  if names.q then return names.q end
   local q = {list = {}, at = {}}
   for i, name in ipairs(names) do
     if not JOB.AT[name] then q.list[#q.list + 1] = name; q.at[i] = #q.list end
   end
   q.list[#q.list + 1] = 'st'
-  q.st, JOB.asks[names] = #q.list, q
+  q.st, names.q = #q.list, q
   return q
 end
 

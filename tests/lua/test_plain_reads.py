@@ -7,12 +7,16 @@ so that both ways are exercised."""
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.stores.redis.protocol import scripts as lua
 from scheduler.stores.redis.protocol.records import JOB_ST
+from tests.lua.corruption import lua_list
 
 pytestmark = pytest.mark.redis
 
@@ -124,3 +128,10 @@ def test_the_acks_plain_read_answers_as_the_general_way(redis_client, fields):
 def test_a_plain_job_is_read_the_plain_way(redis_client, script, fields):
     plain, general = both_ways(redis_client, script, fields)
     assert plain == general != b"declined"
+
+
+def test_a_successs_fields_are_a_commits_but_what_only_a_release_parses():
+    text = (pathlib.Path(lua.lua_dir()) / "include" / "commit.lua").read_text()
+    commit, success = lua_list(text, "COMMIT_FIELDS"), lua_list(text, "SUCCESS_FIELDS")
+    only = re.findall(r"(\w+) = true", re.search(r"local QUEUED_ONLY = \{([^}]*)\}", text)[1])
+    assert success == [n for n in commit if n not in only] == SUCCESS_NAMES
