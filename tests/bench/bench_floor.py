@@ -175,6 +175,17 @@ def run_native(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
 
 
 def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    kept(r, store, jobs, batch, packed=False)
+
+
+def run_packed(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
+    kept(r, store, jobs, batch, packed=True)
+
+
+def kept(r: Any, store: RedisStore, jobs: int, batch: int, packed: bool) -> None:
+    """``kept``: each job's fields as layout 3 kept them; ``packed``: its small fields in
+    ``st`` as include/plain.lua reads and writes a plain one-off's (gen, kind, e, next,
+    ready; running, attempts, ... keep)."""
     k = store.keys
     due, running, lease, events = k.due("default"), k.running, k.lease, k.events
     fence = 0
@@ -187,12 +198,17 @@ def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
             job = m.split("|s|", 1)[1]
             fence += 1
             token = f"o:{fence}"
-            p.hmget(k.job(job), READ)
-            p.hset(k.job(job), mapping={"running": "1", "attempts": "1", "e": ""})
+            head = f"1,after,,{int(score)},,"
+            if packed:
+                p.hmget(k.job(job), ("def", "st"))
+                p.hset(k.job(job), "st", head + "1,1,,,,,,,,,")
+            else:
+                p.hmget(k.job(job), READ)
+                p.hset(k.job(job), mapping={"running": "1", "attempts": "1", "e": ""})
             entries[token] = f"1|{int(score)}|1|0|{fence}|{job}"
             leases[token] = now + 30_000
             lines.append(f"{int(score)}|1||{job}")
-            claimed.append((job, token))
+            claimed.append((job, token, head))
         p.set(k.prefix + "fence", fence)
         p.hset(running, mapping=entries)
         p.zadd(lease, leases)
@@ -201,17 +217,23 @@ def run_kept(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
         p.set(k.prefix + "replica:o", now, px=90_000)
         p.set(k.prefix + "claimed:o", "x" * (60 * len(lines)), px=60_000)  # the reply kept
         p.execute()
-        tokens = [t for _, t in claimed]
+        tokens = [t for _, t, _ in claimed]
         p = r.pipeline(transaction=False)
         p.hmget(running, tokens)
         p.zcount(lease, "-inf", now)
-        for job, token in claimed:
-            p.hmget(k.job(job), ACK_READ)
-            p.hset(k.job(job), mapping={**SUCCESS, "last_token": token, "last_run": now})
+        for job, token, head in claimed:
+            outcome = {**SUCCESS, "last_token": token, "last_run": now}
+            if packed:
+                p.hmget(k.job(job), ("lane", "st"))
+                del outcome["runs"], outcome["running"]
+                p.hset(k.job(job), mapping={"st": head + "0,1,,,,,1,,,,", **outcome})
+            else:
+                p.hmget(k.job(job), ACK_READ)
+                p.hset(k.job(job), mapping=outcome)
             p.pexpire(k.job(job), 86_400_000)
         p.hdel(running, *tokens)
         p.zrem(lease, *tokens)
-        p.zadd(k.prefix + "done:succeeded", {job: now for job, _ in claimed})
+        p.zadd(k.prefix + "done:succeeded", {job: now for job, _, _ in claimed})
         p.zremrangebyscore(k.prefix + "done:succeeded", "-inf", now - 86_400_000)
         p.xadd(events, {"kind": "succeeded", "n": len(lines), "batch": "\n".join(lines)})
         p.hincrby(k.prefix + "stats", "succeeded", len(lines))
@@ -230,63 +252,6 @@ def unpack_jobs(r: Any, store: RedisStore) -> None:
         for job, h in zip(jobs, hashes, strict=True):
             p.delete(store.keys.job(job))
             p.hset(store.keys.job(job), mapping=records.job_hash(h))
-        p.execute()
-
-
-def run_packed(r: Any, store: RedisStore, jobs: int, batch: int) -> None:
-    """``kept`` as the packed layout would send it: a claim reads ``st`` and ``def`` and
-    writes ``st`` and the attempt; an ack reads ``st`` and writes it with the outcome."""
-    k = store.keys
-    due, running, lease, events = k.due("default"), k.running, k.lease, k.events
-    fence = 0
-    for now, got in due_batches(r, due, jobs, batch, True):
-        members = [m for m, _ in got]
-        p = r.pipeline(transaction=False)
-        p.zrem(due, *members)
-        claimed, entries, leases, lines = [], {}, {}, []
-        for m, score in got:
-            job = m.split("|s|", 1)[1]
-            fence += 1
-            token = f"o:{fence}"
-            p.hmget(k.job(job), ("def", "st"))
-            st = f"1,after,,{int(score)},,"  # gen, kind, e, next, ready (as include/plain.lua)
-            p.hset(k.job(job), "st", st + "1,1,,,,,,,,,")
-            entries[token] = f"1|{int(score)}|1|0|{fence}|{job}"
-            leases[token] = now + 30_000
-            lines.append(f"{int(score)}|1||{job}")
-            claimed.append((job, token, st))
-        p.set(k.prefix + "fence", fence)
-        p.hset(running, mapping=entries)
-        p.zadd(lease, leases)
-        p.xadd(events, {"kind": "claimed", "n": len(lines), "batch": "\n".join(lines)})
-        p.hincrby(k.prefix + "stats", "claimed", len(lines))
-        p.set(k.prefix + "replica:o", now, px=90_000)
-        p.set(k.prefix + "claimed:o", "x" * (60 * len(lines)), px=60_000)  # the reply kept
-        p.execute()
-        tokens = [t for _, t, _ in claimed]
-        p = r.pipeline(transaction=False)
-        p.hmget(running, tokens)
-        p.zcount(lease, "-inf", now)
-        for job, token, st in claimed:
-            p.hmget(k.job(job), ("lane", "st"))
-            p.hset(
-                k.job(job),
-                mapping={
-                    "st": st + "0,1,,,,,1,,,,",
-                    "last_result": "null",
-                    "last_error": "",
-                    "last_token": token,
-                    "last_run": now,
-                    "state": "succeeded",
-                },
-            )
-            p.pexpire(k.job(job), 86_400_000)
-        p.hdel(running, *tokens)
-        p.zrem(lease, *tokens)
-        p.zadd(k.prefix + "done:succeeded", {job: now for job, _, _ in claimed})
-        p.zremrangebyscore(k.prefix + "done:succeeded", "-inf", now - 86_400_000)
-        p.xadd(events, {"kind": "succeeded", "n": len(lines), "batch": "\n".join(lines)})
-        p.hincrby(k.prefix + "stats", "succeeded", len(lines))
         p.execute()
 
 
