@@ -5,6 +5,9 @@ read by no script and no readout); a malformed ``st`` moved aside with its reaso
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 
 from scheduler.model import After, Commit, Every
@@ -126,3 +129,33 @@ def test_job_hash_reads_st_as_the_scripts_do():
     assert job_hash({b"st": st.encode()})[b"kind"] == b"at"
     assert job_hash({"st": "1,2"}) == {"st": "1,2"}  # does not parse: as it is
     assert job_hash({"gen": "1", "kind": "at"}) == {"gen": "1", "kind": "at"}  # layout 3
+
+
+def test_the_layouts_python_reads_are_the_scripts():
+    from scheduler.stores.redis.integrity.server_checks import LAYOUTS
+    from scheduler.stores.redis.protocol import scripts
+
+    core = (pathlib.Path(scripts.lua_dir()) / "include" / "core.lua").read_text()
+    names, values = re.search(r"^local (LAYOUT[\w, ]+) = ([^\n]+)$", core, re.M).groups()
+    assert tuple(re.findall(r"'(\d+)'", values)) == LAYOUTS
+    assert f"reads layouts 1 to {LAYOUTS[-1]}" in core
+
+
+def test_a_namespace_a_newer_duetime_wrote_is_refused_by_readers_and_replicas(
+    rs, redis_client, redis_url
+):
+    """Its jobs would be misread (an older duetime's `ls` showed layout 4 jobs as never
+    run) and a replica would start, claim nothing and warn forever: both refuse, one line."""
+    from click.testing import CliRunner
+
+    from scheduler.cli import main
+    from scheduler.errors import StoreConfigError
+
+    rs.add(spec("a", After(0)))
+    redis_client.set(rs.keys.layout, "5")
+    with pytest.raises(StoreConfigError, match="layout 5 in this namespace, but this duetime"):
+        rs.check_server()  # what `duetime run` checks first (exit 1 with the line)
+    for args in (["ls"], ["show", "a"], ["stats"]):
+        got = CliRunner().invoke(main, [*args, "--redis", redis_url, "-n", rs.namespace])
+        assert got.exit_code != 0 and got.output.count("\n") == 1, got.output
+        assert "reads layouts 1 to 4: run one version of duetime per namespace" in got.output

@@ -320,6 +320,24 @@ def tls_refused(text: str) -> str | None:
     return hint
 
 
+#: The data layouts this version's scripts read (lua/include/core.lua, LAYOUT ... LAYOUT_PACKED);
+#: a namespace's ``layout`` key records the newest that wrote it.
+LAYOUTS = ("1", "2", "3", "4")
+
+
+def layout_refused(layout: str | bytes | None) -> StoreConfigError | None:
+    """The refusal of a namespace of a layout this version does not read (a newer one's),
+    as the scripts word it; None if it reads it (or nothing was written yet)."""
+    if isinstance(layout, bytes):  # a client that does not decode its replies
+        layout = layout.decode("utf-8", "replace")
+    if layout is None or layout in LAYOUTS:
+        return None
+    return StoreConfigError(
+        f"layout {layout[:20]} in this namespace, but this duetime reads layouts 1 to "
+        f"{LAYOUTS[-1]}: run one version of duetime per namespace"
+    )
+
+
 def refused(exc: Exception, url: str) -> Exception:
     """A script's error reply as what it means: bad input refused by the script is a
     ValueError; an add sent with a stale stamp of the key rules, ``KeyRulesChangedError``;

@@ -16,9 +16,9 @@ import zlib
 from typing import Any
 
 from scheduler.errors import ShardCountError
-from scheduler.stores.redis.integrity.server_checks import handshake_refused
+from scheduler.stores.redis.integrity.server_checks import handshake_refused, layout_refused
 from scheduler.stores.redis.protocol.keys import Keys
-from scheduler.stores.redis.protocol.requests import Op, call, one, pipelined
+from scheduler.stores.redis.protocol.requests import Calls, Op, call, one, pipelined
 from scheduler.stores.redis.protocol.urls import MAX_SHARDS, split_shards
 
 __all__ = ["MAX_SHARDS", "shard_of", "shard_count", "check_count"]
@@ -57,11 +57,16 @@ def check_count(client: Any, keys: Keys, where: str, *, record: bool = True) -> 
 
 
 def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
-    """``check_count`` as an operation (protocol/requests.py)."""
+    """``check_count`` as an operation (protocol/requests.py); in the same round trip, a
+    namespace a newer duetime wrote (its data layout) is refused (``StoreConfigError``):
+    its readers and replicas of this version would misread it."""
     if keys.shard != 0:
         return True
     shards = keys.count
-    recorded = yield from one(0, "get", keys.shards)
+    recorded, layout = yield Calls(0, (("get", (keys.shards,), {}), ("get", (keys.layout,), {})))
+    refusal = layout_refused(layout)
+    if refusal is not None:
+        raise refusal
     if recorded is None:
         if (yield from one(0, "exists", keys.layout)):
             recorded = "1"  # data written before any sharded store: one shard
