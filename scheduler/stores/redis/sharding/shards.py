@@ -63,9 +63,12 @@ def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
     if keys.shard != 0:
         return True
     shards = keys.count
-    recorded, layout = yield Calls(0, (("get", (keys.shards,), {}), ("get", (keys.layout,), {})))
-    refusal = layout_refused(layout)
-    if refusal is not None:
+    asked = (("get", (keys.shards,), {}), ("get", (keys.layout,), {}))
+    recorded, layout = yield Calls(0, asked, lenient=True)
+    if isinstance(recorded, Exception):
+        raise recorded
+    refusal = None if isinstance(layout, Exception) else layout_refused(layout)
+    if refusal is not None:  # (a layout key of another type: the scripts name it, corrupt)
         raise refusal
     if recorded is None:
         if (yield from one(0, "exists", keys.layout)):
