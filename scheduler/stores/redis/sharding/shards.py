@@ -63,7 +63,10 @@ def count_op(keys: Keys, where: str, *, record: bool = True) -> Op[bool]:
     if keys.shard != 0:
         return True
     shards = keys.count
-    asked = (("get", (keys.shards,), {}), ("get", (keys.layout,), {}))
+    asked: tuple[tuple[str, tuple[str], dict[str, Any]], ...] = (
+        ("get", (keys.shards,), {}),
+        ("get", (keys.layout,), {}),
+    )
     recorded, layout = yield Calls(0, asked, lenient=True)
     if isinstance(recorded, Exception):
         raise recorded
