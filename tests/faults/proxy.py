@@ -51,6 +51,7 @@ class _Link:
         self.client = client
         self.server: socket.socket | None = None
         self.drop_next_reply = False
+        self.armed: bytes | None = None  # the drop this link's next reply carries
         self.closed = False
 
 
@@ -118,6 +119,10 @@ class Proxy:
 
     def _kill(self, link: _Link) -> None:
         with self._cond:
+            if link.armed is not None and self._drop_match is None and not self._closed:
+                # it died before the reply it was to drop came back: the drop did not
+                # happen, so it is armed again for the next such command (counted when done)
+                self._drop_match, link.armed = link.armed, None
             if link.closed:
                 return
             link.closed = True
@@ -171,7 +176,7 @@ class Proxy:
                     return self._kill(link)
                 with self._cond:
                     if self._drop_match is not None and self._drop_match in data:
-                        self._drop_match = None
+                        link.armed, self._drop_match = self._drop_match, None
                         link.drop_next_reply = True
                 if not self._gate():
                     return self._kill(link)
@@ -190,6 +195,7 @@ class Proxy:
                 if link.drop_next_reply:
                     with self._cond:
                         self.dropped_replies += 1
+                        link.armed = None
                     return self._kill(link)
                 if not self._gate(reply=True):
                     return self._kill(link)

@@ -73,10 +73,14 @@ def slow_network(tmp: pathlib.Path, n: int = 150, delay_ms: float = 100.0) -> Ou
         # successes commit in batches, mostly in a claim's round trip (one pipeline: a
         # drop armed for either script loses the reply of both, and both are resent)
         for script in ("claim", "renew", "complete_many"):
+            before = h.proxy.dropped_replies
             h.proxy.drop_reply_once(_sent_as(h, script))
-            # until the script is called: when the jobs ran out first (fast hand-offs), a
-            # top-up of 1 s jobs (> L/3) brings a claim, renewals and successes
-            while not wait_until(lambda: h.proxy is not None and h.proxy._drop_match is None, 3):
+            # until its reply was dropped (a link that dies first arms it again, proxy.py):
+            # when the jobs ran out first (fast hand-offs), a top-up of 1 s jobs (> L/3)
+            # brings a claim, renewals and successes
+            while not wait_until(
+                lambda: h.proxy is not None and h.proxy.dropped_replies > before, 3
+            ):
                 assert extra < 30, f"{script} was never called with the drop armed"
                 h.enqueue_many(3, seconds=1.0)
                 extra += 3
