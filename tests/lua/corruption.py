@@ -233,7 +233,7 @@ def field_problem(name: str, v: bytes) -> str | None:
     return None
 
 
-ST_PROBLEM = f'field st is not {len(records.JOB_ST)} values joined by ","'  # lua/include/st.lua
+ST_PROBLEM = records.ST_PROBLEM  # lua/include/st.lua's words
 
 
 def job_problem(kind: str, h: Mapping[bytes, bytes], names: Iterable[str]) -> str | None:

@@ -104,6 +104,8 @@ def test_a_malformed_st_is_moved_aside_with_its_reason(rs, redis_client, st):
     rs.add(spec("a", After(0)))
     rs.add(spec("b", After(0)))
     redis_client.hset(rs.keys.job("a"), "st", st)
+    shown = rs.get("a")  # the readouts say so too (they showed it scheduled, never run)
+    assert shown.state == "malformed" and "field st is not 16 values" in shown.schedule
     assert [c.job_id for c in rs.claim_due({"default": 10}, 30, "o").claims] == ["b"]
     (q,) = rs.quarantined()  # by the claim, or the reconciler's pass before it
     assert (q.job_id, q.found_by in ("claim", "reconcile")) == ("a", True)
@@ -159,3 +161,16 @@ def test_a_namespace_a_newer_duetime_wrote_is_refused_by_readers_and_replicas(
         got = CliRunner().invoke(main, [*args, "--redis", redis_url, "-n", rs.namespace])
         assert got.exit_code != 0 and got.output.count("\n") == 1, got.output
         assert "reads layouts 1 to 4: run one version of duetime per namespace" in got.output
+
+
+def test_sts_order_is_written_once_for_each_side_and_they_agree():
+    """JOB.ST, JOB.AT (a library's top level may call no function: AT is written out) and
+    records.JOB_ST name the same places."""
+    from scheduler.stores.redis.protocol import scripts
+
+    text = (pathlib.Path(scripts.lua_dir()) / "include" / "st.lua").read_text()
+    names = re.findall(r"'(\w+)'", re.search(r"ST = \{([^}]*)\}", text)[1])
+    places = dict(re.findall(r"(\w+) = (\d+)", re.search(r"AT = \{([^}]*)\}", text)[1]))
+    assert tuple(names) == JOB_ST
+    assert {k: int(v) for k, v in places.items()} == {n: i + 1 for i, n in enumerate(JOB_ST)}
+    assert re.search(r"PATTERN = ([^}]*)\}", text)[1].count("([^,]*)") == len(JOB_ST)

@@ -122,20 +122,23 @@ JOB_ST = (
     "keep",
 )
 _JOB_ST_BYTES = tuple(name.encode() for name in JOB_ST)
+ST_PROBLEM = f'field st is not {len(JOB_ST)} values joined by ","'  # the scripts' words
 
 
-def job_hash(h: Mapping[Any, Any]) -> dict[Any, Any]:
+def job_hash(h: Mapping[Any, Any], *, strict: bool = False) -> dict[Any, Any]:
     """A job hash (an HGETALL reply, ``str`` or ``bytes``) with its fields as the scripts
     read them: ``st``'s values as fields of their own in place of any such field (an empty
     one is absent, but ``e``), as layout 3 and before kept them; a hash without ``st`` as it
-    is, and one whose ``st`` does not split into its values too (its readers find the
-    fields it lacks, as the scripts do)."""
+    is. One whose ``st`` does not split into its values: ``ValueError`` if ``strict`` (a
+    readout says the job is malformed, as the scripts would), else as it is."""
     text = "st" in h
     packed = h.get("st") if text else h.get(b"st")
     if packed is None:
         return dict(h)
     values = packed.split("," if text else b",")
     if len(values) != len(JOB_ST):
+        if strict:
+            raise ValueError(ST_PROBLEM)
         return dict(h)
     names = JOB_ST if text else _JOB_ST_BYTES
     out = {k: v for k, v in h.items() if k not in names and k != ("st" if text else b"st")}

@@ -37,9 +37,8 @@ def job_info(
     the leases of its invocations by token) as a JobInfo. A definition that cannot be
     read still gives a snapshot (it was quarantined); fields that do not parse (garbage)
     give one that says so instead of failing the listing."""
-    h = job_hash(h)
     try:
-        return _job_info(job_id, h, skips, dead, running, leases)
+        return _job_info(job_id, job_hash(h, strict=True), skips, dead, running, leases)
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         lane = h.get("lane")
         return malformed(job_id, f"{type(exc).__name__}: {str(exc)[:120]}", lane and lane_of(lane))
