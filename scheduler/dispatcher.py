@@ -12,6 +12,9 @@ workers can start now, hand it over, sleep again.
   when it claims (``acks``) travel in the claim's round trip, acks first; their outcomes
   go back to ``acks.taken`` before anything else (the workers' flushes stay the fallback).
   When they ride is ``AckRides``'s policy.
+* A store that refuses the namespace for good (``LayoutRefusedError``: a newer duetime
+  wrote data this version would misread) ends the loop: it says so once, claims nothing
+  more, and the metrics hear of it (``duetime run`` then stops: cli/replica.py).
 
 The loop's state is ``LoopState``: where the loop is (``Phase``), why the round in flight
 started (``Round``), and the three things a round leaves behind (a wake-up asked for, a
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scheduler.clock import Clock
+from scheduler.errors import LayoutRefusedError
 from scheduler.metrics import Metrics
 from scheduler.model import Claim, ClaimBatch, Commit
 from scheduler.stores.base import AckedClaim, AcksWithClaims, Store
@@ -324,6 +328,9 @@ class Dispatcher:
         asked = self._clock.now()
         try:
             batch = self._claim_due(capacity, reason)
+        except LayoutRefusedError as exc:  # for good: nothing this version does there succeeds
+            self._refuse(exc)
+            return None, False
         except Exception as exc:  # the store is unreachable or broken: keep going
             self._back_off(exc)
             self._metrics.claim_round(exc)
@@ -348,6 +355,18 @@ class Dispatcher:
             if batch is not None:
                 return batch
         return self._store.claim_due(capacity, self._lease, self._owner)
+
+    def _refuse(self, exc: LayoutRefusedError) -> None:
+        """Stop claiming for good: said once, at ERROR; the metrics hear of it."""
+        log.error(
+            "claiming stopped: %s. This replica claims nothing more: upgrade it to the "
+            "version that wrote the namespace",
+            exc,
+        )
+        self._metrics.claim_round(exc)
+        with self._cond:
+            self._state.close()
+            self._cond.notify_all()
 
     def _back_off(self, exc: Exception) -> None:
         self._backoff = min(self._backoff_max, max(self._backoff_min, self._backoff * 2))

@@ -155,6 +155,13 @@ class WrongServerError(StoreConfigError):
     the CLI's exit 3, as for a server it cannot reach)."""
 
 
+class LayoutRefusedError(StoreConfigError):
+    """The namespace holds data of a layout this version does not read: a newer duetime
+    wrote it. Nothing this version does there can succeed until it is upgraded: a starting
+    replica and every command refuse; a running replica stops claiming and its ``duetime
+    run`` exits 1 (docs/operating.md, *Replicas with different code*)."""
+
+
 class StoreCorruptError(StoreConfigError):
     """A namespace-wide key (a due set, ``lease``, ``running``, ``events``, ``stats``, a
     counter, ...) holds the wrong type or a counter that is not an integer. Such a key

@@ -15,10 +15,11 @@ import logging
 import math
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scheduler.clock import Clock, MonotonicClock
+from scheduler.errors import LayoutRefusedError
 from scheduler.metrics import Metrics, Run
 
 log = logging.getLogger("duetime.summary")
@@ -66,7 +67,8 @@ class _Sample:
 class Signals(Metrics):
     """Counts what the hooks report, then forwards each call to ``inner``. ``ready()``:
     a claim round reached the store within ``ready_within`` seconds (of ``clock``) and
-    the last one did not fail."""
+    the last one did not fail. ``on_refused(error)``, if set, hears of the refusal that
+    stopped claiming for good (``LayoutRefusedError``: the dispatcher's loop ended)."""
 
     def __init__(
         self,
@@ -86,6 +88,7 @@ class Signals(Metrics):
         self._ok_at: float | None = None  # clock time of the last claim round that worked
         self._error: tuple[float, str] | None = None  # the last failed round, if later
         self._stopping = False
+        self.on_refused: Callable[[BaseException], None] | None = None
         self._reset(self._clock.now())
 
     def _reset(self, now: float) -> None:
@@ -147,6 +150,8 @@ class Signals(Metrics):
             else:
                 self._error = (now, f"{type(error).__name__}: {error}")
         self.inner.claim_round(error)
+        if isinstance(error, LayoutRefusedError) and self.on_refused is not None:
+            self.on_refused(error)
 
     # ---- what they add up to --------------------------------------------------------------
 

@@ -232,6 +232,7 @@ def run(
             wait_timeout_ms=wait_timeout_ms,
         )
         signals = Signals(owner=owner, ready_within=max(3 * resync, 5.0))
+        signals.on_refused = requests.refuse
         endpoint = _serve(store, owner, namespace, signals, metrics_host, metrics_port)
         served = lane_flags.served(workers, sizes)
         recorder = Recorder(
@@ -249,10 +250,7 @@ def run(
         engine = Scheduler(workers, store=store, lanes=sizes, owner=owner, metrics=recorder)
         recorder.start()
         _announce(owner, namespace, store, lane_flags.shown(served, sizes), endpoint)
-        while not requests.stop.wait(summary_every or None):
-            signals.log_summary()
-        signals.stopping()
-        forced = _shut_down(engine, shutdown_timeout, requests)
+        forced = _until_stopped(engine, signals, requests, summary_every, shutdown_timeout)
         recorder.close()
         if summary_every:
             signals.log_summary()
@@ -261,6 +259,24 @@ def run(
         store.close()
     if forced is not None:
         sys.exit(128 + forced)  # as a process ended by that signal (130, 143)
+    if requests.refused is not None:
+        fail(str(requests.refused), EXIT_REFUSED)
+
+
+def _until_stopped(
+    engine: Scheduler,
+    signals: Any,
+    requests: _StopRequests,
+    summary_every: float,
+    shutdown_timeout: float,
+) -> int | None:
+    """Serve until SIGTERM/SIGINT, or until the store refuses the namespace for good
+    (``Signals.on_refused``), with a summary line every ``summary_every`` seconds; then
+    the clean stop (``_shut_down``: the signal that forced it, or None)."""
+    while not requests.stop.wait(summary_every or None):
+        signals.log_summary()
+    signals.stopping()
+    return _shut_down(engine, shutdown_timeout, requests)
 
 
 def _trace(on: bool) -> None:
@@ -320,6 +336,7 @@ class _StopRequests:
         self.stop = threading.Event()
         self.forced: int | None = None
         self.interruptible = False  # the main thread waits in a join that may be cut
+        self.refused: BaseException | None = None  # claiming stopped for good (Signals)
 
     @classmethod
     def installed(cls) -> _StopRequests:
@@ -328,6 +345,11 @@ class _StopRequests:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, requests)
         return requests
+
+    def refuse(self, error: BaseException) -> None:
+        """The store refused the namespace for good (a newer duetime's layout): stop."""
+        self.refused = error
+        self.stop.set()
 
     def __call__(self, signum: int, _frame: object) -> None:
         if not self.stop.is_set():

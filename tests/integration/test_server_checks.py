@@ -90,3 +90,81 @@ def test_check_server_runs_once_per_store(redis_url, redis_ns, caplog):
     store = RedisStore(redis_url, redis_ns)
     assert store.check_server() is store.check_server()
     store.close()
+
+
+def test_a_newer_layout_refuses_the_readers_of_a_library_store(redis_url, redis_ns, redis_client):
+    """The CLI and AsyncClient checked the layout before reading; a RedisStore's (and so a
+    sync Client's) get, jobs and events read a newer duetime's jobs as they found them."""
+    from scheduler import Client
+    from scheduler.errors import LayoutRefusedError
+
+    writer = RedisStore(redis_url, redis_ns)
+    writer.add(spec("a", After(3600)))
+    redis_client.set(writer.keys.layout, "9")  # a newer version wrote the namespace
+    writer.close()
+    store = RedisStore(redis_url, redis_ns)
+    for read in (lambda: store.get("a"), store.jobs, store.events):
+        with pytest.raises(LayoutRefusedError, match="layout 9 in this namespace"):
+            read()
+    store.close()
+    client = Client(redis_url, namespace=redis_ns)
+    with client, pytest.raises(LayoutRefusedError, match="run one version of duetime"):
+        client.get("a")
+
+
+def test_a_running_engine_stops_claiming_when_a_newer_layout_appears(
+    redis_url, redis_ns, redis_client, caplog
+):
+    """A replica of this version already running when a newer one wrote the namespace
+    warned "claiming failed" at every back-off, forever, ready to no one: its loop now
+    ends, said once at ERROR, and its metrics hear of it (duetime run exits: below)."""
+    from scheduler import Scheduler
+    from scheduler.errors import LayoutRefusedError
+    from scheduler.signals import Signals
+
+    store = RedisStore(redis_url, redis_ns, resync=3600)
+    store.add(spec("later", After(3600)))
+    signals = Signals()
+    heard: list[BaseException] = []
+    signals.on_refused = heard.append
+    with caplog.at_level(logging.WARNING, logger="duetime"):
+        engine = Scheduler(1, store=store, metrics=signals)
+        assert engine._dispatcher.wait_quiet(30)  # its first round reached the store
+        redis_client.set(store.keys.layout, "9")
+        engine._dispatcher.poke()
+        engine._dispatcher._thread.join(30)
+        assert not engine._dispatcher._thread.is_alive()  # the loop ended
+        engine.shutdown(wait=True, timeout=10)
+    assert len(heard) == 1 and isinstance(heard[0], LayoutRefusedError)
+    said = [r for r in caplog.records if "layout 9" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.ERROR
+    assert said[0].getMessage().startswith("claiming stopped: layout 9 in this namespace")
+    ready, why = signals.ready()
+    assert not ready and "LayoutRefusedError: layout 9" in why
+
+
+def test_duetime_run_exits_1_when_a_newer_layout_appears(
+    redis_url, redis_ns, redis_client, tmp_path
+):
+    """`duetime run`, running, meets a namespace a newer duetime wrote: one ERROR line,
+    then the clean stop and exit 1 with the refusal (a starting replica refused already)."""
+    from tests.integration.test_run_where import RUNNING, Run, env
+
+    store = RedisStore(redis_url, redis_ns)
+    store.add(spec("later", After(3600)))
+    args = ["--redis", redis_url, "--namespace", redis_ns, "--import", "tests.helpers"]
+    run = Run(args, tmp_path, env())
+    try:
+        assert run.until(RUNNING) is not None, run.seen
+        redis_client.set(store.keys.layout, "9")
+        redis_client.publish(store.keys.wake, "0")  # claim now (not at the next resync)
+        lines = run.rest()
+    finally:
+        run.close()
+        store.close()
+    assert run.proc.returncode == 1, lines
+    assert sum("claiming stopped: layout 9 in this namespace" in line for line in lines) == 1
+    assert lines[-1] == (
+        "error: layout 9 in this namespace, but this duetime reads layouts 1 to 4: run one "
+        "version of duetime per namespace"
+    ), lines

@@ -16,6 +16,7 @@ entries stored under it (protocol/definitions.py, protocol/records.py). Its room
 """
 
 from scheduler.errors import (  # the store's errors, importable from here too
+    LayoutRefusedError,
     ShardCountError,
     StoreConfigError,
     StoreCorruptError,
@@ -26,6 +27,7 @@ from scheduler.stores.redis.sharding.sharded import ShardedStore, open_store
 from scheduler.stores.redis.store import RedisStore
 
 __all__ = [
+    "LayoutRefusedError",
     "RedisStore",
     "ShardCountError",
     "ShardedStore",

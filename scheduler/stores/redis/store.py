@@ -110,9 +110,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
         else:
             self._r = redis_url
         self.url = urls.safe(redis_url)
-        self.keys = Keys(
-            namespace, *shard
-        )  # shard (i, of N): a ShardedStore's (sharding/sharded.py)
+        self.keys = Keys(namespace, *shard)  # shard (i, of N): sharding/sharded.py's
         self._route = [self.keys.epoch]  # KEYS[1]: routes every script call in a cluster
         self.namespace = namespace
         self.default_lease: float | None = validation.interval(lease, "lease")
@@ -141,9 +139,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
         self.waiter = Waiter(self._r, wait_replicas, wait_timeout_ms)
         self.replication = ReplicationWatch(self._r, self.url, self.keys.prefix, self.record_event)
         self.replication.cause = self.loss_cause
-        self._evicted: int | None = (
-            None  # eviction watch (integrity/checks.py): set by check_server
-        )
+        self._evicted: int | None = None  # eviction watch (integrity/checks.py): check_server's
         self._policy = "noeviction"
         self._eviction_at = 0.0
         self._eviction_cause: str | None = None
@@ -235,10 +231,15 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
         """``requests.Adds`` on this store: add.lua for ``args``, one item per job."""
         return adds.send(self, args, stamp)
 
-    def _writable(self) -> None:
+    def _count(self, record: bool = False) -> None:
+        """The shard count and data layout checked until settled (sharding/shards.py; a newer
+        layout, misread if read: ``StoreConfigError``); writers ``record`` a new count."""
         if not self._counted:  # a sharded namespace (another count) would not find the job
             with self.reachable():
-                self._counted = shards.check_count(self._r, self.keys, self.url)
+                self._counted = shards.check_count(self._r, self.keys, self.url, record=record)
+
+    def _writable(self) -> None:
+        self._count(record=True)
         if self._eviction.due():  # an evicting Redis would lose the job: refused
             with self.reachable():
                 self._eviction.check(self._r, self.url)
@@ -443,6 +444,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
     # ---- inspection -------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobInfo | None:
+        self._count()
         return requests.run(self, ops.get(self.keys, job_id))
 
     def pending_occurrence(self, job_id: str) -> float | None:
@@ -451,9 +453,11 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
+        self._count()
         return requests.run(self, ops.jobs(self.keys))
 
     def events(self, limit: int = 100) -> list[Event]:
+        self._count()
         return requests.run(self, ops.events(self.keys, limit))
 
     # ---- wake-ups -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from scheduler.errors import (
     KeyRulesChangedError,
+    LayoutRefusedError,
     StoreConfigError,
     StoreCorruptError,
     StoreFullError,
@@ -325,14 +326,14 @@ def tls_refused(text: str) -> str | None:
 LAYOUTS = ("1", "2", "3", "4")
 
 
-def layout_refused(layout: str | bytes | None) -> StoreConfigError | None:
+def layout_refused(layout: str | bytes | None) -> LayoutRefusedError | None:
     """The refusal of a namespace of a layout this version does not read (a newer one's),
     as the scripts word it; None if it reads it (or nothing was written yet)."""
     if isinstance(layout, bytes):  # a client that does not decode its replies
         layout = layout.decode("utf-8", "replace")
     if layout is None or layout in LAYOUTS:
         return None
-    return StoreConfigError(
+    return LayoutRefusedError(
         f"layout {layout[:20]} in this namespace, but this duetime reads layouts 1 to "
         f"{LAYOUTS[-1]}: run one version of duetime per namespace"
     )
@@ -348,7 +349,7 @@ def refused(exc: Exception, url: str) -> Exception:
     if "duetime stale-rules" in str(exc):  # adds.py reloads the key rules and resends once
         return KeyRulesChangedError(f"Redis at {url}: {exc}")
     if "duetime layout" in str(exc):
-        return StoreConfigError(str(exc).removeprefix("duetime "))
+        return LayoutRefusedError(str(exc).removeprefix("duetime "))
     if "duetime corrupt" in str(exc):
         return log_rate_limited(log, corrupt_error(str(exc), url))
     return handshake_refused(exc, url) or exc
