@@ -86,8 +86,8 @@ NO_ISSUE = (
     "    issue(b, job, jk, f, f.gen, pending, 1, 0, 'e', '')\n",
     "",
 )
-HSET = "    redis.call('HSET', jk, 'running', running, 'attempts', a, ...)\n"
-NO_HSET = ("include/issue.lua", HSET, "    local _ = running\n")
+HSET = "    redis.call('HSET', jk, 'st', PLAIN.claimed(plan, a)); JOB.forget(jk)\n"
+NO_HSET = ("include/issue.lua", HSET, "    JOB.forget(jk)\n")
 EVENT = "  event_tallied(b.now, 'claimed',"
 NO_EVENT = ("include/issue.lua", EVENT, "  local _ = false and event_tallied(b.now, 'claimed',")
 RECORD = """  c[#c + 1] = s .. ' ' .. a .. ' ' .. fe .. ' ' .. gen .. ' ' .. (later or s) .. ' ' .. fmt(#job) ..
