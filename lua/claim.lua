@@ -79,7 +79,8 @@ local corrupt = running_ok() or aside_ok() or seq_ok() or serves_ok() or
   (type(epoch) == 'table' and expect(P .. 'epoch', 'string')) or
   events_ok('claimed', 'quarantined', 'skipped', 'lease_lost', 'abandoned', 'dead_lettered',
     'requeued')
-for _, lc in ipairs(caps) do corrupt = corrupt or lane_ok(lc[1]) end
+local lanes = {}  -- the lanes this call claims
+for _, lc in ipairs(caps) do corrupt, lanes[lc[1]] = corrupt or lane_ok(lc[1]), true end
 local fence, bad_fence = expect_int(P .. 'fence')
 corrupt = corrupt or bad_fence
 if corrupt then return corrupt end
@@ -93,8 +94,6 @@ corrupt = reap(now)
 if corrupt then return corrupt end  -- a due set a retry would go to: nothing written yet
 
 -- 2. jobs that waited for a replica serving their task, of lanes this call claims: due again
-local lanes = {}
-for _, lc in ipairs(caps) do lanes[lc[1]] = true end
 if served ~= '\n' then unpark(served, lanes, 1000) end
 
 -- 3. claim, lane by lane; the batch's fences, RUNNING entries and leases are written once

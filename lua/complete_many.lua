@@ -1,12 +1,11 @@
 #!lua flags=allow-oom
 -- complete_many.lua: record the success of a batch of claimed invocations (batched acks),
--- with the guarantee of complete.lua for each one on its own: each is token-checked and
--- refused when its token no longer owns the invocation or its lease has expired (a stale
--- owner can never commit); one refusal does not affect the others. A resend of the batch
--- (or an item committed before) answers "ok" again and counts once. Decide, then write:
--- every item is checked (RUNNING entry, job) before the first write; one that does not
--- parse is moved aside on its own (include/commit.lua), the others are recorded; a
--- corrupt namespace key stops the call before any write.
+-- each with complete.lua's guarantee: token-checked, refused when its token no longer owns
+-- the invocation or its lease has expired (a stale owner never commits); one refusal leaves
+-- the others alone. A resend (or an item committed before) answers "ok" again and counts
+-- once. Decide, then write: every item (RUNNING entry, job) is checked before the first
+-- write; one that does not parse is moved aside on its own (include/commit.lua), the others
+-- are recorded; a corrupt namespace key stops the call before any write.
 -- KEYS[1]: any key of the namespace (routes the call in Redis Cluster; scripts build their keys from ARGV[1])
 -- Key families: job:<job_id>, due:<lane>, lease, running, seq, wake, events, stats,
 --   skips:<job_id>, dead:<job_id>, bf:<job_id>, quarantined, quarantined:<entry>, layout,
@@ -40,13 +39,11 @@ local corrupt = commit_guard('succeeded')
 if corrupt then return corrupt end
 local now = now_ms()
 local datas = redis.call('HMGET', P .. 'running', unpack(tokens))
--- leases are reaped by claims, so an expired one is rare: look up deadlines only then
-local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0
+local expired = redis.call('ZCOUNT', P .. 'lease', '-inf', now) > 0  -- rare (claims reap)
 
--- One success, as complete.lua records it (`f`: the job's checked fields; nil: read them
--- again). The common case (a one-off job's only invocation) is retired with one HSET and
--- listed in done:succeeded with the call's others. Its event's batch line goes in `lines`
--- (`one`: the first's single form), unless a job id holds a newline (corrupt: each alone).
+-- One success, as complete.lua records it (`f`: the job's checked fields; nil: read again).
+-- A one-off's only run retires it (one HSET; listed in done:succeeded with the call's others);
+-- its event line goes in `lines` (`one`: its single form) unless an id holds a newline.
 local now_s, retired, told = fmt(now), {}, TOLD.waiting()
 local lines, one = not string.find(table.concat(jobs, ' '), '\n', 1, true) and {}, nil
 local function succeed(job, token, result, r, f)
@@ -72,15 +69,19 @@ local function succeed(job, token, result, r, f)
   lines[#lines + 1], one = line, one or {job, s, a}
 end
 
--- 1. decide every item, read only (the same token twice: one item): an item to commit has
--- its job's checked fields in fs, its invocation in rs; another its plan (include/commit.lua)
+-- 1. decide each item, read only (a token twice: one item): fs, rs its fields and run, or plans
 local fs, rs, plans, first, names = {}, {}, {}, {}, success_fields()
+local short = not expired and not told and JOB.ask(names)  -- a plain one-off's: PLAIN.acked
 for i = 1, #jobs do
   local token = tokens[i]
   if not first[token] then
     first[token] = i
-    local r, code, data = prefetched(now, jobs[i], token, datas[i], expired)
-    local f, plan, bad = commit_fields(jobs[i], token, 'succeeded', r, code, data, nil, names)
+    local x, raw = short and PLAIN.acked(jobs[i], datas[i], short)
+    local r, f, plan, code, data, bad = x, x, nil, nil, nil, x and lane_checked(x.lane)
+    if not x then
+      r, code, data = prefetched(now, jobs[i], token, datas[i], expired)
+      f, plan, bad = commit_fields(jobs[i], token, 'succeeded', r, code, data, nil, names, raw)
+    end
     if bad then return bad end
     fs[i], rs[i], plans[i] = f, r, plan
   end
@@ -92,8 +93,7 @@ for i = 1, #jobs do
   if fs[i] then
     taken[#taken + 1] = tokens[i]
     succeed(job, tokens[i], results[i], rs[i], not done[job] and fs[i] or nil)
-    done[job] = true
-    out[i] = 'ok'
+    done[job], out[i] = true, 'ok'
   elseif not plan then
     out[i] = out[first[tokens[i]]]
   elseif plan.q and aside[plan.q.id] then  -- a second invocation of a job moved aside

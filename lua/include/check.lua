@@ -81,9 +81,10 @@ end
 -- applied), nil if there is no such job; or nil, why it does not parse, and the key's TYPE.
 -- A plain reader (include/plain.lua) is offered the raw reply first (the fields not in st,
 -- then st); with the fields it gives its plan for the write that follows (JOB.plain).
-local function read_job(job, names)
+-- `raw`: that reply, if the caller read it (include/plain.lua's look).
+local function read_job(job, names, raw)
   local jk, q = jkey(job), JOB.ask(names)
-  local raw = redis.pcall('HMGET', jk, unpack(q.list))
+  raw = raw or redis.pcall('HMGET', jk, unpack(q.list))
   if raw['err'] then
     local t = redis.call('TYPE', jk)['ok']
     return nil, 'malformed job data: the job key is a ' .. t .. ', not a hash', t

@@ -1,14 +1,14 @@
 -- include/commit.lua: what complete, complete_many, fail and release decide before their
 -- first write: the namespace keys they touch (once per call), then per invocation the
 -- token check (include/tokens.lua) and its job's key type and fields (include/check.lua).
--- A RUNNING entry that does not parse, or a job whose data does not parse, is moved aside
--- (include/aside.lua) with the outcome the caller reported in its reason, its RUNNING
--- entry and lease dropped, and the caller is answered "quarantined": the outcome is
--- recorded there, and never reported as a lease loss.
--- A job deleted while an invocation ran (delete.lua keeps its RUNNING entry and lease) is
--- answered "not_found", its RUNNING entry and lease dropped: never a lease loss.
--- Provides: COMMIT_FIELDS, QUEUED_ONLY, SUCCESS_FIELDS, success_fields, LANES_CHECKED, commit_guard, REST,
---   prefetched, commit_fields, commit_plan, commit_aside, commit_code
+-- A RUNNING entry or a job whose data does not parse is moved aside (include/aside.lua) with
+-- the outcome the caller reported in its reason, its RUNNING entry and lease dropped, and
+-- the caller is answered "quarantined": the outcome is recorded there, never reported as a
+-- lease loss. A job deleted while an invocation ran (delete.lua keeps its RUNNING entry
+-- and lease) is answered "not_found", its RUNNING entry and lease dropped.
+-- Provides: COMMIT_FIELDS, QUEUED_ONLY, SUCCESS_FIELDS, success_fields, LANES_CHECKED,
+--   lane_checked, commit_guard, REST, prefetched, commit_fields, commit_plan, commit_aside,
+--   commit_code
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
 --   quarantined, quarantined:<entry>, flow:held, flow:run, flow:wait:<key>, flow:win:<key>,
 --   levels:<lane>, limits, turns:<level>
@@ -36,9 +36,14 @@ local function success_fields() return SUCCESS_FIELDS end
 --@call
 local LANES_CHECKED = {}  -- due sets found sound this call (no write of it changes a key's type)
 --@end
+-- The due set of `lane` checked, once a call: nil if sound, else the error reply.
+local function lane_checked(lane)
+  local bad = not LANES_CHECKED[lane] and lane_ok(lane)
+  LANES_CHECKED[lane] = not bad
+  return bad or nil
+end
 
--- The namespace keys of a commit that may write events of kinds `...`: nil if sound,
--- else the error reply.
+-- The namespace keys of a commit that may write events of kinds `...`: nil or the error.
 local function commit_guard(...)
   return running_ok() or aside_ok() or seq_ok() or events_ok('quarantined', ...)
 end
@@ -65,16 +70,17 @@ end
 -- `data`: as owned() returns them). `outcome`: what the caller reports ("succeeded", ...);
 -- `extra(job)`: why a further key of the job cannot be written, or nil; `names`: the
 -- fields to read (default COMMIT_FIELDS), all of them again for a job that holds a queued
--- occurrence. Returns the job's checked fields (commit the invocation); or nil and the
--- plan of another end: {code} (answer it with commit_code; `gone`: the job was deleted
--- while it ran), {q} (move it aside); or nil, nil and the error reply for a corrupt due set.
-local function commit_fields(job, token, outcome, r, code, data, extra, names)
+-- occurrence; `raw`: their HMGET reply, if the caller read it (include/plain.lua's acked).
+-- Returns the job's checked fields (commit the invocation); or nil and the plan of another
+-- end: {code} (answer it with commit_code; `gone`: the job was deleted while it ran), {q}
+-- (move it aside); or nil, nil and the error reply for a corrupt due set.
+local function commit_fields(job, token, outcome, r, code, data, extra, names, raw)
   if code == 'corrupt' then
     return nil, {token = token, data = data or '', q = {id = token_entry(token), job = job,
       type = '', reason = 'malformed RUNNING entry; the invocation ' .. outcome}}
   end
   if not r then return nil, {code = code} end
-  local f, why, t = read_job(job, names or COMMIT_FIELDS)
+  local f, why, t = read_job(job, names or COMMIT_FIELDS, raw)
   if names and f and (f.queued or '') ~= '' then f, why, t = read_job(job, COMMIT_FIELDS) end
   if not why and extra and extra(job) then  -- (checked even if the job is gone: it writes)
     why, t = 'malformed job data: ' .. extra(job), f and 'hash' or 'none'
@@ -85,11 +91,8 @@ local function commit_fields(job, token, outcome, r, code, data, extra, names)
       ') ' .. outcome}}
   end
   if not f then return nil, {code = 'not_found', gone = token} end  -- deleted while it ran
-  if not LANES_CHECKED[f.lane] then
-    local bad = lane_ok(f.lane)
-    if bad then return nil, nil, bad end
-    LANES_CHECKED[f.lane] = true
-  end
+  local bad = lane_checked(f.lane)
+  if bad then return nil, nil, bad end
   return f
 end
 

@@ -1,11 +1,10 @@
 -- include/inspect.lua: claim.lua's lane loop, decide then write. Each round fetches due
 -- members and inspects every one, read only (the member parsed, its job's fields read
--- once and checked, include/check.lua); only then are the inspected members removed from
--- the due set and each admitted (include/admit.lua): claimed, dropped, stashed, or moved
--- aside on its own when its data does not parse. A second member of a job already in the
--- round waits for the next round (the first one's writes change what it would read).
--- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, sort_round,
---   claim_lane
+-- once and checked, include/check.lua; a plain pending one-off the short way: PLAIN.look);
+-- only then are the inspected members removed from the due set and each admitted
+-- (include/admit.lua): claimed, dropped, stashed, or moved aside on its own when its data
+-- does not parse. A second member of a job already in the round waits for the next round.
+-- Provides: CLAIM_FIELDS, SERIES_FIELDS, PAUSED_FIELDS, read_more, inspect, sort_round, claim_lane
 -- Key families: layout, job:<job_id>, events, stats, quarantined, quarantined:<entry>,
 --   skips:<job_id>, fence, running, lease, due:<lane>, seq, wake, tasks, parked,
 --   parked:<task>, replica:<owner>, levels:<lane>, turns:<level>
@@ -46,13 +45,13 @@ end
 -- What admission needs to know about due `member` (scored `score`), read only: {member,
 -- score, m (parsed), f (its job's checked fields; nil: no such job)}, or `bad` (what to
 -- record when it is moved aside).
-local function inspect(member, score)
+local function inspect(member, score, raw)
   local m = parse_member(member)
   if not m then
     return {member = member, score = score,
       bad = {id = member_entry(member), job = '', reason = 'malformed due entry', type = ''}}
   end
-  local f, why, t = read_job(m.job, CLAIM_FIELDS)
+  local f, why, t = read_job(m.job, CLAIM_FIELDS, raw)
   local series = f and (f.kind == 'every' or f.kind == 'cron')
   if series or (f and f.paused == '1') then
     f, why, t = read_more(m.job, f, series and SERIES_FIELDS or PAUSED_FIELDS)
@@ -71,11 +70,12 @@ end
 -- passed over (counted, left due: a live replica serves their task, or an occurrence waits,
 -- include/defer.lua; the lane's other due members go on). A round ends before a job's second.
 local function sort_round(b, lane, due)
-  local looks, members, jobs, parks, passed = {}, {}, {}, {}, 0
+  local looks, members, jobs, parks, passed, q = {}, {}, {}, {}, 0, JOB.ask(CLAIM_FIELDS)
   for i = 1, #due, 2 do
-    local x = inspect(due[i], tonumber(due[i + 1]))
-    local job = x.m and x.m.job
-    if job and defers(b, x) then
+    local x, raw = PLAIN.look(b, due[i], due[i + 1], q)  -- a plain one-off, due: the short way
+    if not x then x = inspect(due[i], tonumber(due[i + 1]), raw) end
+    local job = x.plain and x.job or x.m and x.m.job
+    if job and not x.plain and defers(b, x) then
       passed = passed + 1
     else
       if job and jobs[job] then break end
@@ -98,8 +98,7 @@ end
 -- it waits (include/serve.lua); b.passed[lane] records that members were passed over:
 -- 'all' (every due member was looked at) or 'more' (the budget ran out first).
 local function claim_lane(b, lane, cap)
-  local key = P .. 'due:' .. lane
-  local budget = cap * 4 + 16          -- bound the work of one call (stale entries)
+  local key, budget = P .. 'due:' .. lane, cap * 4 + 16  -- bound a call's work (stale entries)
   local passed = 0                     -- due members left (served elsewhere, or deferred)
   while cap > 0 and budget > 0 do
     -- at most min(cap, budget) members: each is decided in this round, or left untouched
@@ -112,7 +111,8 @@ local function claim_lane(b, lane, cap)
     budget = budget - #parks - #looks  -- (numeric loops: ipairs costs a C call an item)
     for k = 1, #parks do park(parks[k][1], parks[k][2].member, parks[k][2].score) end
     for k = 1, #looks do
-      if admit(b, lane, looks[k]) then cap = cap - 1 end
+      local x = looks[k]
+      if (x.plain and PLAIN.issue(b, x)) or admit(b, lane, x) then cap = cap - 1 end
     end
   end
   if passed > 0 then b.passed[lane] = (cap > 0 and budget <= 0) and 'more' or 'all' end

@@ -78,11 +78,15 @@ local function served_elsewhere(owner, tok)
 end
 
 -- The task of inspected due member `x` (include/inspect.lua) when admission would make it a
--- claim but the claimant (b.serves) lacks that task; nil when admission decides it.
+-- claim but the claimant (b.serves) lacks that task; nil when admission decides it. A plain
+-- look (include/plain.lua: x.plain) is a claim but for its task.
 local function foreign(b, x)
-  local f, m = x.f, x.m
-  if b.serves == '*' or x.bad or not f or f.cancelled == '1' or f.paused == '1' then return nil end
-  if (m.kind == 's' and f.e ~= m.seq) or (m.kind == 'r' and f.gen ~= m.gen) then return nil end
+  if b.serves == '*' or x.bad then return nil end
+  local f, m = x.plain and x or x.f, x.m
+  if not x.plain then
+    if not f or f.cancelled == '1' or f.paused == '1' then return nil end
+    if (m.kind == 's' and f.e ~= m.seq) or (m.kind == 'r' and f.gen ~= m.gen) then return nil end
+  end
   local tok = f.def and task_of(f.def)
   if tok and not serves(b.serves, tok) then return tok end
   return nil

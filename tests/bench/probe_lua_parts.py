@@ -66,28 +66,20 @@ NO_RECORD = (
     "return remember_reply(owner, table.concat(parts))",
     "return table.concat(parts)",
 )
-# the lane's round (include/inspect.lua)
-READ = "  local f, why, t = read_job(m.job, CLAIM_FIELDS)\n"
-NO_READ = ("include/inspect.lua", READ, "  local f, why, t\n")
-HMGET_ONLY = (
-    "include/inspect.lua",
-    READ,
-    "  local f, why, t\n  redis.call('HMGET', jkey(m.job), unpack(CLAIM_FIELDS))\n",
-)
-RULES = "      if not (RULE[name] or sized)(v) then return 'malformed job data: ' .. field_problem(name, v) end\n"  # noqa: E501
-NO_RULES = ("include/check.lua", RULES, "")
+# the lane's round (include/inspect.lua): a plain one-off the short way (include/plain.lua)
 SORT = "    local looks, members, parks, n = sort_round(b, lane, due)\n"
 NO_SORT = ("include/inspect.lua", SORT, "    local looks, members, parks, n = {}, {}, {}, 0\n")
+INSPECT = "    if not x then x = inspect(due[i], tonumber(due[i + 1]), raw) end\n"
+NO_INSPECT = ("include/inspect.lua", INSPECT, "    x = x or {}\n")  # a cut look: no fallback
+LOOK_READ = "  local def, st = raw[1], raw[2]\n"
+LOOK_READ_ONLY = ("include/plain.lua", LOOK_READ, "  do return nil end\n")
 ZREM = "    if #members > 0 then redis.call('ZREM', key, unpack(members)) end\n"
 NO_WRITE = ("include/inspect.lua", ZREM, "    do return 0 end\n")
-# admission and issue (include/admit.lua, include/issue.lua)
-NO_ISSUE = (
-    "include/admit.lua",
-    "    issue(b, job, jk, f, f.gen, pending, 1, 0, 'e', '')\n",
-    "",
-)
-HSET = "    redis.call('HSET', jk, 'st', PLAIN.claimed(plan, a)); JOB.forget(jk)\n"
-NO_HSET = ("include/issue.lua", HSET, "    JOB.forget(jk)\n")
+# the claim written (include/issue.lua: PLAIN.issue, hand_out)
+PLAIN_ISSUE = "function PLAIN.issue(b, x)\n"
+NO_PLAIN_ISSUE = ("include/issue.lua", PLAIN_ISSUE, PLAIN_ISSUE + "  do return true end\n")
+HSET = "  redis.call('HSET', x.jk, 'st', PLAIN.claimed(x, '1'))\n"
+NO_HSET = ("include/issue.lua", HSET, "")
 EVENT = "  event_tallied(b.now, 'claimed',"
 NO_EVENT = ("include/issue.lua", EVENT, "  local _ = false and event_tallied(b.now, 'claimed',")
 RECORD = """  c[#c + 1] = s .. ' ' .. a .. ' ' .. fe .. ' ' .. gen .. ' ' .. (later or s) .. ' ' .. fmt(#job) ..
@@ -97,22 +89,20 @@ RECORD = """  c[#c + 1] = s .. ' ' .. a .. ' ' .. fe .. ' ' .. gen .. ' ' .. (la
 """
 NO_RECORD_LINE = ("include/issue.lua", RECORD, "")
 
-UPTO_ISSUE = [NO_ISSUE, AT_WRITE]
-IN_ISSUE = [NO_HSET, NO_EVENT, NO_RECORD_LINE]
+LOOKED = [NO_INSPECT, NO_WRITE, AT_WRITE]  # the round decided, nothing written
+WRITES = [NO_HSET, NO_EVENT, NO_RECORD_LINE]  # what PLAIN.issue writes but hand_out's lists
 
 CLAIM: dict[str, list[Edit]] = {
     "units defined, core's checks (return after the includes)": [AFTER_UNITS],
     "+ input, resend lookup, namespace checks, reap, unpark": [BEFORE_LANES],
     "+ fetch the due members (ZRANGEBYSCORE WITHSCORES)": [NO_SORT, NO_WRITE, AT_WRITE],
-    "+ parse them, sort the round": [NO_READ, NO_WRITE, AT_WRITE],
-    "+ the job's HMGET (CLAIM_FIELDS), unchecked": [HMGET_ONLY, NO_WRITE, AT_WRITE],
-    "+ read_job without the field rules (its table, defaults)": [NO_RULES, NO_WRITE, AT_WRITE],
-    "+ the field rules (foreign: nothing with every task)": [NO_WRITE, AT_WRITE],
-    "+ ZREM, admit (no issue)": UPTO_ISSUE,
-    "+ issue: fence, token, RUNNING entry, lease lists": [AT_WRITE, *IN_ISSUE],
-    "+ issue: the job's HSET": [AT_WRITE, NO_EVENT, NO_RECORD_LINE],
-    "+ issue: its event line (event_tallied)": [AT_WRITE, NO_RECORD_LINE],
-    "+ issue: its reply record": [AT_WRITE],
+    "+ PLAIN.look: the member matched, the job's HMGET": [LOOK_READ_ONLY, *LOOKED],
+    "+ PLAIN.look: st matched and checked, the look's table": LOOKED,
+    "+ ZREM (no claim written)": [NO_PLAIN_ISSUE, AT_WRITE],
+    "+ hand_out: fence, token, RUNNING entry, lease lists": [AT_WRITE, *WRITES],
+    "+ PLAIN.issue: the job's HSET": [AT_WRITE, NO_EVENT, NO_RECORD_LINE],
+    "+ hand_out: its event line (event_tallied)": [AT_WRITE, NO_RECORD_LINE],
+    "+ hand_out: its reply record": [AT_WRITE],
     "+ write_claims (fence, RUNNING, lease, XADD, HINCRBY)": [BEFORE_ASK],
     "+ ask_next, replica's SET, register_serves": [BEFORE_REPLY],
     "+ the reply joined (no resend record)": [NO_RECORD],
@@ -120,20 +110,17 @@ CLAIM: dict[str, list[Edit]] = {
 }
 
 
-# complete_many.lua (--ack): the acks of the claims measure() makes, cut likewise
+# complete_many.lua (--ack): the acks of the claims measure() makes, cut likewise; a plain
+# one-off's success the short way (include/plain.lua's PLAIN.acked)
 ACK_UNITS = ("complete_many.lua", "--@include told\n", "--@include told\n" + STOP)
 ACK_DECIDE = ("complete_many.lua", "-- 1. decide", STOP + "-- 1. decide")
 ACK_WRITE = ("complete_many.lua", "-- 2. write", STOP + "-- 2. write")
 ACK_TAKEN = ("complete_many.lua", "if #taken > 0 then", STOP + "if #taken > 0 then")
 ACK_LISTED = ("complete_many.lua", "list_done(now, 'succeeded', retired)\n", STOP)
 ACK_FLUSH = ("complete_many.lua", "flush_tally()\nreturn out", STOP)
-COMMIT_READ = "  local f, why, t = read_job(job, names or COMMIT_FIELDS)\n"
-ACK_NO_READ = ("include/commit.lua", COMMIT_READ, "  do return {} end\n")
-ACK_HMGET_ONLY = (
-    "include/commit.lua",
-    COMMIT_READ,
-    "  redis.call('HMGET', jkey(job), unpack(names or COMMIT_FIELDS))\n  do return {} end\n",
-)
+ACKED_ENTRY = "#data - #job - #s - #a > 21 then return nil end\n"  # the last check of the entry
+ACKED_ENTRY_ONLY = ("include/plain.lua", ACKED_ENTRY, ACKED_ENTRY + "  do return nil end\n")
+ACK_NO_FALLBACK = ("complete_many.lua", "    if not x then\n", "    if false then\n")
 ACK_EVENT = """  local line = s .. '|' .. a .. '||' .. job
   if not lines then return event_tallied(now, 'succeeded', job, s, a, '', nil, line) end
   lines[#lines + 1], one = line, one or {job, s, a}
@@ -148,9 +135,8 @@ ACK_NO_EXPIRE = (
 ACK: dict[str, list[Edit]] = {
     "units defined, core's checks (return after the includes)": [ACK_UNITS],
     "+ input, namespace checks, RUNNING HMGET, lease ZCOUNT": [ACK_DECIDE],
-    "+ the token checks (parse_running, not_owned)": [ACK_NO_READ, ACK_WRITE],
-    "+ the job's HMGET (COMMIT_FIELDS), unchecked": [ACK_HMGET_ONLY, ACK_WRITE],
-    "+ read_job's checks, table, lane (decided)": [ACK_WRITE],
+    "+ PLAIN.acked: the RUNNING entry matched": [ACKED_ENTRY_ONLY, ACK_NO_FALLBACK, ACK_WRITE],
+    "+ PLAIN.acked: the job's HMGET, st matched, its table": [ACK_NO_FALLBACK, ACK_WRITE],
     "+ succeed: the job's HSET (retire_success)": [ACK_NO_EXPIRE, ACK_NO_EVENT, ACK_TAKEN],
     "+ succeed: its PEXPIRE": [ACK_NO_EVENT, ACK_TAKEN],
     "+ succeed: its event line": [ACK_TAKEN],

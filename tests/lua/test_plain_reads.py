@@ -59,7 +59,7 @@ VALUES = {
     "kind": [b"after", b"at", b"every", b"cron", b"x", b""],
     "def": [DEF, b"", b"\xff\xfe", b'{"t":"t.\xc3\xa9"}'],
     "running": [None, *INTS],
-    "next": [b"1796471541496", b"-5", b"x", b"", b"9" * 17],
+    "next": [b"1796471541496", b"-5", b"x", b"", b"9" * 17, b"01796471541496", b"9" * 16],
     "ready": [None, b"", b"1796471541497", b"x"],
     "lane": [None, b"default", b"mail", b""],
     "queued": [None, b"", b"5|", b"x"],
