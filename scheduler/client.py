@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler import timeinput, validation
 from scheduler import tracing as trace_config
-from scheduler.client_flow import FlowControl
+from scheduler.client_flow import FlowControl, checked
 from scheduler.errors import ClientClosedError, JobNotFoundError, StoreFullError
 from scheduler.handles import JobHandle
 from scheduler.model import AddResult, Cron, Event, JobInfo, JobSpec, Quarantined, Reconciled
@@ -250,7 +250,7 @@ class Client(FlowControl):
                 "list_jobs pages through a shared (Redis) store; in process, jobs() lists "
                 "every job with its state"
             )
-        return self.store
+        return checked(self.store)
 
     def list_jobs(
         self,
@@ -294,14 +294,14 @@ class Client(FlowControl):
     def _redo(self) -> Redo:
         if not isinstance(self.store, Redo):
             raise TypeError(f"{type(self.store).__name__} does not retry or delete jobs")
-        return self.store
+        return checked(self.store)
 
     # ---- upkeep (a shared store; the in-process store never holds malformed data) -------
 
     def _upkeep(self) -> Upkeep:
         if not isinstance(self.store, Upkeep):
             raise TypeError("this store keeps no quarantine and needs no reconciler")
-        return self.store
+        return checked(self.store)
 
     def quarantined(self) -> list[Quarantined]:
         """What the store moved aside because it did not parse (job data planted or

@@ -3,10 +3,14 @@ key rules that give jobs their limit keys, and where a key stands."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from scheduler import flow, tasks, validation
 from scheduler.flow import FlowState, Limit
 from scheduler.limit_usage import TOP_KEYS, Hold, ScopeUsage
 from scheduler.stores.base import FlowLimits, LimitKeyRules, Store
+
+S = TypeVar("S")
 
 
 class FlowControl:
@@ -76,12 +80,22 @@ class FlowControl:
     def _rules(self) -> LimitKeyRules:
         if not isinstance(self.store, LimitKeyRules):
             raise TypeError(f"{type(self.store).__name__} keeps no key rules")
-        return self.store
+        return checked(self.store)
 
     def _flow(self) -> FlowLimits:
         if not isinstance(self.store, FlowLimits):
             raise TypeError(f"{type(self.store).__name__} keeps no limits")
-        return self.store
+        return checked(self.store)
+
+
+def checked(store: S) -> S:
+    """``store``, once its namespace's shard count and data layout were checked, as its own
+    reads check them (a newer duetime's layout: ``LayoutRefusedError``); a store with no
+    such check (in process) as it is."""
+    check = getattr(store, "_count", None)  # RedisStore, ShardedStore: once settled
+    if check is not None:
+        check()
+    return store
 
 
 def check_known_task(store: Store, task: str) -> None:

@@ -94,7 +94,8 @@ def test_check_server_runs_once_per_store(redis_url, redis_ns, caplog):
 
 def test_a_newer_layout_refuses_the_readers_of_a_library_store(redis_url, redis_ns, redis_client):
     """The CLI and AsyncClient checked the layout before reading; a RedisStore's (and so a
-    sync Client's) get, jobs and events read a newer duetime's jobs as they found them."""
+    sync Client's) get, jobs and events read a newer duetime's jobs as they found them, and
+    a Client's list_jobs, quarantine, limits, key rules and retries did too."""
     from scheduler import Client
     from scheduler.errors import LayoutRefusedError
 
@@ -107,9 +108,19 @@ def test_a_newer_layout_refuses_the_readers_of_a_library_store(redis_url, redis_
         with pytest.raises(LayoutRefusedError, match="layout 9 in this namespace"):
             read()
     store.close()
-    client = Client(redis_url, namespace=redis_ns)
-    with client, pytest.raises(LayoutRefusedError, match="run one version of duetime"):
-        client.get("a")
+    reads = {  # each a fresh client: a store checks its namespace once
+        "get": lambda c: c.get("a"),
+        "list_jobs": lambda c: c.list_jobs("scheduled"),
+        "quarantined": lambda c: c.quarantined(),
+        "limits": lambda c: c.limits(),
+        "key_rules": lambda c: c.key_rules(),
+        "retry_failed": lambda c: c.retry_failed(),
+    }
+    for name, read in reads.items():
+        client = Client(redis_url, namespace=redis_ns)
+        with client, pytest.raises(LayoutRefusedError, match="run one version of duetime"):
+            read(client)
+            pytest.fail(f"Client.{name} read a namespace of a newer layout")
 
 
 def test_a_running_engine_stops_claiming_when_a_newer_layout_appears(
