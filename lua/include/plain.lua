@@ -9,7 +9,8 @@
 -- never accepts what the general way refuses (tests/lua/test_plain_reads.py). With the
 -- fields, its plan: what the write that follows (claimed, succeeded) makes of st, as the
 -- general way (JOB.set) would write it (tests/lua/test_packed_fields.py).
--- A claim's due member of such a job is decided the short way too (PLAIN.look).
+-- A claim's due member of such a job and an ack's success are decided the short way too
+-- (PLAIN.look, PLAIN.acked: tests/lua/test_short_ways.py).
 -- Provides: PLAIN
 -- Key families: layout, job:<job_id>
 
