@@ -88,15 +88,18 @@ function PLAIN.succeeded(p) return p.head .. ',0,' .. p.attempts .. ',,,,,1,,,,'
 -- The success of `job` (its RUNNING entry `data`, read before) when it ends a plain
 -- one-off's only run, decided the short way (complete_many.lua: no lease expired, nobody
 -- waits for a result): the entry "<gen>|<sched>|<attempt>|<stalls>|<fence>|<job>" of this
--- very job (ASCII, no kept ready; gen, stalls and fence of 16 digits at most together), the
+-- very job (ASCII, no kept ready; each number of 16 digits at most, as parse_running's), the
 -- job PLAIN.success's case without a `keep`, read with the ack's one HMGET (`q`: its list,
 -- lane then st). Returns one table: the run (sched_text, attempt_text), the fields
 -- PLAIN.success returns and its plan (JOB.plain; `f`: itself); else nil, and the reply if
 -- it was read (commit_fields takes it: one read an item either way).
 function PLAIN.acked(job, data, q)
   if not data or #data > 2048 then return nil end
-  local s, a, who = string.match(data, '^%d+|(%d+)|(%d+)|%d+|%d+|([^\128-\255]+)$')
-  if who ~= job or #s > 16 or #a > 16 or #data - #job - #s - #a > 21 then return nil end
+  local g, s, a, stalls, fence, who =  -- (its gen: the job's st says the job's)
+    string.match(data, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([^\128-\255]+)$')
+  if who ~= job or #g > 16 or #s > 16 or #a > 16 or #stalls > 16 or #fence > 16 then
+    return nil
+  end
   local jk = jkey(job)
   local raw = redis.pcall('HMGET', jk, unpack(q.list))
   local lane, st = raw[1], raw[2]

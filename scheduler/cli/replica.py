@@ -334,6 +334,7 @@ class _StopRequests:
 
     def __init__(self) -> None:
         self.stop = threading.Event()
+        self.signalled = False  # the first SIGTERM/SIGINT came (a refusal is no signal)
         self.forced: int | None = None
         self.interruptible = False  # the main thread waits in a join that may be cut
         self.refused: BaseException | None = None  # claiming stopped for good (Signals)
@@ -347,12 +348,15 @@ class _StopRequests:
         return requests
 
     def refuse(self, error: BaseException) -> None:
-        """The store refused the namespace for good (a newer duetime's layout): stop."""
+        """The store refused the namespace for good (a newer duetime's layout): the clean
+        stop, as a first signal asks it (the first signal after it asks it again: an
+        orchestrator's SIGTERM does not cut the wait for running jobs)."""
         self.refused = error
         self.stop.set()
 
     def __call__(self, signum: int, _frame: object) -> None:
-        if not self.stop.is_set():
+        if not self.signalled:
+            self.signalled = True
             self.stop.set()
             return
         self.forced = signum

@@ -255,3 +255,29 @@ ACK_EDGES = {  # (fields changed, job, entry, whose, lease in, waiting): plain b
 def test_each_edge_of_the_short_ack_acks_as_the_general_way(redis_client, edge):
     changed, job, entry, whose, lease_in, waiting = edge
     acked_both_ways(redis_client, {**RUNNING, **changed}, job, entry, whose, lease_in, waiting)
+
+
+ACKED = lua.assemble(
+    "#!lua\n--@include commit\n"
+    "local x = PLAIN.acked(ARGV[3], ARGV[4], JOB.ask(success_fields()))\n"
+    "return x and 'short' or 'declined'\n",
+    "acked_probe.lua",
+)
+
+
+@pytest.mark.parametrize(
+    ("entry", "way"),
+    [
+        (b"7|1796471541496|1|0|12|j", b"short"),
+        (b"12345678|1796471541496|1|0|87654321|j", b"short"),  # a busy namespace's counters
+        (b"1234567890123456|1796471541496|1|0|1234567890123456|j", b"short"),
+        (b"7|1796471541496|1|0|12345678901234567|j", b"declined"),  # parse_running refuses it
+        (b"7|1796471541496@1796471541499|1|0|12|j", b"declined"),  # a kept ready
+    ],
+)
+def test_the_short_ack_takes_what_parse_running_takes(redis_client, entry, way):
+    """Each number of the entry at most 16 digits, as parse_running reads them: gen and the
+    fence are namespace-wide counters (a bound on their sum turned a busy namespace's acks
+    all the long way)."""
+    plant(redis_client, SHORT, RUNNING, b"j")
+    assert redis_client.eval(ACKED, 0, SHORT, b"", b"j", entry) == way

@@ -348,7 +348,7 @@ def refused(exc: Exception, url: str) -> Exception:
         return ValueError(f"the store refused the request: {exc}")
     if "duetime stale-rules" in str(exc):  # adds.py reloads the key rules and resends once
         return KeyRulesChangedError(f"Redis at {url}: {exc}")
-    if "duetime layout" in str(exc):
+    if str(exc).startswith("duetime layout "):  # (a corrupt key's name may hold the words)
         return LayoutRefusedError(str(exc).removeprefix("duetime "))
     if "duetime corrupt" in str(exc):
         return log_rate_limited(log, corrupt_error(str(exc), url))
