@@ -70,7 +70,7 @@ local function succeed(job, token, result, r, f)
 end
 
 -- 1. decide each item, read only (a token twice: one item): fs, rs its fields and run, or plans
-local fs, rs, plans, first, names = {}, {}, {}, {}, success_fields()
+local fs, rs, plans, first, names = {}, {}, {}, {}, SUCCESS_FIELDS
 local short = not expired and not told and JOB.ask(names)  -- a plain one-off's: PLAIN.acked
 for i = 1, #jobs do
   local token = tokens[i]

@@ -92,7 +92,7 @@ def checked(store: S) -> S:
     """``store``, once its namespace's shard count and data layout were checked, as its own
     reads check them (a newer duetime's layout: ``LayoutRefusedError``); a store with no
     such check (in process) as it is."""
-    check = getattr(store, "_count", None)  # RedisStore, ShardedStore: once settled
+    check = getattr(store, "check_namespace", None)  # RedisStore, ShardedStore
     if check is not None:
         check()
     return store

@@ -6,9 +6,8 @@
 -- the caller is answered "quarantined": the outcome is recorded there, never reported as a
 -- lease loss. A job deleted while an invocation ran (delete.lua keeps its RUNNING entry
 -- and lease) is answered "not_found", its RUNNING entry and lease dropped.
--- Provides: COMMIT_FIELDS, QUEUED_ONLY, SUCCESS_FIELDS, success_fields, LANES_CHECKED,
---   lane_checked, commit_guard, REST, prefetched, commit_fields, commit_plan, commit_aside,
---   commit_code
+-- Provides: COMMIT_FIELDS, QUEUED_ONLY, SUCCESS_FIELDS, LANES_CHECKED, lane_checked,
+--   commit_guard, REST, prefetched, commit_fields, commit_plan, commit_aside, commit_code
 -- Key families: layout, job:<job_id>, running, lease, events, stats, due:<lane>, seq, wake,
 --   quarantined, quarantined:<entry>, flow:held, flow:run, flow:wait:<key>, flow:win:<key>,
 --   levels:<lane>, limits, turns:<level>
@@ -26,12 +25,11 @@ local COMMIT_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', '
   'running', 'runs', 'failures', 'lists', 'started', 'stash', 'reruns', 'keep'}
 
 -- Of them, what only the release of a queued occurrence parses (settle, push_retry): a success
--- reads the others first (success_fields; a plain job the short way), these if it holds one.
+-- reads the others first (SUCCESS_FIELDS; a plain job the short way), these if it holds one.
 -- One constant list (a library keeps what read_job derives from it: include/st.lua's ask).
 local QUEUED_ONLY = {stash = true, reruns = true}
 local SUCCESS_FIELDS = {'gen', 'cancelled', 'lane', 'queued', 'paused', 'kind', 'e', 'retries',
   'running', 'runs', 'failures', 'lists', 'started', 'keep', plain = PLAIN.success}
-local function success_fields() return SUCCESS_FIELDS end
 
 --@call
 local LANES_CHECKED = {}  -- due sets found sound this call (no write of it changes a key's type)

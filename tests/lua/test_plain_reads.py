@@ -1,5 +1,5 @@
 """The plain reads of include/check.lua's read_job (a field list's `plain`: the claim's
-CLAIM_FIELDS, the ack's success_fields()) answer as the general way: for any job hash,
+CLAIM_FIELDS, the ack's SUCCESS_FIELDS) answer as the general way: for any job hash,
 either they decline (nil) or they return exactly the fields the general way returns.
 Planted hashes (layout 4: the small fields in ``st``): each field absent or one of its
 typical, edge and malformed values, drawn by hypothesis, weighted toward the plain case
@@ -46,7 +46,7 @@ def probe(unit: str, fields: str) -> str:
 
 
 CLAIM = probe("inspect", "CLAIM_FIELDS")
-SUCCESS = probe("commit", "success_fields()")
+SUCCESS = probe("commit", "SUCCESS_FIELDS")
 
 DEF = b'{"a":"{}","s":["after",0],"t":"t.x"}'
 INTS = [b"0", b"1", b"2", b"-1", b"01", b"x", b"", b"9" * 17]

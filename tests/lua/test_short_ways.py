@@ -259,7 +259,7 @@ def test_each_edge_of_the_short_ack_acks_as_the_general_way(redis_client, edge):
 
 ACKED = lua.assemble(
     "#!lua\n--@include commit\n"
-    "local x = PLAIN.acked(ARGV[3], ARGV[4], JOB.ask(success_fields()))\n"
+    "local x = PLAIN.acked(ARGV[3], ARGV[4], JOB.ask(SUCCESS_FIELDS))\n"
     "return x and 'short' or 'declined'\n",
     "acked_probe.lua",
 )

@@ -231,15 +231,15 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
         """``requests.Adds`` on this store: add.lua for ``args``, one item per job."""
         return adds.send(self, args, stamp)
 
-    def _count(self, record: bool = False) -> None:
+    def check_namespace(self, record: bool = False) -> None:
         """The shard count and data layout checked until settled (sharding/shards.py; a newer
-        layout, misread if read: ``StoreConfigError``); writers ``record`` a new count."""
+        layout, misread if read: ``LayoutRefusedError``); writers ``record`` a new count."""
         if not self._counted:  # a sharded namespace (another count) would not find the job
             with self.reachable():
                 self._counted = shards.check_count(self._r, self.keys, self.url, record=record)
 
     def _writable(self) -> None:
-        self._count(record=True)
+        self.check_namespace(record=True)
         if self._eviction.due():  # an evicting Redis would lose the job: refused
             with self.reachable():
                 self._eviction.check(self._r, self.url)
@@ -444,7 +444,7 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
     # ---- inspection -------------------------------------------------------------------------
 
     def get(self, job_id: str) -> JobInfo | None:
-        self._count()
+        self.check_namespace()
         return requests.run(self, ops.get(self.keys, job_id))
 
     def pending_occurrence(self, job_id: str) -> float | None:
@@ -453,11 +453,11 @@ class RedisStore(WakeSubscriptions, CheckMethods, FlowMethods, upkeep.UpkeepMeth
     def jobs(self) -> list[JobInfo]:
         """Every live job (a SCAN of the namespace's job keys: an operator's call, not a
         hot path)."""
-        self._count()
+        self.check_namespace()
         return requests.run(self, ops.jobs(self.keys))
 
     def events(self, limit: int = 100) -> list[Event]:
-        self._count()
+        self.check_namespace()
         return requests.run(self, ops.events(self.keys, limit))
 
     # ---- wake-ups -----------------------------------------------------------------------

@@ -138,12 +138,12 @@ class ShardedStore(WakeSubscriptions):
     def shard(self, job_id: str) -> RedisStore:
         """The store of the shard that holds ``job_id`` (the first call checks the
         namespace's shard count: a wrong one would look in the wrong shards)."""
-        self._count()
+        self.check_namespace()
         return self.shards[sharding.shard_of(job_id, self.n)]
 
-    def _count(self, record: bool = False) -> None:
-        """Check (until settled) that the namespace has this store's shard count;
-        writers (``record``) record it in a new namespace (sharding/shards.py)."""
+    def check_namespace(self, record: bool = False) -> None:
+        """Check (until settled) the namespace's shard count and that this version reads its
+        data layout (``LayoutRefusedError``); writers ``record`` a new count (shards.py)."""
         if not self._counted:
             with self.shards[0].reachable():
                 self._counted = sharding.check_count(self._r, self.keys, self.url, record=record)
@@ -162,11 +162,11 @@ class ShardedStore(WakeSubscriptions):
     # ---- producers ------------------------------------------------------------------------
 
     def next_id(self) -> int:
-        self._count()
+        self.check_namespace()
         return self.shards[0].next_id()
 
     def add(self, spec: JobSpec) -> AddResult:
-        self._count(record=True)
+        self.check_namespace(record=True)
         i = sharding.shard_of(spec.job_id, self.n)
         result = self.shards[i].add(spec)
         self._learn(i, result.due_in)
@@ -174,7 +174,7 @@ class ShardedStore(WakeSubscriptions):
 
     def add_many(self, specs: Sequence[JobSpec]) -> list[AddResult]:
         """``RedisStore.add_many`` per shard holding some jobs; results in ``specs``' order."""
-        self._count(record=True)
+        self.check_namespace(record=True)
         groups = self._groups([spec.job_id for spec in specs])
         out: list[AddResult | None] = [None] * len(specs)
         for i, members in groups.items():
@@ -311,7 +311,7 @@ class ShardedStore(WakeSubscriptions):
         self, capacity: Mapping[str, int], send: Callable[[int, Mapping[str, int]], ClaimBatch]
     ) -> ClaimBatch:
         """``claim_due``'s rounds, ``send(shard, asked)`` claiming from one shard."""
-        self._count(record=True)
+        self.check_namespace(record=True)
         self.shards[0].watch_eviction()  # shard 0 ran check_server: the server's watch
         left = {lane: max(0, int(n)) for lane, n in capacity.items()}
         now = self.clock.now()
@@ -397,26 +397,26 @@ class ShardedStore(WakeSubscriptions):
 
     def jobs(self) -> list[JobInfo]:
         """Every live job of every shard (a SCAN per shard: an operator's call)."""
-        self._count()
+        self.check_namespace()
         return ops.by_next_run(i for s in self.shards for i in s.jobs())
 
     def events(self, limit: int = 100) -> list[Event]:
         """The most recent ``limit`` events of all shards, oldest first (merged by time;
         equal times keep shard order)."""
-        self._count()
+        self.check_namespace()
         return ops.merge_events((s.events(limit) for s in self.shards), limit)
 
     # ---- upkeep: the reconciler and the quarantine, shard by shard -----------------------
 
     def reconcile(self, *, dry_run: bool = False, start_count: bool = False) -> Reconciled:
         """``RedisStore.reconcile`` on every shard, added up (one live count per shard)."""
-        self._count()
+        self.check_namespace()
         return upkeep.sum_reconciled(
             [s.reconcile(dry_run=dry_run, start_count=start_count) for s in self.shards]
         )
 
     def quarantined(self) -> list[Quarantined]:
-        self._count()
+        self.check_namespace()
         return [q for s in self.shards for q in s.quarantined()]
 
     def restore(self, entry_id: str) -> str:
@@ -429,7 +429,7 @@ class ShardedStore(WakeSubscriptions):
         return "missing"
 
     def purge_quarantined(self, entry_id: str) -> int:
-        self._count()
+        self.check_namespace()
         return sum(s.purge_quarantined(entry_id) for s in self.shards)
 
     # ---- wake-ups -----------------------------------------------------------------------
